@@ -1,0 +1,62 @@
+# The one bounds-checked read cursor every compiled read of input goes through.
+# Checks are written as `n <= end - pos`, a form that cannot overflow.
+from cpython.buffer cimport PyObject_GetBuffer, PyBUF_SIMPLE
+from libc.stdint cimport uint32_t, uint64_t
+
+
+cdef extern from "crc32c.h":
+    uint32_t tfl_crc32c(uint32_t crc, const void *data, size_t n) nogil
+    uint32_t tfl_mask_crc(uint32_t crc) nogil
+    int tfl_crc32c_init(int force_table) nogil
+    int tfl_crc32c_backend() nogil
+    int tfl_crc32c_hw_available() nogil
+    uint64_t tfl_load_le64(const unsigned char *p) nogil
+    uint32_t tfl_load_le32(const unsigned char *p) nogil
+    void tfl_store_le64(unsigned char *p, uint64_t v) nogil
+    void tfl_store_le32(unsigned char *p, uint32_t v) nogil
+
+
+cdef struct Cursor:
+    const unsigned char *pos   # next unread byte
+    const unsigned char *end   # one past the last readable byte
+
+
+cdef inline int acquire(object obj, Py_buffer *view) except -1:
+    """Borrow obj's bytes once per call, read-only and C-contiguous (bytes, bytearray,
+    memoryview, mmap, numpy). The caller releases with PyBuffer_Release."""
+    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+
+
+cdef inline void cursor_init(Cursor *c, const unsigned char *data, Py_ssize_t n) noexcept nogil:
+    c.pos = data
+    c.end = data + n
+
+
+cdef inline Py_ssize_t cursor_left(const Cursor *c) noexcept nogil:
+    return c.end - c.pos
+
+
+cdef inline bint cursor_take(Cursor *c, uint64_t n, const unsigned char **out) noexcept nogil:
+    """Hand out the next n bytes, or fail without moving if fewer remain."""
+    if n > <uint64_t>(c.end - c.pos):
+        return False
+    out[0] = c.pos
+    c.pos += n
+    return True
+
+
+cdef inline bint cursor_varint(Cursor *c, uint64_t *out) noexcept nogil:
+    """Protobuf base-128 varint: 7 bits per byte, least significant group first, high bit
+    set on every byte but the last; at most 10 bytes for 64 bits."""
+    cdef uint64_t result = 0
+    cdef unsigned int shift = 0
+    cdef unsigned char b
+    while c.pos < c.end and shift < 70:
+        b = c.pos[0]
+        c.pos += 1
+        result |= (<uint64_t>(b & 0x7F)) << shift if shift < 64 else 0
+        if b < 0x80:
+            out[0] = result
+            return True
+        shift += 7
+    return False

@@ -1,0 +1,232 @@
+# cython: freethreading_compatible = False
+"""TFRecord frames: CRC32C, scanning a buffer into verified records, writing frames.
+
+A frame is::
+
+    uint64 length           little-endian
+    uint32 masked_crc32c(length's 8 bytes)
+    byte   data[length]
+    uint32 masked_crc32c(data)
+
+The pure-Python twin is tfrecord_lite/_framing_py.py; both expose the same names.
+"""
+import os
+
+from cpython.buffer cimport PyBuffer_Release
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from cursor cimport (
+    Cursor, acquire, cursor_init, cursor_take, tfl_crc32c, tfl_crc32c_backend,
+    tfl_crc32c_hw_available, tfl_crc32c_init, tfl_load_le32, tfl_load_le64, tfl_mask_crc,
+    tfl_store_le32, tfl_store_le64,
+)
+
+cdef enum:
+    HEADER_BYTES = 12     # uint64 length + uint32 masked CRC of it
+    FOOTER_BYTES = 4      # uint32 masked CRC of the data
+    SPAN_BATCH = 1024     # records verified per GIL release before bytes objects are made
+    NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
+
+cdef enum Outcome:       # scan outcomes, exported below with the same values as the twin
+    OK = 0               # stopped at the end of the buffer or after max_records
+    BAD_LENGTH_CRC = 1
+    BAD_DATA_CRC = 2
+    TOO_LARGE = 3
+
+FRAME_OK = OK
+FRAME_BAD_LENGTH_CRC = BAD_LENGTH_CRC
+FRAME_BAD_DATA_CRC = BAD_DATA_CRC
+FRAME_TOO_LARGE = TOO_LARGE
+
+_BACKEND_NAMES = {0: "table", 1: "sse4.2", 2: "armv8"}
+tfl_crc32c_init(os.environ.get("TFRECORD_LITE_CRC32C_TABLE") == "1")
+
+
+def crc32c_backend():
+    """Name of the CRC32C path in use: "sse4.2", "armv8" or "table"."""
+    return _BACKEND_NAMES[tfl_crc32c_backend()]
+
+
+def set_crc32c_backend(str name):
+    """Select "hardware" (the CPU's instruction, if any) or "table"; returns the active name."""
+    if name not in ("hardware", "table"):
+        raise ValueError(f"CRC32C backend must be 'hardware' or 'table', not {name!r}")
+    if name == "hardware" and not tfl_crc32c_hw_available():
+        raise ValueError("this CPU has no CRC32C instruction; only the 'table' backend is available")
+    tfl_crc32c_init(name == "table")
+    return crc32c_backend()
+
+
+def crc32c(data, unsigned int value=0):
+    """CRC32C (Castagnoli, reflected 0x82F63B78) of data, continuing from value."""
+    cdef Py_buffer view
+    cdef uint32_t crc = value
+    acquire(data, &view)
+    try:
+        if view.len >= NOGIL_MIN_BYTES:
+            with nogil:
+                crc = tfl_crc32c(crc, view.buf, view.len)
+        else:
+            crc = tfl_crc32c(crc, view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def masked_crc32c(data):
+    """TFRecord's masked CRC: ((c >> 15) | (c << 17)) + 0xa282ead8, mod 2**32."""
+    return tfl_mask_crc(crc32c(data))
+
+
+def encode_frames(records, bytearray out=None):
+    """Append one frame per record (bytes-like) to out (a new bytearray if None); return out."""
+    cdef Py_buffer view
+    cdef Py_ssize_t at
+    cdef unsigned char *dst
+    cdef uint64_t n
+    if out is None:
+        out = bytearray()
+    for record in records:
+        acquire(record, &view)
+        try:
+            n = <uint64_t>view.len
+            at = PyByteArray_GET_SIZE(out)
+            PyByteArray_Resize(out, at + view.len + HEADER_BYTES + FOOTER_BYTES)
+            dst = <unsigned char *>PyByteArray_AS_STRING(out) + at
+            if view.len >= NOGIL_MIN_BYTES:
+                with nogil:
+                    _write_frame(dst, <const unsigned char *>view.buf, n)
+            else:
+                _write_frame(dst, <const unsigned char *>view.buf, n)
+        finally:
+            PyBuffer_Release(&view)
+    return out
+
+
+cdef inline void _write_frame(unsigned char *dst, const unsigned char *data, uint64_t n) noexcept nogil:
+    tfl_store_le64(dst, n)
+    tfl_store_le32(dst + 8, tfl_mask_crc(tfl_crc32c(0, dst, 8)))
+    memcpy(dst + HEADER_BYTES, data, n)
+    tfl_store_le32(dst + HEADER_BYTES + n, tfl_mask_crc(tfl_crc32c(0, data, n)))
+
+
+cdef struct Span:
+    Py_ssize_t start   # offset of the record's data within the buffer
+    Py_ssize_t length  # data length
+
+
+cdef int _scan(Cursor *c, const unsigned char *base, bint check_crc, uint64_t max_record_bytes,
+               Span *spans, Py_ssize_t max_spans, Py_ssize_t *count, uint64_t *value) noexcept nogil:
+    """Verify frames from c.pos until the buffer ends, max_spans are found or a frame is bad.
+
+    On return c.pos is the start of the first frame not returned; value holds the bytes still
+    needed to finish that frame (FRAME_OK) or its length field (bad frames)."""
+    cdef const unsigned char *header
+    cdef const unsigned char *data
+    cdef const unsigned char *footer
+    cdef const unsigned char *frame_start
+    cdef uint64_t length
+    count[0] = 0
+    while count[0] < max_spans:
+        frame_start = c.pos
+        if not cursor_take(c, HEADER_BYTES, &header):
+            value[0] = HEADER_BYTES - (c.end - c.pos)
+            return OK
+        length = tfl_load_le64(header)
+        if tfl_mask_crc(tfl_crc32c(0, header, 8)) != tfl_load_le32(header + 8):
+            c.pos = frame_start
+            value[0] = length
+            return BAD_LENGTH_CRC
+        if length > max_record_bytes:
+            c.pos = frame_start
+            value[0] = length
+            return TOO_LARGE
+        # length <= max_record_bytes, so length + FOOTER_BYTES cannot overflow.
+        if not cursor_take(c, length + FOOTER_BYTES, &data):
+            value[0] = length + FOOTER_BYTES - <uint64_t>(c.end - c.pos)
+            c.pos = frame_start
+            return OK
+        footer = data + length
+        if check_crc and tfl_mask_crc(tfl_crc32c(0, data, length)) != tfl_load_le32(footer):
+            c.pos = frame_start
+            value[0] = length
+            return BAD_DATA_CRC
+        spans[count[0]].start = data - base
+        spans[count[0]].length = <Py_ssize_t>length
+        count[0] += 1
+    value[0] = 0
+    return OK
+
+
+def scan_frames(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
+                uint64_t max_record_bytes=0xFFFFFFFFFFFFFFFF, Py_ssize_t max_records=-1):
+    """Verify and copy out the complete frames in buf[start:stop].
+
+    Returns (records, pos, status, value): records as a list of bytes; pos, the offset of the
+    first frame not returned; status, one of the FRAME_* outcomes for the frame at pos; value,
+    the bytes still needed to complete that frame (FRAME_OK) or its length field (otherwise).
+    The header CRC is always checked; check_crc=False skips the data CRC only."""
+    cdef Py_buffer view
+    cdef Cursor c
+    cdef Span spans[SPAN_BATCH]
+    cdef Py_ssize_t count, i, want
+    cdef uint64_t value = 0
+    cdef int status = OK
+    cdef const unsigned char *base
+    cdef list records = []
+    acquire(buf, &view)
+    try:
+        if stop < 0 or stop > view.len:
+            stop = view.len
+        if start < 0 or start > stop:
+            raise ValueError(f"start {start} is outside the buffer (0..{stop})")
+        base = <const unsigned char *>view.buf
+        cursor_init(&c, base + start, stop - start)
+        while True:
+            want = SPAN_BATCH
+            if max_records >= 0:
+                want = min(want, max_records - len(records))
+                if want == 0:
+                    # Report what the next frame would need, as the FRAME_OK contract says.
+                    value = 0
+                    break
+            with nogil:
+                status = _scan(&c, base, check_crc, max_record_bytes, spans, want, &count, &value)
+            for i in range(count):
+                records.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
+            if status != OK or count < want:
+                break
+        return records, c.pos - base, status, value
+    finally:
+        PyBuffer_Release(&view)
+
+
+def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):
+    """Offset of the first position >= start in buf[:stop] whose 12 bytes form a header with a
+    valid masked CRC, or -1. Used to resynchronise after corruption."""
+    cdef Py_buffer view
+    cdef const unsigned char *p
+    cdef const unsigned char *last
+    cdef Py_ssize_t found = -1
+    acquire(buf, &view)
+    try:
+        if stop < 0 or stop > view.len:
+            stop = view.len
+        if start < 0:
+            raise ValueError("start must be >= 0")
+        if stop - start < HEADER_BYTES:
+            return -1
+        p = <const unsigned char *>view.buf + start
+        last = <const unsigned char *>view.buf + stop - HEADER_BYTES
+        with nogil:
+            while p <= last:
+                if tfl_mask_crc(tfl_crc32c(0, p, 8)) == tfl_load_le32(p + 8):
+                    found = p - <const unsigned char *>view.buf
+                    break
+                p += 1
+        return found
+    finally:
+        PyBuffer_Release(&view)

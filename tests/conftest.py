@@ -1,0 +1,40 @@
+"""Shared fixtures: the backend switch and the guard against swallowed exceptions."""
+
+import pytest
+
+from tfrecord_lite import _native
+
+BACKENDS = _native.available()
+
+
+class Backend:
+    """The active backend's modules, switched for the duration of a test."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __getattr__(self, concern):
+        if concern in _native.CONCERNS:
+            return getattr(_native, concern)
+        raise AttributeError(concern)
+
+    def __repr__(self):
+        return f"Backend({self.name!r})"
+
+
+@pytest.fixture(params=["cython", "python"])
+def backend(request):
+    """Runs the test once per backend; library calls inside it go to that backend."""
+    if request.param not in BACKENDS:
+        pytest.fail("the compiled core is not built; run `pip install .` (or build_ext --inplace)")
+    with _native.use(request.param):
+        assert _native.implementation == request.param
+        yield Backend(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _no_swallowed_exceptions(capfd):
+    """Fail any test whose stderr shows an exception swallowed inside compiled code."""
+    yield
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err, err

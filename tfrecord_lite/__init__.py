@@ -1,0 +1,51 @@
+"""tfrecord_lite: fast TFRecord reading and writing for Python, without TensorFlow.
+
+Public names live here; ``implementation`` says whether the compiled core ("cython") or
+its pure-Python twin ("python") is active.
+"""
+
+from . import _native
+from .errors import (
+    CorruptRecordError,
+    DataLossError,
+    ExampleDecodeError,
+    FeatureSpecError,
+    RecordTooLargeError,
+    TFRecordError,
+    TruncatedRecordError,
+)
+from .reader import TFRecordReader
+from .writer import TFRecordWriter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TFRecordReader",
+    "TFRecordWriter",
+    "crc32c",
+    "masked_crc32c",
+    "implementation",
+    "TFRecordError",
+    "DataLossError",
+    "CorruptRecordError",
+    "TruncatedRecordError",
+    "RecordTooLargeError",
+    "ExampleDecodeError",
+    "FeatureSpecError",
+]
+
+
+def crc32c(data, value: int = 0) -> int:
+    """CRC32C (Castagnoli) of a bytes-like object, optionally continuing from value."""
+    return _native.framing.crc32c(data, value)
+
+
+def masked_crc32c(data) -> int:
+    """TFRecord's masked CRC32C of a bytes-like object."""
+    return _native.framing.masked_crc32c(data)
+
+
+def __getattr__(name):
+    if name == "implementation":
+        return _native.implementation
+    raise AttributeError(f"module 'tfrecord_lite' has no attribute {name!r}")

@@ -1,0 +1,109 @@
+"""Pure-Python twin of csrc/framing.pyx: CRC32C, frame scanning and frame writing.
+
+Same names, signatures and results as the compiled module; CRC32C comes from the crc32c
+package. Used when the compiled core is unavailable or TFRECORD_LITE_PURE_PYTHON=1.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c as _crc32c_pkg
+
+HEADER_BYTES = 12
+FOOTER_BYTES = 4
+
+FRAME_OK = 0
+FRAME_BAD_LENGTH_CRC = 1
+FRAME_BAD_DATA_CRC = 2
+FRAME_TOO_LARGE = 3
+
+_u64 = struct.Struct("<Q")
+_u32 = struct.Struct("<I")
+_MASK_DELTA = 0xA282EAD8
+
+
+def crc32c_backend():
+    """Name of the CRC32C path in use: the crc32c package's ("hardware" or "software")."""
+    return "hardware" if _crc32c_pkg.hardware_based else "software"
+
+
+def set_crc32c_backend(name: str):
+    """The crc32c package picks its own path; only validates name for signature parity."""
+    if name not in ("hardware", "table"):
+        raise ValueError(f"CRC32C backend must be 'hardware' or 'table', not {name!r}")
+    return crc32c_backend()
+
+
+def crc32c(data, value: int = 0) -> int:
+    """CRC32C (Castagnoli, reflected 0x82F63B78) of data, continuing from value."""
+    return _crc32c_pkg.crc32c(memoryview(data).cast("B"), value)
+
+
+def _mask(crc: int) -> int:
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def masked_crc32c(data) -> int:
+    """TFRecord's masked CRC: ((c >> 15) | (c << 17)) + 0xa282ead8, mod 2**32."""
+    return _mask(crc32c(data))
+
+
+def encode_frames(records, out: bytearray | None = None) -> bytearray:
+    """Append one frame per record (bytes-like) to out (a new bytearray if None); return out."""
+    if out is None:
+        out = bytearray()
+    for record in records:
+        data = memoryview(record).cast("B")
+        header = _u64.pack(len(data))
+        out += header
+        out += _u32.pack(_mask(_crc32c_pkg.crc32c(header)))
+        out += data
+        out += _u32.pack(_mask(_crc32c_pkg.crc32c(data)))
+    return out
+
+
+def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
+    """Verify and copy out the complete frames in buf[start:stop]; see framing.pyx."""
+    mv = memoryview(buf).cast("B")
+    if stop < 0 or stop > len(mv):
+        stop = len(mv)
+    if start < 0 or start > stop:
+        raise ValueError(f"start {start} is outside the buffer (0..{stop})")
+    records = []
+    pos = start
+    while True:
+        if 0 <= max_records <= len(records):
+            return records, pos, FRAME_OK, 0
+        if stop - pos < HEADER_BYTES:
+            return records, pos, FRAME_OK, HEADER_BYTES - (stop - pos)
+        header = mv[pos : pos + 8]
+        (length,) = _u64.unpack(header)
+        if _mask(_crc32c_pkg.crc32c(header)) != _u32.unpack(mv[pos + 8 : pos + 12])[0]:
+            return records, pos, FRAME_BAD_LENGTH_CRC, length
+        if length > max_record_bytes:
+            return records, pos, FRAME_TOO_LARGE, length
+        left = stop - pos - HEADER_BYTES
+        if length + FOOTER_BYTES > left:
+            return records, pos, FRAME_OK, length + FOOTER_BYTES - left
+        data = mv[pos + HEADER_BYTES : pos + HEADER_BYTES + length]
+        if check_crc:
+            footer = pos + HEADER_BYTES + length
+            if _mask(_crc32c_pkg.crc32c(data)) != _u32.unpack(mv[footer : footer + 4])[0]:
+                return records, pos, FRAME_BAD_DATA_CRC, length
+        records.append(bytes(data))
+        pos += HEADER_BYTES + length + FOOTER_BYTES
+
+
+def find_header(buf, start=0, stop=-1):
+    """Offset of the first position >= start in buf[:stop] whose 12 bytes form a header with a
+    valid masked CRC, or -1."""
+    mv = memoryview(buf).cast("B")
+    if stop < 0 or stop > len(mv):
+        stop = len(mv)
+    if start < 0:
+        raise ValueError("start must be >= 0")
+    for p in range(start, stop - HEADER_BYTES + 1):
+        if _mask(_crc32c_pkg.crc32c(mv[p : p + 8])) == _u32.unpack(mv[p + 8 : p + 12])[0]:
+            return p
+    return -1

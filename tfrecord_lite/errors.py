@@ -1,0 +1,75 @@
+"""The whole exception hierarchy of tfrecord_lite.
+
+Every error about a record carries where it happened: ``.path`` (file name or
+``"<buffer>"``), ``.offset`` (byte where the record starts), ``.index``
+(record number within the file) and states them in its message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TFRecordError",
+    "DataLossError",
+    "CorruptRecordError",
+    "TruncatedRecordError",
+    "RecordTooLargeError",
+    "ExampleDecodeError",
+    "FeatureSpecError",
+]
+
+
+class TFRecordError(Exception):
+    """Root of every error tfrecord_lite raises on purpose."""
+
+    def __init__(self, message: str, *, path=None, offset=None, index=None, hint=None):
+        self.detail = message
+        self.path = path
+        self.offset = offset
+        self.index = index
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(str(self.path))
+        if self.index is not None:
+            where.append(f"record {self.index}")
+        if self.offset is not None:
+            where.append(f"byte offset {self.offset}")
+        text = f"{', '.join(where)}: {self.detail}" if where else self.detail
+        if self.hint:
+            text += f". {self.hint}"
+        return text
+
+    def __reduce__(self):
+        # Keep keyword attributes across pickling (process pools re-raise these).
+        return (_rebuild, (type(self), self.detail, self.path, self.offset, self.index, self.hint))
+
+
+def _rebuild(cls, detail, path, offset, index, hint):
+    return cls(detail, path=path, offset=offset, index=index, hint=hint)
+
+
+class DataLossError(TFRecordError, ValueError):
+    """Corrupt or truncated input (TensorFlow's name for it)."""
+
+
+class CorruptRecordError(DataLossError):
+    """A masked CRC32C of a record's length or data does not match."""
+
+
+class TruncatedRecordError(DataLossError):
+    """The input ends inside a record."""
+
+
+class RecordTooLargeError(DataLossError):
+    """A length field exceeds ``max_record_bytes``."""
+
+
+class ExampleDecodeError(DataLossError):
+    """A well-framed record does not hold a valid Example/SequenceExample protobuf."""
+
+
+class FeatureSpecError(TFRecordError, ValueError):
+    """The data does not fit the user's feature spec (missing, wrong length, wrong type)."""

@@ -1,0 +1,173 @@
+"""Files, streams and compression: opening sources and sinks, detecting and undoing
+GZIP/ZLIB, and writing files atomically under their final name.
+
+GZIP and ZLIB wrap the whole TFRecord stream (not single records). Deflate parameters
+match TensorFlow's ``ZlibCompressionOptions`` defaults (level -1, window 15 bits, memLevel 9,
+default strategy), so compressed output is byte-identical to ``tf.io.TFRecordWriter``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zlib
+
+from .errors import DataLossError, TFRecordError
+
+__all__ = ["normalize_compression", "detect_compression", "AtomicFile"]
+
+# TensorFlow's ZlibCompressionOptions defaults.
+_LEVEL = zlib.Z_DEFAULT_COMPRESSION
+_MEM_LEVEL = 9
+_WBITS = {"zlib": zlib.MAX_WBITS, "gzip": zlib.MAX_WBITS + 16}
+
+_NAMES = {
+    None: None, "": None, "none": None, "NONE": None,
+    "gzip": "gzip", "GZIP": "gzip",
+    "zlib": "zlib", "ZLIB": "zlib",
+}
+
+
+def normalize_compression(compression, allow_auto: bool = False):
+    """Map TF's and our spellings to None, "gzip" or "zlib" (and "auto" when allowed)."""
+    if allow_auto and compression == "auto":
+        return "auto"
+    try:
+        return _NAMES[compression]
+    except (KeyError, TypeError):
+        allowed = "None, '', 'gzip', 'zlib', 'GZIP', 'ZLIB'" + (", 'auto'" if allow_auto else "")
+        raise TFRecordError(f"unknown compression {compression!r}; use one of {allowed}") from None
+
+
+def detect_compression(head: bytes):
+    """Guess the compression of a stream from its first bytes (12 or more unless it is shorter).
+
+    A valid TFRecord header (its length CRC verifies) wins, since a raw file's first length
+    bytes can look like a zlib header; then the gzip magic; then a zlib header."""
+    from . import _native
+
+    if len(head) >= 12 and _native.framing.find_header(head, 0, 12) == 0:
+        return None
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and head[0] >> 4 <= 7 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "zlib"
+    return None
+
+
+def compressor(compression):
+    """A zlib compressobj producing TensorFlow's exact GZIP/ZLIB output."""
+    return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS[compression], _MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY)
+
+
+class DecompressingStream:
+    """readinto() over a compressed file object, decompressing at most len(view) bytes at a
+    time so output memory stays bounded. Concatenated gzip members are read in sequence."""
+
+    def __init__(self, raw, compression, prefix: bytes = b"", path=None, read_size: int = 1 << 18):
+        self._raw = raw
+        self._wbits = _WBITS[compression]
+        self._compression = compression
+        self._d = zlib.decompressobj(self._wbits)
+        self._pending = prefix  # compressed bytes not yet fed
+        self._path = path
+        self._read_size = read_size
+        self._raw_eof = False
+        self._seen_input = bool(prefix)
+
+    def readinto(self, view) -> int:
+        n = len(view)
+        while True:
+            if self._d.unconsumed_tail:
+                data, self._pending = self._d.unconsumed_tail + self._pending, b""
+            else:
+                data, self._pending = self._pending, b""
+            if not data and not self._raw_eof:
+                data = self._raw.read(self._read_size)
+                if not data:
+                    self._raw_eof = True
+                else:
+                    self._seen_input = True
+            if not data:
+                if not self._d.eof and self._seen_input:
+                    raise DataLossError(
+                        f"the {self._compression} stream ends before its end marker", path=self._path,
+                        hint="the compressed file is truncated; re-create or re-download it",
+                    )
+                return 0
+            try:
+                out = self._d.decompress(data, n)
+            except zlib.error as exc:
+                raise DataLossError(
+                    f"corrupt {self._compression} stream ({exc})", path=self._path,
+                    hint="the compressed file is damaged; offsets in TFRecord errors count decompressed bytes",
+                ) from None
+            if self._d.eof:
+                rest = self._d.unused_data
+                self._d = zlib.decompressobj(self._wbits)
+                self._pending = rest
+                self._seen_input = bool(rest)
+                if self._compression == "zlib" and rest:
+                    raise DataLossError("trailing bytes after the end of the zlib stream", path=self._path)
+            if out:
+                view[: len(out)] = out
+                return len(out)
+
+
+class AtomicFile:
+    """A binary file written under a temporary name in the destination's directory and
+    renamed over the final name by commit(); discard() removes it. Readers never see a
+    half-written file under the final name."""
+
+    def __init__(self, path, fsync: bool = False):
+        self.path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        fd, self.temp_path = tempfile.mkstemp(
+            prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=directory
+        )
+        self.file = os.fdopen(fd, "wb", buffering=0)
+        self._fsync = fsync
+
+    def commit(self) -> None:
+        try:
+            if self._fsync:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+            self.file.close()
+            os.chmod(self.temp_path, 0o666 & ~_UMASK)
+            os.replace(self.temp_path, self.path)
+        except BaseException:
+            self.discard()
+            raise
+        if self._fsync:
+            _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+
+    def discard(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.temp_path)
+        except FileNotFoundError:
+            pass
+
+
+def _read_umask() -> int:
+    # os.umask can only be read by setting it; do it once, at import, before threads start.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

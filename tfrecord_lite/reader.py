@@ -1,0 +1,292 @@
+"""Reading TFRecord files: sources (paths, file objects, in-memory buffers), bounded
+chunked buffering, compression detection, and the corrupt-record policy.
+
+The per-record work (header parse, length sanity, both CRCs, slicing) happens in
+``_native.framing.scan_frames``; this module only moves chunks and decides what an error
+means. Memory is bounded by the chunk size and the largest record, never the file size.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from . import _native
+from .errors import CorruptRecordError, RecordTooLargeError, TFRecordError, TruncatedRecordError
+from .io import DecompressingStream, detect_compression, normalize_compression
+
+__all__ = ["TFRecordReader", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
+
+log = logging.getLogger("tfrecord_lite")
+
+# Protobuf messages cannot exceed 2 GiB, so no Example can; a larger length is corruption.
+DEFAULT_MAX_RECORD_BYTES = 2**31
+CHUNK_BYTES = 1 << 20
+ON_CORRUPT = ("raise", "skip", "stop")
+_HEADER = 12
+_FOOTER = 4
+_HINT_DAMAGED = (
+    "The file is damaged: pass on_corrupt='skip' to drop bad records and keep the rest, "
+    "or on_corrupt='stop' to keep the records before this one"
+)
+
+
+def _is_buffer(source) -> bool:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return True
+    if isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
+        return False
+    try:
+        memoryview(source)
+    except TypeError:
+        return False
+    return True
+
+
+class TFRecordReader:
+    """Iterate over the records of one TFRecord stream as ``bytes``.
+
+    source: a path, a binary file object (anything with ``read``; fsspec files work), or an
+    in-memory buffer (bytes, bytearray, memoryview, mmap, numpy array), scanned in place.
+    compression: "auto" (detect from content), None/"", "gzip"/"GZIP", "zlib"/"ZLIB".
+    check_crc: verify each record's data CRC (the length CRC is always verified).
+    on_corrupt: "raise" (default), "skip" (drop the bad record, resynchronise on the next
+    valid header, log it and keep going; dropped records are in ``.skipped``) or "stop"
+    (end quietly at the first bad record, like TF's ``ignore_errors()``).
+    max_record_bytes: a length field above this is reported as RecordTooLargeError.
+
+    Offsets in errors count bytes of the decompressed stream.
+    """
+
+    def __init__(self, source, compression="auto", check_crc=True, on_corrupt="raise", *,
+                 max_record_bytes=DEFAULT_MAX_RECORD_BYTES, chunk_size=CHUNK_BYTES):
+        if on_corrupt not in ON_CORRUPT:
+            raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+        self.compression = normalize_compression(compression, allow_auto=True)
+        self.check_crc = bool(check_crc)
+        self.on_corrupt = on_corrupt
+        self.max_record_bytes = int(max_record_bytes)
+        self.chunk_size = max(int(chunk_size), 64)
+        self.skipped: list[TFRecordError] = []  # errors for records dropped under "skip"
+        self.records_read = 0
+        self._owned = None
+        self._buffer = None
+        self._file = None
+        if _is_buffer(source):
+            self.path = "<buffer>"
+            self._buffer = memoryview(source).cast("B") if not isinstance(source, bytes) else source
+        elif isinstance(source, (str, os.PathLike)):
+            self.path = os.fspath(source)
+            self._file = self._owned = open(self.path, "rb", buffering=0)
+        else:
+            self.path = getattr(source, "name", None) or "<stream>"
+            self._file = source
+        self._iter = None
+
+    def __iter__(self):
+        if self._iter is None:
+            self._iter = self._records()
+        return self._iter
+
+    def __next__(self):
+        return next(iter(self))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = None
+        if self._iter is not None:
+            self._iter.close()
+
+    def __del__(self):
+        try:
+            if self._owned is not None:
+                self._owned.close()
+        except Exception:
+            pass
+
+    # -- internals -------------------------------------------------------------------
+
+    def _open_stream(self):
+        """(readinto-able stream, first bytes already read, total decompressed size or None)."""
+        if self._buffer is not None:
+            head = bytes(self._buffer[:_HEADER])
+            compression = self.compression
+            if compression == "auto":
+                compression = detect_compression(head)
+            if compression is None:
+                return None, b"", len(self._buffer)
+            import io as _io
+            return DecompressingStream(_io.BytesIO(self._buffer), compression, path=self.path), b"", None
+        head = _read_exact(self._file, _HEADER)
+        compression = self.compression
+        if compression == "auto":
+            compression = detect_compression(head)
+        if compression is not None:
+            return DecompressingStream(self._file, compression, prefix=head, path=self.path), b"", None
+        return self._file, head, _remaining_size(self._file, len(head))
+
+    def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
+        return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
+
+    def _records(self):
+        F = _native.framing
+        stream, head, total = self._open_stream()
+        check, limit = self.check_crc, self.max_record_bytes
+        if stream is None:
+            # In-memory and uncompressed: scan the caller's buffer in place, no copies.
+            buf, filled, eof = self._buffer, len(self._buffer), True
+        else:
+            buf = bytearray(max(self.chunk_size, len(head)))
+            buf[: len(head)] = head
+            filled, eof = len(head), False
+        base = 0  # stream offset of buf[0]
+        pos = 0
+        index = 0
+        resyncing = False
+        while True:
+            if resyncing:
+                found = F.find_header(buf, pos, filled)
+                if found >= 0:
+                    pos, resyncing = found, False
+                elif eof:
+                    self._dropped_tail(base + pos, filled - pos, index)
+                    return
+                else:
+                    pos = max(pos, filled - (_HEADER - 1))
+            if not resyncing:
+                records, pos, status, value = F.scan_frames(buf, pos, filled, check, limit, -1)
+                if records:
+                    index += len(records)
+                    self.records_read += len(records)
+                    yield from records
+                if status != F.FRAME_OK:
+                    offset = base + pos
+                    err = self._frame_error(status, value, offset, index)
+                    if self._on_error(err):
+                        return
+                    index += 1
+                    if status == F.FRAME_BAD_DATA_CRC:
+                        pos += _HEADER + value + _FOOTER  # the frame itself is intact
+                    else:
+                        pos += 1
+                        resyncing = True
+                    continue
+                if eof:
+                    if pos < filled:
+                        err = self._error(
+                            TruncatedRecordError,
+                            f"truncated record: the input ends {filled - pos} bytes into a record "
+                            f"that needs {filled - pos + value}",
+                            base + pos, index,
+                            hint="The file was cut short (an interrupted write or copy?); "
+                            "pass on_corrupt='skip' or 'stop' to keep the records before it",
+                        )
+                        self._on_error(err)
+                    return
+                if total is not None and base + filled + value > total:
+                    # A regular file too short for this record: fail before buffering it.
+                    end = base + pos + (filled - pos) + value
+                    err = self._error(
+                        TruncatedRecordError,
+                        f"truncated record: it ends at byte {end} but the input has {total} bytes",
+                        base + pos, index,
+                        hint="The file was cut short (an interrupted write or copy?); "
+                        "pass on_corrupt='skip' or 'stop' to keep the records before it",
+                    )
+                    self._on_error(err)
+                    return
+            # Keep the unfinished tail, then read more.
+            if pos:
+                tail = filled - pos
+                buf[:tail] = buf[pos:filled]
+                base += pos
+                filled, pos = tail, 0
+            if filled == len(buf):
+                buf = _grow(buf, filled)
+            with memoryview(buf) as mv:
+                n = stream.readinto(mv[filled:])
+            if not n:
+                eof = True
+            else:
+                filled += n
+
+    def _frame_error(self, status, value, offset, index):
+        F = _native.framing
+        if status == F.FRAME_BAD_LENGTH_CRC:
+            return self._error(
+                CorruptRecordError,
+                f"corrupted record at {offset}: the masked CRC32C of the length field does not match",
+                offset, index,
+            )
+        if status == F.FRAME_BAD_DATA_CRC:
+            return self._error(
+                CorruptRecordError,
+                f"corrupted record at {offset + _HEADER}: the masked CRC32C of the {value}-byte data "
+                "does not match",
+                offset, index,
+            )
+        return self._error(
+            RecordTooLargeError,
+            f"the length field says {value} bytes, over max_record_bytes={self.max_record_bytes}",
+            offset, index,
+            hint="If the file really holds records this large, pass a larger max_record_bytes; "
+            "otherwise the file is damaged (on_corrupt='skip' drops bad records)",
+        )
+
+    def _on_error(self, err) -> bool:
+        """Apply the on_corrupt policy to err; True means stop reading this stream."""
+        if self.on_corrupt == "raise":
+            raise err
+        log.warning("%s (on_corrupt=%r)", err, self.on_corrupt)
+        self.skipped.append(err)
+        return self.on_corrupt == "stop" or isinstance(err, TruncatedRecordError)
+
+    def _dropped_tail(self, offset, nbytes, index):
+        if nbytes <= 0:
+            return
+        err = self._error(
+            CorruptRecordError,
+            f"no valid record header in the last {nbytes} bytes; they were dropped",
+            offset, index, hint=None,
+        )
+        log.warning("%s (on_corrupt='skip')", err)
+        self.skipped.append(err)
+
+
+def _grow(buf: bytearray, filled: int) -> bytearray:
+    # Doubling only when full of real data keeps allocation under 2x what was read,
+    # whatever a (possibly hostile) length field claims.
+    bigger = bytearray(2 * len(buf))
+    bigger[:filled] = buf[:filled]
+    return bigger
+
+
+def _read_exact(f, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = f.read(n - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _remaining_size(f, consumed: int):
+    """Bytes left in a regular file after the first `consumed`, or None for streams."""
+    try:
+        st = os.fstat(f.fileno())
+        import stat
+
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return st.st_size - f.tell() + consumed
+    except (AttributeError, OSError, ValueError):
+        return None
