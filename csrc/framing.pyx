@@ -169,6 +169,18 @@ def scan_frames(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True
     first frame not returned; status, one of the FRAME_* outcomes for the frame at pos; value,
     the bytes still needed to complete that frame (FRAME_OK) or its length field (otherwise).
     The header CRC is always checked; check_crc=False skips the data CRC only."""
+    return _scan_into(buf, start, stop, check_crc, max_record_bytes, max_records, None)
+
+
+def scan_spans(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
+               uint64_t max_record_bytes=0xFFFFFFFFFFFFFFFF, Py_ssize_t max_records=-1):
+    """As scan_frames, but returns (spans, pos, status, value) where spans is a list of
+    (data_offset, length) pairs into buf instead of copies (indexing, zero-copy parsing)."""
+    return _scan_into(buf, start, stop, check_crc, max_record_bytes, max_records, True)
+
+
+cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
+                      uint64_t max_record_bytes, Py_ssize_t max_records, object as_spans):
     cdef Py_buffer view
     cdef Cursor c
     cdef Span spans[SPAN_BATCH]
@@ -176,7 +188,7 @@ def scan_frames(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True
     cdef uint64_t value = 0
     cdef int status = OK
     cdef const unsigned char *base
-    cdef list records = []
+    cdef list out = []
     acquire(buf, &view)
     try:
         if stop < 0 or stop > view.len:
@@ -188,18 +200,21 @@ def scan_frames(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True
         while True:
             want = SPAN_BATCH
             if max_records >= 0:
-                want = min(want, max_records - len(records))
+                want = min(want, max_records - len(out))
                 if want == 0:
-                    # Report what the next frame would need, as the FRAME_OK contract says.
                     value = 0
                     break
             with nogil:
                 status = _scan(&c, base, check_crc, max_record_bytes, spans, want, &count, &value)
-            for i in range(count):
-                records.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
+            if as_spans is None:
+                for i in range(count):
+                    out.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
+            else:
+                for i in range(count):
+                    out.append((spans[i].start, spans[i].length))
             if status != OK or count < want:
                 break
-        return records, c.pos - base, status, value
+        return out, c.pos - base, status, value
     finally:
         PyBuffer_Release(&view)
 

@@ -65,6 +65,15 @@ def encode_frames(records, out: bytearray | None = None) -> bytearray:
 
 def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
     """Verify and copy out the complete frames in buf[start:stop]; see framing.pyx."""
+    return _scan(buf, start, stop, check_crc, max_record_bytes, max_records, False)
+
+
+def scan_spans(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
+    """As scan_frames, but (data_offset, length) pairs instead of copies; see framing.pyx."""
+    return _scan(buf, start, stop, check_crc, max_record_bytes, max_records, True)
+
+
+def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
     mv = memoryview(buf).cast("B")
     if stop < 0 or stop > len(mv):
         stop = len(mv)
@@ -91,7 +100,7 @@ def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFF
             footer = pos + HEADER_BYTES + length
             if _mask(_crc32c_pkg.crc32c(data)) != _u32.unpack(mv[footer : footer + 4])[0]:
                 return records, pos, FRAME_BAD_DATA_CRC, length
-        records.append(bytes(data))
+        records.append((pos + HEADER_BYTES, length) if as_spans else bytes(data))
         pos += HEADER_BYTES + length + FOOTER_BYTES
 
 

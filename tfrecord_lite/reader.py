@@ -190,7 +190,7 @@ class TFRecordReader:
                         )
                         self._on_error(err)
                     return
-                if total is not None and base + filled + value > total:
+                if total is not None and pos < filled and base + filled + value > total:
                     # A regular file too short for this record: fail before buffering it.
                     end = base + pos + (filled - pos) + value
                     err = self._error(
