@@ -144,12 +144,15 @@ cdef int _scan(Cursor *c, const unsigned char *base, bint check_crc, uint64_t ma
             c.pos = frame_start
             value[0] = length
             return TOO_LARGE
-        # length <= max_record_bytes, so length + FOOTER_BYTES cannot overflow.
-        if not cursor_take(c, length + FOOTER_BYTES, &data):
-            value[0] = length + FOOTER_BYTES - <uint64_t>(c.end - c.pos)
+        # Two takes, since length + FOOTER_BYTES can overflow when max_record_bytes is huge.
+        if not (cursor_take(c, length, &data) and cursor_take(c, FOOTER_BYTES, &footer)):
+            c.pos = frame_start + HEADER_BYTES
+            if length > <uint64_t>0xFFFFFFFFFFFFFFFF - FOOTER_BYTES:
+                value[0] = <uint64_t>0xFFFFFFFFFFFFFFFF
+            else:
+                value[0] = length + FOOTER_BYTES - <uint64_t>(c.end - c.pos)
             c.pos = frame_start
             return OK
-        footer = data + length
         if check_crc and tfl_mask_crc(tfl_crc32c(0, data, length)) != tfl_load_le32(footer):
             c.pos = frame_start
             value[0] = length

@@ -1,8 +1,13 @@
 """Shared fixtures: the backend switch and the guard against swallowed exceptions."""
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tfrecord_lite import _native
+
+# The backend fixture only switches modules, so sharing it across generated inputs is safe.
+settings.register_profile("default", suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+settings.load_profile("default")
 
 BACKENDS = _native.available()
 

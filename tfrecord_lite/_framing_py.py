@@ -94,7 +94,8 @@ def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
             return records, pos, FRAME_TOO_LARGE, length
         left = stop - pos - HEADER_BYTES
         if length + FOOTER_BYTES > left:
-            return records, pos, FRAME_OK, length + FOOTER_BYTES - left
+            # Saturates like the compiled core's uint64 arithmetic.
+            return records, pos, FRAME_OK, min(length + FOOTER_BYTES - left, 0xFFFFFFFFFFFFFFFF)
         data = mv[pos + HEADER_BYTES : pos + HEADER_BYTES + length]
         if check_crc:
             footer = pos + HEADER_BYTES + length

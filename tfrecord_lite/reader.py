@@ -34,7 +34,7 @@ _HINT_DAMAGED = (
 def _is_buffer(source) -> bool:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return True
-    if isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
+    if isinstance(source, (str, os.PathLike)):
         return False
     try:
         memoryview(source)
@@ -130,7 +130,8 @@ class TFRecordReader:
             compression = detect_compression(head)
         if compression is not None:
             return DecompressingStream(self._file, compression, prefix=head, path=self.path), b"", None
-        return self._file, head, _remaining_size(self._file, len(head))
+        stream = self._file if hasattr(self._file, "readinto") else _ReadInto(self._file)
+        return stream, head, _remaining_size(self._file, len(head))
 
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
@@ -156,8 +157,7 @@ class TFRecordReader:
                 if found >= 0:
                     pos, resyncing = found, False
                 elif eof:
-                    self._dropped_tail(base + pos, filled - pos, index)
-                    return
+                    return  # the error that started the resync already reported these bytes
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
@@ -182,8 +182,8 @@ class TFRecordReader:
                     if pos < filled:
                         err = self._error(
                             TruncatedRecordError,
-                            f"truncated record: the input ends {filled - pos} bytes into a record "
-                            f"that needs {filled - pos + value}",
+                            f"truncated record at {base + pos}: the input ends {filled - pos} bytes "
+                            f"into a record that needs {filled - pos + value}",
                             base + pos, index,
                             hint="The file was cut short (an interrupted write or copy?); "
                             "pass on_corrupt='skip' or 'stop' to keep the records before it",
@@ -195,7 +195,8 @@ class TFRecordReader:
                     end = base + pos + (filled - pos) + value
                     err = self._error(
                         TruncatedRecordError,
-                        f"truncated record: it ends at byte {end} but the input has {total} bytes",
+                        f"truncated record at {base + pos}: it ends at byte {end} but the input "
+                        f"has {total} bytes",
                         base + pos, index,
                         hint="The file was cut short (an interrupted write or copy?); "
                         "pass on_corrupt='skip' or 'stop' to keep the records before it",
@@ -248,16 +249,17 @@ class TFRecordReader:
         self.skipped.append(err)
         return self.on_corrupt == "stop" or isinstance(err, TruncatedRecordError)
 
-    def _dropped_tail(self, offset, nbytes, index):
-        if nbytes <= 0:
-            return
-        err = self._error(
-            CorruptRecordError,
-            f"no valid record header in the last {nbytes} bytes; they were dropped",
-            offset, index, hint=None,
-        )
-        log.warning("%s (on_corrupt='skip')", err)
-        self.skipped.append(err)
+
+class _ReadInto:
+    """readinto() for file objects that only offer read()."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def readinto(self, view) -> int:
+        data = self._f.read(len(view))
+        view[: len(data)] = data
+        return len(data)
 
 
 def _grow(buf: bytearray, filled: int) -> bytearray:

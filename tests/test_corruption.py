@@ -1,0 +1,113 @@
+"""Exhaustive corruption of a small file: every truncation point and every bit flip, under
+each on_corrupt policy, on both backends, from memory and from a file."""
+
+import io
+
+import pytest
+
+from tfrecord_lite import (
+    CorruptRecordError,
+    DataLossError,
+    RecordTooLargeError,
+    TFRecordReader,
+    TruncatedRecordError,
+)
+
+RECORDS = [b"alpha", b"", b"gamma-gamma", bytes(range(40))]
+
+
+@pytest.fixture
+def clean(backend):
+    data = bytes(backend.framing.encode_frames(RECORDS))
+    starts = [0]
+    for r in RECORDS:
+        starts.append(starts[-1] + 16 + len(r))
+    return data, starts
+
+
+def record_at(starts, offset):
+    """Index of the record whose frame contains byte offset."""
+    return max(i for i, s in enumerate(starts[:-1]) if s <= offset)
+
+
+def read(data, on_corrupt, source):
+    if source == "stream":
+        data = io.BytesIO(data)
+    reader = TFRecordReader(data, compression=None, on_corrupt=on_corrupt, chunk_size=64)
+    return list(reader), reader.skipped
+
+
+@pytest.mark.parametrize("source", ["buffer", "stream"])
+def test_truncation_at_every_offset(clean, source):
+    data, starts = clean
+    for cut in range(len(data)):
+        if cut in starts:
+            k = starts.index(cut)
+            assert read(data[:cut], "raise", source)[0] == RECORDS[:k]
+            continue
+        k = record_at(starts, cut)
+        with pytest.raises(TruncatedRecordError) as info:
+            read(data[:cut], "raise", source)
+        assert (info.value.offset, info.value.index) == (starts[k], k), cut
+        assert f"byte offset {starts[k]}" in str(info.value)
+        for policy in ("skip", "stop"):
+            got, skipped = read(data[:cut], policy, source)
+            assert got == RECORDS[:k], (cut, policy)
+            assert len(skipped) == 1 and isinstance(skipped[0], TruncatedRecordError)
+
+
+@pytest.mark.parametrize("source", ["buffer", "stream"])
+def test_every_bit_flip(clean, source):
+    data, starts = clean
+    for bit in range(len(data) * 8):
+        bad = bytearray(data)
+        bad[bit // 8] ^= 1 << (bit % 8)
+        bad = bytes(bad)
+        k = record_at(starts, bit // 8)
+        in_header = bit // 8 - starts[k] < 12
+        with pytest.raises(DataLossError) as info:
+            read(bad, "raise", source)
+        err = info.value
+        assert type(err) in (CorruptRecordError, RecordTooLargeError, TruncatedRecordError)
+        assert (err.offset, err.index) == (starts[k], k), bit
+        if not in_header:
+            assert type(err) is CorruptRecordError
+            assert f"corrupted record at {starts[k] + 12}" in str(err)
+        else:
+            assert f"corrupted record at {starts[k]}" in str(err)
+
+        got, skipped = read(bad, "stop", source)
+        assert got == RECORDS[:k] and len(skipped) == 1
+
+        got, skipped = read(bad, "skip", source)
+        assert got == RECORDS[:k] + RECORDS[k + 1 :], bit
+        assert skipped[0].index == k and skipped[0].offset == starts[k]
+
+
+def test_skip_resynchronises_after_garbage(backend):
+    good = bytes(backend.framing.encode_frames(RECORDS))
+    garbage = bytes(range(256)) * 3
+    for source in ("buffer", "stream"):
+        got, skipped = read(garbage + good, "skip", source)
+        assert got == RECORDS
+        assert [(e.offset, e.index) for e in skipped] == [(0, 0)]
+        # A valid header whose data runs into garbage: the frame is dropped whole, then the
+        # garbage after it is skipped until the next valid header.
+        got, skipped = read(good[:16] + garbage + good, "skip", source)
+        assert got == RECORDS
+        assert [(e.offset, e.index) for e in skipped] == [(0, 0), (21, 1)]
+
+
+def test_skip_logs_what_it_dropped(backend, caplog):
+    data = bytearray(backend.framing.encode_frames(RECORDS))
+    data[13] ^= 1
+    with caplog.at_level("WARNING", logger="tfrecord_lite"):
+        got, skipped = read(bytes(data), "skip", "buffer")
+    assert got == RECORDS[1:]
+    assert "record 0" in caplog.text and "on_corrupt='skip'" in caplog.text
+
+
+def test_trailing_garbage_dropped_under_skip(backend):
+    data = bytes(backend.framing.encode_frames(RECORDS)) + b"\x07" * 30
+    got, skipped = read(data, "skip", "buffer")
+    assert got == RECORDS and len(skipped) == 1

@@ -1,0 +1,245 @@
+"""Frames and the reader/writer on top of them: vectors, round trips, buffers, streams,
+hostile lengths and random bytes, on both backends."""
+
+import io
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite
+from tfrecord_lite import DataLossError, TFRecordReader, TFRecordWriter
+from tfrecord_lite.errors import RecordTooLargeError, TFRecordError, TruncatedRecordError
+
+from .data.make_golden import FILES, GOLDEN_RECORDS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMPRESSIONS = [None, "gzip", "zlib"]
+records_st = st.lists(st.binary(max_size=300), max_size=20)
+
+
+def frames(backend, records):
+    return bytes(backend.framing.encode_frames(records))
+
+
+def test_hello_vector(backend):
+    assert frames(backend, [b"hello"]).hex() == "0500000000000000eab2043e68656c6c6fbb1f1c19"
+    out = io.BytesIO()
+    with TFRecordWriter(out) as w:
+        w.write(b"hello")
+    assert out.getvalue() == bytes.fromhex("0500000000000000eab2043e68656c6c6fbb1f1c19")
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_golden_files_read(backend, name):
+    path = os.path.join(HERE, "data", name)
+    assert list(TFRecordReader(path)) == GOLDEN_RECORDS
+    assert list(TFRecordReader(path, compression=FILES[name] or None)) == GOLDEN_RECORDS
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_golden_files_written_byte_identical(backend, name):
+    out = io.BytesIO()
+    with TFRecordWriter(out, compression=FILES[name]) as w:
+        for record in GOLDEN_RECORDS:
+            w.write(record)
+    with open(os.path.join(HERE, "data", name), "rb") as f:
+        assert out.getvalue() == f.read()
+
+
+@pytest.mark.parametrize("spelling", [None, "", "GZIP", "ZLIB", "gzip", "zlib"])
+def test_compression_spellings(backend, spelling, tmp_path):
+    path = tmp_path / "x.tfrecord"
+    with TFRecordWriter(path, compression=spelling) as w:
+        w.write(b"abc")
+    assert list(TFRecordReader(path)) == [b"abc"]
+    assert list(TFRecordReader(path, compression=spelling)) == [b"abc"]
+
+
+def test_unknown_compression_is_a_clear_error(backend, tmp_path):
+    with pytest.raises(TFRecordError, match="unknown compression 'lz4'"):
+        TFRecordWriter(tmp_path / "x", compression="lz4")
+    with pytest.raises(TFRecordError, match="on_corrupt"):
+        TFRecordReader(b"", on_corrupt="ignore")
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=records_st, compression=st.sampled_from(COMPRESSIONS), chunk=st.integers(64, 512))
+def test_round_trip_any_records(backend, records, compression, chunk):
+    out = io.BytesIO()
+    with TFRecordWriter(out, compression=compression) as w:
+        for r in records[: len(records) // 2]:
+            w.write(r)
+        w.write_many(records[len(records) // 2 :])
+    data = out.getvalue()
+    assert list(TFRecordReader(data)) == records
+    assert list(TFRecordReader(io.BytesIO(data), compression=compression, chunk_size=chunk)) == records
+
+
+@settings(max_examples=30, deadline=None)
+@given(records=records_st)
+def test_backends_agree(backend, records):
+    from tfrecord_lite import _framing_py
+
+    data = frames(backend, records)
+    assert data == bytes(_framing_py.encode_frames(records))
+    assert backend.framing.scan_frames(data) == _framing_py.scan_frames(data)
+    assert backend.framing.scan_spans(data) == _framing_py.scan_spans(data)
+
+
+class Trickle(io.RawIOBase):
+    """A stream that hands out at most `step` bytes per read."""
+
+    def __init__(self, data, step):
+        self.data, self.pos, self.step = data, 0, step
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(self.step, len(b), len(self.data) - self.pos)
+        b[:n] = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return n
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_stream_in_chunk_sizes_1_to_32(backend, compression):
+    out = io.BytesIO()
+    records = [os.urandom(n) for n in (0, 1, 11, 12, 13, 100, 0, 700)]
+    with TFRecordWriter(out, compression=compression) as w:
+        w.write_many(records)
+    for step in range(1, 33):
+        assert list(TFRecordReader(Trickle(out.getvalue(), step), chunk_size=64)) == records, step
+
+
+def test_buffer_types_scanned_in_place(backend):
+    records = [b"a" * 10, b"", b"b" * 1000]
+    data = frames(backend, records)
+    import mmap
+
+    mm = mmap.mmap(-1, len(data))
+    mm.write(data)
+    for buf in (data, bytearray(data), memoryview(data), np.frombuffer(data, np.uint8), mm):
+        assert list(TFRecordReader(buf)) == records
+    mm.close()
+
+
+def test_no_over_read_past_view(backend):
+    records = [b"xyz" * 7, b"q"]
+    data = frames(backend, records)
+    # The byte past the view would complete nothing, but a reader that ignores the view's
+    # length would see it; the frame must still be reported as truncated.
+    clipped = memoryview(data + b"x")[:-1]
+    assert list(TFRecordReader(clipped)) == records
+    short = memoryview(data[:-1] + b"\x00")[:-1]
+    with pytest.raises(TruncatedRecordError):
+        list(TFRecordReader(short))
+    records_, pos, status, value = backend.framing.scan_frames(data, 0, len(data) - 1)
+    assert records_ == records[:1] and status == backend.framing.FRAME_OK and value == 1
+
+
+def hostile_header(length):
+    head = length.to_bytes(8, "little")
+    return head + tfrecord_lite.masked_crc32c(head).to_bytes(4, "little")
+
+
+@pytest.mark.parametrize("length", [2**64 - 1, 2**63, 2**40, 2**31 + 1])
+def test_maximal_length_header_fails_without_allocating(backend, length, tmp_path):
+    data = hostile_header(length) + b"tiny"
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordTooLargeError) as info:
+            list(TFRecordReader(data))
+        assert info.value.offset == 0 and info.value.index == 0
+        # Within max_record_bytes but past the end of a file or stream: truncation, not a giant buffer.
+        path = tmp_path / "hostile.tfrecord"
+        path.write_bytes(data)
+        for source in (str(path), io.BytesIO(data)):
+            with pytest.raises(TruncatedRecordError):
+                list(TFRecordReader(source, max_record_bytes=2**64 - 1))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
+def test_too_large_limit_is_configurable(backend):
+    data = frames(backend, [b"x" * 100])
+    assert list(TFRecordReader(data, max_record_bytes=100)) == [b"x" * 100]
+    with pytest.raises(RecordTooLargeError, match="max_record_bytes=99"):
+        list(TFRecordReader(data, max_record_bytes=99))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200), compression=st.sampled_from(["auto", None, "gzip", "zlib"]))
+def test_random_bytes_give_records_or_data_loss(backend, data, compression):
+    try:
+        for record in TFRecordReader(data, compression=compression):
+            assert isinstance(record, bytes)
+    except DataLossError as exc:
+        assert exc.path == "<buffer>"
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=st.lists(st.binary(max_size=40), min_size=1, max_size=5), junk=st.binary(max_size=50))
+def test_valid_prefix_then_junk(backend, records, junk):
+    data = frames(backend, records) + junk
+    got = []
+    try:
+        for record in TFRecordReader(data, compression=None):
+            got.append(record)
+    except DataLossError as exc:
+        assert exc.index >= len(records) and exc.offset >= len(data) - len(junk)
+    assert got[: len(records)] == records
+
+
+def test_check_crc_false_skips_data_crc_only(backend):
+    data = bytearray(frames(backend, [b"payload"]))
+    data[-1] ^= 1
+    assert list(TFRecordReader(bytes(data), check_crc=False)) == [b"payload"]
+    data[3] ^= 1  # length CRC still guards the length field
+    with pytest.raises(DataLossError):
+        list(TFRecordReader(bytes(data), check_crc=False))
+
+
+def test_paths_and_file_objects(backend, tmp_path):
+    path = tmp_path / "f.tfrecord"
+    with TFRecordWriter(str(path)) as w:
+        w.write(b"one")
+        w.write(memoryview(b"two"))
+        w.write(np.arange(3, dtype=np.uint8))
+    expected = [b"one", b"two", b"\x00\x01\x02"]
+    assert list(TFRecordReader(path)) == expected
+    with open(path, "rb") as f:
+        assert list(TFRecordReader(f)) == expected
+    with TFRecordReader(str(path)) as r:
+        assert next(r) == b"one"
+        assert r.path == str(path)
+
+
+def test_errors_name_file_offset_index(backend, tmp_path):
+    path = tmp_path / "bad.tfrecord"
+    data = bytearray(frames(backend, [b"a", b"bb", b"ccc"]))
+    data[17 + 18 + 12] ^= 0x40  # first data byte of record 2
+    path.write_bytes(bytes(data))
+    with pytest.raises(tfrecord_lite.CorruptRecordError) as info:
+        list(TFRecordReader(path))
+    err = info.value
+    assert (err.path, err.offset, err.index) == (str(path), 35, 2)
+    assert str(path) in str(err) and "record 2" in str(err) and "byte offset 35" in str(err)
+    assert "corrupted record at 47" in str(err)  # TensorFlow's wording and offset
+    assert "on_corrupt='skip'" in str(err)
+
+
+def test_truncated_compressed_stream(backend):
+    out = io.BytesIO()
+    with TFRecordWriter(out, compression="gzip") as w:
+        w.write_many([os.urandom(500) for _ in range(10)])
+    data = out.getvalue()
+    for cut in (5, len(data) // 2, len(data) - 1):
+        with pytest.raises(DataLossError):
+            list(TFRecordReader(data[:cut]))
