@@ -94,6 +94,10 @@ def encode_frames(records, bytearray out=None):
         try:
             n = <uint64_t>view.len
             at = PyByteArray_GET_SIZE(out)
+            # Grow to at least twice the size, then trim: CPython's bytearray keeps the
+            # capacity on a trim to over half, so appends amortise instead of reallocating
+            # (and copying) the whole buffer for every large record.
+            PyByteArray_Resize(out, max(at + view.len + HEADER_BYTES + FOOTER_BYTES, 2 * at))
             PyByteArray_Resize(out, at + view.len + HEADER_BYTES + FOOTER_BYTES)
             dst = <unsigned char *>PyByteArray_AS_STRING(out) + at
             if view.len >= NOGIL_MIN_BYTES:

@@ -40,7 +40,7 @@ class TFRecordWriter:
         self._owned = False
         self.closed = False
         self.records_written = 0
-        self.bytes_written = 0  # uncompressed stream bytes
+        self._drained = 0
         if isinstance(path_or_fileobj, (str, os.PathLike)):
             self.path = os.fspath(path_or_fileobj)
             if atomic:
@@ -62,31 +62,35 @@ class TFRecordWriter:
     def write(self, record) -> None:
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
         with self._lock:
-            self._check_open()
-            before = len(self._buf)
+            if self.closed:
+                self._raise_closed()
             _native.framing.encode_frames((record,), self._buf)
             self.records_written += 1
-            self.bytes_written += len(self._buf) - before
             if len(self._buf) >= FLUSH_BYTES:
                 self._drain()
 
     def write_many(self, records) -> None:
         """Append many records under one lock acquisition; they land contiguously."""
         with self._lock:
-            self._check_open()
+            if self.closed:
+                self._raise_closed()
             for chunk in _chunks(records, 1024):
-                before = len(self._buf)
                 _native.framing.encode_frames(chunk, self._buf)
                 self.records_written += len(chunk)
-                self.bytes_written += len(self._buf) - before
                 if len(self._buf) >= FLUSH_BYTES:
                     self._drain()
+
+    @property
+    def bytes_written(self) -> int:
+        """Uncompressed stream bytes written so far, buffered ones included."""
+        return self._drained + len(self._buf)
 
     def flush(self) -> None:
         """Hand buffered records to the file. Compressed streams, like TensorFlow's, keep
         deflate's pending block until close(), so the bytes on disk stay identical to TF's."""
         with self._lock:
-            self._check_open()
+            if self.closed:
+                self._raise_closed()
             self._drain()
             if hasattr(self._file, "flush"):
                 self._file.flush()
@@ -149,9 +153,9 @@ class TFRecordWriter:
         except Exception:
             pass
 
-    def _check_open(self):
-        if self.closed:
-            raise TFRecordError(f"{self.path}: write to a closed TFRecordWriter")
+    def _raise_closed(self):
+        raise TFRecordError(f"{self.path}: write to a closed TFRecordWriter",
+                            hint="open a new writer; close() has already committed this one")
 
     def _drain(self):
         if not self._buf:
@@ -159,6 +163,7 @@ class TFRecordWriter:
         data = self._z.compress(self._buf) if self._z is not None else self._buf
         if data:
             self._file.write(data)
+        self._drained += len(self._buf)
         self._buf = bytearray()
 
 
