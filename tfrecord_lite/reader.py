@@ -8,8 +8,10 @@ means. Memory is bounded by the chunk size and the largest record, never the fil
 
 from __future__ import annotations
 
+import io
 import logging
 import os
+import stat
 
 from . import _native
 from .errors import CorruptRecordError, RecordTooLargeError, TFRecordError, TruncatedRecordError
@@ -114,22 +116,17 @@ class TFRecordReader:
     # -- internals -------------------------------------------------------------------
 
     def _open_stream(self):
-        """(readinto-able stream, first bytes already read, total decompressed size or None)."""
-        if self._buffer is not None:
-            head = bytes(self._buffer[:_HEADER])
-            compression = self.compression
-            if compression == "auto":
-                compression = detect_compression(head)
-            if compression is None:
-                return None, b"", len(self._buffer)
-            import io as _io
-            return DecompressingStream(_io.BytesIO(self._buffer), compression, path=self.path), b"", None
-        head = _read_exact(self._file, _HEADER)
-        compression = self.compression
-        if compression == "auto":
-            compression = detect_compression(head)
+        """(readinto-able stream or None for an in-place buffer, bytes already read from it,
+        total stream size when known)."""
+        in_memory = self._buffer is not None
+        head = bytes(self._buffer[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
+        compression = detect_compression(head) if self.compression == "auto" else self.compression
         if compression is not None:
+            if in_memory:
+                return DecompressingStream(io.BytesIO(self._buffer), compression, path=self.path), b"", None
             return DecompressingStream(self._file, compression, prefix=head, path=self.path), b"", None
+        if in_memory:
+            return None, b"", len(self._buffer)
         stream = self._file if hasattr(self._file, "readinto") else _ReadInto(self._file)
         return stream, head, _remaining_size(self._file, len(head))
 
@@ -180,28 +177,16 @@ class TFRecordReader:
                     continue
                 if eof:
                     if pos < filled:
-                        err = self._error(
-                            TruncatedRecordError,
-                            f"truncated record at {base + pos}: the input ends {filled - pos} bytes "
-                            f"into a record that needs {filled - pos + value}",
+                        self._on_error(self._truncated(
                             base + pos, index,
-                            hint="The file was cut short (an interrupted write or copy?); "
-                            "pass on_corrupt='skip' or 'stop' to keep the records before it",
-                        )
-                        self._on_error(err)
+                            f"the input ends {filled - pos} bytes into a record that needs {filled - pos + value}",
+                        ))
                     return
                 if total is not None and pos < filled and base + filled + value > total:
                     # A regular file too short for this record: fail before buffering it.
-                    end = base + pos + (filled - pos) + value
-                    err = self._error(
-                        TruncatedRecordError,
-                        f"truncated record at {base + pos}: it ends at byte {end} but the input "
-                        f"has {total} bytes",
-                        base + pos, index,
-                        hint="The file was cut short (an interrupted write or copy?); "
-                        "pass on_corrupt='skip' or 'stop' to keep the records before it",
-                    )
-                    self._on_error(err)
+                    self._on_error(self._truncated(
+                        base + pos, index, f"it ends at byte {base + filled + value} but the input has {total} bytes",
+                    ))
                     return
             # Keep the unfinished tail, then read more.
             if pos:
@@ -217,6 +202,13 @@ class TFRecordReader:
                 eof = True
             else:
                 filled += n
+
+    def _truncated(self, offset, index, detail):
+        return self._error(
+            TruncatedRecordError, f"truncated record at {offset}: {detail}", offset, index,
+            hint="The file was cut short (an interrupted write or copy?); "
+            "pass on_corrupt='skip' or 'stop' to keep the records before it",
+        )
 
     def _frame_error(self, status, value, offset, index):
         F = _native.framing
@@ -285,8 +277,6 @@ def _remaining_size(f, consumed: int):
     """Bytes left in a regular file after the first `consumed`, or None for streams."""
     try:
         st = os.fstat(f.fileno())
-        import stat
-
         if not stat.S_ISREG(st.st_mode):
             return None
         return st.st_size - f.tell() + consumed
