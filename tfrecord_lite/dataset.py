@@ -28,7 +28,7 @@ import numpy as np
 from .errors import TFRecordError
 from .reader import ON_CORRUPT, TFRecordReader
 
-__all__ = ["TFRecordDataset", "resolve_files", "shard_plan"]
+__all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse", "to_numpy", "to_npy"]
 
 _GLOB_CHARS = frozenset("*?[")
 _PIECE_RECORDS = 4096
@@ -223,18 +223,21 @@ class TFRecordDataset:
         return positions
 
     def _parse_fn(self):
-        if self.parse is not None:
-            return self.parse
-        if self.features is None:
-            return None
-        features = self.features
+        return make_parse(self.features, self.parse)
 
-        def parse(records):
-            from . import parse_example  # the codec is optional until it is used
 
-            return parse_example(records, features)
-
+def make_parse(features, parse=None):
+    """The per-batch parse step: ``parse`` itself, ``parse_example(records, features)`` with
+    the codec imported at call time, or None for raw records."""
+    if parse is not None or features is None:
         return parse
+
+    def parse_features(records):
+        from . import parse_example  # the codec is optional until it is used
+
+        return parse_example(records, features)
+
+    return parse_features
 
 
 class _Slot:
@@ -579,3 +582,101 @@ def _positive(name, value, allow_none=False):
         raise TFRecordError(f"{name} must be a positive integer, not {value!r}")
     return v
 
+
+
+def to_numpy(files, features=None, *, parse=None, batch_size=4096, **options) -> dict:
+    """Every record of ``files`` parsed into one dict of dense arrays (the data must fit in
+    memory). Each value of ``parse_example``'s output must be an array with a leading batch
+    dimension (FixedLenFeature); options go to TFRecordDataset."""
+    ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    parts: dict = {}
+    for batch in ds:
+        for key, value in _dense(batch).items():
+            parts.setdefault(key, []).append(value)
+    if not parts:
+        return {}
+    return {key: np.concatenate(values) for key, values in parts.items()}
+
+
+def to_npy(files, features=None, out_dir=".", *, parse=None, batch_size=4096, progress=None,
+           **options) -> dict:
+    """Stream ``files`` into one ``<out_dir>/<feature>.npy`` per feature, chunk by chunk, and
+    return them opened read-only as memory maps; memory use is one batch, whatever the
+    dataset size. Two passes: the first counts records without parsing them (so each array is
+    allocated once at its final size), the second parses and fills. Feature names are
+    percent-encoded into file names. progress: show a bar (tqdm) — default when stderr is a
+    terminal."""
+    import urllib.parse
+
+    from .errors import FeatureSpecError
+
+    os.makedirs(out_dir, exist_ok=True)
+    total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
+    ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    paths, outs, filled = {}, {}, 0
+    bar = _progress(total, "to_npy", progress)
+    try:
+        for batch in ds:
+            batch = _dense(batch)
+            n = len(next(iter(batch.values()))) if batch else 0
+            if filled + n > total:
+                raise TFRecordError("the files gained records while they were being converted")
+            for key, value in batch.items():
+                if key not in outs:
+                    paths[key] = os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy")
+                    outs[key] = np.lib.format.open_memmap(
+                        paths[key], mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
+                out = outs[key]
+                if value.shape[1:] != out.shape[1:] or len(value) != n:
+                    raise FeatureSpecError(
+                        f"feature {key!r} has shape {value.shape[1:]} in one batch and {out.shape[1:]} "
+                        "in another", hint="to_npy needs fixed-length features (FixedLenFeature)")
+                out[filled:filled + n] = value
+            filled += n
+            bar.update(n)
+    finally:
+        bar.close()
+        for out in outs.values():
+            out.flush()
+        outs.clear()
+    if filled != total:
+        raise TFRecordError(f"the files held {total} records when counted but {filled} when converted")
+    return {key: np.load(path, mmap_mode="r") for key, path in paths.items()}
+
+
+def _dense(batch) -> dict:
+    from .errors import FeatureSpecError
+
+    if not isinstance(batch, dict):
+        raise FeatureSpecError(f"expected a dict of arrays from the parse step, got {type(batch).__name__}")
+    out = {}
+    for key, value in batch.items():
+        if not isinstance(value, np.ndarray):
+            raise FeatureSpecError(
+                f"feature {key!r} parses to {type(value).__name__}, not a dense array",
+                hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
+        out[key] = value
+    return out
+
+
+class _NoProgress:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(total, desc, enabled):
+    """A tqdm bar when enabled (default: stderr is a terminal) and tqdm is installed."""
+    import sys
+
+    if enabled is None:
+        enabled = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    if not enabled:
+        return _NoProgress()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoProgress()
+    return tqdm(total=total, desc=desc, unit="rec")
