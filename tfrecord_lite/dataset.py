@@ -245,7 +245,7 @@ class _Slot:
     read) and its pieces of records."""
 
     __slots__ = ("path", "position", "keep", "reader", "iter", "index", "future", "piece", "at",
-                 "ended")
+                 "ended", "error")
 
     def __init__(self, path, position, record_rule):
         self.path = path
@@ -260,6 +260,7 @@ class _Slot:
         self.piece = []
         self.at = 0
         self.ended = False
+        self.error = None  # raised by the next read, after the records before it are delivered
 
     def close(self):
         if self.reader is not None:
@@ -277,22 +278,19 @@ class _Position:
 
 
 class _Iterator:
-    """One iteration over epochs [start, stop). Owns the thread pool and the open files."""
+    """The consumer's handle on one iteration. The generator and the workers reference only
+    the _Run, never this object, so dropping the last reference to it (``break``) frees it at
+    once and its ``__del__`` stops the run."""
 
     def __init__(self, ds: TFRecordDataset, start, stop, skip):
-        self.ds = ds
-        self.position = _Position(start, skip, stop)
-        self.finished = False
-        self.records_read = 0  # raw records handed over by the workers (bounded read-ahead)
-        self._stop = stop
-        self._skip = skip
-        self._slots: list[_Slot] = []
-        self._pending = collections.deque()
-        self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
-        self._parse = ds._parse_fn()
-        self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
-        self._gen = self._run()
+        self._run = _Run(ds, start, stop, skip)
+        self._gen = self._run.generate()
+        self.position = self._run.position
+
+    @property
+    def records_read(self) -> int:
+        """Raw records the workers have read so far (read-ahead included)."""
+        return self._run.records_read
 
     def __iter__(self):
         return self
@@ -317,6 +315,28 @@ class _Iterator:
 
     def close(self) -> None:
         """Stop the workers, wait for reads in flight, close every file."""
+        self._run.close()
+        self._gen.close()
+
+
+class _Run:
+    """One iteration over epochs [start, stop): owns the thread pool and the open files."""
+
+    def __init__(self, ds: TFRecordDataset, start, stop, skip):
+        self.ds = ds
+        self.position = _Position(start, skip, stop)
+        self.finished = False
+        self.records_read = 0  # raw records handed over by the workers (bounded read-ahead)
+        self._stop = stop
+        self._skip = skip
+        self._slots: list[_Slot] = []
+        self._pending = collections.deque()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
+        self._parse = ds._parse_fn()
+        self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
+
+    def close(self) -> None:
         if self.finished:
             return
         self.finished = True
@@ -324,18 +344,17 @@ class _Iterator:
         for fut in pending:
             fut.cancel()
         for slot in self._slots:
-            if slot.future is not None:
+            if slot is not None and slot.future is not None:
                 slot.future.cancel()
         self._pool.shutdown(wait=True, cancel_futures=True)
         for slot in self._slots:
             if slot is not None:
                 slot.close()
         self._slots = []
-        self._gen.close()
 
     # -- stages ------------------------------------------------------------------------
 
-    def _run(self):
+    def generate(self):
         ds = self.ds
         epoch = self.position.epoch
         while self._stop is None or epoch < self._stop:
@@ -470,22 +489,29 @@ class _Iterator:
     def _read_piece(self, slot):
         """Worker: the next piece of the slot's file; opens it first, closes it at its end."""
         ds = self.ds
+        if slot.error is not None:
+            raise slot.error
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt)
             slot.iter = iter(slot.reader)
         piece, nbytes, limit = [], 0, self._piece_bytes
-        for record in slot.iter:
-            j = slot.index
-            slot.index += 1
-            if slot.keep is not None and (j - slot.keep[0]) % slot.keep[1]:
-                continue
-            piece.append(record)
-            nbytes += len(record)
-            if nbytes >= limit or len(piece) >= _PIECE_RECORDS:
-                break
-        else:
-            slot.ended = True
-            slot.close()
+        try:
+            for record in slot.iter:
+                j = slot.index
+                slot.index += 1
+                if slot.keep is not None and (j - slot.keep[0]) % slot.keep[1]:
+                    continue
+                piece.append(record)
+                nbytes += len(record)
+                if nbytes >= limit or len(piece) >= _PIECE_RECORDS:
+                    break
+            else:
+                slot.ended = True
+                slot.close()
+        except Exception as exc:
+            if not piece:
+                raise
+            slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
             self.records_read += len(piece)
         return piece

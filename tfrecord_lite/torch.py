@@ -103,7 +103,10 @@ def _build():
             item = self.data[i]
             return _to_tensors(item) if self.as_tensors else item
 
-    return {"TFRecordIterableDataset": TFRecordIterableDataset, "TFRecordMapDataset": TFRecordMapDataset}
+    classes = {"TFRecordIterableDataset": TFRecordIterableDataset, "TFRecordMapDataset": TFRecordMapDataset}
+    for name, cls in classes.items():
+        cls.__qualname__ = name  # found again through __getattr__ when pickled (spawned workers)
+    return classes
 
 
 def __getattr__(name):
