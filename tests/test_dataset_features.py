@@ -6,7 +6,7 @@ parse_example's documented output (dict of name -> ndarray, leading batch dimens
 
 import numpy as np
 import pytest
-from _records import write_files
+from _records import record, write_files
 
 import tfrecord_lite
 from tfrecord_lite import TFRecordDataset, TFRecordWriter, to_npy, to_numpy
@@ -92,10 +92,11 @@ def test_features_call_parse_example_per_batch(stand_in, tmp_path):
 
 def test_to_numpy_and_to_npy(stand_in, backend, tmp_path):
     paths = write_files(tmp_path, [30, 0, 45], size=5)
+    lengths = [len(record(f, j, 5)) for f, n in enumerate([30, 0, 45]) for j in range(n)]
     arrays = to_numpy(paths, {"any": "spec"}, batch_size=8)
-    assert arrays["length"].tolist() == [9] * 75 and arrays["pair"].shape == (75, 2)
+    assert arrays["length"].tolist() == lengths and arrays["pair"].shape == (75, 2)
     out = tmp_path / "npy"
     mm = to_npy(paths, {"any": "spec"}, out, batch_size=8, progress=False)
     assert isinstance(mm["pair"], np.memmap) and np.array_equal(mm["pair"], arrays["pair"])
-    assert np.load(out / "length.npy").tolist() == [9] * 75
+    assert np.load(out / "length.npy").tolist() == lengths
     assert backend.name == tfrecord_lite.implementation
