@@ -182,10 +182,16 @@ def main():
     p.add_argument("--quick", action="store_true", help="small data, for a smoke run")
     p.add_argument("--peer")
     p.add_argument("--workload")
+    p.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.peer:
         return child(args)
-    generate(args.data, args.quick)
+    if args.generate:
+        return generate(args.data, args.quick)
+    # Generate in a child too: a fork inherits the parent's peak RSS, which would then show
+    # up in every peer's getrusage figure.
+    subprocess.run([sys.executable, __file__, "--data", args.data, "--generate"] + ["--quick"] * args.quick,
+                   check=True)
     plan = [(w, peer) for w in ("W1", "W2") for peer in ("lite1", "lite2", "tf", "tfrecord")]
     plan += [("DIR", "lite1"), ("DIR", "lite2"), ("DIR", "tf")]
     print(f"{'workload':8} {'peer':10} {'records':>8} {'seconds':>8} {'rec/s':>10} {'MB/s':>8} {'peak RSS MB':>11}")

@@ -26,6 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from .errors import TFRecordError
+from .io import normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse", "to_numpy", "to_npy"]
@@ -105,7 +106,8 @@ class TFRecordDataset:
         draws one at construction (kept in ``state_dict()``).
     shard: (index, count), see ``shard_plan``.
     compression / on_corrupt / check_crc: as in ``TFRecordReader``.
-    prefetch: parsed batches kept ready ahead of the consumer (default 2 x num_threads).
+    prefetch: parsed batches kept ready ahead of the consumer (default 2 x num_threads); raw
+        records are read ahead one piece per open file whatever this is.
     num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
         epoch count (or call ``set_epoch``), so a new pass reshuffles.
 
@@ -145,7 +147,7 @@ class TFRecordDataset:
         self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**63)
         self.shard = tuple(shard) if shard is not None else None
         self._positions, self._record_rule = shard_plan(len(self.files), self.shard)
-        self.compression = compression
+        self.compression = normalize_compression(compression, allow_auto=True)
         self.on_corrupt = on_corrupt
         self.check_crc = bool(check_crc)
         self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
