@@ -14,6 +14,8 @@ from .errors import (
     TFRecordError,
     TruncatedRecordError,
 )
+from .dataset import TFRecordDataset, to_npy, to_numpy
+from .index import IndexedDataset, TFRecordFile, build_index
 from .reader import TFRecordReader
 from .writer import TFRecordWriter
 
@@ -22,6 +24,12 @@ __version__ = "0.1.0"
 __all__ = [
     "TFRecordReader",
     "TFRecordWriter",
+    "TFRecordDataset",
+    "TFRecordFile",
+    "IndexedDataset",
+    "build_index",
+    "to_numpy",
+    "to_npy",
     "crc32c",
     "masked_crc32c",
     "implementation",

@@ -7,11 +7,17 @@ header and footer. The sidecar of ``data.tfrecord`` is ``data.tfrecord.index``.
 
 Compressed files have no stable record offsets, so indexing them raises an error that says
 how to get an indexable file.
+
+Random access: ``TFRecordFile`` (one file: len, [i], slices) and ``IndexedDataset`` (many
+files, one global index) read frames with ``os.pread`` at indexed offsets, never scanning, and
+verify the CRCs of every frame they return.
 """
 
 from __future__ import annotations
 
+import collections
 import os
+import threading
 
 import numpy as np
 
@@ -20,7 +26,8 @@ from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 from .io import AtomicFile, detect_compression
 from .reader import DEFAULT_MAX_RECORD_BYTES
 
-__all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index"]
+__all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
+           "TFRecordFile", "IndexedDataset"]
 
 OVERHEAD = 16  # frame bytes around the data
 
@@ -108,3 +115,217 @@ def read_index(index_file):
         raise TFRecordError("index sidecar entries are not contiguous frames", path=index_file,
                             hint="rebuild it with tfrecord_lite.build_index")
     return offsets, lengths
+
+
+def load_index(path, index_file=None, *, check_crc=True):
+    """(offsets, frame_lengths) from the sidecar when it exists, else by scanning the file
+    (in memory; nothing is written)."""
+    index_file = index_file or index_path(path)
+    if os.path.exists(index_file):
+        return read_index(index_file)
+    return scan_index(path, check_crc=check_crc)
+
+
+class TFRecordFile:
+    """Random access to the records of one uncompressed TFRecord file.
+
+    ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
+    from the sidecar (``path + '.index'``) when present, else from an in-memory scan. Fetched
+    frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
+    CRC). The descriptor opens on first read; the object pickles without it.
+    """
+
+    def __init__(self, path, index_file=None, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES):
+        self.path = os.fspath(path)
+        self.check_crc = bool(check_crc)
+        self.max_record_bytes = int(max_record_bytes)
+        self.offsets, self.lengths = load_index(self.path, index_file, check_crc=check_crc)
+        self._fd = None
+        self._pid = None
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def __getitem__(self, key):
+        n = len(self.offsets)
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step == 1:
+                return self.read_range(start, stop)
+            return [self.read_range(i, i + 1)[0] for i in range(start, stop, step)]
+        i = _position(key, n, self.path)
+        return self.read_range(i, i + 1)[0]
+
+    def read_range(self, start: int, stop: int) -> list:
+        """Records start..stop-1 (contiguous, so one read)."""
+        if stop <= start:
+            return []
+        begin, end = self.span(start, stop)
+        return self.verify(self.pread(begin, end), start, stop)
+
+    def span(self, start, stop):
+        """Byte range [begin, end) of frames start..stop-1."""
+        return int(self.offsets[start]), int(self.offsets[stop - 1] + self.lengths[stop - 1])
+
+    def pread(self, begin, end) -> bytes:
+        fd = self.fileno()
+        data = os.pread(fd, end - begin, begin)
+        while len(data) < end - begin:  # pread may return short reads; zero means EOF
+            more = os.pread(fd, end - begin - len(data), begin + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def verify(self, data: bytes, start: int, stop: int) -> list:
+        """The records of frames start..stop-1 held in data, with their CRCs checked."""
+        F = _native.framing
+        want = stop - start
+        begin = int(self.offsets[start])
+        records, pos, status, value = F.scan_frames(data, 0, -1, self.check_crc, self.max_record_bytes, want)
+        if len(records) == want and pos == len(data):
+            return records
+        index = start + len(records)
+        offset = begin + pos
+        if status == F.FRAME_OK and pos < len(data):
+            cls, what = CorruptRecordError, "the frame lengths do not match the index"
+        elif status == F.FRAME_OK:
+            cls, what = TruncatedRecordError, "the file ends inside the record (is the index stale?)"
+        elif status == F.FRAME_BAD_DATA_CRC:
+            cls, what = CorruptRecordError, f"the masked CRC32C of the {value}-byte data does not match"
+        else:
+            cls, what = CorruptRecordError, "the frame header is invalid (is the index stale?)"
+        raise cls(f"corrupted record at {offset}: {what}", path=self.path, offset=offset, index=index,
+                  hint="rebuild the index with tfrecord_lite.build_index if the file changed, "
+                  "or verify the file with `tfrecord-lite verify`")
+
+    def fileno(self) -> int:
+        if self._fd is None or self._pid != os.getpid():
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._pid = os.getpid()
+        return self._fd
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None and self._pid == os.getpid():
+            os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_fd"] = state["_pid"] = None
+        return state
+
+
+class IndexedDataset:
+    """Map-style access to the records of many uncompressed files under one global index.
+
+    ``ds[i]`` is a record (bytes), or one parsed example when ``features`` (or ``parse``) is
+    given; ``ds[a:b]`` and ``ds[[i, j, ...]]`` give a list of records or one parsed batch.
+    Indexes are read from sidecars (or scanned) up front; at most ``max_open_files``
+    descriptors are held, least recently used closed first. Safe to share between threads.
+    """
+
+    def __init__(self, files, features=None, *, parse=None, check_crc=True, max_open_files=16):
+        from .dataset import make_parse, resolve_files
+
+        if features is not None and parse is not None:
+            raise TFRecordError("pass features or parse, not both")
+        self.files = [TFRecordFile(p, check_crc=check_crc) for p in resolve_files(files)]
+        self.features = features
+        self.parse = parse
+        self._parse_fn = make_parse(features, parse)
+        self.max_open_files = max(1, int(max_open_files))
+        self.cumulative = np.cumsum([len(f) for f in self.files], dtype=np.int64)
+        self._open = collections.OrderedDict()  # file number -> TFRecordFile with an open fd
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return int(self.cumulative[-1]) if len(self.cumulative) else 0
+
+    def locate(self, i: int):
+        """(file number, record number in that file) of global record i."""
+        i = _position(i, len(self), "<dataset>")
+        k = int(np.searchsorted(self.cumulative, i, side="right"))
+        return k, i - (int(self.cumulative[k - 1]) if k else 0)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            records = self.records(range(*key.indices(len(self))))
+        elif isinstance(key, (int, np.integer)):
+            record = self.records([key])
+            if self._parse_fn is None:
+                return record[0]
+            from .dataset import _unbatch
+
+            return _unbatch(self._parse_fn(record), 1, self._parse_fn, record)[0]
+        else:
+            records = self.records(key)
+        return records if self._parse_fn is None else self._parse_fn(records)
+
+    def records(self, indices) -> list:
+        """Raw records at global indices, in that order; runs of consecutive records in one
+        file are fetched with one read."""
+        out = []
+        run = None  # [file number, first, stop]
+        for i in indices:
+            k, j = self.locate(i)
+            if run is not None and run[0] == k and run[2] == j:
+                run[2] += 1
+                continue
+            if run is not None:
+                out.extend(self._fetch(*run))
+            run = [k, j, j + 1]
+        if run is not None:
+            out.extend(self._fetch(*run))
+        return out
+
+    def _fetch(self, k, start, stop):
+        f = self.files[k]
+        begin, end = f.span(start, stop)
+        with self._lock:  # an evicted descriptor must not be closed under a read
+            self._open[k] = f
+            self._open.move_to_end(k)
+            while len(self._open) > self.max_open_files:
+                self._open.popitem(last=False)[1].close()
+            data = f.pread(begin, end)
+        return f.verify(data, start, stop)
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self._open.values():
+                f.close()
+            self._open.clear()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_open"] = collections.OrderedDict()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+def _position(key, n, path):
+    try:
+        i = int(key)
+    except TypeError:
+        raise TFRecordError(f"record indices must be integers or slices, not {type(key).__name__}") from None
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        raise IndexError(f"{path}: record index {key} out of range for {n} records")
+    return i

@@ -1,0 +1,46 @@
+"""Test data helpers: small TFRecord files with records that name their origin."""
+
+import os
+
+from tfrecord_lite import TFRecordWriter
+
+
+def record(f, j, size=0):
+    return f"{f}:{j}:".encode() + b"x" * size
+
+
+def write_files(directory, counts, size=0, compression=None, name="part-{:05d}.tfrecord"):
+    """One file per entry of counts; record j of file f is record(f, j, size)."""
+    paths = []
+    for f, n in enumerate(counts):
+        path = os.path.join(str(directory), name.format(f))
+        with TFRecordWriter(path, compression=compression) as w:
+            for j in range(n):
+                w.write(record(f, j, size))
+        paths.append(path)
+    return paths
+
+
+def interleave(streams, cycle, block):
+    """Reference model of TensorFlow's deterministic interleave over lists of records."""
+    todo, slots, out = list(streams), [None] * cycle, []
+    i = taken = num_open = 0
+    while todo or num_open:
+        if slots[i] is None:
+            if todo:
+                slots[i] = iter(todo.pop(0))
+                num_open += 1
+                continue
+            i, taken = (i + 1) % cycle, 0
+            continue
+        x = next(slots[i], None)
+        if x is None:
+            slots[i] = None
+            num_open -= 1
+            i, taken = (i + 1) % cycle, 0
+            continue
+        out.append(x)
+        taken += 1
+        if taken == block:
+            i, taken = (i + 1) % cycle, 0
+    return out

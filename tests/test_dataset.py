@@ -1,0 +1,235 @@
+"""TFRecordDataset: file resolution, interleave order, threads, batching, parse step,
+shuffling, sharding, errors from workers, early shutdown, bounded read-ahead, resume."""
+
+import gc
+import os
+import threading
+import time
+
+import pytest
+from _records import interleave, record, write_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tfrecord_lite import TFRecordDataset, TFRecordReader, TFRecordWriter
+from tfrecord_lite.errors import CorruptRecordError, TFRecordError
+
+COUNTS = [3, 0, 7, 1, 12, 5]
+
+
+@pytest.fixture
+def files(tmp_path):
+    return write_files(tmp_path, COUNTS)
+
+
+def expected(counts, cycle=1, block=1):
+    return interleave([[record(f, j) for j in range(n)] for f, n in enumerate(counts)], cycle, block)
+
+
+def test_sources_list_glob_directory(backend, tmp_path, files):
+    want = expected(COUNTS)
+    assert list(TFRecordDataset(files)) == want
+    assert list(TFRecordDataset(str(tmp_path / "part-*.tfrecord"))) == want
+    (tmp_path / "part-00000.tfrecord.index").write_text("")  # sidecars are not data files
+    assert list(TFRecordDataset(tmp_path)) == want
+    assert list(TFRecordDataset(files[2])) == [record(2, j) for j in range(7)]
+    assert backend.framing is not None and backend.name in ("cython", "python")
+    with pytest.raises(TFRecordError, match="no TFRecord files"):
+        TFRecordDataset(str(tmp_path / "nothing-*"))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cycle,block", [(1, 1), (2, 1), (3, 2), (4, 3), (6, 1), (8, 5)])
+def test_interleave_order_matches_tf_model(backend, files, threads, cycle, block):
+    ds = TFRecordDataset(files, cycle_length=cycle, block_length=block, num_threads=threads, max_open_files=8)
+    assert list(ds) == expected(COUNTS, cycle, block)
+
+
+def test_nondeterministic_keeps_every_record(backend, files):
+    got = list(TFRecordDataset(files, deterministic=False, num_threads=2, cycle_length=3))
+    assert sorted(got) == sorted(expected(COUNTS))
+    with pytest.raises(TFRecordError, match="deterministic"):
+        TFRecordDataset(files, deterministic=False).state_dict()
+
+
+def test_batches_and_remainder(files):
+    flat = expected(COUNTS)
+    batches = list(TFRecordDataset(files, batch_size=5))
+    assert [len(b) for b in batches] == [5] * 5 + [3]
+    assert sum(batches, []) == flat
+    assert [len(b) for b in TFRecordDataset(files, batch_size=5, drop_remainder=True)] == [5] * 5
+
+
+def test_parse_step_runs_in_workers(files):
+    seen = set()
+
+    def parse(records):
+        seen.add(threading.current_thread().name)
+        return {"n": [len(r) for r in records], "first": [r[:1] for r in records]}
+
+    batches = list(TFRecordDataset(files, parse=parse, batch_size=4, num_threads=2))
+    assert sum(len(b["n"]) for b in batches) == sum(COUNTS)
+    assert all(name.startswith("tfrecord_lite") for name in seen)
+    # Unbatched: one dict per record, in order.
+    items = list(TFRecordDataset(files, parse=parse))
+    assert [i["first"] for i in items] == [r[:1] for r in expected(COUNTS)]
+
+
+def test_compressed_files(backend, tmp_path):
+    paths = write_files(tmp_path, [4, 6], compression="gzip") + write_files(
+        tmp_path, [0, 0, 3], compression="zlib", name="z-{:02d}.tfrecord")
+    got = list(TFRecordDataset(paths, num_threads=2, cycle_length=2))
+    assert sorted(got) == sorted([record(f, j) for f, n in enumerate([4, 6]) for j in range(n)]
+                                 + [record(2, j) for j in range(3)])
+
+
+def test_worker_error_carries_location(backend, tmp_path, files):
+    bad = tmp_path / "bad.tfrecord"
+    data = bytearray(open(files[4], "rb").read())
+    data[16 * 3 + 6 * 3 + 12] ^= 0xFF  # inside record 3's data
+    bad.write_bytes(bytes(data))
+    ds = TFRecordDataset([files[0], str(bad)], num_threads=2, cycle_length=2)
+    got = []
+    with pytest.raises(CorruptRecordError) as info:
+        for r in ds:
+            got.append(r)
+    assert info.value.path == str(bad) and info.value.index == 3 and info.value.offset is not None
+    # Records before the bad one are delivered first, in interleave order.
+    assert got == [record(f, j) for j in range(3) for f in (0, 4)]
+    skipped = list(TFRecordDataset([str(bad)], on_corrupt="skip"))
+    assert len(skipped) == 11 and record(4, 3) not in skipped
+    assert len(list(TFRecordDataset([str(bad)], on_corrupt="stop"))) == 3
+
+
+def test_missing_file_raises(tmp_path, files):
+    with pytest.raises(FileNotFoundError):
+        list(TFRecordDataset(files + [str(tmp_path / "gone.tfrecord")]))
+
+
+def _fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _tfl_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("tfrecord_lite")]
+
+
+@pytest.mark.parametrize("how", ["break", "close", "gc", "error"])
+def test_early_stop_leaks_nothing(tmp_path, how):
+    paths = write_files(tmp_path, [200] * 6, size=100)
+    fds = _fds()
+    ds = TFRecordDataset(paths, num_threads=2, cycle_length=4, parse=(lambda r: r) if how != "error" else None)
+    it = iter(ds)
+    for _ in range(10):
+        next(it)
+    assert _tfl_threads()
+    if how == "close":
+        it.close()
+    elif how == "gc":
+        del it
+        gc.collect()
+    elif how == "break":
+        for _ in it:
+            break
+        it = None
+    else:
+        os.truncate(paths[5], 50)
+        with pytest.raises(TFRecordError):
+            for _ in it:
+                pass
+    deadline = time.time() + 5
+    while _tfl_threads() and time.time() < deadline:
+        time.sleep(0.01)
+    assert not _tfl_threads()
+    assert _fds() == fds
+
+
+def test_read_ahead_is_bounded(tmp_path):
+    # 12 files x 400 records of 4 KiB: ~19 MiB in all. A paused consumer must not make the
+    # workers read everything.
+    paths = write_files(tmp_path, [400] * 12, size=4096)
+    it = iter(TFRecordDataset(paths, batch_size=8, num_threads=2, cycle_length=4, parse=lambda r: len(r)))
+    next(it)
+    time.sleep(0.3)
+    ahead = it.records_read
+    it.close()
+    # cycle_length x (piece in use + piece in flight), pieces of ~1 MiB = ~256 records here.
+    assert ahead <= 4 * 2 * 260, ahead
+
+
+def test_shuffle_reproducible_and_differs_per_epoch(files):
+    def run(seed, **kw):
+        return list(TFRecordDataset(files, shuffle_buffer=8, shuffle_files=True, seed=seed, **kw))
+
+    a, b = run(7), run(7)
+    assert a == b and sorted(a) == sorted(expected(COUNTS)) and a != expected(COUNTS)
+    assert run(8) != a
+    two = run(7, num_epochs=2)
+    assert two[: len(a)] == a and two[len(a):] != a and sorted(two[len(a):]) == sorted(a)
+    ds = TFRecordDataset(files, shuffle_buffer=8, seed=3)
+    first, second = list(ds), list(ds)  # each iter() is the next epoch
+    assert first != second
+    ds.set_epoch(0)
+    assert list(ds) == first
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(counts=st.lists(st.integers(0, 9), min_size=1, max_size=7), count=st.integers(1, 9),
+       shuffle=st.booleans())
+def test_shards_partition_records(tmp_path_factory, counts, count, shuffle):
+    paths = write_files(tmp_path_factory.mktemp("shard"), counts)
+    everything = sorted(expected(counts))
+    union = []
+    for index in range(count):
+        union += list(TFRecordDataset(paths, shard=(index, count), shuffle_files=shuffle,
+                                      shuffle_buffer=3 if shuffle else 0, cycle_length=2))
+    assert sorted(union) == everything
+
+
+def test_shard_modes(tmp_path):
+    paths = write_files(tmp_path, [4, 4, 4, 4])
+    assert list(TFRecordDataset(paths, shard=(1, 2))) == [record(f, j) for f in (1, 3) for j in range(4)]
+    # Fewer files than shards: split by record.
+    assert list(TFRecordDataset(paths[:1], shard=(1, 3))) == [record(0, 1)]
+    with pytest.raises(TFRecordError):
+        TFRecordDataset(paths, shard=(2, 2))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(k=st.integers(0, 40), batch=st.sampled_from([None, 3]), buffer=st.sampled_from([0, 5]),
+       epochs=st.sampled_from([1, 2]), cycle=st.sampled_from([1, 3]))
+def test_resume_continues_exactly(files, k, batch, buffer, epochs, cycle):
+    opts = dict(batch_size=batch, shuffle_buffer=buffer, shuffle_files=bool(buffer), num_epochs=epochs,
+                cycle_length=cycle, max_open_files=4, seed=11)
+    full = list(TFRecordDataset(files, **opts))
+    k = min(k, len(full))
+    ds = TFRecordDataset(files, **opts)
+    it = iter(ds)
+    head = [next(it) for _ in range(k)]
+    state = ds.state_dict()
+    it.close()
+    fresh = TFRecordDataset(files, **{**opts, "seed": None})
+    fresh.load_state_dict(state)
+    assert head + list(fresh) == full
+
+
+def test_resume_rejects_other_dataset(files):
+    state = TFRecordDataset(files, batch_size=2).state_dict()
+    with pytest.raises(TFRecordError, match="different files or options"):
+        TFRecordDataset(files, batch_size=3).load_state_dict(state)
+
+
+def test_option_validation(files):
+    for bad in (dict(batch_size=0), dict(num_threads=0), dict(cycle_length=5, max_open_files=4),
+                dict(on_corrupt="ignore"), dict(features={}, parse=len), dict(block_length=1.5)):
+        with pytest.raises(TFRecordError):
+            TFRecordDataset(files, **bad)
+
+
+def test_many_records_in_one_file_match_reader(backend, tmp_path):
+    path = str(tmp_path / "big.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write_many(os.urandom(n % 700) for n in range(5000))
+    want = list(TFRecordReader(path))
+    assert list(TFRecordDataset([path], num_threads=2)) == want
+    assert sum(TFRecordDataset([path], batch_size=999), []) == want

@@ -1,0 +1,85 @@
+"""TFRecordFile and IndexedDataset: indexed reads without scanning, CRC checks on fetch."""
+
+import os
+import pickle
+
+import pytest
+from _records import record, write_files
+
+from tfrecord_lite import IndexedDataset, TFRecordFile, build_index
+from tfrecord_lite.errors import CorruptRecordError, TFRecordError
+
+
+def test_file_len_items_slices(backend, tmp_path):
+    (path,) = write_files(tmp_path, [25], size=3)
+    want = [record(0, j, 3) for j in range(25)]
+    for with_sidecar in (False, True):
+        if with_sidecar:
+            build_index(path)
+        f = TFRecordFile(path)
+        assert backend.name == __import__("tfrecord_lite").implementation
+        assert len(f) == 25
+        assert f[0] == want[0] and f[-1] == want[-1] and f[7] == want[7]
+        assert f[3:11] == want[3:11] and f[::4] == want[::4] and f[20:5:-3] == want[20:5:-3]
+        assert f[30:] == []
+        with pytest.raises(IndexError):
+            f[25]
+        f.close()
+
+
+def test_sidecar_is_used_without_scanning(tmp_path):
+    (path,) = write_files(tmp_path, [10])
+    build_index(path)
+    # A sidecar that lists only the first 4 frames is trusted: proof the file is not scanned.
+    lines = open(path + ".index").read().splitlines()[:4]
+    open(path + ".index", "w").write("\n".join(lines) + "\n")
+    assert len(TFRecordFile(path)) == 4
+
+
+def test_fetch_checks_crc(backend, tmp_path):
+    (path,) = write_files(tmp_path, [6], size=10)
+    f = TFRecordFile(path)
+    data = bytearray(open(path, "rb").read())
+    data[int(f.offsets[4]) + 14] ^= 1
+    open(path, "wb").write(bytes(data))
+    f = TFRecordFile(path, index_file=None, check_crc=False)  # index scan skips the data CRC
+    f.check_crc = True
+    assert f[3] == record(0, 3, 10)
+    with pytest.raises(CorruptRecordError) as info:
+        f[4]
+    assert info.value.index == 4 and info.value.path == path
+    with pytest.raises(CorruptRecordError):
+        f[2:6]
+
+
+def test_stale_index_is_reported(tmp_path):
+    (path,) = write_files(tmp_path, [6], size=10)
+    build_index(path)
+    write_files(tmp_path, [3], size=2)  # rewrite the file smaller, keep the sidecar
+    with pytest.raises(TFRecordError):
+        TFRecordFile(path)[5]
+
+
+def test_compressed_cannot_be_indexed(tmp_path):
+    (path,) = write_files(tmp_path, [3], compression="gzip")
+    with pytest.raises(TFRecordError, match="compressed"):
+        TFRecordFile(path)
+
+
+def test_indexed_dataset_global_index(backend, tmp_path):
+    counts = [3, 0, 5, 2]
+    paths = write_files(tmp_path, counts)
+    build_index(paths[2])
+    want = [record(f, j) for f, n in enumerate(counts) for j in range(n)]
+    ds = IndexedDataset(paths, max_open_files=1)
+    assert len(ds) == 10 and [ds[i] for i in range(10)] == want and ds[-1] == want[-1]
+    assert ds[2:7] == want[2:7] and ds[[9, 0, 4]] == [want[9], want[0], want[4]]
+    assert ds.locate(3) == (2, 0)
+    fds = len(os.listdir("/proc/self/fd"))
+    ds[0], ds[5], ds[9]
+    assert len(os.listdir("/proc/self/fd")) <= fds + 1
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone[8] == want[8]
+    parsed = IndexedDataset(paths, parse=lambda recs: {"n": [len(r) for r in recs]})
+    assert parsed[0] == {"n": len(want[0])} and parsed[0:2] == {"n": [4, 4]}
+    ds.close()

@@ -1,0 +1,710 @@
+"""Multi-file reading pipeline: file resolution, exact sharding, TF-compatible interleave,
+seeded shuffling, batching, parsing in a thread pool, bounded descriptors and memory, and
+resumable iteration.
+
+Stages, in order: files (resolved, sharded, optionally shuffled per epoch) -> interleave of
+``cycle_length`` open files, ``block_length`` records at a time -> shuffle buffer -> batch
+-> parse. Reading (file I/O and CRC checks, which the core does without the GIL) and parsing
+run in a pool of ``num_threads`` worker threads; the interleave, shuffle and batch stages are
+list bookkeeping done on the consumer's thread, so the output order is a pure function of the
+files, the options, the seed and the epoch when ``deterministic=True``.
+
+Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
+open file at most one piece being read and one waiting (a piece is a few hundred KiB of
+records), at most ``prefetch`` parsed batches ahead. Nothing scales with the dataset size.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import os
+import random
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+import numpy as np
+
+from .errors import TFRecordError
+from .io import normalize_compression
+from .reader import ON_CORRUPT, TFRecordReader
+
+__all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse", "to_numpy", "to_npy"]
+
+_GLOB_CHARS = frozenset("*?[")
+_PIECE_RECORDS = 4096
+_PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
+_PIECE_BYTES_MIN = 64 << 10
+_UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
+_STATE_VERSION = 1
+
+
+def resolve_files(files) -> list[str]:
+    """Paths from a list of paths, a glob pattern, a directory, or a single file.
+
+    A list keeps its order (as TensorFlow does); glob matches and directory entries are
+    sorted. Directories list their regular, non-hidden files, ignoring ``.index`` sidecars."""
+    if isinstance(files, (str, os.PathLike)):
+        spec = os.fspath(files)
+        if os.path.isdir(spec):
+            paths = sorted(
+                os.path.join(spec, name) for name in os.listdir(spec)
+                if not name.startswith(".") and not name.endswith(".index")
+                and os.path.isfile(os.path.join(spec, name))
+            )
+        elif _GLOB_CHARS & set(spec):
+            paths = sorted(p for p in glob.glob(spec) if not p.endswith(".index") and os.path.isfile(p))
+        else:
+            paths = [spec]
+    else:
+        paths = [os.fspath(p) for p in files]
+    if not paths:
+        raise TFRecordError(f"no TFRecord files found for {files!r}",
+                            hint="pass a list of paths, a glob pattern or a directory that holds files")
+    return paths
+
+
+def shard_plan(num_files: int, shard):
+    """Which part of the data shard ``(index, count)`` reads, as (file positions, record rule).
+
+    With at least ``count`` files, shard i takes files i, i+count, ... whole (record rule None).
+    With fewer, every shard reads every file and keeps record j of file f when
+    ``(f + j) % count == index``: a partition that does not depend on reading order, so shards
+    need not agree on a seed. Either way the shards' union is every record exactly once."""
+    if shard is None:
+        return list(range(num_files)), None
+    index, count = (int(v) for v in shard)
+    if count < 1 or not 0 <= index < count:
+        raise TFRecordError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
+    if count == 1:
+        return list(range(num_files)), None
+    if num_files >= count:
+        return list(range(index, num_files, count)), None
+    return list(range(num_files)), (index, count)
+
+
+class TFRecordDataset:
+    """Records of many TFRecord files as one stream of records, parsed examples, or batches.
+
+    files: list of paths, glob pattern, directory, or one path.
+    features: a feature spec for ``tfrecord_lite.parse_example``; None yields raw ``bytes``.
+    parse: instead of ``features``, any callable taking a list of records and returning a
+        batch (run in the worker threads).
+    batch_size / drop_remainder: yield lists of records (raw) or parsed batches; unbatched
+        parsed output is one dict per record.
+    num_threads: worker threads for reading, CRC checks and parsing.
+    max_open_files: upper bound on descriptors held at once, whatever the number of files.
+    cycle_length / block_length: interleave ``cycle_length`` files, ``block_length`` records
+        from each in turn, with exactly the order of TensorFlow's
+        ``Dataset.from_tensor_slices(files).interleave(TFRecordDataset, cycle_length,
+        block_length)``. cycle_length defaults to ``min(num_threads, max_open_files)``; set it
+        explicitly for an order that does not change with num_threads.
+    deterministic: False lets whichever open file has records ready go first (faster when
+        files are slow or uneven); resumable state then is unavailable.
+    shuffle_files / shuffle_buffer / seed: per-epoch file-order shuffle and a TF-style record
+        shuffle buffer, reproducible for a seed and epoch, different across epochs. seed None
+        draws one at construction (kept in ``state_dict()``).
+    shard: (index, count), see ``shard_plan``.
+    compression / on_corrupt / check_crc: as in ``TFRecordReader``.
+    prefetch: parsed batches kept ready ahead of the consumer (default 2 x num_threads); raw
+        records are read ahead one piece per open file whatever this is.
+    num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
+        epoch count (or call ``set_epoch``), so a new pass reshuffles.
+
+    Worker errors are raised by the consumer's ``next()`` with their path/offset/index.
+    Leaving a loop early (break, ``close()``, garbage collection) stops the threads and
+    closes the files.
+    """
+
+    def __init__(self, files, features=None, *, parse=None, batch_size=None, drop_remainder=False,
+                 num_threads=1, max_open_files=16, cycle_length=None, block_length=1,
+                 deterministic=True, shuffle_files=False, shuffle_buffer=0, seed=None, shard=None,
+                 compression="auto", on_corrupt="raise", prefetch=None, num_epochs=1, check_crc=True):
+        if features is not None and parse is not None:
+            raise TFRecordError("pass features or parse, not both")
+        if on_corrupt not in ON_CORRUPT:
+            raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+        self.files = resolve_files(files)
+        self.features = features
+        self.parse = parse
+        self.batch_size = _positive("batch_size", batch_size, allow_none=True)
+        self.drop_remainder = bool(drop_remainder)
+        self.num_threads = _positive("num_threads", num_threads)
+        self.max_open_files = _positive("max_open_files", max_open_files)
+        if cycle_length is None:
+            cycle_length = min(self.num_threads, self.max_open_files)
+        self.cycle_length = _positive("cycle_length", cycle_length)
+        if self.cycle_length > self.max_open_files:
+            raise TFRecordError(
+                f"cycle_length={cycle_length} would hold more files open than max_open_files="
+                f"{max_open_files}", hint="lower cycle_length or raise max_open_files")
+        self.block_length = _positive("block_length", block_length)
+        self.deterministic = bool(deterministic)
+        self.shuffle_files = bool(shuffle_files)
+        self.shuffle_buffer = int(shuffle_buffer or 0)
+        if self.shuffle_buffer < 0:
+            raise TFRecordError("shuffle_buffer must be >= 0")
+        self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**63)
+        self.shard = tuple(shard) if shard is not None else None
+        self._positions, self._record_rule = shard_plan(len(self.files), self.shard)
+        self.compression = normalize_compression(compression, allow_auto=True)
+        self.on_corrupt = on_corrupt
+        self.check_crc = bool(check_crc)
+        self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
+        self.num_epochs = _positive("num_epochs", num_epochs, allow_none=True)
+        self._next_epoch = 0
+        self._resume = None  # (epoch, elements, stop epoch) for the next iter()
+        self._position = None  # the newest iterator's _Position
+
+    # -- public ------------------------------------------------------------------------
+
+    def __iter__(self):
+        if self._resume is not None:
+            start, skip, stop = self._resume
+        else:
+            start, skip = self._next_epoch, 0
+            stop = None if self.num_epochs is None else start + self.num_epochs
+        self._resume = None
+        self._next_epoch = start + 1 if stop is None else stop
+        it = _Iterator(self, start, stop, skip)
+        self._position = it.position
+        return it
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``iter()`` start at this epoch (its shuffles depend on it)."""
+        self._next_epoch = int(epoch)
+        self._resume = None
+
+    def state_dict(self) -> dict:
+        """Where the newest iteration stands: the next ``iter()`` of a dataset built with the
+        same files and options, after ``load_state_dict``, yields exactly what this one would
+        have yielded next, shuffle included. Resuming re-reads (without parsing) the part of
+        the current epoch already consumed."""
+        if not self.deterministic:
+            raise TFRecordError("state_dict() needs deterministic=True: otherwise the order "
+                                "depends on thread timing and cannot be replayed")
+        pos = self._position
+        if self._resume is not None:
+            epoch, elements, stop = self._resume
+        elif pos is not None and not pos.exhausted:
+            epoch, elements, stop = pos.epoch, pos.elements, pos.stop
+        else:
+            epoch, elements = self._next_epoch, 0
+            stop = None if self.num_epochs is None else epoch + self.num_epochs
+        return {"version": _STATE_VERSION, "epoch": epoch, "elements": elements, "stop_epoch": stop,
+                "seed": self.seed, "fingerprint": self._fingerprint()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from ``state_dict()`` output on the next ``iter()``."""
+        if state.get("version") != _STATE_VERSION:
+            raise TFRecordError(f"unsupported dataset state version {state.get('version')!r}")
+        if state["fingerprint"] != self._fingerprint():
+            raise TFRecordError("the state was saved by a dataset with different files or options",
+                                hint="build the dataset with the same files, shard, batching, "
+                                "interleave and shuffle options before loading its state")
+        self.seed = int(state["seed"])
+        stop = state["stop_epoch"]
+        self._resume = (int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop))
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _fingerprint(self):
+        return [list(self.files), self.shard and list(self.shard), self.batch_size, self.drop_remainder,
+                self.cycle_length, self.block_length, self.shuffle_files, self.shuffle_buffer,
+                self.features is not None or self.parse is not None]
+
+    def _rng(self, epoch, stage):
+        # One independent stream per (seed, epoch, stage): reproducible, and epochs differ.
+        state = np.random.SeedSequence([self.seed, epoch, stage]).generate_state(2, np.uint64)
+        return random.Random(int(state[0]) << 64 | int(state[1]))
+
+    def _epoch_files(self, epoch):
+        positions = list(self._positions)
+        if self.shuffle_files:
+            self._rng(epoch, 0).shuffle(positions)
+        return positions
+
+    def _parse_fn(self):
+        return make_parse(self.features, self.parse)
+
+
+def make_parse(features, parse=None):
+    """The per-batch parse step: ``parse`` itself, ``parse_example(records, features)`` with
+    the codec imported at call time, or None for raw records."""
+    if parse is not None or features is None:
+        return parse
+
+    def parse_features(records):
+        from . import parse_example  # the codec is optional until it is used
+
+        return parse_example(records, features)
+
+    return parse_features
+
+
+class _Slot:
+    """One open file of the interleave: its reader (touched only by the worker running its
+    read) and its pieces of records."""
+
+    __slots__ = ("path", "position", "keep", "reader", "iter", "index", "future", "piece", "at",
+                 "ended", "error")
+
+    def __init__(self, path, position, record_rule):
+        self.path = path
+        self.position = position
+        # Record sharding: keep records j with (position + j) % count == index.
+        self.keep = None if record_rule is None else ((record_rule[0] - position) % record_rule[1],
+                                                      record_rule[1])
+        self.reader = None
+        self.iter = None
+        self.index = 0  # records of the file read so far
+        self.future = None
+        self.piece = []
+        self.at = 0
+        self.ended = False
+        self.error = None  # raised by the next read, after the records before it are delivered
+
+    def close(self):
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = self.iter = None
+
+
+class _Position:
+    """What the consumer has received: epoch, elements of it, and whether all epochs ended."""
+
+    __slots__ = ("epoch", "elements", "stop", "exhausted")
+
+    def __init__(self, epoch, elements, stop):
+        self.epoch, self.elements, self.stop, self.exhausted = epoch, elements, stop, False
+
+
+class _Iterator:
+    """The consumer's handle on one iteration. The generator and the workers reference only
+    the _Run, never this object, so dropping the last reference to it (``break``) frees it at
+    once and its ``__del__`` stops the run."""
+
+    def __init__(self, ds: TFRecordDataset, start, stop, skip):
+        self._run = _Run(ds, start, stop, skip)
+        self._gen = self._run.generate()
+        self.position = self._run.position
+
+    @property
+    def records_read(self) -> int:
+        """Raw records the workers have read so far (read-ahead included)."""
+        return self._run.records_read
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            out = next(self._gen)
+        except BaseException:
+            self.close()
+            raise
+        self.position.elements += 1
+        return out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers, wait for reads in flight, close every file."""
+        self._run.close()
+        self._gen.close()
+
+
+class _Run:
+    """One iteration over epochs [start, stop): owns the thread pool and the open files."""
+
+    def __init__(self, ds: TFRecordDataset, start, stop, skip):
+        self.ds = ds
+        self.position = _Position(start, skip, stop)
+        self.finished = False
+        self.records_read = 0  # raw records handed over by the workers (bounded read-ahead)
+        self._stop = stop
+        self._skip = skip
+        self._slots: list[_Slot] = []
+        self._pending = collections.deque()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
+        self._parse = ds._parse_fn()
+        self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
+
+    def close(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        pending, self._pending = self._pending, collections.deque()
+        for fut in pending:
+            fut.cancel()
+        for slot in self._slots:
+            if slot is not None and slot.future is not None:
+                slot.future.cancel()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for slot in self._slots:
+            if slot is not None:
+                slot.close()
+        self._slots = []
+
+    # -- stages ------------------------------------------------------------------------
+
+    def generate(self):
+        ds = self.ds
+        epoch = self.position.epoch
+        while self._stop is None or epoch < self._stop:
+            self.position.epoch = epoch
+            chunks = self._interleave(ds._epoch_files(epoch))
+            if ds.shuffle_buffer:
+                chunks = _shuffle(chunks, ds.shuffle_buffer, ds._rng(epoch, 1))
+            if self._skip:
+                chunks = _skip(chunks, self._skip * (ds.batch_size or 1))
+                self._skip = 0
+            size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
+            if size is not None:
+                chunks = _batch(chunks, size, ds.drop_remainder and ds.batch_size is not None,
+                                grouped=ds.batch_size is None)
+            if self._parse is None:
+                if ds.batch_size is None:
+                    for chunk in chunks:
+                        yield from chunk
+                else:
+                    yield from chunks
+            else:
+                yield from self._parsed(chunks)
+            epoch += 1
+            self.position.epoch, self.position.elements = epoch, 0
+        self.position.exhausted = True
+        self.finished = True
+        self._pool.shutdown(wait=True)
+
+    def _parsed(self, batches):
+        """Parse batches in the pool, ``prefetch`` ahead; unbatch when batch_size is None."""
+        ds = self.ds
+        pending = self._pending
+        batches = iter(batches)
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < ds.prefetch:
+                batch = next(batches, None)
+                if batch is None:
+                    exhausted = True
+                else:
+                    pending.append(self._pool.submit(_parse_batch, self._parse, batch))
+            if not pending:
+                return
+            if ds.deterministic or pending[0].done():
+                fut = pending.popleft()
+            else:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                fut = next(f for f in pending if f in done)
+                pending.remove(fut)
+            result = fut.result()
+            if ds.batch_size is None:
+                yield from result
+            else:
+                yield result
+
+    def _interleave(self, positions):
+        """Chunks (lists) of records in interleave order; see TFRecordDataset."""
+        ds = self.ds
+        files, rule = ds.files, ds._record_rule
+        todo = collections.deque(positions)
+        cycle, block = ds.cycle_length, ds.block_length
+        try:
+            if not ds.deterministic:
+                yield from self._interleave_any(todo)
+                return
+            slots = self._slots = [None] * cycle
+            index = taken = 0  # cycle index; records taken from the current slot's block
+            num_open = 0
+            while todo or num_open:
+                slot = slots[index]
+                if slot is None:
+                    if todo:
+                        p = todo.popleft()
+                        slots[index] = self._open(_Slot(files[p], p, rule))
+                        num_open += 1
+                        continue
+                    index, taken = (index + 1) % cycle, 0
+                    continue
+                if slot.at == len(slot.piece) and not self._next_piece(slot):
+                    slot.close()
+                    slots[index] = None
+                    num_open -= 1
+                    index, taken = (index + 1) % cycle, 0
+                    continue
+                # With one slot the cycle always comes back to it: take whole pieces.
+                want = len(slot.piece) - slot.at if cycle == 1 else block - taken
+                chunk = slot.piece[slot.at:slot.at + want]
+                slot.at += len(chunk)
+                taken += len(chunk)
+                if taken == block and cycle > 1:
+                    index, taken = (index + 1) % cycle, 0
+                yield chunk
+        finally:
+            self._drain_slots()
+
+    def _interleave_any(self, todo):
+        """Nondeterministic interleave: whole pieces from whichever open file is ready."""
+        ds = self.ds
+        files, rule = ds.files, ds._record_rule
+        slots = self._slots = []
+        while todo or slots:
+            while todo and len(slots) < ds.cycle_length:
+                p = todo.popleft()
+                slots.append(self._open(_Slot(files[p], p, rule)))
+            wait([s.future for s in slots], return_when=FIRST_COMPLETED)
+            for slot in [s for s in slots if s.future.done()]:
+                piece = slot.future.result()
+                if slot.ended:
+                    slot.future = None
+                    slot.close()
+                    slots.remove(slot)
+                else:
+                    slot.future = self._pool.submit(self._read_piece, slot)
+                if piece:
+                    yield piece
+
+    def _open(self, slot):
+        slot.future = self._pool.submit(self._read_piece, slot)
+        return slot
+
+    def _next_piece(self, slot) -> bool:
+        """Move the slot to its next piece (waiting for it); False at the file's end."""
+        while True:
+            if slot.future is None:
+                return False
+            piece = slot.future.result()
+            slot.future = None if slot.ended else self._pool.submit(self._read_piece, slot)
+            if piece:
+                slot.piece, slot.at = piece, 0
+                return True
+
+    def _read_piece(self, slot):
+        """Worker: the next piece of the slot's file; opens it first, closes it at its end."""
+        ds = self.ds
+        if slot.error is not None:
+            raise slot.error
+        if slot.reader is None:
+            slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt)
+            slot.iter = iter(slot.reader)
+        piece, nbytes, limit = [], 0, self._piece_bytes
+        try:
+            for record in slot.iter:
+                j = slot.index
+                slot.index += 1
+                if slot.keep is not None and (j - slot.keep[0]) % slot.keep[1]:
+                    continue
+                piece.append(record)
+                nbytes += len(record)
+                if nbytes >= limit or len(piece) >= _PIECE_RECORDS:
+                    break
+            else:
+                slot.ended = True
+                slot.close()
+        except Exception as exc:
+            if not piece:
+                raise
+            slot.error = exc  # as TensorFlow does, the good records come first
+        with self._lock:
+            self.records_read += len(piece)
+        return piece
+
+    def _drain_slots(self):
+        for slot in self._slots:
+            if slot is None:
+                continue
+            if slot.future is not None and not slot.future.cancel():
+                try:
+                    slot.future.result()
+                except BaseException:
+                    pass
+            slot.close()
+        self._slots = []
+
+
+def _parse_batch(parse, records):
+    result = parse(records)
+    return result if records.__class__ is not _Group else _unbatch(result, len(records), parse, records)
+
+
+class _Group(list):
+    """Records grouped only to amortize parsing; the output is split back per record."""
+
+
+def _unbatch(parsed, n, parse, records):
+    """Per-record results from a parsed group: dict values and sequences are indexed per
+    record; anything not splittable is parsed record by record instead."""
+    if isinstance(parsed, dict):
+        if all(hasattr(v, "__len__") and len(v) == n for v in parsed.values()):
+            return [{k: v[i] for k, v in parsed.items()} for i in range(n)]
+    elif hasattr(parsed, "__len__") and len(parsed) == n:
+        return list(parsed)
+    if n == 1:
+        return [parsed]
+    return [_unbatch(parse([r]), 1, parse, [r])[0] for r in records]
+
+
+def _batch(chunks, size, drop_remainder, grouped=False):
+    make = _Group if grouped else list
+    buf = []
+    for chunk in chunks:
+        buf.extend(chunk)
+        if len(buf) >= size:
+            start = 0
+            while len(buf) - start >= size:
+                yield make(buf[start:start + size])
+                start += size
+            buf = buf[start:]
+    if buf and not drop_remainder:
+        yield make(buf)
+
+
+def _shuffle(chunks, size, rng):
+    """TensorFlow's shuffle: fill a buffer of `size`, then emit a random element and put
+    the next input in its place; drain randomly at the end."""
+    buf = []
+    rand = rng.randrange
+    for chunk in chunks:
+        out = []
+        for record in chunk:
+            if len(buf) < size:
+                buf.append(record)
+                continue
+            i = rand(size)
+            out.append(buf[i])
+            buf[i] = record
+        if out:
+            yield out
+    rng.shuffle(buf)
+    if buf:
+        yield buf
+
+
+def _skip(chunks, n):
+    for chunk in chunks:
+        if n >= len(chunk):
+            n -= len(chunk)
+            continue
+        if n:
+            chunk, n = chunk[n:], 0
+        yield chunk
+
+
+def _positive(name, value, allow_none=False):
+    if value is None and allow_none:
+        return None
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        v = 0
+    if v < 1 or v != value:
+        raise TFRecordError(f"{name} must be a positive integer, not {value!r}")
+    return v
+
+
+
+def to_numpy(files, features=None, *, parse=None, batch_size=4096, **options) -> dict:
+    """Every record of ``files`` parsed into one dict of dense arrays (the data must fit in
+    memory). Each value of ``parse_example``'s output must be an array with a leading batch
+    dimension (FixedLenFeature); options go to TFRecordDataset."""
+    ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    parts: dict = {}
+    for batch in ds:
+        for key, value in _dense(batch).items():
+            parts.setdefault(key, []).append(value)
+    if not parts:
+        return {}
+    return {key: np.concatenate(values) for key, values in parts.items()}
+
+
+def to_npy(files, features=None, out_dir=".", *, parse=None, batch_size=4096, progress=None,
+           **options) -> dict:
+    """Stream ``files`` into one ``<out_dir>/<feature>.npy`` per feature, chunk by chunk, and
+    return them opened read-only as memory maps; memory use is one batch, whatever the
+    dataset size. Two passes: the first counts records without parsing them (so each array is
+    allocated once at its final size), the second parses and fills. Feature names are
+    percent-encoded into file names. progress: show a bar (tqdm) — default when stderr is a
+    terminal."""
+    import urllib.parse
+
+    from .errors import FeatureSpecError
+
+    os.makedirs(out_dir, exist_ok=True)
+    total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
+    ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    paths, outs, filled = {}, {}, 0
+    bar = _progress(total, "to_npy", progress)
+    try:
+        for batch in ds:
+            batch = _dense(batch)
+            n = len(next(iter(batch.values()))) if batch else 0
+            if filled + n > total:
+                raise TFRecordError("the files gained records while they were being converted")
+            for key, value in batch.items():
+                if key not in outs:
+                    paths[key] = os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy")
+                    outs[key] = np.lib.format.open_memmap(
+                        paths[key], mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
+                out = outs[key]
+                if value.shape[1:] != out.shape[1:] or len(value) != n:
+                    raise FeatureSpecError(
+                        f"feature {key!r} has shape {value.shape[1:]} in one batch and {out.shape[1:]} "
+                        "in another", hint="to_npy needs fixed-length features (FixedLenFeature)")
+                out[filled:filled + n] = value
+            filled += n
+            bar.update(n)
+    finally:
+        bar.close()
+        for out in outs.values():
+            out.flush()
+        outs.clear()
+    if filled != total:
+        raise TFRecordError(f"the files held {total} records when counted but {filled} when converted")
+    return {key: np.load(path, mmap_mode="r") for key, path in paths.items()}
+
+
+def _dense(batch) -> dict:
+    from .errors import FeatureSpecError
+
+    if not isinstance(batch, dict):
+        raise FeatureSpecError(f"expected a dict of arrays from the parse step, got {type(batch).__name__}")
+    out = {}
+    for key, value in batch.items():
+        if not isinstance(value, np.ndarray):
+            raise FeatureSpecError(
+                f"feature {key!r} parses to {type(value).__name__}, not a dense array",
+                hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
+        out[key] = value
+    return out
+
+
+class _NoProgress:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(total, desc, enabled):
+    """A tqdm bar when enabled (default: stderr is a terminal) and tqdm is installed."""
+    import sys
+
+    if enabled is None:
+        enabled = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    if not enabled:
+        return _NoProgress()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoProgress()
+    return tqdm(total=total, desc=desc, unit="rec")
