@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from _records import interleave, record, write_files
+from ._records import interleave, record, write_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,7 @@ parse_example's documented output (dict of name -> ndarray, leading batch dimens
 
 import numpy as np
 import pytest
-from _records import record, write_files
+from ._records import record, write_files
 
 import tfrecord_lite
 from tfrecord_lite import TFRecordDataset, TFRecordWriter, to_npy, to_numpy

@@ -4,7 +4,7 @@ import os
 import pickle
 
 import pytest
-from _records import record, write_files
+from ._records import record, write_files
 
 from tfrecord_lite import IndexedDataset, TFRecordFile, build_index
 from tfrecord_lite.errors import CorruptRecordError, TFRecordError

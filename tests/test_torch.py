@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 import pytest
-from _records import record, write_files
+from ._records import record, write_files
 
 
 def test_import_does_not_import_torch():
