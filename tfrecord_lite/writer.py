@@ -172,14 +172,14 @@ class TFRecordWriter:
 
     # -- internals shared with the sharded writer and ops ----------------------------
 
-    def _write_frames(self, frames) -> None:
+    def _write_frames(self, frames, count=None) -> None:
         """Append already framed, verified records verbatim (merge, split, workers that frame
-        in parallel)."""
+        in parallel); count, if known, saves counting them."""
         with self._lock:
             self._check_open()
             before = len(self._buf)
             self._buf += frames
-            self._appended(before, None)
+            self._appended(before, count)
 
     def _copy_raw(self, src) -> int:
         """Append the rest of binary file src (already known to be whole frames) without
