@@ -8,6 +8,7 @@ from . import _native
 from .errors import (
     CorruptRecordError,
     DataLossError,
+    EncodeError,
     ExampleDecodeError,
     FeatureSpecError,
     RecordTooLargeError,
@@ -15,6 +16,7 @@ from .errors import (
     TruncatedRecordError,
 )
 from .reader import TFRecordReader
+from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
 
 __version__ = "0.1.0"
@@ -22,6 +24,9 @@ __version__ = "0.1.0"
 __all__ = [
     "TFRecordReader",
     "TFRecordWriter",
+    "ShardedWriter",
+    "ShardInfo",
+    "write_parallel",
     "crc32c",
     "masked_crc32c",
     "implementation",
@@ -32,6 +37,7 @@ __all__ = [
     "RecordTooLargeError",
     "ExampleDecodeError",
     "FeatureSpecError",
+    "EncodeError",
 ]
 
 

@@ -48,6 +48,7 @@ class TFRecordWriter:
         self._lock = threading.Lock()
         self._buf = bytearray()
         self._atomic = None
+        self._renamed = False
         self._owned = False
         self._index = None
         self._index_buf = bytearray()
@@ -254,6 +255,7 @@ class TFRecordWriter:
                 self._index.path = self._index_path or self.path + ".index"
                 _unlink(self._index.path)  # never let an old sidecar describe the new file
             self._atomic.commit()
+            self._renamed = True
         elif self._owned:
             if self._fsync:
                 os.fsync(self._file.fileno())
@@ -265,10 +267,10 @@ class TFRecordWriter:
 
     def _uncommit(self):
         """Remove what _commit put in place (a later shard of the same group failed)."""
-        if self._atomic is not None:
+        if self._renamed:
             _unlink(self.path)
-        if self._index is not None:
-            _unlink(self._index.path)
+            if self._index is not None:
+                _unlink(self._index.path)
 
     def _discard(self):
         self._buf = bytearray()
@@ -294,10 +296,14 @@ def close_group(writers, paths=None) -> None:
         for i, w in enumerate(writers):
             with w._lock:
                 w.closed = True
-                w._commit(None if paths is None else paths[i])
                 committed.append(w)
+                w._commit(None if paths is None else paths[i])
     except BaseException:
-        abort_group(writers)
+        for w in writers:
+            if w not in committed:
+                w.abort()
+            else:
+                w._discard()  # the temporary files of a half-done commit
         for w in committed:
             w._uncommit()
         raise
