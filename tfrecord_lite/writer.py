@@ -35,9 +35,10 @@ class TFRecordWriter:
     index: True writes the sidecar ``path + ".index"`` (the format of ``tfrecord_lite.index``:
     one ``offset frame_length`` line per record) while writing; a path names the sidecar
     explicitly (needed for file objects, whose offsets count from where the writer started).
-    The sidecar is written under a temporary name and committed at close, after any stale
-    sidecar of ``path`` has been removed and right after the data file, so a sidecar never
-    describes a different file. Only uncompressed files can be indexed.
+    The sidecar is written under a temporary name and committed at close, right after the
+    data file. Committing an atomic file first removes any existing ``path + ".index"`` (with
+    or without index=True), so a sidecar never describes a different file. Only uncompressed
+    files can be indexed.
 
     One writer may be shared by threads: each ``write`` lands whole, and each ``write_many``
     lands contiguously.
@@ -182,19 +183,25 @@ class TFRecordWriter:
             self._buf += frames
             self._appended(before, count)
 
-    def _copy_raw(self, src) -> int:
-        """Append the rest of binary file src (already known to be whole frames) without
-        parsing it: copy_file_range where the kernel allows, else a buffered copy. Only for
-        uncompressed output without an index. Returns the bytes copied."""
+    def _copy_raw(self, src, nbytes=None, count=0) -> int:
+        """Append the next nbytes (default: the rest) of binary file src, known to be whole
+        frames, without parsing them: copy_file_range where the kernel allows, else a
+        buffered copy. Only for uncompressed output without an index; see _raw_copyable.
+        count is the number of records in those bytes, if known. Returns the bytes copied."""
         with self._lock:
             self._check_open()
-            assert self._z is None and self._index is None
+            if not self._raw_copyable():
+                raise TFRecordError(f"{self.path}: raw copies need uncompressed output without an index")
             self._drain()
             if hasattr(self._file, "flush"):
                 self._file.flush()  # a buffered sink must not hold bytes that belong before these
-            copied = _copy_file(src, self._file)
+            copied = _copy_file(src, self._file, nbytes)
             self.bytes_written += copied
+            self.records_written += count
             return copied
+
+    def _raw_copyable(self) -> bool:
+        return self._z is None and self._index is None
 
     def _write_one(self, record):
         before = len(self._buf)
@@ -251,9 +258,11 @@ class TFRecordWriter:
             self.path = os.fspath(path)
         if self._atomic is not None:
             self._atomic.path = self.path
+            # Never let an old sidecar describe the new file: it goes before the rename.
+            _unlink(self.path + ".index")
             if self._index is not None:
                 self._index.path = self._index_path or self.path + ".index"
-                _unlink(self._index.path)  # never let an old sidecar describe the new file
+                _unlink(self._index.path)
             self._atomic.commit()
             self._renamed = True
         elif self._owned:
@@ -325,28 +334,34 @@ def _unlink(path):
         pass
 
 
-def _copy_file(src, dst) -> int:
-    """Copy the rest of src into dst; copy_file_range keeps the bytes in the kernel."""
+def _copy_file(src, dst, nbytes=None) -> int:
+    """Copy nbytes (default: the rest) of src into dst from their current positions;
+    copy_file_range keeps the bytes in the kernel."""
+    left = float("inf") if nbytes is None else nbytes
     total = 0
     if hasattr(os, "copy_file_range"):
         try:
             fin, fout = src.fileno(), dst.fileno()
-            while True:
-                n = os.copy_file_range(fin, fout, 1 << 30)
+            while left:
+                n = os.copy_file_range(fin, fout, int(min(left, 1 << 30)))
                 if n == 0:
-                    return total
+                    break
                 total += n
+                left -= n
+            return total
         except (OSError, AttributeError, ValueError):
             # Not regular files, across file systems, or an old kernel. The file positions
             # stand right after what was copied, so the plain copy carries on from there
             # (and re-raises a real error such as a full disk).
             pass
-    while True:
-        chunk = src.read(FLUSH_BYTES)
+    while left:
+        chunk = src.read(int(min(left, FLUSH_BYTES)))
         if not chunk:
-            return total
+            break
         dst.write(chunk)
         total += len(chunk)
+        left -= len(chunk)
+    return total
 
 
 def _chunks(iterable, n):
