@@ -15,6 +15,7 @@ from .errors import (
     TFRecordError,
     TruncatedRecordError,
 )
+from .ops import merge, split
 from .reader import TFRecordReader
 from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
@@ -27,6 +28,8 @@ __all__ = [
     "ShardedWriter",
     "ShardInfo",
     "write_parallel",
+    "merge",
+    "split",
     "crc32c",
     "masked_crc32c",
     "implementation",
