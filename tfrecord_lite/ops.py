@@ -18,7 +18,7 @@ from .reader import TFRecordReader
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
 from .writer import TFRecordWriter, abort_group, close_group
 
-__all__ = ["merge", "split"]
+__all__ = ["merge", "split", "tracked_blocks"]
 
 _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
 
@@ -59,13 +59,23 @@ def _append(writer, path, compression, verify, bar) -> bool:
             bar.update(writer._copy_raw(f))
             return False
         with TFRecordReader(f, compression, check_crc=verify) as r:
-            done = 0
-            for frames, count in r.frame_blocks():
+            for frames, count in tracked_blocks(r, bar):
                 writer._write_frames(frames, count)
-                bar.update(r.input_offset - done)
-                done = r.input_offset
-            bar.update(os.fstat(f.fileno()).st_size - done)
     return True
+
+
+def tracked_blocks(reader, bar):
+    """reader.frame_blocks(), advancing a bytes progress bar by the input consumed."""
+    done = 0
+    for block in reader.frame_blocks():
+        yield block
+        at = reader.input_offset
+        if at is not None:
+            bar.update(at - done)
+            done = at
+    at = reader.input_offset
+    if at is not None:
+        bar.update(max(at - done, 0))
 
 
 def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=None,
