@@ -210,3 +210,23 @@ def test_write_parallel_is_lazy_and_bounded(backend, tmp_path):
     write_parallel(items(), encode, tmp_path / "p", 2, num_workers=2, chunk_size=10)
     # At most 2 * workers + 1 chunks beyond the one being encoded have been pulled.
     assert max(seen_ahead) <= 10 * (2 * 2 + 2)
+
+
+def encode_block(block):
+    if block == (5, 0):
+        raise ValueError("bad block")
+    start, n = block
+    return [b"item-%d" % i for i in range(start, start + n)]
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_write_parallel_batched(backend, tmp_path, executor):
+    blocks = [(i * 7, 7) for i in range(20)]
+    out = write_parallel(blocks, encode_block, tmp_path / "b", 3, num_workers=2, executor=executor,
+                         chunk_size=1, batched=True)
+    assert [s.records for s in out] == [49, 49, 42]
+    assert _read(out) == _expected(140, 3, 7)
+    with pytest.raises(EncodeError, match=r"items 3..5 \(shard 1 of 2\).*bad block"):
+        write_parallel([(0, 1)] * 3 + [(5, 0)] * 3, encode_block, tmp_path / "c", 2, num_workers=1,
+                       executor=executor, chunk_size=3, batched=True)
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(s.path) for s in out]

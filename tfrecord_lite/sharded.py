@@ -217,7 +217,7 @@ def _frame_bytes(record) -> int:
 
 def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor="thread", *,
                    suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False,
-                   chunk_size=256, progress=None, mp_context=None) -> list[ShardInfo]:
+                   chunk_size=256, batched=False, progress=None, mp_context=None) -> list[ShardInfo]:
     """Encode ``items`` with ``encode(item) -> bytes`` in parallel and write them to
     ``num_shards`` shards; return a ShardInfo (path, records) per shard.
 
@@ -234,6 +234,11 @@ def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor
     shard has one writer thread, so compression runs in parallel across shards.
     mp_context: the multiprocessing context for "process" (default "forkserver" where
     available, else "spawn"; both are safe with the writer threads).
+
+    batched=True: encode receives a whole chunk (a list of up to chunk_size items) and
+    returns an iterable of records for it, any number of them; a vectorised encoder (a block
+    of NumPy rows per item, ``chunk_size=1``) fits this way. Errors then name the chunk's
+    first item.
 
     Memory stays bounded: at most ``2 * num_workers`` chunks are being encoded and two per
     shard are queued for writing; ``items`` may be any iterable, consumed lazily.
@@ -278,14 +283,14 @@ def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor
                     hint="with executor='process', encode and the items must be picklable",
                 ) from exc
             queues[shard].put((frames, count))
-            bar.update(size)
+            bar.update(count if batched else size)
             if failure:
                 raise failure[0]
 
         for k, chunk in enumerate(_chunks(items, chunk_size)):
             shard = k % num_shards
             future = pool.submit(_encode_chunk, encode, chunk, k * chunk_size, shard, num_shards,
-                                 writers[shard].path)
+                                 writers[shard].path, batched)
             pending.append((shard, k * chunk_size, len(chunk), future))
             while len(pending) > 2 * num_workers:
                 collect()
@@ -342,21 +347,27 @@ def _make_pool(executor, num_workers, encode, mp_context):
                         f"not {executor!r}")
 
 
-def _encode_chunk(encode, chunk, first, shard, num_shards, path):
+def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
     """Worker: encode and frame one chunk; the frames travel back as one bytearray."""
     out = bytearray()
     encode_frames = _native.framing.encode_frames
-    for j, item in enumerate(chunk):
-        try:
-            encode_frames((encode(item),), out)
-        except Exception as exc:
-            raise EncodeError(
-                f"item {first + j} (shard {shard} of {num_shards}): encode raised "
-                f"{type(exc).__name__}: {exc}",
-                item=first + j, shard=shard, path=path,
-                hint="No shard was written; fix encode or the item and run again",
-            ) from exc
-    return out, len(chunk)
+    j, count = 0, len(chunk)
+    try:
+        if batched:
+            records = list(encode(chunk))
+            encode_frames(records, out)
+            count = len(records)
+        else:
+            for j, item in enumerate(chunk):
+                encode_frames((encode(item),), out)
+    except Exception as exc:
+        what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first + j}"
+        raise EncodeError(
+            f"{what} (shard {shard} of {num_shards}): encode raised {type(exc).__name__}: {exc}",
+            item=first + j, shard=shard, path=path,
+            hint="No shard was written; fix encode or the item and run again",
+        ) from exc
+    return out, count
 
 
 def _shard_loop(writer, q, failure):
