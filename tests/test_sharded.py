@@ -212,11 +212,12 @@ def test_write_parallel_is_lazy_and_bounded(backend, tmp_path):
     assert max(seen_ahead) <= 10 * (2 * 2 + 2)
 
 
-def encode_block(block):
-    if block == (5, 0):
-        raise ValueError("bad block")
-    start, n = block
-    return [b"item-%d" % i for i in range(start, start + n)]
+def encode_block(chunk):
+    """A batched encoder: each item is a (start, count) block of rows."""
+    for start, n in chunk:
+        if n == 0:
+            raise ValueError("bad block")
+        yield from (b"item-%d" % i for i in range(start, start + n))
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
