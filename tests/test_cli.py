@@ -1,4 +1,5 @@
-"""The tfrecord-lite command: demo, count, verify, head (in-process and as a program)."""
+"""The tfrecord-lite command: demo, count, verify, head, merge, split, index, cat (and
+progress on count/verify), through main(argv) in-process and through a real subprocess."""
 
 import os
 import subprocess
@@ -6,48 +7,56 @@ import sys
 
 import pytest
 
-from tfrecord_lite import TFRecordWriter
+from tfrecord_lite import TFRecordReader, TFRecordWriter
 from tfrecord_lite.cli import main
+from tfrecord_lite.index import build_index
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def write(path, records, compression=None):
-    with TFRecordWriter(path, compression=compression) as w:
+def _write(path, records, compression=None):
+    with TFRecordWriter(path, compression) as w:
         w.write_many(records)
     return str(path)
 
 
+def _run(*argv, **kw):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], capture_output=True,
+                          env=env, **kw)
+
+
 def test_demo_as_a_program():
-    out = subprocess.run([sys.executable, "-m", "tfrecord_lite", "demo", "--records", "400"],
-                         capture_output=True, text=True, check=True)
+    out = _run("demo", "--records", "400", text=True, check=True)
     assert "all 400 records verified" in out.stdout
     assert "records/s" in out.stdout and "MB/s" in out.stdout
 
 
-def test_demo_in_process(backend, capsys):
+def test_demo_in_process(backend, capfd):
     assert main(["demo", "--records", "200", "--shards", "2"]) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert f"({backend.name} core" in out and "all 200 records verified" in out
 
 
-def test_count(backend, tmp_path, capsys):
-    a = write(tmp_path / "a.tfrecord", [b"x"] * 3)
-    b = write(tmp_path / "b.tfrecord.gz", [b"y"] * 5, "gzip")
+def test_count(backend, tmp_path, capfd):
+    a = _write(tmp_path / "a.tfrecord", [b"x"] * 3)
+    b = _write(tmp_path / "b.tfrecord.gz", [b"y"] * 5, "gzip")
     assert main(["count", a, b]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = capfd.readouterr().out.splitlines()
     assert lines == [f"3\t{a}", f"5\t{b}", "8\ttotal"]
 
 
-def test_verify_reports_each_bad_record(backend, tmp_path, capsys):
-    good = write(tmp_path / "good.tfrecord", [b"a" * 10] * 4)
+def test_verify_reports_each_bad_record(backend, tmp_path, capfd):
+    good = _write(tmp_path / "good.tfrecord", [b"a" * 10] * 4)
     data = bytearray(open(good, "rb").read())
     data[26 + 12] ^= 1   # record 1's data
     data[78 + 12] ^= 1   # record 3's data
     bad = tmp_path / "bad.tfrecord"
     bad.write_bytes(bytes(data))
     assert main(["verify", good]) == 0
-    capsys.readouterr()
+    capfd.readouterr()
     assert main(["verify", good, str(bad)]) == 1
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     corrupt = [line for line in out.splitlines() if line.startswith("CORRUPT")]
     assert len(corrupt) == 2
     assert "record 1" in corrupt[0] and "byte offset 26" in corrupt[0] and str(bad) in corrupt[0]
@@ -55,22 +64,22 @@ def test_verify_reports_each_bad_record(backend, tmp_path, capsys):
     assert f"2 bad\t2 good records\t{bad}" in out
 
 
-def test_head_shows_sizes_and_preview(backend, tmp_path, capsys):
-    path = write(tmp_path / "h.tfrecord", [b"\x01\x02\x03", b"", b"z" * 100])
+def test_head_shows_sizes_and_preview(backend, tmp_path, capfd):
+    path = _write(tmp_path / "h.tfrecord", [b"\x01\x02\x03", b"", b"z" * 100])
     assert main(["head", path, "-n", "2"]) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert "record 0: 3 bytes" in out and "01 02 03" in out
     assert "record 1: 0 bytes" in out and "record 2" not in out
 
 
-def test_errors_are_one_line_with_advice(backend, tmp_path, capsys):
+def test_errors_are_one_line_with_advice(backend, tmp_path, capfd):
     path = tmp_path / "trunc.tfrecord"
-    path.write_bytes(open(write(tmp_path / "x", [b"abc" * 10]), "rb").read()[:-3])
+    path.write_bytes(open(_write(tmp_path / "x", [b"abc" * 10]), "rb").read()[:-3])
     assert main(["count", str(path)]) == 1
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "truncated record at 0" in err and "on_corrupt" in err
     assert main(["count", str(tmp_path / "missing")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert "no such file" in capfd.readouterr().err
 
 
 def test_help_for_every_command():
@@ -78,3 +87,77 @@ def test_help_for_every_command():
         with pytest.raises(SystemExit) as info:
             main([command, "--help"])
         assert info.value.code == 0
+
+
+def test_merge_split_index(backend, tmp_path, capfd):
+    a = _write(tmp_path / "a.tfrecord", [b"a1", b"a2"])
+    b = _write(tmp_path / "b.tfrecord.gz", [b"b1", b"b2", b"b3"], "gzip")
+    out = str(tmp_path / "m.tfrecord")
+    assert main(["merge", a, b, "-o", out, "--verify", "--index"]) == 0
+    assert "5 records, 2 files" in capfd.readouterr().err
+    assert list(TFRecordReader(out)) == [b"a1", b"a2", b"b1", b"b2", b"b3"]
+    assert open(out + ".index").read() == open(build_index(out, out + ".chk")).read()
+
+    assert main(["split", out, "-n", "2", "--prefix", str(tmp_path / "s"), "--compression", "gzip"]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert lines == [f"3\t{tmp_path}/s-00000-of-00002.tfrecord", f"2\t{tmp_path}/s-00001-of-00002.tfrecord"]
+    assert list(TFRecordReader(tmp_path / "s-00001-of-00002.tfrecord")) == [b"b2", b"b3"]
+
+    os.unlink(out + ".index")
+    assert main(["index", out]) == 0
+    assert capfd.readouterr().out == f"5\t{out}.index\n"
+    assert open(out + ".index").read() == open(out + ".chk").read()
+
+
+def test_cat_decompresses_and_recompresses(backend, tmp_path):
+    raw = _write(tmp_path / "r.tfrecord", [b"x" * 10, b"y"])
+    gz = _write(tmp_path / "r.tfrecord.gz", [b"x" * 10, b"y"], "gzip")
+    assert main(["cat", gz, "-o", str(tmp_path / "plain")]) == 0
+    assert (tmp_path / "plain").read_bytes() == open(raw, "rb").read()
+    assert main(["cat", raw, "--compression", "gzip", "-o", str(tmp_path / "again.gz")]) == 0
+    assert (tmp_path / "again.gz").read_bytes() == open(gz, "rb").read()
+
+
+def test_cat_to_stdout_subprocess(tmp_path):
+    raw = _write(tmp_path / "r.tfrecord", [b"1", b"22"])
+    gz = _write(tmp_path / "g.tfrecord.gz", [b"333"], "gzip")
+    proc = _run("cat", raw, gz)
+    assert proc.returncode == 0, proc.stderr
+    assert list(TFRecordReader(proc.stdout)) == [b"1", b"22", b"333"]
+    assert proc.stderr == b""  # no progress bar when stderr is not a terminal
+
+
+def test_errors_are_one_line_and_nonzero(backend, tmp_path, capfd):
+    gz = _write(tmp_path / "g.tfrecord.gz", [b"1"], "gzip")
+    assert main(["index", gz]) == 1
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "cannot be indexed" in err and "cat" in err
+    assert main(["merge", str(tmp_path / "missing"), "-o", str(tmp_path / "o")]) == 2
+    assert "no such file" in capfd.readouterr().err
+    bad = tmp_path / "bad.tfrecord"
+    _write(bad, [b"z" * 40] * 3)
+    data = bytearray(bad.read_bytes())
+    data[70] ^= 1
+    bad.write_bytes(bytes(data))
+    assert main(["merge", str(bad), "-o", str(tmp_path / "o"), "--verify"]) == 1
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "record 1" in err and str(bad) in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_help_texts_have_examples():
+    for cmd in ("merge", "split", "index", "cat"):
+        proc = _run(cmd, "--help")
+        assert proc.returncode == 0
+        assert b"examples:" in proc.stdout and b"tfrecord-lite " + cmd.encode() in proc.stdout
+
+
+def test_subprocess_split_and_merge_round_trip(tmp_path):
+    src = _write(tmp_path / "d.tfrecord", [b"%d" % i for i in range(20)])
+    assert _run("split", src, "-n", "3").returncode == 0
+    shards = sorted(str(p) for p in tmp_path.glob("d-*-of-00003.tfrecord"))
+    assert len(shards) == 3
+    assert _run("merge", *shards, "-o", str(tmp_path / "back.tfrecord")).returncode == 0
+    assert (tmp_path / "back.tfrecord").read_bytes() == open(src, "rb").read()
+    proc = _run("count", *shards)
+    assert proc.stdout.decode().splitlines()[-1] == "20\ttotal"

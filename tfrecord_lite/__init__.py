@@ -8,6 +8,7 @@ from . import _native
 from .errors import (
     CorruptRecordError,
     DataLossError,
+    EncodeError,
     ExampleDecodeError,
     FeatureSpecError,
     RecordTooLargeError,
@@ -16,7 +17,9 @@ from .errors import (
 )
 from .dataset import TFRecordDataset, to_npy, to_numpy
 from .index import IndexedDataset, TFRecordFile, build_index
+from .ops import merge, split
 from .reader import TFRecordReader
+from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
 
 __version__ = "0.1.0"
@@ -30,6 +33,11 @@ __all__ = [
     "build_index",
     "to_numpy",
     "to_npy",
+    "ShardedWriter",
+    "ShardInfo",
+    "write_parallel",
+    "merge",
+    "split",
     "crc32c",
     "masked_crc32c",
     "implementation",
@@ -40,6 +48,7 @@ __all__ = [
     "RecordTooLargeError",
     "ExampleDecodeError",
     "FeatureSpecError",
+    "EncodeError",
 ]
 
 

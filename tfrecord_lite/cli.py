@@ -1,6 +1,7 @@
 """The ``tfrecord-lite`` command (also ``python -m tfrecord_lite``).
 
 Each subcommand is a ``cmd_<name>(args) -> exit code`` plus its parser in ``_build_parser``.
+Errors print one line saying what went wrong and what to do, and exit non-zero.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import time
 
 from . import __version__, _native
 from .errors import TFRecordError
+from .index import build_index
+from .ops import merge, split, tracked_blocks
+from .progress import progress
 from .reader import TFRecordReader
 from .writer import TFRecordWriter
 
@@ -26,12 +30,32 @@ def _open(path, args, **kw):
     return TFRecordReader(path, compression=compression, **kw)
 
 
+def _progress_args(p):
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr (default: when stderr is a terminal)")
+
+
+def _bar(args, desc):
+    return progress(sum(os.path.getsize(f) for f in args.files), desc=desc, enabled=args.progress, unit="B")
+
+
+def _output_compression(args):
+    return None if args.compression == "none" else args.compression
+
+
+def _input_compression(args):
+    return None if args.input_compression == "none" else args.input_compression
+
+
 def cmd_count(args) -> int:
     """Print the record count of each file and the total."""
     total = 0
-    for path in args.files:
-        with _open(path, args, check_crc=not args.no_crc) as r:
-            n = sum(1 for _ in r)
+    with _bar(args, "count") as bar:
+        counts = []
+        for path in args.files:
+            with _open(path, args, check_crc=not args.no_crc) as r:
+                counts.append(sum(n for _, n in tracked_blocks(r, bar)))
+    for path, n in zip(args.files, counts):
         total += n
         print(f"{n}\t{path}")
     if len(args.files) > 1:
@@ -42,13 +66,17 @@ def cmd_count(args) -> int:
 def cmd_verify(args) -> int:
     """Check every CRC of every record; report each bad record; exit 1 if any."""
     bad = 0
-    for path in args.files:
-        try:
-            with _open(path, args, on_corrupt="skip") as r:
-                n = sum(1 for _ in r)
-                problems = r.skipped
-        except TFRecordError as exc:  # damaged compressed stream: nothing more can be read
-            n, problems = 0, [exc]
+    with _bar(args, "verify") as bar:
+        results = []
+        for path in args.files:
+            try:
+                with _open(path, args, on_corrupt="skip") as r:
+                    n = sum(count for _, count in tracked_blocks(r, bar))
+                    problems = r.skipped
+            except TFRecordError as exc:  # damaged compressed stream: nothing more can be read
+                n, problems = 0, [exc]
+            results.append((path, n, problems))
+    for path, n, problems in results:
         for err in problems:
             print(f"CORRUPT {err}", file=sys.stdout)
         bad += len(problems)
@@ -58,6 +86,51 @@ def cmd_verify(args) -> int:
         print(f"{bad} corrupt record(s) found. Re-create the damaged files, or read them with "
               "on_corrupt='skip' to keep the good records.", file=sys.stderr)
     return 1 if bad else 0
+
+
+def cmd_merge(args) -> int:
+    """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
+    out = merge(args.files, args.output, compression=_output_compression(args),
+                input_compression=_input_compression(args), verify=args.verify, index=args.index,
+                progress=args.progress)
+    counted = "" if out.records is None else f"{out.records} records, "
+    print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
+    return 0
+
+
+def cmd_split(args) -> int:
+    """Split a TFRecord file into N shards of contiguous records (shard 0 gets the first)."""
+    shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
+                   compression=_output_compression(args), input_compression=_input_compression(args),
+                   verify=args.verify, index=args.index, progress=args.progress)
+    for s in shards:
+        print(f"{s.records}\t{s.path}")
+    return 0
+
+
+def cmd_index(args) -> int:
+    """Write the index sidecar (FILE.index: "offset length" per record) of each file."""
+    for path in args.files:
+        sidecar = build_index(path, check_crc=not args.no_crc)
+        with open(sidecar, "rb") as f:
+            n = sum(1 for _ in f)
+        print(f"{n}\t{sidecar}")
+    return 0
+
+
+def cmd_cat(args) -> int:
+    """Write the records of FILEs, in order, as one TFRecord stream (default: uncompressed)."""
+    if args.output is None:
+        if sys.stdout.isatty():
+            raise TFRecordError("refusing to write binary TFRecord data to a terminal",
+                                hint="redirect stdout (> out.tfrecord) or pass -o FILE")
+        sys.stdout.flush()
+        sink = sys.stdout.buffer
+    else:
+        sink = args.output
+    merge(args.files, sink, compression=_output_compression(args),
+          input_compression=_input_compression(args), verify=args.verify, progress=args.progress)
+    return 0
 
 
 def cmd_head(args) -> int:
@@ -118,6 +191,47 @@ def cmd_demo(args) -> int:
     return 0
 
 
+_EPILOG_MERGE = """\
+Each input's compression is detected; the output is uncompressed unless --compression says
+otherwise. Uncompressed to uncompressed without --verify is a plain byte copy. OUT appears
+only when the merge succeeds.
+
+examples:
+  tfrecord-lite merge train-*.tfrecord -o train.tfrecord
+  tfrecord-lite merge a.tfrecord.gz b.tfrecord -o all.tfrecord.gz --compression gzip --verify
+  tfrecord-lite merge parts/*.tfrecord -o all.tfrecord --index
+"""
+
+_EPILOG_SPLIT = """\
+Shards are named PREFIX-00000-of-0000N.tfrecord. Shard 0 gets the first records, and shard
+sizes differ by at most one record, so reading the shards in order gives FILE's order back.
+All shards appear together, or none if anything fails.
+
+examples:
+  tfrecord-lite split train.tfrecord -n 16
+  tfrecord-lite split big.tfrecord.gz -n 8 --prefix shards/big --compression gzip --verify
+"""
+
+_EPILOG_INDEX = """\
+Each line of FILE.index is "<offset> <frame length>" for one record, the format the tfrecord
+package and DALI use. Compressed files cannot be indexed: decompress them with cat first.
+
+examples:
+  tfrecord-lite index train-*.tfrecord
+  tfrecord-lite cat data.tfrecord.gz -o data.tfrecord && tfrecord-lite index data.tfrecord
+"""
+
+_EPILOG_CAT = """\
+Records are copied verbatim; only the compression wrapper changes. Useful to decompress,
+recompress or concatenate into a pipe.
+
+examples:
+  tfrecord-lite cat data.tfrecord.gz > data.tfrecord
+  tfrecord-lite cat a.tfrecord b.tfrecord --compression gzip -o ab.tfrecord.gz
+  tfrecord-lite cat shard-*.tfrecord | some-consumer
+"""
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecord-lite",
@@ -136,12 +250,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
     _reader_args(p)
+    _progress_args(p)
     p.set_defaults(func=cmd_count)
 
     p = sub.add_parser("verify", help="check every record's CRCs; exit 1 on corruption",
                        description=cmd_verify.__doc__)
     p.add_argument("files", nargs="+", metavar="FILE")
     _reader_args(p)
+    _progress_args(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("head", help="show the first records of a file", description=cmd_head.__doc__)
@@ -150,6 +266,50 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=32, help="bytes of hex preview per record")
     _reader_args(p)
     p.set_defaults(func=cmd_head)
+
+    def add(name, func, help, epilog):
+        return sub.add_parser(name, help=help, description=func.__doc__, epilog=epilog,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    def writing_args(p, what):
+        p.add_argument("--compression", default=None, choices=["none", "gzip", "zlib"],
+                       help=f"compression of {what} (default none)")
+        p.add_argument("--input-compression", default="auto", choices=["auto", "none", "gzip", "zlib"],
+                       help="compression of the inputs (default: detected per file)")
+        p.add_argument("--verify", action="store_true",
+                       help="check every record's data CRC on the way (slower; without it only "
+                       "frame headers are checked, and a plain uncompressed copy checks nothing)")
+
+    p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
+    p.add_argument("files", nargs="+", metavar="FILE", help="input files, in order")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged file")
+    writing_args(p, "OUT")
+    p.add_argument("--index", action="store_true", help="also write OUT.index (uncompressed OUT only)")
+    _progress_args(p)
+    p.set_defaults(func=cmd_merge)
+
+    p = add("split", cmd_split, "split a file into N shards of contiguous records", _EPILOG_SPLIT)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-n", "--num-shards", type=int, required=True, metavar="N", help="number of shards")
+    p.add_argument("--prefix", default=None,
+                   help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
+    p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
+    writing_args(p, "the shards")
+    p.add_argument("--index", action="store_true", help="also write an .index sidecar per shard")
+    _progress_args(p)
+    p.set_defaults(func=cmd_split)
+
+    p = add("index", cmd_index, "write FILE.index sidecars for random access", _EPILOG_INDEX)
+    p.add_argument("files", nargs="+", metavar="FILE", help="uncompressed TFRecord files")
+    p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
+    p.set_defaults(func=cmd_index)
+
+    p = add("cat", cmd_cat, "write files as one TFRecord stream (decompresses by default)", _EPILOG_CAT)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--output", default=None, metavar="OUT", help="write to OUT (default stdout)")
+    writing_args(p, "the output")
+    _progress_args(p)
+    p.set_defaults(func=cmd_cat)
     return parser
 
 
@@ -165,6 +325,11 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"tfrecord-lite {args.command}: {where}{exc.strerror or exc}; check the path, "
+              "permissions and free space", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

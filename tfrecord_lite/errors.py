@@ -15,6 +15,7 @@ __all__ = [
     "RecordTooLargeError",
     "ExampleDecodeError",
     "FeatureSpecError",
+    "EncodeError",
 ]
 
 
@@ -73,3 +74,21 @@ class ExampleDecodeError(DataLossError):
 
 class FeatureSpecError(TFRecordError, ValueError):
     """The data does not fit the user's feature spec (missing, wrong length, wrong type)."""
+
+
+class EncodeError(TFRecordError):
+    """The user's encode function failed on an item while writing shards. ``.item`` is the
+    item's position in the input, ``.shard`` the shard it was bound for and ``.path`` that
+    shard's file name."""
+
+    def __init__(self, message: str, *, item=None, shard=None, path=None, offset=None, index=None, hint=None):
+        self.item = item
+        self.shard = shard
+        super().__init__(message, path=path, offset=offset, index=index, hint=hint)
+
+    def __reduce__(self):
+        return (_rebuild_encode, (self.detail, self.item, self.shard, self.path, self.hint))
+
+
+def _rebuild_encode(detail, item, shard, path, hint):
+    return EncodeError(detail, item=item, shard=shard, path=path, hint=hint)

@@ -93,6 +93,21 @@ class TFRecordReader:
     def __next__(self):
         return next(iter(self))
 
+    def frame_blocks(self):
+        """Yield ``(frames, count)``: runs of whole frames exactly as stored (headers, data and
+        CRCs verbatim, decompressed), checked like records are. Copying frames this way never
+        re-encodes them (merge, split, cat)."""
+        return self._records(blocks=True)
+
+    @property
+    def input_offset(self):
+        """Bytes of the underlying file consumed so far (compressed bytes for a compressed
+        file), for progress reporting; None for in-memory buffers and unseekable streams."""
+        try:
+            return None if self._file is None else self._file.tell()
+        except (AttributeError, OSError, ValueError):
+            return None
+
     def __enter__(self):
         return self
 
@@ -133,8 +148,9 @@ class TFRecordReader:
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
 
-    def _records(self):
+    def _records(self, blocks=False):
         F = _native.framing
+        scan = F.scan_spans if blocks else F.scan_frames
         stream, head, total = self._open_stream()
         check, limit = self.check_crc, self.max_record_bytes
         if stream is None:
@@ -158,11 +174,15 @@ class TFRecordReader:
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
-                records, pos, status, value = F.scan_frames(buf, pos, filled, check, limit, -1)
+                start = pos
+                records, pos, status, value = scan(buf, pos, filled, check, limit, -1)
                 if records:
                     index += len(records)
                     self.records_read += len(records)
-                    yield from records
+                    if blocks:
+                        yield bytes(buf[start:pos]), len(records)
+                    else:
+                        yield from records
                 if status != F.FRAME_OK:
                     offset = base + pos
                     err = self._frame_error(status, value, offset, index)

@@ -1,5 +1,6 @@
 """Writing TFRecord files: framing (in the compiled core), buffering, TensorFlow-identical
-GZIP/ZLIB, atomic commit under the final name, and thread safety.
+GZIP/ZLIB, index sidecars written alongside, atomic commit under the final name (one file or
+a group of shards), and thread safety.
 
 Records are framed into one growing ``bytearray`` and handed to the file in large writes.
 """
@@ -17,6 +18,7 @@ from .io import AtomicFile, compressor, normalize_compression
 __all__ = ["TFRecordWriter"]
 
 FLUSH_BYTES = 1 << 20
+_OVERHEAD = 16  # frame bytes around the data
 
 
 class TFRecordWriter:
@@ -26,96 +28,117 @@ class TFRecordWriter:
     ``tf.io.TFRecordWriter`` with the same option.
     atomic (paths only, default True): write to a temporary file in the same directory and
     rename it to ``path`` on a successful close; on an exception inside ``with`` (or
-    ``abort()``), the temporary file is removed and nothing appears under ``path``.
+    ``abort()``), the temporary file is removed and nothing appears under ``path``. A process
+    killed while writing leaves at most a hidden ``.<name>.<random>.tmp`` file beside ``path``,
+    never a partial file under ``path``.
     fsync: fsync the file (and directory) before the rename.
+    index: True writes the sidecar ``path + ".index"`` (the format of ``tfrecord_lite.index``:
+    one ``offset frame_length`` line per record) while writing; a path names the sidecar
+    explicitly (needed for file objects, whose offsets count from where the writer started).
+    The sidecar is written under a temporary name and committed at close, right after the
+    data file. Committing an atomic file first removes any existing ``path + ".index"`` (with
+    or without index=True), so a sidecar never describes a different file. Only uncompressed
+    files can be indexed.
 
-    One writer may be shared by threads: each ``write`` lands whole.
+    One writer may be shared by threads: each ``write`` lands whole, and each ``write_many``
+    lands contiguously.
     """
 
-    def __init__(self, path_or_fileobj, compression=None, *, atomic=True, fsync=False):
+    def __init__(self, path_or_fileobj, compression=None, *, atomic=True, fsync=False, index=False):
         self.compression = normalize_compression(compression)
         self._lock = threading.Lock()
         self._buf = bytearray()
         self._atomic = None
+        self._renamed = False
         self._owned = False
+        self._index = None
+        self._index_buf = bytearray()
+        self._index_path = None
         self.closed = False
         self.records_written = 0
-        self._drained = 0
+        self.bytes_written = 0  # uncompressed stream bytes
         if isinstance(path_or_fileobj, (str, os.PathLike)):
             self.path = os.fspath(path_or_fileobj)
-            if atomic:
-                self._atomic = AtomicFile(self.path, fsync=fsync)
-                self._file = self._atomic.file
-            else:
-                self._file = open(self.path, "wb", buffering=0)
-            self._owned = True
         elif hasattr(path_or_fileobj, "write"):
             self.path = getattr(path_or_fileobj, "name", None) or "<stream>"
-            self._file = path_or_fileobj
+            if not isinstance(self.path, str):
+                self.path = "<stream>"
         else:
             raise TFRecordError(
                 f"TFRecordWriter needs a path or a binary file object, not {type(path_or_fileobj).__name__}"
             )
+        if index:
+            if self.compression:
+                raise TFRecordError(
+                    f"index=True needs an uncompressed file, but compression={compression!r}: "
+                    "records in a compressed stream have no byte offsets to index",
+                    path=self.path, hint="write it uncompressed, or drop index=True",
+                )
+            if index is True and not isinstance(path_or_fileobj, (str, os.PathLike)):
+                raise TFRecordError("index=True needs a path to put the sidecar beside; pass "
+                                    "index='<sidecar path>' when writing to a file object", path=self.path)
+            self._index_path = None if index is True else os.fspath(index)
+            self._index = AtomicFile(self._index_path or self.path + ".index", fsync=fsync)
+        try:
+            if isinstance(path_or_fileobj, (str, os.PathLike)):
+                if atomic:
+                    self._atomic = AtomicFile(self.path, fsync=fsync)
+                    self._file = self._atomic.file
+                else:
+                    self._file = open(self.path, "wb", buffering=0)
+                self._owned = True
+            else:
+                self._file = path_or_fileobj
+        except BaseException:
+            if self._index is not None:
+                self._index.discard()
+            raise
         self._fsync = fsync
         self._z = compressor(self.compression) if self.compression else None
 
     def write(self, record) -> None:
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
         with self._lock:
-            if self.closed:
-                self._raise_closed()
-            _native.framing.encode_frames((record,), self._buf)
-            self.records_written += 1
-            if len(self._buf) >= FLUSH_BYTES:
-                self._drain()
+            self._check_open()
+            self._write_one(record)
 
     def write_many(self, records) -> None:
-        """Append many records under one lock acquisition; they land contiguously."""
+        """Append many records under one lock acquisition; they land contiguously. If one is
+        not bytes-like, the ones before it are written and the error names its index."""
         with self._lock:
-            if self.closed:
-                self._raise_closed()
+            self._check_open()
             for chunk in _chunks(records, 1024):
-                _native.framing.encode_frames(chunk, self._buf)
-                self.records_written += len(chunk)
-                if len(self._buf) >= FLUSH_BYTES:
-                    self._drain()
-
-    @property
-    def bytes_written(self) -> int:
-        """Uncompressed stream bytes written so far, buffered ones included."""
-        return self._drained + len(self._buf)
+                before = len(self._buf)
+                try:
+                    _native.framing.encode_frames(chunk, self._buf)
+                except (TypeError, ValueError, BufferError):
+                    del self._buf[before:]
+                    for record in chunk:  # the slow way finds the bad one, keeping those before it
+                        self._write_one(record)
+                else:
+                    self._appended(before, len(chunk))
 
     def flush(self) -> None:
         """Hand buffered records to the file. Compressed streams, like TensorFlow's, keep
         deflate's pending block until close(), so the bytes on disk stay identical to TF's."""
         with self._lock:
-            if self.closed:
-                self._raise_closed()
+            self._check_open()
             self._drain()
             if hasattr(self._file, "flush"):
                 self._file.flush()
 
     def close(self) -> None:
-        """Finish the stream and, for atomic paths, rename it into place. Idempotent."""
+        """Finish the stream and, for atomic paths, rename it (and its sidecar) into place.
+        Idempotent."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             try:
-                self._drain()
-                if self._z is not None:
-                    self._file.write(self._z.flush())
-                if self._atomic is not None:
-                    self._atomic.commit()
-                elif self._owned:
-                    if self._fsync:
-                        os.fsync(self._file.fileno())
-                    self._file.close()
-                elif hasattr(self._file, "flush"):
-                    self._file.flush()
+                self._finish()
+                self._commit()
             except BaseException:
-                if self._atomic is not None:
-                    self._atomic.discard()
+                self._discard()
                 raise
 
     def abort(self) -> None:
@@ -124,11 +147,7 @@ class TFRecordWriter:
             if self.closed:
                 return
             self.closed = True
-            self._buf.clear()
-            if self._atomic is not None:
-                self._atomic.discard()
-            elif self._owned:
-                self._file.close()
+            self._discard()
 
     def __enter__(self):
         return self
@@ -144,7 +163,7 @@ class TFRecordWriter:
         # abandoned by an exception. Remove the temporary file and say so loudly.
         try:
             if not self.closed and self._atomic is not None:
-                self._atomic.discard()
+                self._discard()
                 warnings.warn(
                     f"TFRecordWriter({self.path!r}) was never closed, so its {self.records_written} "
                     "records were discarded; call close() or use it in a with block",
@@ -153,18 +172,196 @@ class TFRecordWriter:
         except Exception:
             pass
 
-    def _raise_closed(self):
-        raise TFRecordError(f"{self.path}: write to a closed TFRecordWriter",
-                            hint="open a new writer; close() has already committed this one")
+    # -- internals shared with the sharded writer and ops ----------------------------
+
+    def _write_frames(self, frames, count=None) -> None:
+        """Append already framed, verified records verbatim (merge, split, workers that frame
+        in parallel); count, if known, saves counting them."""
+        with self._lock:
+            self._check_open()
+            before = len(self._buf)
+            self._buf += frames
+            self._appended(before, count)
+
+    def _copy_raw(self, src, nbytes=None, count=0) -> int:
+        """Append the next nbytes (default: the rest) of binary file src, known to be whole
+        frames, without parsing them: copy_file_range where the kernel allows, else a
+        buffered copy. Only for uncompressed output without an index; see _raw_copyable.
+        count is the number of records in those bytes, if known. Returns the bytes copied."""
+        with self._lock:
+            self._check_open()
+            if not self._raw_copyable():
+                raise TFRecordError(f"{self.path}: raw copies need uncompressed output without an index")
+            self._drain()
+            if hasattr(self._file, "flush"):
+                self._file.flush()  # a buffered sink must not hold bytes that belong before these
+            copied = _copy_file(src, self._file, nbytes)
+            self.bytes_written += copied
+            self.records_written += count
+            return copied
+
+    def _raw_copyable(self) -> bool:
+        return self._z is None and self._index is None
+
+    def _write_one(self, record):
+        before = len(self._buf)
+        try:
+            _native.framing.encode_frames((record,), self._buf)
+        except (TypeError, ValueError, BufferError) as exc:
+            del self._buf[before:]
+            raise TFRecordError(
+                f"cannot write a {type(record).__name__} as a record ({exc})",
+                path=self.path, index=self.records_written,
+                hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
+            ) from None
+        self._appended(before, 1)
+
+    def _appended(self, before, count):
+        """Account for frames appended to _buf at `before` (count None: count them)."""
+        if count is None or self._index is not None:
+            spans, _, _, _ = _native.framing.scan_spans(self._buf, before, -1, False)
+            count = len(spans)
+            if self._index is not None:
+                base = self.bytes_written - before - (_OVERHEAD - 4)
+                self._index_buf += "".join(
+                    [f"{base + start} {length + _OVERHEAD}\n" for start, length in spans]
+                ).encode("ascii")
+        self.records_written += count
+        self.bytes_written += len(self._buf) - before
+        if len(self._buf) >= FLUSH_BYTES:
+            self._drain()
+
+    def _check_open(self):
+        if self.closed:
+            raise TFRecordError(f"{self.path}: write to a closed TFRecordWriter")
 
     def _drain(self):
-        if not self._buf:
-            return
-        data = self._z.compress(self._buf) if self._z is not None else self._buf
-        if data:
-            self._file.write(data)
-        self._drained += len(self._buf)
+        if self._buf:
+            data = self._z.compress(self._buf) if self._z is not None else self._buf
+            if data:
+                self._file.write(data)
+            self._buf = bytearray()
+        if self._index_buf:
+            self._index.file.write(self._index_buf)
+            self._index_buf = bytearray()
+
+    def _finish(self):
+        """Write everything that is still buffered; the file is complete but not committed."""
+        self._drain()
+        if self._z is not None:
+            self._file.write(self._z.flush())
+            self._z = None
+
+    def _commit(self, path=None):
+        """Put the finished file (and sidecar) under its final name; path overrides it."""
+        if path is not None:
+            self.path = os.fspath(path)
+        if self._atomic is not None:
+            self._atomic.path = self.path
+            # Never let an old sidecar describe the new file: it goes before the rename.
+            _unlink(self.path + ".index")
+            if self._index is not None:
+                self._index.path = self._index_path or self.path + ".index"
+                _unlink(self._index.path)
+            self._atomic.commit()
+            self._renamed = True
+        elif self._owned:
+            if self._fsync:
+                os.fsync(self._file.fileno())
+            self._file.close()
+        elif hasattr(self._file, "flush"):
+            self._file.flush()
+        if self._index is not None:
+            self._index.commit()
+
+    def _uncommit(self):
+        """Remove what _commit put in place (a later shard of the same group failed)."""
+        if self._renamed:
+            _unlink(self.path)
+            if self._index is not None:
+                _unlink(self._index.path)
+
+    def _discard(self):
         self._buf = bytearray()
+        if self._atomic is not None:
+            self._atomic.discard()
+        elif self._owned:
+            self._file.close()
+        if self._index is not None:
+            self._index.discard()
+
+
+def close_group(writers, paths=None) -> None:
+    """Commit a group of writers all or nothing: every file is finished first, then renamed
+    into place (under ``paths[i]`` if given). If anything fails, every writer is discarded
+    and the files already renamed are removed again, so no member of the group remains."""
+    committed = []
+    try:
+        for w in writers:
+            with w._lock:
+                if w.closed:
+                    raise TFRecordError(f"{w.path}: a shard writer was closed outside its group")
+                w._finish()
+        for i, w in enumerate(writers):
+            with w._lock:
+                w.closed = True
+                committed.append(w)
+                w._commit(None if paths is None else paths[i])
+    except BaseException:
+        for w in writers:
+            if w not in committed:
+                w.abort()
+            else:
+                w._discard()  # the temporary files of a half-done commit
+        for w in committed:
+            w._uncommit()
+        raise
+
+
+def abort_group(writers) -> None:
+    """Discard every writer of a group that is still open (nothing lands under their names)."""
+    for w in writers:
+        try:
+            w.abort()
+        except Exception:
+            pass
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _copy_file(src, dst, nbytes=None) -> int:
+    """Copy nbytes (default: the rest) of src into dst from their current positions;
+    copy_file_range keeps the bytes in the kernel."""
+    left = float("inf") if nbytes is None else nbytes
+    total = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            fin, fout = src.fileno(), dst.fileno()
+            while left:
+                n = os.copy_file_range(fin, fout, int(min(left, 1 << 30)))
+                if n == 0:
+                    break
+                total += n
+                left -= n
+            return total
+        except (OSError, AttributeError, ValueError):
+            # Not regular files, across file systems, or an old kernel. The file positions
+            # stand right after what was copied, so the plain copy carries on from there
+            # (and re-raises a real error such as a full disk).
+            pass
+    while left:
+        chunk = src.read(int(min(left, FLUSH_BYTES)))
+        if not chunk:
+            break
+        dst.write(chunk)
+        total += len(chunk)
+        left -= len(chunk)
+    return total
 
 
 def _chunks(iterable, n):

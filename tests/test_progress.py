@@ -1,0 +1,53 @@
+"""Progress bars: on for a terminal or progress=True, silent otherwise; progress=False wins."""
+
+import sys
+
+import pytest
+
+from tfrecord_lite import TFRecordWriter, merge, split, write_parallel
+from tfrecord_lite.cli import main
+from tfrecord_lite.progress import is_enabled, progress
+
+
+@pytest.fixture
+def tty(monkeypatch):
+    """Make stderr claim to be a terminal."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+
+
+def test_decision(monkeypatch):
+    assert is_enabled(True) and not is_enabled(False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert not is_enabled(None)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert is_enabled(None) and not is_enabled(False)
+    with progress(3, enabled=False) as bar:
+        bar.update(3)
+
+
+def _operations(tmp_path):
+    with TFRecordWriter(tmp_path / "in.tfrecord") as w:
+        w.write_many([b"r"] * 300)
+    src = tmp_path / "in.tfrecord"
+    return {
+        "write_parallel": lambda p: write_parallel(range(300), b"%d".__mod__, tmp_path / "wp", 2,
+                                                   num_workers=1, progress=p),
+        "merge": lambda p: merge([src, src], tmp_path / "m.tfrecord.gz", compression="gzip", progress=p),
+        "split": lambda p: split(src, 2, tmp_path / "s", progress=p),
+        "count": lambda p: main(["count", str(src)] + ({True: ["--progress"], False: ["--no-progress"]}.get(p, []))),
+        "verify": lambda p: main(["verify", str(src)] + ({True: ["--progress"], False: ["--no-progress"]}.get(p, []))),
+    }
+
+
+@pytest.mark.parametrize("op", ["write_parallel", "merge", "split", "count", "verify"])
+def test_progress_on_off(backend, tmp_path, capfd, op, monkeypatch):
+    run = _operations(tmp_path)[op]
+    run(None)
+    assert capfd.readouterr().err == ""  # stderr is captured, not a terminal: silent
+    run(True)
+    assert "%|" in capfd.readouterr().err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    run(False)
+    assert capfd.readouterr().err == ""
+    run(None)
+    assert "%|" in capfd.readouterr().err

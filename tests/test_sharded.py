@@ -1,0 +1,233 @@
+"""ShardedWriter and write_parallel: naming, routing, rolling, group atomicity, failures."""
+
+import collections
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tfrecord_lite import EncodeError, TFRecordError, TFRecordReader
+from tfrecord_lite.index import build_index
+from tfrecord_lite.sharded import ShardedWriter, key_to_shard, shard_path, write_parallel
+
+SETTINGS = settings(max_examples=20, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+records_st = st.lists(st.binary(max_size=40), max_size=60)
+
+
+def _read(paths):
+    return [list(TFRecordReader(p)) for p in paths]
+
+
+def test_naming():
+    assert shard_path("out/data", 3, 16) == "out/data-00003-of-00016.tfrecord"
+    assert shard_path("d", 0, 1, ".tfrecord.gz") == "d-00000-of-00001.tfrecord.gz"
+
+
+def test_key_hash_is_stable():
+    # crc32c of the key's bytes: fixed numbers, the same in every process and run.
+    assert key_to_shard("123456789", 1 << 32) == 0xE3069283
+    assert key_to_shard(b"123456789", 7) == 0xE3069283 % 7
+    assert key_to_shard(123456789, 7) == 0xE3069283 % 7
+    with pytest.raises(TFRecordError, match="routing key"):
+        key_to_shard(1.5, 3)
+
+
+@SETTINGS
+@given(records=records_st, n=st.integers(1, 5), compression=st.sampled_from([None, "gzip", "zlib"]))
+def test_round_robin_round_trip(backend, tmp_path_factory, records, n, compression):
+    d = tmp_path_factory.mktemp("rr")
+    with ShardedWriter(d / "x", n, compression=compression) as w:
+        w.write_many(records[: len(records) // 2])
+        for r in records[len(records) // 2:]:
+            w.write(r)
+    assert [s.path for s in w.shards] == [shard_path(d / "x", i, n) for i in range(n)]
+    assert _read(w.shards) == [records[i::n] for i in range(n)]
+    assert [s.records for s in w.shards] == [len(records[i::n]) for i in range(n)]
+
+
+@SETTINGS
+@given(records=records_st, n=st.integers(1, 5))
+def test_key_routing_round_trip(backend, tmp_path_factory, records, n):
+    d = tmp_path_factory.mktemp("key")
+    keys = [r[:3] for r in records]
+    with ShardedWriter(d / "x", n) as w:
+        half = len(records) // 2
+        w.write_many(records[:half], keys=keys[:half])
+        for r, k in zip(records[half:], keys[half:]):
+            w.write(r, key=k)
+    shards = _read(w.shards)
+    assert collections.Counter(r for s in shards for r in s) == collections.Counter(records)
+    for i, got in enumerate(shards):
+        assert got == [r for r, k in zip(records, keys) if key_to_shard(k, n) == i]
+
+
+@SETTINGS
+@given(records=records_st, max_records=st.none() | st.integers(1, 7),
+       max_bytes=st.none() | st.integers(1, 200))
+def test_rolling_round_trip(backend, tmp_path_factory, records, max_records, max_bytes):
+    if max_records is None and max_bytes is None:
+        max_records = 5
+    d = tmp_path_factory.mktemp("roll")
+    with ShardedWriter(d / "x", max_records_per_shard=max_records, max_bytes_per_shard=max_bytes,
+                       index=True) as w:
+        w.write_many(records)
+    n = len(w.shards)
+    assert [s.path for s in w.shards] == [shard_path(d / "x", i, n) for i in range(n)]
+    shards = _read(w.shards)
+    assert [r for s in shards for r in s] == records
+    for s in shards:
+        assert max_records is None or len(s) <= max_records
+        assert max_bytes is None or len(s) == 1 or sum(len(r) + 16 for r in s) <= max_bytes
+    for s in w.shards:
+        assert open(s.path + ".index").read() == open(build_index(s.path, s.path + ".chk")).read()
+    assert sorted(os.listdir(d)) == sorted(
+        [os.path.basename(s.path) + e for s in w.shards for e in ("", ".index", ".chk")])
+
+
+def test_rolling_with_no_records_writes_one_empty_shard(backend, tmp_path):
+    with ShardedWriter(tmp_path / "x", max_records_per_shard=3) as w:
+        pass
+    assert w.shards == [(shard_path(tmp_path / "x", 0, 1), 0)]
+    assert _read(w.shards) == [[]]
+
+
+def test_sharded_writer_is_all_or_nothing(backend, tmp_path):
+    with pytest.raises(RuntimeError):
+        with ShardedWriter(tmp_path / "x", 4) as w:
+            w.write_many([b"a"] * 10)
+            raise RuntimeError
+    with pytest.raises(RuntimeError):
+        with ShardedWriter(tmp_path / "y", max_records_per_shard=2, index=True) as w:
+            w.write_many([b"a"] * 10)
+            raise RuntimeError
+    assert os.listdir(tmp_path) == []
+
+
+def test_group_commit_failure_removes_committed_shards(backend, tmp_path, monkeypatch):
+    w = ShardedWriter(tmp_path / "x", 3)
+    w.write_many([b"a", b"b", b"c"])
+    target = w._writers[2]._atomic
+
+    def fail():  # the last rename fails, after shards 0 and 1 are in place
+        raise OSError("disk full")
+
+    monkeypatch.setattr(target, "commit", fail)
+    with pytest.raises(OSError, match="disk full"):
+        w.close()
+    assert os.listdir(tmp_path) == []
+
+
+def test_sharded_writer_argument_errors(tmp_path):
+    with pytest.raises(TFRecordError, match="neither"):
+        ShardedWriter(tmp_path / "x")
+    with pytest.raises(TFRecordError, match="both"):
+        ShardedWriter(tmp_path / "x", 2, max_records_per_shard=3)
+    with pytest.raises(TFRecordError, match="positive"):
+        ShardedWriter(tmp_path / "x", 0)
+    with pytest.raises(TFRecordError, match="uncompressed"):
+        ShardedWriter(tmp_path / "x", 2, compression="gzip", index=True)
+    with ShardedWriter(tmp_path / "x", max_records_per_shard=3) as w:
+        with pytest.raises(TFRecordError, match="fixed num_shards"):
+            w.write(b"a", key="k")
+    assert os.listdir(tmp_path) == [os.path.basename(shard_path("x", 0, 1))]
+
+
+# -- write_parallel ---------------------------------------------------------------------
+
+def encode_item(i):
+    """Module level, so process pools can pickle it."""
+    if i == 1234:
+        raise ValueError("item 1234 is bad")
+    return b"item-%d" % i
+
+
+def _expected(n_items, num_shards, chunk):
+    shards = [[] for _ in range(num_shards)]
+    for i in range(n_items):
+        shards[(i // chunk) % num_shards].append(b"item-%d" % i)
+    return shards
+
+
+@pytest.mark.parametrize("compression,index", [(None, True), ("gzip", False)])
+def test_write_parallel_threads(backend, tmp_path, compression, index):
+    out = write_parallel(iter(range(1000)), encode_item, tmp_path / "p", 3, num_workers=2,
+                         chunk_size=37, compression=compression, index=index)
+    assert [s.path for s in out] == [shard_path(tmp_path / "p", i, 3) for i in range(3)]
+    expected = _expected(1000, 3, 37)
+    assert _read(out) == expected
+    assert [s.records for s in out] == [len(e) for e in expected]
+    if index:
+        for s in out:
+            assert open(s.path + ".index").read() == open(build_index(s.path, s.path + ".chk")).read()
+
+
+def test_write_parallel_processes(backend, tmp_path):
+    out = write_parallel(range(600), encode_item, tmp_path / "p", 4, num_workers=2,
+                         executor="process", chunk_size=50)
+    assert _read(out) == _expected(600, 4, 50)
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_write_parallel_failure_names_item_and_shard(backend, tmp_path, executor):
+    with pytest.raises(EncodeError) as info:
+        write_parallel(range(5000), encode_item, tmp_path / "p", 4, num_workers=2,
+                       executor=executor, chunk_size=100)
+    err = info.value
+    assert (err.item, err.shard) == (1234, 12 % 4)
+    assert err.path == shard_path(tmp_path / "p", 0, 4)
+    assert "item 1234 (shard 0 of 4)" in str(err) and "ValueError: item 1234 is bad" in str(err)
+    assert os.listdir(tmp_path) == []  # no shard under a final name, no temporary files
+
+
+def test_write_parallel_rejects_unpicklable_encode_for_processes(tmp_path):
+    with pytest.raises(TFRecordError, match="picklable"):
+        write_parallel(range(3), lambda i: b"x", tmp_path / "p", 2, executor="process")
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_parallel_bad_return_value(backend, tmp_path):
+    with pytest.raises(EncodeError, match=r"item 0 \(shard 0 of 2\).*TypeError"):
+        write_parallel(range(10), str, tmp_path / "p", 2, num_workers=1)
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_parallel_is_lazy_and_bounded(backend, tmp_path):
+    consumed = []
+
+    def items():
+        for i in range(2000):
+            consumed.append(i)
+            yield i
+
+    seen_ahead = []
+
+    def encode(i):
+        seen_ahead.append(len(consumed) - i)
+        return b"%d" % i
+
+    write_parallel(items(), encode, tmp_path / "p", 2, num_workers=2, chunk_size=10)
+    # At most 2 * workers + 1 chunks beyond the one being encoded have been pulled.
+    assert max(seen_ahead) <= 10 * (2 * 2 + 2)
+
+
+def encode_block(chunk):
+    """A batched encoder: each item is a (start, count) block of rows."""
+    for start, n in chunk:
+        if n == 0:
+            raise ValueError("bad block")
+        yield from (b"item-%d" % i for i in range(start, start + n))
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_write_parallel_batched(backend, tmp_path, executor):
+    blocks = [(i * 7, 7) for i in range(20)]
+    out = write_parallel(blocks, encode_block, tmp_path / "b", 3, num_workers=2, executor=executor,
+                         chunk_size=1, batched=True)
+    assert [s.records for s in out] == [49, 49, 42]
+    assert _read(out) == _expected(140, 3, 7)
+    with pytest.raises(EncodeError, match=r"items 3..5 \(shard 1 of 2\).*bad block"):
+        write_parallel([(0, 1)] * 3 + [(5, 0)] * 3, encode_block, tmp_path / "c", 2, num_workers=1,
+                       executor=executor, chunk_size=3, batched=True)
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(s.path) for s in out]

@@ -1,0 +1,171 @@
+"""Whole-file operations that move records without decoding them: merge and split.
+
+Frames are copied verbatim (length, data and both CRCs as stored), never re-encoded. Only
+the compression wrapper may change: inputs are decompressed and the output compressed as
+asked. Outputs are committed atomically (split: all shards or none).
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import _native
+from .errors import TFRecordError
+from .index import scan_index
+from .io import detect_compression, normalize_compression
+from .progress import progress as _progress
+from .reader import TFRecordReader
+from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
+from .writer import TFRecordWriter, abort_group, close_group
+
+__all__ = ["merge", "split", "tracked_blocks"]
+
+_EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
+
+
+def merge(inputs, output, *, compression=None, input_compression="auto", verify=False,
+          index=False, fsync=False, progress=None) -> ShardInfo:
+    """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
+    binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
+
+    compression is the output's; each input's is detected (or set by input_compression).
+    An uncompressed input going to uncompressed output with verify=False and no index is
+    copied as plain bytes (``os.copy_file_range`` where possible) without being parsed, so
+    ``records`` is None in that case; otherwise frames are streamed through, checked with
+    their length CRC (and data CRC with verify=True); corruption raises a DataLossError naming
+    the input, record and offset, and nothing appears under ``output``.
+    index=True writes ``output + ".index"`` as well (uncompressed output only).
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    inputs = [os.fspath(p) for p in inputs]
+    input_compression = normalize_compression(input_compression, allow_auto=True)
+    total = sum(os.path.getsize(p) for p in inputs)
+    counted = True
+    with TFRecordWriter(output, compression, fsync=fsync, index=index) as w, \
+            _progress(total, desc="merge", enabled=progress, unit="B") as bar:
+        for path in inputs:
+            counted &= _append(w, path, input_compression, verify, bar)
+    return ShardInfo(w.path, w.records_written if counted else None)
+
+
+def _append(writer, path, compression, verify, bar) -> bool:
+    """Copy one input's frames to writer; False if they were copied without being counted."""
+    with open(path, "rb", buffering=0) as f:
+        if compression == "auto":
+            compression = detect_compression(f.read(12))
+            f.seek(0)
+        if compression is None and not verify and writer._raw_copyable():
+            bar.update(writer._copy_raw(f))
+            return False
+        with TFRecordReader(f, compression, check_crc=verify) as r:
+            for frames, count in tracked_blocks(r, bar):
+                writer._write_frames(frames, count)
+    return True
+
+
+def tracked_blocks(reader, bar):
+    """reader.frame_blocks(), advancing a bytes progress bar by the input consumed."""
+    done = 0
+    for block in reader.frame_blocks():
+        yield block
+        at = reader.input_offset
+        if at is not None:
+            bar.update(at - done)
+            done = at
+    at = reader.input_offset
+    if at is not None:
+        bar.update(max(at - done, 0))
+
+
+def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=None,
+          input_compression="auto", verify=False, index=False, fsync=False, progress=None):
+    """Split ``input`` into ``num_shards`` files of contiguous records; return a ShardInfo
+    per shard.
+
+    Shard 0 gets the first records, shard 1 the next, and so on, so reading the shards in
+    order gives the input's order back. Counts differ by at most one; the first
+    ``records % num_shards`` shards get the extra record. Shards with no records are written
+    empty. Names are ShardedWriter's: ``f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}"``;
+    prefix defaults to the input path without its TFRecord/compression extensions.
+
+    The input is read twice (once to count, once to copy). compression is the outputs'; with
+    uncompressed input and output, verify=False and no index, byte ranges are copied without
+    being parsed a second time. verify=True checks every data CRC first; all shards are
+    committed together, or none if anything fails.
+    """
+    path = os.fspath(input)
+    if not isinstance(num_shards, int) or num_shards < 1:
+        raise TFRecordError(f"num_shards must be a positive int, not {num_shards!r}")
+    if prefix is None:
+        prefix = _strip_extensions(path)
+    input_compression = normalize_compression(input_compression, allow_auto=True)
+    if input_compression == "auto":
+        with open(path, "rb") as f:
+            input_compression = detect_compression(f.read(12))
+    out_compression = normalize_compression(compression)
+
+    if input_compression is None:
+        offsets, lengths = scan_index(path, check_crc=verify)
+        n = len(offsets)
+    else:
+        with TFRecordReader(path, input_compression, check_crc=verify) as r:
+            n = sum(count for _, count in r.frame_blocks())
+    sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
+    paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
+    writers = []
+    try:
+        for p in paths:
+            writers.append(TFRecordWriter(p, out_compression, fsync=fsync, index=index))
+        with _progress(n, desc="split", enabled=progress) as bar:
+            if input_compression is None and writers[0]._raw_copyable():
+                _split_ranges(path, writers, sizes, offsets, lengths, bar)
+            else:
+                _split_stream(path, input_compression, writers, sizes, bar)
+        close_group(writers)
+    except BaseException:
+        abort_group(writers)
+        raise
+    return [ShardInfo(w.path, w.records_written) for w in writers]
+
+
+def _split_ranges(path, writers, sizes, offsets, lengths, bar):
+    with open(path, "rb", buffering=0) as f:
+        first = 0
+        for w, size in zip(writers, sizes):
+            if size:
+                start = int(offsets[first])
+                end = int(offsets[first + size - 1] + lengths[first + size - 1])
+                f.seek(start)
+                w._copy_raw(f, end - start, size)
+            first += size
+            bar.update(size)
+
+
+def _split_stream(path, compression, writers, sizes, bar):
+    """Deal the frame blocks out in order, cutting a block where a shard fills up."""
+    shard, room = 0, sizes[0]
+    with TFRecordReader(path, compression, check_crc=False) as r:
+        for frames, count in r.frame_blocks():
+            start = 0
+            while count:
+                while not room:
+                    shard += 1
+                    room = sizes[shard]
+                take = min(count, room)
+                if take == count:
+                    end = len(frames)
+                else:
+                    _, end, _, _ = _native.framing.scan_spans(frames, start, -1, False, 2**63, take)
+                writers[shard]._write_frames(memoryview(frames)[start:end], take)
+                start, count, room = end, count - take, room - take
+                bar.update(take)
+
+
+def _strip_extensions(path: str) -> str:
+    stem = path
+    while True:
+        base, ext = os.path.splitext(stem)
+        if ext.lower() not in _EXTENSIONS or not os.path.basename(base):
+            return stem
+        stem = base

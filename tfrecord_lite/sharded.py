@@ -1,0 +1,384 @@
+"""Writing one dataset as many files: TF/Beam shard naming, routing records to shards
+(round-robin, stable key hash, or rolling to a new file at a size limit), all-or-nothing
+commit of the whole group, and ``write_parallel``, which encodes items in a thread or
+process pool while exactly one writer owns each shard.
+
+Shard ``i`` of ``n`` is named ``f"{prefix}-{i:05d}-of-{n:05d}{suffix}"``
+(``data-00003-of-00016.tfrecord``), the names TensorFlow and Beam use.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import queue
+import threading
+from typing import NamedTuple
+
+from . import _native
+from .errors import EncodeError, TFRecordError
+from .progress import progress as _progress
+from .writer import TFRecordWriter, _chunks, abort_group, close_group
+
+__all__ = ["ShardedWriter", "ShardInfo", "shard_path", "key_to_shard", "write_parallel"]
+
+DEFAULT_SUFFIX = ".tfrecord"
+
+
+def shard_path(prefix, index: int, num_shards: int, suffix: str = DEFAULT_SUFFIX) -> str:
+    """``prefix-00003-of-00016.tfrecord``: shard ``index`` (from 0) of ``num_shards``."""
+    return f"{os.fspath(prefix)}-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+class ShardInfo(NamedTuple):
+    """A committed shard: its path and record count. Usable wherever a path is (os.fspath)."""
+
+    path: str
+    records: int
+
+    def __fspath__(self) -> str:
+        return self.path
+
+
+def key_to_shard(key, num_shards: int) -> int:
+    """The shard of a routing key: ``crc32c(key bytes) % num_shards``, stable across runs,
+    processes and machines (unlike Python's salted ``hash``). str keys are UTF-8 encoded,
+    ints are routed by their decimal digits, bytes-like keys by their bytes."""
+    if isinstance(key, str):
+        data = key.encode("utf-8")
+    elif isinstance(key, (bytes, bytearray, memoryview)):
+        data = key
+    elif hasattr(key, "__index__") and not isinstance(key, bool):
+        data = str(key.__index__()).encode("ascii")
+    else:
+        raise TFRecordError(f"a routing key must be str, bytes or int, not {type(key).__name__}")
+    return _native.framing.crc32c(data) % num_shards
+
+
+class ShardedWriter:
+    """Write records across shard files that are committed together.
+
+    Either ``num_shards`` (a fixed count) or ``max_records_per_shard`` and/or
+    ``max_bytes_per_shard`` (roll to a new shard when the next record would pass a limit; a
+    record larger than the byte limit gets a shard to itself). The byte limit counts
+    uncompressed frame bytes (data + 16 per record).
+
+    Routing with a fixed count: ``write(record)`` goes round-robin; ``write(record, key=k)``
+    goes to ``key_to_shard(k, num_shards)``. Records keep their order within a shard.
+
+    Naming: with a fixed count, shards carry their final names from the start (under hidden
+    temporary files until close). When rolling, the count is known only at close, so every
+    shard is written under a temporary name and renamed to ``-of-N`` at close.
+
+    Nothing appears under a final name before ``close()`` succeeds; on an exception inside
+    ``with`` (or ``abort()``), or if any shard fails to commit, no shard is left. Empty
+    shards are written (as TensorFlow and Beam do); rolling over no records writes one empty
+    shard. compression, index and fsync are as in TFRecordWriter and apply to each shard.
+    Thread-safe. After close, ``shards`` lists a ShardInfo per shard.
+    """
+
+    def __init__(self, prefix, num_shards=None, *, max_records_per_shard=None, max_bytes_per_shard=None,
+                 suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False):
+        rolling = max_records_per_shard is not None or max_bytes_per_shard is not None
+        if (num_shards is None) == (not rolling):
+            raise TFRecordError(
+                "ShardedWriter needs either num_shards (a fixed shard count) or "
+                "max_records_per_shard/max_bytes_per_shard (roll to a new shard at a limit), not "
+                + ("both" if rolling else "neither")
+            )
+        for name, value in (("num_shards", num_shards), ("max_records_per_shard", max_records_per_shard),
+                            ("max_bytes_per_shard", max_bytes_per_shard)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise TFRecordError(f"{name} must be a positive int, not {value!r}")
+        self.prefix = os.fspath(prefix)
+        self.suffix = suffix
+        self.max_records = max_records_per_shard
+        self.max_bytes = max_bytes_per_shard
+        self._options = dict(compression=compression, index=index, fsync=fsync)
+        self._lock = threading.Lock()
+        self._next = 0  # round-robin position
+        self._writers: list[TFRecordWriter] = []
+        self.shards: list[ShardInfo] | None = None
+        self.closed = False
+        try:
+            for i in range(num_shards or 1):
+                self._add_shard(num_shards)
+        except BaseException:
+            abort_group(self._writers)
+            raise
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._writers)
+
+    @property
+    def records_written(self) -> int:
+        return sum(w.records_written for w in self._writers)
+
+    def write(self, record, key=None) -> None:
+        """Append one record, to the shard chosen by key (or round-robin, or the current one
+        when rolling)."""
+        self._writer_for(record, key).write(record)
+
+    def write_many(self, records, keys=None) -> None:
+        """Append many records (with one key each, if keys is given)."""
+        if self.max_records is not None or self.max_bytes is not None:
+            for i, record in enumerate(records):
+                self.write(record, None if keys is None else keys[i])
+            return
+        n = len(self._writers)
+        keys_iter = None if keys is None else iter(keys)
+        for chunk in _chunks(records, 1024):
+            groups = collections.defaultdict(list)
+            if keys_iter is None:
+                with self._lock:
+                    self._check_open()
+                    start = self._next
+                    self._next = (start + len(chunk)) % n
+                for s in range(min(n, len(chunk))):
+                    groups[(start + s) % n] = chunk[s::n]
+            else:
+                for record in chunk:
+                    groups[key_to_shard(next(keys_iter), n)].append(record)
+            for shard, group in groups.items():
+                self._writers[shard].write_many(group)
+
+    def close(self) -> list[ShardInfo]:
+        """Commit every shard (renaming rolled shards to ``-of-N``); returns ``shards``."""
+        with self._lock:
+            if self.closed:
+                return self.shards
+            self.closed = True
+            n = len(self._writers)
+            paths = [shard_path(self.prefix, i, n, self.suffix) for i in range(n)]
+            close_group(self._writers, paths)
+            self.shards = [ShardInfo(w.path, w.records_written) for w in self._writers]
+            return self.shards
+
+    def abort(self) -> None:
+        """Discard every shard; nothing appears under any final name."""
+        with self._lock:
+            self.closed = True
+            abort_group(self._writers)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _check_open(self):
+        if self.closed:
+            raise TFRecordError(f"{self.prefix}: write to a closed ShardedWriter")
+
+    def _add_shard(self, num_shards):
+        i = len(self._writers)
+        # A rolled shard's count is unknown until close; its temporary file carries this
+        # provisional name and is renamed to -of-N then.
+        name = (shard_path(self.prefix, i, num_shards, self.suffix) if num_shards
+                else f"{self.prefix}-{i:05d}{self.suffix}")
+        self._writers.append(TFRecordWriter(name, atomic=True, **self._options))
+
+    def _writer_for(self, record, key):
+        if key is not None:
+            self._check_open()
+            if self.max_records is not None or self.max_bytes is not None:
+                raise TFRecordError("routing by key needs a fixed num_shards, not rolling shards")
+            return self._writers[key_to_shard(key, len(self._writers))]
+        with self._lock:
+            self._check_open()
+            if self.max_records is None and self.max_bytes is None:
+                i = self._next
+                self._next = (i + 1) % len(self._writers)
+                return self._writers[i]
+            w = self._writers[-1]
+            if w.records_written and (
+                (self.max_records is not None and w.records_written >= self.max_records)
+                or (self.max_bytes is not None
+                    and w.bytes_written + _frame_bytes(record) > self.max_bytes)
+            ):
+                self._add_shard(None)
+                w = self._writers[-1]
+            return w
+
+
+def _frame_bytes(record) -> int:
+    try:
+        return memoryview(record).nbytes + 16
+    except TypeError:
+        return 16  # not bytes-like: the writer raises a clear error for it
+
+
+# -- write_parallel ---------------------------------------------------------------------
+
+def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor="thread", *,
+                   suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False,
+                   chunk_size=256, batched=False, progress=None, mp_context=None) -> list[ShardInfo]:
+    """Encode ``items`` with ``encode(item) -> bytes`` in parallel and write them to
+    ``num_shards`` shards; return a ShardInfo (path, records) per shard.
+
+    Items are cut into chunks of ``chunk_size``; chunk ``k`` goes to shard
+    ``k % num_shards``, so item ``i`` lands in shard ``(i // chunk_size) % num_shards`` and
+    the output is the same whatever the number of workers. Records keep input order within
+    a shard.
+
+    executor: "thread" (encode runs in a thread pool; best when encode releases the GIL, as
+    numpy and the compiled codec do), "process" (a process pool; encode and the items must
+    be picklable, so encode must be a module-level function, not a lambda or closure, and a
+    script must guard its entry point with ``if __name__ == "__main__":``), or any
+    ``concurrent.futures.Executor``. Workers also frame the records (CRCs included); each
+    shard has one writer thread, so compression runs in parallel across shards.
+    mp_context: the multiprocessing context for "process" (default "forkserver" where
+    available, else "spawn"; both are safe with the writer threads).
+
+    batched=True: encode receives a whole chunk (a list of up to chunk_size items) and
+    returns an iterable of records for it, any number of them; a vectorised encoder (a block
+    of NumPy rows per item, ``chunk_size=1``) fits this way. Errors then name the chunk's
+    first item.
+
+    Memory stays bounded: at most ``2 * num_workers`` chunks are being encoded and two per
+    shard are queued for writing; ``items`` may be any iterable, consumed lazily.
+
+    If encode raises for an item, an EncodeError names the item's position and its shard;
+    pending work is cancelled, running workers finish their chunk, and every shard is
+    discarded: no file is left under a final name. Shards appear only when all succeed.
+    """
+    if not isinstance(num_shards, int) or num_shards < 1:
+        raise TFRecordError(f"num_shards must be a positive int, not {num_shards!r}")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise TFRecordError(f"chunk_size must be a positive int, not {chunk_size!r}")
+    num_workers = num_workers or os.cpu_count() or 1
+    pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
+    total = len(items) if hasattr(items, "__len__") else None
+    writers = []
+    failure: list[BaseException] = []  # first failure in a writer thread
+    threads = []
+    pending = collections.deque()
+    bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress)
+    try:
+        writers = [TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
+                                  fsync=fsync, index=index) for i in range(num_shards)]
+        queues = [queue.Queue(maxsize=2) for _ in writers]
+        for w, q in zip(writers, queues):
+            t = threading.Thread(target=_shard_loop, args=(w, q, failure), daemon=True,
+                                 name=f"tfrecord_lite-shard-{os.path.basename(w.path)}")
+            t.start()
+            threads.append((t, q))
+
+        def collect():
+            shard, first, size, future = pending.popleft()
+            try:
+                frames, count = future.result()
+            except EncodeError:
+                raise
+            except Exception as exc:
+                raise EncodeError(
+                    f"items {first}..{first + size - 1} (shard {shard} of {num_shards}) could not be "
+                    f"encoded by a worker: {type(exc).__name__}: {exc}",
+                    item=first, shard=shard, path=writers[shard].path,
+                    hint="with executor='process', encode and the items must be picklable",
+                ) from exc
+            queues[shard].put((frames, count))
+            bar.update(count if batched else size)
+            if failure:
+                raise failure[0]
+
+        for k, chunk in enumerate(_chunks(items, chunk_size)):
+            shard = k % num_shards
+            future = pool.submit(_encode_chunk, encode, chunk, k * chunk_size, shard, num_shards,
+                                 writers[shard].path, batched)
+            pending.append((shard, k * chunk_size, len(chunk), future))
+            while len(pending) > 2 * num_workers:
+                collect()
+        while pending:
+            collect()
+        for t, q in threads:
+            q.put(None)
+            t.join()
+        threads = []
+        if failure:
+            raise failure[0]
+        close_group(writers)
+        return [ShardInfo(w.path, w.records_written) for w in writers]
+    except BaseException as exc:
+        failure.append(exc)  # writer threads drop what is still queued
+        for _, _, _, future in pending:
+            future.cancel()
+        for t, q in threads:
+            q.put(None)
+            t.join()
+        abort_group(writers)
+        raise
+    finally:
+        bar.close()
+        if own_pool:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _make_pool(executor, num_workers, encode, mp_context):
+    import concurrent.futures as cf
+
+    if isinstance(executor, cf.Executor):
+        return executor, False
+    if executor == "thread":
+        return cf.ThreadPoolExecutor(num_workers, thread_name_prefix="tfrecord_lite-encode"), True
+    if executor == "process":
+        try:
+            pickle.dumps(encode)
+        except Exception as exc:
+            raise TFRecordError(
+                f"executor='process' needs a picklable encode function, but {encode!r} is not ({exc})",
+                hint="define encode at module level (not a lambda, closure or local function), "
+                "or use executor='thread'",
+            ) from None
+        import multiprocessing
+
+        if mp_context is None:
+            methods = multiprocessing.get_all_start_methods()
+            mp_context = "forkserver" if "forkserver" in methods else "spawn"
+        if isinstance(mp_context, str):
+            mp_context = multiprocessing.get_context(mp_context)
+        return cf.ProcessPoolExecutor(num_workers, mp_context=mp_context), True
+    raise TFRecordError(f"executor must be 'thread', 'process' or a concurrent.futures.Executor, "
+                        f"not {executor!r}")
+
+
+def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
+    """Worker: encode and frame one chunk; the frames travel back as one bytearray."""
+    out = bytearray()
+    encode_frames = _native.framing.encode_frames
+    j, count = 0, len(chunk)
+    try:
+        if batched:
+            records = list(encode(chunk))
+            encode_frames(records, out)
+            count = len(records)
+        else:
+            for j, item in enumerate(chunk):
+                encode_frames((encode(item),), out)
+    except Exception as exc:
+        what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first + j}"
+        raise EncodeError(
+            f"{what} (shard {shard} of {num_shards}): encode raised {type(exc).__name__}: {exc}",
+            item=first + j, shard=shard, path=path,
+            hint="No shard was written; fix encode or the item and run again",
+        ) from exc
+    return out, count
+
+
+def _shard_loop(writer, q, failure):
+    """The one writer thread of a shard: append framed chunks until None arrives."""
+    while True:
+        got = q.get()
+        if got is None:
+            return
+        if failure:
+            continue  # keep draining so the producer never blocks on a full queue
+        try:
+            writer._write_frames(*got)
+        except BaseException as exc:
+            failure.append(exc)
