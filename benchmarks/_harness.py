@@ -6,8 +6,9 @@ share one, and so that tfrecord_lite is never measured next to a loaded TensorFl
 
     result = run_in_subprocess("benchmarks.bench_framing:read_lite", {"paths": paths, "repeats": 5})
 
-The function runs as ``function(**args)`` in a fresh ``python`` (the same executable) and
-must return something JSON can encode. The child also reports which of the heavy modules
+The function runs as ``function(**args)`` in a fresh ``python`` (the same executable) with
+the caller's ``sys.path``, so it imports the same tfrecord_lite (an installed one or the
+source tree) as the caller, and must return something JSON can encode. The child also reports which of the heavy modules
 it ended up importing (``result["_imported"]``), so a caller can prove isolation.
 """
 
@@ -47,9 +48,6 @@ def run_in_subprocess(function_path: str, args: dict | None = None, *, env: dict
     env: extra environment variables for the child. quiet_tf: silence TensorFlow's C++ log
     lines. Raises PeerError (with the child's stderr tail) if the child fails."""
     child_env = dict(os.environ)
-    child_env["PYTHONPATH"] = os.pathsep.join(
-        [REPO_ROOT] + [p for p in child_env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    )
     if quiet_tf:
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if env:
@@ -58,10 +56,10 @@ def run_in_subprocess(function_path: str, args: dict | None = None, *, env: dict
         spec_path = os.path.join(tmp, "spec.json")
         out_path = os.path.join(tmp, "result.json")
         with open(spec_path, "w") as f:
-            json.dump({"function": function_path, "args": args or {}}, f)
+            json.dump({"function": function_path, "args": args or {}, "sys_path": _sys_path()}, f)
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "benchmarks._harness", spec_path, out_path],
+                [sys.executable, os.path.abspath(__file__), spec_path, out_path],
                 cwd=REPO_ROOT, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True, timeout=timeout,
             )
@@ -74,9 +72,19 @@ def run_in_subprocess(function_path: str, args: dict | None = None, *, env: dict
             return json.load(f)
 
 
+def _sys_path() -> list[str]:
+    """The caller's import path with "" made absolute, and the repository root last (so
+    ``benchmarks`` imports without shadowing an installed tfrecord_lite)."""
+    path = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    if REPO_ROOT not in path:
+        path.append(REPO_ROOT)
+    return path
+
+
 def _child_main(spec_path: str, out_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
+    sys.path[:] = spec["sys_path"]
     module_name, _, func_name = spec["function"].partition(":")
     func = getattr(importlib.import_module(module_name), func_name)
     result = func(**spec["args"])
@@ -292,5 +300,5 @@ def update_results_section(key: str, body: str, path: str = RESULTS_PATH) -> Non
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m benchmarks._harness SPEC.json RESULT.json (used by run_in_subprocess)")
+        sys.exit("usage: python benchmarks/_harness.py SPEC.json RESULT.json (used by run_in_subprocess)")
     _child_main(sys.argv[1], sys.argv[2])
