@@ -98,23 +98,30 @@ def _child_main(spec_path: str, out_path: str) -> None:
 
 # -- timing --------------------------------------------------------------------------------
 
-def time_repeats(fn, repeats: int = 5, warmup: int = 1, setup=None, teardown=None) -> list[float]:
+def time_repeats(fn, repeats: int = 5, warmup: int = 1, setup=None, teardown=None,
+                 cpu_times: list | None = None) -> list[float]:
     """Seconds taken by fn() in each of `repeats` timed runs after `warmup` untimed ones.
 
     setup()/teardown() run around every call, outside the timing (e.g. remove output files).
-    A garbage collection runs before each call so one run's garbage is not billed to the next."""
+    A garbage collection runs before each call so one run's garbage is not billed to the next.
+    cpu_times, if given, receives each timed run's process CPU seconds (all threads): for a
+    single-threaded peer, CPU well below wall time means it was waiting for a core."""
     times = []
     for i in range(warmup + repeats):
         if setup is not None:
             setup()
         gc.collect()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         fn()
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         if teardown is not None:
             teardown()
         if i >= warmup:
             times.append(elapsed)
+            if cpu_times is not None:
+                cpu_times.append(cpu)
     return times
 
 
@@ -122,10 +129,13 @@ def median(values) -> float:
     return statistics.median(values)
 
 
-def summarize(seconds: list[float], records: int, nbytes: int) -> dict:
-    """Median/min/max seconds and the median's records/s and MB/s (MB = 10**6 bytes)."""
+def summarize(seconds: list[float], records: int, nbytes: int, cpu_seconds: list[float] | None = None) -> dict:
+    """Median/min/max seconds and the median's records/s and MB/s (MB = 10**6 bytes); with
+    cpu_seconds, also the median CPU seconds per run."""
     med = median(seconds)
+    extra = {"cpu_seconds": list(cpu_seconds), "median_cpu_s": median(cpu_seconds)} if cpu_seconds else {}
     return {
+        **extra,
         "seconds": list(seconds),
         "median_s": med,
         "min_s": min(seconds),

@@ -79,10 +79,11 @@ def _read_result(run, paths, records, repeats, warmup):
     def timed():
         counts.append(run())
 
-    seconds = H.time_repeats(timed, repeats, warmup)
+    cpu = []
+    seconds = H.time_repeats(timed, repeats, warmup, cpu_times=cpu)
     if any(c != records for c in counts):
         raise AssertionError(f"read {sorted(set(counts))} records, expected {records}")
-    return {"seconds": seconds}
+    return {"seconds": seconds, "cpu_seconds": cpu}
 
 
 def _write_result(write_file, paths, out_dir, repeats, warmup):
@@ -102,7 +103,9 @@ def _write_result(write_file, paths, out_dir, repeats, warmup):
         if written != expected:
             raise AssertionError(f"wrote {written} bytes, expected {expected}")
 
-    return {"seconds": H.time_repeats(run, repeats, warmup, teardown=teardown)}
+    cpu = []
+    seconds = H.time_repeats(run, repeats, warmup, teardown=teardown, cpu_times=cpu)
+    return {"seconds": seconds, "cpu_seconds": cpu}
 
 
 def read_lite(paths, records, repeats=5, warmup=1):
@@ -204,9 +207,13 @@ def write_tfrecord(paths, out_dir, repeats=5, warmup=1):
 # -- orchestration -----------------------------------------------------------------------
 
 def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None = None,
-        names=None, timeout: float | None = None, log=None) -> dict:
+        names=None, timeout: float | None = None, log=None, rounds: int = 1) -> dict:
     """Measure every peer on every workload; returns {"machine", "workloads", "measurements",
-    "ratios", ...}. workloads is what generate_data.generate() returns."""
+    "ratios", ...}. workloads is what generate_data.generate() returns.
+
+    With rounds > 1 the peers take turns: each round starts every peer's process once for
+    `repeats` timed runs, and the medians pool all rounds, so a burst of load from elsewhere
+    on the machine is shared among the peers rather than landing on one of them."""
     names = list(names or workloads)
     out_dir = out_dir or os.path.join(DATA_DIR, "_bench_out")
     machine = H.machine_info()
@@ -214,26 +221,32 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None 
     try:
         for name in names:
             w = workloads[name]
+            pooled = {}
+            for rnd in range(rounds):
+                for op, key, label, func, extra in PEERS:
+                    args = {"paths": w["paths"], "repeats": repeats, "warmup": warmup, **extra}
+                    if op == "read":
+                        args["records"] = w["records"]
+                    else:
+                        args["out_dir"] = os.path.join(out_dir, f"{name}-{key}")
+                    if log:
+                        log(f"{name} {op}: {label}" + (f" (round {rnd + 1}/{rounds})" if rounds > 1 else "") + " ...")
+                    res = H.run_in_subprocess(f"benchmarks.bench_framing:{func}", args, timeout=timeout)
+                    if key.startswith("lite") and "tensorflow" in res["_imported"]:
+                        raise AssertionError("the tfrecord_lite measurement ran with tensorflow loaded")
+                    p = pooled.setdefault((op, key), {"seconds": [], "cpu": [], "res": res, "label": label})
+                    p["seconds"] += res["seconds"]
+                    p["cpu"] += res.get("cpu_seconds") or []
+                    if log:
+                        med = H.median(res["seconds"])
+                        log(f"    median {med:.3f}s  {w['records'] / med:,.0f} rec/s  {w['bytes'] / 1e6 / med:,.1f} MB/s")
             by_key = {}
-            for op, key, label, func, extra in PEERS:
-                args = {"paths": w["paths"], "repeats": repeats, "warmup": warmup, **extra}
-                if op == "read":
-                    args["records"] = w["records"]
-                else:
-                    args["out_dir"] = os.path.join(out_dir, f"{name}-{key}")
-                if log:
-                    log(f"{name} {op}: {label} ...")
-                res = H.run_in_subprocess(f"benchmarks.bench_framing:{func}", args, timeout=timeout)
-                if key.startswith("lite") and "tensorflow" in res["_imported"]:
-                    raise AssertionError("the tfrecord_lite measurement ran with tensorflow loaded")
-                m = {"workload": name, "op": op, "key": key, "label": label,
-                     "imported": res["_imported"], "implementation": res.get("implementation"),
-                     **H.summarize(res["seconds"], w["records"], w["bytes"])}
+            for (op, key), p in pooled.items():
+                m = {"workload": name, "op": op, "key": key, "label": p["label"],
+                     "imported": p["res"]["_imported"], "implementation": p["res"].get("implementation"),
+                     **H.summarize(p["seconds"], w["records"], w["bytes"], p["cpu"] or None)}
                 measurements.append(m)
                 by_key[(op, key)] = m
-                if log:
-                    log(f"    median {m['median_s']:.3f}s  {m['records_per_s']:,.0f} rec/s  "
-                        f"{m['mb_per_s']:,.1f} MB/s")
             for op, num, den, target in RATIOS:
                 a, b = by_key[(op, num)], by_key[(op, den)]
                 ratio = a["records_per_s"] / b["records_per_s"]
@@ -246,6 +259,7 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None 
         "benchmark": SECTION,
         "machine": machine,
         "repeats": repeats,
+        "rounds": rounds,
         "warmup": warmup,
         "workloads": {n: {k: workloads[n][k] for k in ("description", "records", "bytes")} for n in names},
         "measurements": measurements,
@@ -257,15 +271,25 @@ def _rate(x: float) -> str:
     return f"{x:,.0f}"
 
 
+def _runs_line(results: dict) -> str:
+    rounds = results.get("rounds", 1)
+    runs = f"{results['repeats']} timed runs after {results['warmup']} warm-up run"
+    if rounds > 1:
+        runs = (f"{rounds * results['repeats']} timed runs: {rounds} rounds in which the peers take "
+                f"turns, each peer process doing {runs}")
+    return f"- Medians of {runs}; files in the page cache, each peer in its own process, one reading thread"
+
+
 def report(results: dict) -> str:
     """The results as markdown: conditions, one table per workload, and the targets."""
     lines = ["## Framing: verified raw records (bench_framing.py)", ""]
     lines += H.machine_lines(results["machine"])
     lines += [
-        f"- Medians of {results['repeats']} timed runs after {results['warmup']} warm-up run, "
-        "files in the page cache, each peer in its own process, one reading thread",
+        _runs_line(results),
         "- MB/s counts file bytes (records + 16 bytes of framing each); MB = 10^6 bytes; "
-        "\"vs\" columns are this row's records/s over the peer's",
+        "\"vs\" columns are this row's records/s over the peer's; CPU/wall is the process's CPU "
+        "time (all threads) over wall time, medians: below 1 for a one-thread peer means it waited "
+        "for a core",
         "- Writing includes closing the file (no fsync); inputs are pre-serialized records in memory",
         "- `tfrecord`'s reader does not verify CRCs and yields a reused memoryview; its writer is "
         "timed with its Example serialization bypassed",
@@ -284,10 +308,12 @@ def report(results: dict) -> str:
                 vs_tfrecord = m["records_per_s"] / ref["tfrecord"]["records_per_s"]
                 rows.append([op, m["label"], _rate(m["records_per_s"]), f"{m['mb_per_s']:,.0f}",
                              f"{m['median_s']:.3f} ({m['min_s']:.3f}-{m['max_s']:.3f})",
+                             f"{m['median_cpu_s'] / m['median_s']:.2f}" if "median_cpu_s" in m else "",
                              f"{vs_tf:.2f}x", f"{vs_tfrecord:.2f}x"])
         lines.append(H.markdown_table(
-            ["op", "implementation", "records/s", "MB/s", "median s (min-max)", "vs TF", "vs tfrecord"],
-            rows, "llrrrrr"))
+            ["op", "implementation", "records/s", "MB/s", "median s (min-max)", "CPU/wall", "vs TF",
+             "vs tfrecord"],
+            rows, "llrrrrrr"))
         lines.append("")
     rows = []
     for r in results["ratios"]:
@@ -306,6 +332,8 @@ def main(argv=None):
     ap.add_argument("--scale", type=float, default=1.0, help="workload scale when generating")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="peers take turns this many times; medians pool all rounds (default 1)")
     ap.add_argument("--workloads", default="w1,w2", help="comma-separated: w1,w2")
     ap.add_argument("--write-results", action="store_true", help=f"update the {SECTION} section of RESULTS.md")
     ap.add_argument("--json", help="also save the raw results here")
@@ -319,7 +347,7 @@ def main(argv=None):
     workloads = generate(args.scale, args.data_dir)
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
     results = run(workloads, args.repeats, args.warmup, out_dir=os.path.join(args.data_dir, "_bench_out"),
-                  names=names, timeout=args.timeout, log=log)
+                  names=names, timeout=args.timeout, log=log, rounds=args.rounds)
     results["notes"] = args.note
     text = report(results)
     print(text)

@@ -65,6 +65,7 @@ def test_bench_framing_end_to_end(workloads, tmp_path):
         assert got == peers
     for m in results["measurements"]:
         assert m["records"] == workloads[m["workload"]]["records"]
+        assert len(m["seconds"]) == 1 and len(m["cpu_seconds"]) == 1
         assert m["median_s"] > 0 and m["records_per_s"] > 0 and m["mb_per_s"] > 0
         assert math.isfinite(m["records_per_s"])
         if m["key"].startswith("lite"):
