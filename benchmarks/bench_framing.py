@@ -11,7 +11,8 @@ Writing pre-serialized records (file closed inside the timing, no fsync):
                  bypassed, so only its framing (struct + crc32c + numpy) and file writes count
 
 Each peer runs in its own subprocess (see _harness). Every measurement is one untimed warm-up
-run then --repeats timed runs over the page-cached files; the table shows medians.
+run then --repeats timed runs over the page-cached files; with --rounds N the peers take
+turns N times and the medians pool every round. The table shows medians and CPU/wall.
 MB/s counts file bytes (records plus 16 bytes of framing each), MB = 10**6 bytes.
 
     python -m benchmarks.bench_framing [--repeats 5] [--write-results]

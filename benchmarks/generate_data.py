@@ -163,7 +163,7 @@ def _w1_records(file_index: int, count: int):
 
 def _w2_records(count: int):
     rng = np.random.default_rng([SEED, 2])
-    # Per-feature prefixes of the Features map entries (keys sorted), values appended per row.
+    # Values are drawn in blocks of rows with numpy; each row is then encoded on its own.
     float_keys = [f"float_{j}" for j in range(10)]
     int_keys = [f"int_{j}" for j in range(5)]
     categories = [b"red", b"green", b"blue", b"cyan", b"magenta", b"yellow", b"black", b"white"]
