@@ -1,0 +1,314 @@
+"""What every benchmark shares: running a peer in its own subprocess, timing repeats,
+medians, machine facts, markdown tables and per-benchmark sections of RESULTS.md.
+
+Peers run in separate interpreters because TensorFlow and the ``tfrecord`` package cannot
+share one, and so that tfrecord_lite is never measured next to a loaded TensorFlow::
+
+    result = run_in_subprocess("benchmarks.bench_framing:read_lite", {"paths": paths, "repeats": 5})
+
+The function runs as ``function(**args)`` in a fresh ``python`` (the same executable) with
+the caller's ``sys.path``, so it imports the same tfrecord_lite (an installed one or the
+source tree) as the caller, and must return something JSON can encode. The child also reports which of the heavy modules
+it ended up importing (``result["_imported"]``), so a caller can prove isolation.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import importlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+WATCHED_MODULES = ("tensorflow", "tfrecord", "tfrecord_lite", "torch")
+
+__all__ = [
+    "PeerError", "run_in_subprocess", "time_repeats", "summarize", "median", "warm_page_cache",
+    "machine_info", "machine_lines", "markdown_table", "update_results_section", "RESULTS_PATH",
+]
+
+
+class PeerError(RuntimeError):
+    """A benchmark subprocess failed (import error, exception, timeout); carries its stderr."""
+
+
+def run_in_subprocess(function_path: str, args: dict | None = None, *, env: dict | None = None,
+                      timeout: float | None = None, quiet_tf: bool = True):
+    """Call ``module:function(**args)`` in a new interpreter and return its JSON result.
+
+    env: extra environment variables for the child. quiet_tf: silence TensorFlow's C++ log
+    lines. Raises PeerError (with the child's stderr tail) if the child fails."""
+    child_env = dict(os.environ)
+    if quiet_tf:
+        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if env:
+        child_env.update({k: str(v) for k, v in env.items()})
+    with tempfile.TemporaryDirectory(prefix="tfl-bench-") as tmp:
+        spec_path = os.path.join(tmp, "spec.json")
+        out_path = os.path.join(tmp, "result.json")
+        with open(spec_path, "w") as f:
+            json.dump({"function": function_path, "args": args or {}, "sys_path": _sys_path()}, f)
+        try:
+            proc = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), spec_path, out_path],
+                cwd=REPO_ROOT, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise PeerError(f"{function_path} timed out after {timeout}s") from exc
+        if proc.returncode != 0 or not os.path.exists(out_path):
+            tail = "\n".join(proc.stderr.strip().splitlines()[-25:])
+            raise PeerError(f"{function_path} failed (exit code {proc.returncode}):\n{tail}")
+        with open(out_path) as f:
+            return json.load(f)
+
+
+def _sys_path() -> list[str]:
+    """The caller's import path with "" made absolute, and the repository root last (so
+    ``benchmarks`` imports without shadowing an installed tfrecord_lite)."""
+    path = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    if REPO_ROOT not in path:
+        path.append(REPO_ROOT)
+    return path
+
+
+def _child_main(spec_path: str, out_path: str) -> None:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    sys.path[:] = spec["sys_path"]
+    module_name, _, func_name = spec["function"].partition(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    result = func(**spec["args"])
+    if isinstance(result, dict):
+        result = dict(result)
+        result["_imported"] = sorted(m for m in WATCHED_MODULES if m in sys.modules)
+    with open(out_path + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(out_path + ".tmp", out_path)
+
+
+# -- timing --------------------------------------------------------------------------------
+
+def time_repeats(fn, repeats: int = 5, warmup: int = 1, setup=None, teardown=None,
+                 cpu_times: list | None = None) -> list[float]:
+    """Seconds taken by fn() in each of `repeats` timed runs after `warmup` untimed ones.
+
+    setup()/teardown() run around every call, outside the timing (e.g. remove output files).
+    A garbage collection runs before each call so one run's garbage is not billed to the next.
+    cpu_times, if given, receives each timed run's process CPU seconds (all threads): for a
+    single-threaded peer, CPU well below wall time means it was waiting for a core."""
+    times = []
+    for i in range(warmup + repeats):
+        if setup is not None:
+            setup()
+        gc.collect()
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        if teardown is not None:
+            teardown()
+        if i >= warmup:
+            times.append(elapsed)
+            if cpu_times is not None:
+                cpu_times.append(cpu)
+    return times
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def summarize(seconds: list[float], records: int, nbytes: int, cpu_seconds: list[float] | None = None) -> dict:
+    """Median/min/max seconds and the median's records/s and MB/s (MB = 10**6 bytes); with
+    cpu_seconds, also the median CPU seconds per run."""
+    med = median(seconds)
+    extra = {"cpu_seconds": list(cpu_seconds), "median_cpu_s": median(cpu_seconds)} if cpu_seconds else {}
+    return {
+        **extra,
+        "seconds": list(seconds),
+        "median_s": med,
+        "min_s": min(seconds),
+        "max_s": max(seconds),
+        "records": records,
+        "bytes": nbytes,
+        "records_per_s": records / med if med > 0 else float("inf"),
+        "mb_per_s": nbytes / 1e6 / med if med > 0 else float("inf"),
+    }
+
+
+def warm_page_cache(paths, chunk: int = 8 << 20) -> int:
+    """Read every file once so timed runs start from the page cache; returns bytes read."""
+    total = 0
+    buf = bytearray(chunk)
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                total += n
+    return total
+
+
+# -- machine facts -----------------------------------------------------------------------
+
+def _version(*dists):
+    for d in dists:
+        try:
+            return metadata.version(d)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def machine_info() -> dict:
+    """CPU, cores, memory, OS, interpreter and package versions, date and load, without
+    importing TensorFlow (versions come from package metadata)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        mem = None
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    try:
+        date = subprocess.run(["date"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        date = datetime.datetime.now().astimezone().strftime("%a %b %d %H:%M:%S %Z %Y")
+    try:
+        import tfrecord_lite
+
+        lite = {"version": tfrecord_lite.__version__, "implementation": tfrecord_lite.implementation}
+        try:
+            lite["crc32c"] = tfrecord_lite._native.framing.crc32c_backend()
+        except AttributeError:
+            pass
+    except ImportError:
+        lite = None
+    return {
+        "date": date,
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "sse4_2": "sse4_2" in _cpu_flags(),
+        "memory_gb": round(mem / 2**30, 1) if mem else None,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "loadavg": [round(x, 2) for x in load] if load else None,
+        "tfrecord_lite": lite,
+        "versions": {
+            "tensorflow": _version("tensorflow-cpu", "tensorflow"),
+            "numpy": _version("numpy"),
+            "protobuf": _version("protobuf"),
+            "tfrecord": _version("tfrecord"),
+            "crc32c": _version("crc32c"),
+            "cython": _version("Cython", "cython"),
+        },
+    }
+
+
+def machine_lines(info: dict) -> list[str]:
+    """machine_info() as markdown bullet lines."""
+    v = info["versions"]
+    lite = info.get("tfrecord_lite") or {}
+    lines = [
+        f"- Date: {info['date']}",
+        f"- Machine: {info['cpu']}, {info['cores']} logical cores ({info['usable_cores']} usable), "
+        f"{info['memory_gb']} GiB RAM, {info['os']}",
+        f"- Python {info['python']}, TensorFlow {v['tensorflow']}, numpy {v['numpy']}, "
+        f"protobuf {v['protobuf']}, tfrecord {v['tfrecord']}, crc32c {v['crc32c']}",
+    ]
+    if lite:
+        lines.append(f"- tfrecord_lite {lite.get('version')} ({lite.get('implementation')} core, "
+                     f"CRC32C: {lite.get('crc32c', '?')})")
+    if info.get("loadavg"):
+        lines.append(f"- Load average at start: {' / '.join(str(x) for x in info['loadavg'])}")
+    return lines
+
+
+# -- reporting -----------------------------------------------------------------------------
+
+def markdown_table(headers: list[str], rows: list[list], align: str | None = None) -> str:
+    """A GitHub markdown table; align is one character per column ("l" or "r")."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    cells = [[str(c) for c in row] for row in rows]
+    rule = ["---:" if a == "r" else ":---" for a in align]
+    out = ["| " + " | ".join(headers) + " |", "| " + " | ".join(rule) + " |"]
+    out += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(out)
+
+
+_RESULTS_HEADER = """# tfrecord_lite benchmark results
+
+Each section is written by one `benchmarks/bench_*.py` script (`--write-results`) and
+replaced when that script runs again. Figures are medians of repeated runs; see each
+section for the machine, versions and conditions.
+"""
+
+
+def update_results_section(key: str, body: str, path: str = RESULTS_PATH) -> None:
+    """Replace (or append) the section of RESULTS.md owned by benchmark `key`.
+
+    A section is everything between ``<!-- begin {key} -->`` and ``<!-- end {key} -->``;
+    other benchmarks' sections are left untouched."""
+    begin, end = f"<!-- begin {key} -->", f"<!-- end {key} -->"
+    block = f"{begin}\n{body.strip()}\n{end}\n"
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = _RESULTS_HEADER
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + block + tail.lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python benchmarks/_harness.py SPEC.json RESULT.json (used by run_in_subprocess)")
+    _child_main(sys.argv[1], sys.argv[2])
