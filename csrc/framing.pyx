@@ -81,33 +81,60 @@ def masked_crc32c(data):
     return tfl_mask_crc(crc32c(data))
 
 
+def append_frame(bytearray out, record):
+    """Append one frame for record (bytes-like) to out; return out's new length. The
+    writer's per-record path: one call, no temporary sequence."""
+    cdef Py_buffer view
+    cdef Py_ssize_t at = PyByteArray_GET_SIZE(out)
+    acquire(record, &view)
+    try:
+        _reserve(out, at + view.len + HEADER_BYTES + FOOTER_BYTES)
+        _frame_into(<unsigned char *>PyByteArray_AS_STRING(out) + at, &view)
+    finally:
+        PyBuffer_Release(&view)
+    return at + view.len + HEADER_BYTES + FOOTER_BYTES
+
+
 def encode_frames(records, bytearray out=None):
     """Append one frame per record (bytes-like) to out (a new bytearray if None); return out."""
     cdef Py_buffer view
     cdef Py_ssize_t at
-    cdef unsigned char *dst
-    cdef uint64_t n
     if out is None:
         out = bytearray()
     for record in records:
         acquire(record, &view)
         try:
-            n = <uint64_t>view.len
             at = PyByteArray_GET_SIZE(out)
-            # Grow to at least twice the size, then trim: CPython's bytearray keeps the
-            # capacity on a trim to over half, so appends amortise instead of reallocating
-            # (and copying) the whole buffer for every large record.
-            PyByteArray_Resize(out, max(at + view.len + HEADER_BYTES + FOOTER_BYTES, 2 * at))
-            PyByteArray_Resize(out, at + view.len + HEADER_BYTES + FOOTER_BYTES)
-            dst = <unsigned char *>PyByteArray_AS_STRING(out) + at
-            if view.len >= NOGIL_MIN_BYTES:
-                with nogil:
-                    _write_frame(dst, <const unsigned char *>view.buf, n)
-            else:
-                _write_frame(dst, <const unsigned char *>view.buf, n)
+            _reserve(out, at + view.len + HEADER_BYTES + FOOTER_BYTES)
+            _frame_into(<unsigned char *>PyByteArray_AS_STRING(out) + at, &view)
         finally:
             PyBuffer_Release(&view)
     return out
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc   # bytes allocated (capacity), >= size + 1
+
+
+cdef inline int _reserve(bytearray out, Py_ssize_t size) except -1:
+    """Resize out to size with doubling capacity. CPython grows a bytearray by only 1/8, or
+    to the exact size for a large jump, so appending big records would copy the whole
+    buffer each time; over-asking then trimming keeps the capacity (a trim to more than
+    half the allocation does not reallocate)."""
+    cdef Py_ssize_t alloc = (<PyByteArrayObject *>out).ob_alloc
+    if size >= alloc:
+        PyByteArray_Resize(out, max(size, 2 * alloc))
+    PyByteArray_Resize(out, size)
+    return 0
+
+
+cdef inline void _frame_into(unsigned char *dst, Py_buffer *view):
+    if view.len >= NOGIL_MIN_BYTES:
+        with nogil:
+            _write_frame(dst, <const unsigned char *>view.buf, <uint64_t>view.len)
+    else:
+        _write_frame(dst, <const unsigned char *>view.buf, <uint64_t>view.len)
 
 
 cdef inline void _write_frame(unsigned char *dst, const unsigned char *data, uint64_t n) noexcept nogil:

@@ -63,6 +63,12 @@ def encode_frames(records, out: bytearray | None = None) -> bytearray:
     return out
 
 
+def append_frame(out: bytearray, record) -> int:
+    """Append one frame for record (bytes-like) to out; return out's new length."""
+    encode_frames((record,), out)
+    return len(out)
+
+
 def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
     """Verify and copy out the complete frames in buf[start:stop]; see framing.pyx."""
     return _scan(buf, start, stop, check_crc, max_record_bytes, max_records, False)

@@ -7,6 +7,7 @@ Records are framed into one growing ``bytearray`` and handed to the file in larg
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import warnings
@@ -56,7 +57,7 @@ class TFRecordWriter:
         self._index_path = None
         self.closed = False
         self.records_written = 0
-        self.bytes_written = 0  # uncompressed stream bytes
+        self._drained = 0  # stream bytes handed to the file
         if isinstance(path_or_fileobj, (str, os.PathLike)):
             self.path = os.fspath(path_or_fileobj)
         elif hasattr(path_or_fileobj, "write"):
@@ -99,15 +100,28 @@ class TFRecordWriter:
     def write(self, record) -> None:
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
         with self._lock:
-            self._check_open()
-            self._write_one(record)
+            if self.closed:
+                self._raise_closed()
+            if self._index is not None:
+                self._write_one(record)
+                return
+            # The common case inline: a method call here costs as much as the framing.
+            try:
+                size = _native.framing.append_frame(self._buf, record)
+            except (TypeError, ValueError, BufferError) as exc:
+                raise self._not_bytes(record, exc) from None
+            self.records_written += 1
+            if size >= FLUSH_BYTES:
+                self._drain()
 
     def write_many(self, records) -> None:
         """Append many records under one lock acquisition; they land contiguously. If one is
         not bytes-like, the ones before it are written and the error names its index."""
         with self._lock:
             self._check_open()
-            for chunk in _chunks(records, 1024):
+            records = iter(records)
+            n = 64
+            while chunk := list(itertools.islice(records, n)):
                 before = len(self._buf)
                 try:
                     _native.framing.encode_frames(chunk, self._buf)
@@ -115,8 +129,10 @@ class TFRecordWriter:
                     del self._buf[before:]
                     for record in chunk:  # the slow way finds the bad one, keeping those before it
                         self._write_one(record)
-                else:
-                    self._appended(before, len(chunk))
+                    continue
+                # Size chunks to about one flush, so large records never pile up in memory.
+                n = max(1, min(1024, FLUSH_BYTES * len(chunk) // max(1, len(self._buf) - before)))
+                self._appended(before, len(chunk))
 
     def flush(self) -> None:
         """Hand buffered records to the file. Compressed streams, like TensorFlow's, keep
@@ -196,7 +212,7 @@ class TFRecordWriter:
             if hasattr(self._file, "flush"):
                 self._file.flush()  # a buffered sink must not hold bytes that belong before these
             copied = _copy_file(src, self._file, nbytes)
-            self.bytes_written += copied
+            self._drained += copied
             self.records_written += count
             return copied
 
@@ -206,15 +222,17 @@ class TFRecordWriter:
     def _write_one(self, record):
         before = len(self._buf)
         try:
-            _native.framing.encode_frames((record,), self._buf)
+            _native.framing.append_frame(self._buf, record)  # appends nothing if it raises
         except (TypeError, ValueError, BufferError) as exc:
-            del self._buf[before:]
-            raise TFRecordError(
-                f"cannot write a {type(record).__name__} as a record ({exc})",
-                path=self.path, index=self.records_written,
-                hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
-            ) from None
+            raise self._not_bytes(record, exc) from None
         self._appended(before, 1)
+
+    def _not_bytes(self, record, exc):
+        return TFRecordError(
+            f"cannot write a {type(record).__name__} as a record ({exc})",
+            path=self.path, index=self.records_written,
+            hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
+        )
 
     def _appended(self, before, count):
         """Account for frames appended to _buf at `before` (count None: count them)."""
@@ -222,24 +240,33 @@ class TFRecordWriter:
             spans, _, _, _ = _native.framing.scan_spans(self._buf, before, -1, False)
             count = len(spans)
             if self._index is not None:
-                base = self.bytes_written - before - (_OVERHEAD - 4)
+                base = self._drained - (_OVERHEAD - 4)  # stream offset of _buf[0], header first
                 self._index_buf += "".join(
                     [f"{base + start} {length + _OVERHEAD}\n" for start, length in spans]
                 ).encode("ascii")
         self.records_written += count
-        self.bytes_written += len(self._buf) - before
         if len(self._buf) >= FLUSH_BYTES:
             self._drain()
 
+    @property
+    def bytes_written(self) -> int:
+        """Uncompressed stream bytes written so far, buffered ones included."""
+        return self._drained + len(self._buf)
+
     def _check_open(self):
         if self.closed:
-            raise TFRecordError(f"{self.path}: write to a closed TFRecordWriter")
+            self._raise_closed()
+
+    def _raise_closed(self):
+        raise TFRecordError(f"{self.path}: write to a closed TFRecordWriter",
+                            hint="open a new writer; close() has already committed this one")
 
     def _drain(self):
         if self._buf:
             data = self._z.compress(self._buf) if self._z is not None else self._buf
             if data:
                 self._file.write(data)
+            self._drained += len(self._buf)
             self._buf = bytearray()
         if self._index_buf:
             self._index.file.write(self._index_buf)
