@@ -88,6 +88,10 @@ def test_backends_agree(backend, records):
     assert data == bytes(_framing_py.encode_frames(records))
     assert backend.framing.scan_frames(data) == _framing_py.scan_frames(data)
     assert backend.framing.scan_spans(data) == _framing_py.scan_spans(data)
+    appended = bytearray(b"prefix")
+    sizes = [backend.framing.append_frame(appended, r) for r in records]
+    assert bytes(appended) == b"prefix" + data
+    assert sizes == [6 + len(frames(backend, records[: i + 1])) for i in range(len(records))]
 
 
 class Trickle(io.RawIOBase):

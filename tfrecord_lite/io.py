@@ -14,7 +14,7 @@ import zlib
 
 from .errors import DataLossError, TFRecordError
 
-__all__ = ["normalize_compression", "detect_compression", "AtomicFile"]
+__all__ = ["normalize_compression", "detect_compression", "AtomicFile", "CommitOnExit"]
 
 # TensorFlow's ZlibCompressionOptions defaults.
 _LEVEL = zlib.Z_DEFAULT_COMPRESSION
@@ -112,6 +112,20 @@ class DecompressingStream:
             if out:
                 view[: len(out)] = out
                 return len(out)
+
+
+class CommitOnExit:
+    """Context manager protocol for sinks: ``close()`` (commit) when the block succeeds,
+    ``abort()`` (discard) when it raises, so an exception never publishes partial output."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 class AtomicFile:

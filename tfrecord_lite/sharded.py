@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from . import _native
 from .errors import EncodeError, TFRecordError
+from .io import CommitOnExit
 from .progress import progress as _progress
 from .writer import TFRecordWriter, _chunks, abort_group, close_group
 
@@ -56,7 +57,7 @@ def key_to_shard(key, num_shards: int) -> int:
     return _native.framing.crc32c(data) % num_shards
 
 
-class ShardedWriter:
+class ShardedWriter(CommitOnExit):
     """Write records across shard files that are committed together.
 
     Either ``num_shards`` (a fixed count) or ``max_records_per_shard`` and/or
@@ -161,15 +162,6 @@ class ShardedWriter:
         with self._lock:
             self.closed = True
             abort_group(self._writers)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def _check_open(self):
         if self.closed:

@@ -14,7 +14,7 @@ import warnings
 
 from . import _native
 from .errors import TFRecordError
-from .io import AtomicFile, compressor, normalize_compression
+from .io import AtomicFile, CommitOnExit, compressor, normalize_compression
 
 __all__ = ["TFRecordWriter"]
 
@@ -22,7 +22,7 @@ FLUSH_BYTES = 1 << 20
 _OVERHEAD = 16  # frame bytes around the data
 
 
-class TFRecordWriter:
+class TFRecordWriter(CommitOnExit):
     """Write records (bytes-like) to a path or a binary file object.
 
     compression: None/"" (raw), "gzip"/"GZIP" or "zlib"/"ZLIB"; output is byte-identical to
@@ -164,15 +164,6 @@ class TFRecordWriter:
                 return
             self.closed = True
             self._discard()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def __del__(self):
         # Never commit from the garbage collector: it cannot tell a finished file from one
