@@ -10,6 +10,7 @@ batch; every spec type goes through the same column checks (``_Column``).
 from __future__ import annotations
 
 from collections import namedtuple
+from functools import cmp_to_key
 from math import prod
 
 import numpy as np
@@ -468,11 +469,20 @@ def _key(name) -> bytes:
     return name.encode()
 
 
+def _deterministic_cmp(a, b):
+    """Map key order of protobuf's deterministic serialization (upb runtime): bytewise over
+    the common prefix, and where one key is a prefix of the other the longer comes first."""
+    n = min(len(a[1]), len(b[1]))
+    x, y = a[1][:n], b[1][:n]
+    if x != y:
+        return -1 if x < y else 1
+    return len(b[1]) - len(a[1])
+
+
 def _order(mapping, deterministic):
-    """(name, encoded key) pairs in mapping order, or sorted by key bytes as protobuf's
-    deterministic serialization sorts map keys."""
+    """(name, encoded key) pairs in mapping order, or in protobuf's deterministic order."""
     pairs = [(name, _key(name)) for name in mapping]
-    return sorted(pairs, key=lambda p: p[1]) if deterministic else pairs
+    return sorted(pairs, key=cmp_to_key(_deterministic_cmp)) if deterministic else pairs
 
 
 def _features_args(mapping, deterministic):
