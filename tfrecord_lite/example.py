@@ -541,6 +541,10 @@ def _column(name, column, n, raw):
     if isinstance(column, np.ndarray) and column.dtype.kind in "fiub" and column.ndim >= 1:
         kind, flat = _normalize(name, column)
         return kind, flat.reshape(n, -1)
+    if not isinstance(column, np.ndarray) or column.ndim == 1:
+        items = column.tolist() if isinstance(column, np.ndarray) else list(column)
+        if all(type(v) is bytes for v in items):  # one bytes value per row, the common case
+            return BYTES, [[v] for v in items]
     rows = [_normalize(name, v) for v in column]
     if all(kind == BYTES for kind, _ in rows):
         return BYTES, [v for _, v in rows]
