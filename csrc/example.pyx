@@ -556,6 +556,23 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     cdef const unsigned char *key_at = c.pos
     cdef Py_ssize_t key_len = 0
     cdef Column *col
+    cdef Cursor value
+    # Fast path for what every writer produces: key, then value, then nothing.
+    if c.end - c.pos >= 4 and c.pos[0] == TAG_KEY:
+        c.pos += 1
+        if read_len(p, c, &sub) == 0 and c.pos < c.end and c.pos[0] == TAG_VALUE:
+            c.pos += 1
+            if read_len(p, c, &value) == 0 and c.pos == c.end:
+                if not utf8_valid(sub.pos, sub.end - sub.pos):
+                    return fail(p, E_UTF8, start.pos + 1)
+                col = table_find(p, t, sub.pos, sub.end - sub.pos)
+                if p.err != E_OK:
+                    return -1
+                if col != NULL:
+                    column_rewind(col)
+                return parse_feature_list(p, &value, col) if t.sequence else parse_feature(p, &value, col)
+        p.err = E_OK   # any surprise: start over on the general path, which reports it
+        c[0] = start
     while c.pos < c.end:
         if read_tag(p, c, &field, &wire) < 0:
             return -1
