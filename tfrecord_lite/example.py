@@ -96,15 +96,17 @@ class _Column:
         raise FeatureSpecError(f"feature {self.name!r}: {detail}", index=record)
 
     def typed(self, dtype):
-        """Values of the spec's dtype and counts per row; other kinds are an error. A row
-        without a kind (absent, or an empty Feature) has no values."""
+        """Values of the spec's dtype, counts per row, and which rows have that kind; other
+        kinds are an error. A row without a kind (absent, or an empty Feature) has no values."""
         want = _KIND[dtype]
-        bad = np.flatnonzero((self.kinds != want) & (self.kinds != ABSENT) & (self.kinds != EMPTY))
-        if bad.size:
-            row = bad[0]
-            self.fail(f"data type {_KIND_NAME[int(self.kinds[row])]} but the spec expects {dtype}", row)
+        present = self.kinds == want
+        if not present.all():
+            bad = np.flatnonzero(~present & (self.kinds != ABSENT) & (self.kinds != EMPTY))
+            if bad.size:
+                row = bad[0]
+                self.fail(f"data type {_KIND_NAME[int(self.kinds[row])]} but the spec expects {dtype}", row)
         values = self.floats if want == FLOAT else self.ints if want == INT64 else _object_array(self.bytes)
-        return values, self.counts
+        return values, self.counts, present
 
     def required(self, present, what="is required but could not be found"):
         missing = np.flatnonzero(~present)
@@ -133,16 +135,17 @@ def _fill(shape, dtype, default):
 # -- spec -> output, for columns with one row per record -----------------------------------
 
 def _dense(col, spec):
-    values, counts = col.typed(spec.dtype)
+    values, counts, present = col.typed(spec.dtype)
     size = prod(spec.shape)
-    present = col.kinds == _KIND[spec.dtype]
-    bad = np.flatnonzero(present & (counts != size))
-    if bad.size:
-        col.fail(f"{counts[bad[0]]} values but the shape {list(spec.shape)} needs {size}", bad[0])
-    if spec.default_value is None:
+    every = present.all()
+    if (counts != size).any():
+        bad = np.flatnonzero(present & (counts != size))
+        if bad.size:
+            col.fail(f"{counts[bad[0]]} values but the shape {list(spec.shape)} needs {size}", bad[0])
+    if spec.default_value is None and not every:
         col.required(present, f"(data type: {spec.dtype}) is required but could not be found")
     shape = (col.batch,) + spec.shape
-    if present.all():
+    if every:
         return values.reshape(shape)
     out = _fill(shape, spec.dtype, spec.default_value)
     out[present] = values.reshape((-1,) + spec.shape)
@@ -172,20 +175,20 @@ def _raw(col, spec):
 
 
 def _varlen(col, spec):
-    values, counts = col.typed(spec.dtype)
+    values, counts, _ = col.typed(spec.dtype)
     indices = np.stack([np.repeat(np.arange(col.batch, dtype=np.int64), counts), _within(counts)], axis=1)
     width = int(counts.max()) if counts.size else 0
     return SparseTensorValue(indices, values, np.array([col.batch, width], dtype=np.int64))
 
 
 def _ragged(col, spec):
-    values, counts = col.typed(spec.dtype)
+    values, counts, _ = col.typed(spec.dtype)
     return RaggedValue(values, _splits(counts, spec.row_splits_dtype))
 
 
 def _item_sequence(col, spec):
     """FixedLenSequenceFeature in parse_example: values cut into shape-sized items, padded."""
-    values, counts = col.typed(spec.dtype)
+    values, counts, _ = col.typed(spec.dtype)
     stride = prod(spec.shape)
     if stride == 0:
         col.fail("a FixedLenSequenceFeature needs a shape with at least one value")
@@ -202,10 +205,10 @@ def _item_sequence(col, spec):
 
 def _sparse(cols, spec, batch):
     value_col = cols[spec.value_key]
-    values, counts = value_col.typed(spec.dtype)
+    values, counts, _ = value_col.typed(spec.dtype)
     index_parts = [np.repeat(np.arange(batch, dtype=np.int64), counts)]
     for key in spec.index_keys:
-        index_values, index_counts = cols[key].typed("int64")
+        index_values, index_counts, _ = cols[key].typed("int64")
         bad = np.flatnonzero(index_counts != counts)
         if bad.size:
             value_col.fail(f"{counts[bad[0]]} values but index feature {key!r} has {index_counts[bad[0]]}",
@@ -307,7 +310,7 @@ def parse_single_example(serialized, features) -> dict:
 # -- SequenceExample -----------------------------------------------------------------------
 
 def _step_dense(col, spec):
-    values, counts = col.typed(spec.dtype)
+    values, counts, _ = col.typed(spec.dtype)
     present = col.steps >= 0
     if not spec.allow_missing:
         col.required(present, "feature list is required but could not be found")
@@ -324,7 +327,7 @@ def _step_dense(col, spec):
 
 
 def _step_varlen(col, spec):
-    values, counts = col.typed(spec.dtype)
+    values, counts, _ = col.typed(spec.dtype)
     steps = np.maximum(col.steps, 0)
     step_of_value = np.repeat(_within(steps), counts)
     record_of_value = np.repeat(np.repeat(np.arange(col.batch, dtype=np.int64), steps), counts)
@@ -334,7 +337,7 @@ def _step_varlen(col, spec):
 
 
 def _step_ragged(col, spec):
-    values, counts = col.typed(spec.dtype)
+    values, counts, _ = col.typed(spec.dtype)
     inner = RaggedValue(values, _splits(counts, spec.row_splits_dtype))
     return RaggedValue(inner, _splits(np.maximum(col.steps, 0), spec.row_splits_dtype))
 
