@@ -257,7 +257,7 @@ cdef inline bint column_new_row(Column *c) noexcept nogil:
     return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
 
 
-cdef bint table_begin_record(Table *t, Py_ssize_t record) noexcept nogil:
+cdef bint table_begin_record(Table *t) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(t.n):
         if not column_begin_record(&t.cols[i]):
@@ -622,7 +622,7 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
     """An Example (features = 1) or SequenceExample (context = 1, feature_lists = 2)."""
     cdef Cursor c, sub
     cdef uint32_t field, wire
-    if not table_begin_record(&p.ctx, p.record) or not table_begin_record(&p.seq, p.record):
+    if not table_begin_record(&p.ctx) or not table_begin_record(&p.seq):
         return fail(p, E_MEMORY, data)
     cursor_init(&c, data, n)
     while c.pos < c.end:
@@ -932,7 +932,7 @@ cdef int _fill(Feat *f, bytes key, int kind, object values, _Views views) except
     return 0
 
 
-cdef bytes _write_features(Feat *feats, Py_ssize_t nf, Py_ssize_t outer_tag_field):
+cdef bytes _write_features(Feat *feats, Py_ssize_t nf):
     """Example {features = 1 {entries}} from nf filled Feats."""
     cdef Py_ssize_t i, body = 0
     cdef Py_ssize_t *entry = <Py_ssize_t *>malloc((nf if nf else 1) * sizeof(Py_ssize_t))
@@ -967,7 +967,7 @@ def encode_example(list keys, list kinds, list values):
     try:
         for i in range(nf):
             _fill(&feats[i], keys[i], kinds[i], values[i], views)
-        return _write_features(feats, nf, 1)
+        return _write_features(feats, nf)
     finally:
         free(feats)
 
@@ -1012,7 +1012,7 @@ def encode_examples(list keys, list kinds, list columns, Py_ssize_t n):
                         row_views = _Views(nf)
                     pair = (<list>columns[j])[i]
                     _fill(&feats[j], keys[j], pair[0], pair[1], row_views)
-            out[i] = _write_features(feats, nf, 1)
+            out[i] = _write_features(feats, nf)
         return out
     finally:
         free(feats)
@@ -1038,7 +1038,7 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
             raise MemoryError()
         for i in range(nc):
             _fill(&ctx[i], context_keys[i], context_kinds[i], context_values[i], views)
-        context = _write_features(ctx, nc, 1)   # already framed as field 1: the context
+        context = _write_features(ctx, nc)   # already framed as field 1: the context
         # FeatureLists: entries {key = 1; value = 2 FeatureList {feature = 1 repeated}}
         for i in range(nl):
             steps = list_steps[i]
