@@ -274,7 +274,7 @@ cdef Column *table_find(Parser *p, Table *t, const unsigned char *key, Py_ssize_
         if i >= t.n:
             i -= t.n
         c = &t.cols[i]
-        if c.key_len == key_len and memcmp(c.key, key, key_len) == 0:
+        if c.key_len == key_len and (key_len == 0 or c.key[0] == key[0]) and memcmp(c.key, key, key_len) == 0:
             t.guess = i + 1 if i + 1 < t.n else 0
             return c
     if not t.discover:
@@ -483,7 +483,10 @@ cdef inline void copy_floats(char *dst, const unsigned char *src, Py_ssize_t n) 
     cdef Py_ssize_t i
     cdef uint32_t u
     if LITTLE_ENDIAN:
-        memcpy(dst, src, n)
+        if n == 4:
+            memcpy(dst, src, 4)   # a scalar: inlined, no call
+        else:
+            memcpy(dst, src, n)
     else:
         for i in range(0, n, 4):
             u = tfl_load_le32(src + i)
