@@ -1025,54 +1025,66 @@ def encode_examples(list keys, list kinds, list columns, Py_ssize_t n):
 
 def encode_sequence_example(list context_keys, list context_kinds, list context_values,
                             list list_keys, list list_steps):
-    """One serialized SequenceExample: context as encode_example takes it; list_steps holds,
-    per FeatureList key, a list of (kind, values) pairs, one per step."""
-    cdef Py_ssize_t i, j, nc = len(context_keys), nl = len(list_keys), nsteps, total = 0
-    cdef _Views views = _Views(nc + sum(len(s) for s in list_steps))
+    """One serialized SequenceExample {context = 1; feature_lists = 2}: context as
+    encode_example takes it; list_steps holds, per FeatureList key, a list of (kind, values)
+    pairs, one Feature per step. FeatureLists entries are {key = 1; value = 2 FeatureList}
+    and a FeatureList is {repeated Feature feature = 1}."""
+    cdef Py_ssize_t i, j, s, nc = len(context_keys), nl = len(list_keys)
+    cdef Py_ssize_t nsteps = sum(len(steps) for steps in list_steps)
+    cdef Py_ssize_t ctx_body = 0, lists_body = 0
+    cdef _Views views = _Views(nc + nsteps)
     cdef Feat *ctx = <Feat *>calloc(nc if nc else 1, sizeof(Feat))
-    cdef Feat *step
-    cdef bytes context, k
-    cdef bytearray out = bytearray()
-    cdef list entries = []
-    cdef Py_ssize_t ctx_len
-    empty = b""
+    cdef Feat *steps = <Feat *>calloc(nsteps if nsteps else 1, sizeof(Feat))
+    cdef Py_ssize_t *sizes = <Py_ssize_t *>calloc(nc + 2 * nl + 1, sizeof(Py_ssize_t))
+    cdef Py_ssize_t *ctx_entry
+    cdef Py_ssize_t *list_body
+    cdef Py_ssize_t *list_entry
+    cdef unsigned char *p
+    cdef bytes out, key
     try:
-        if ctx == NULL:
+        if ctx == NULL or steps == NULL or sizes == NULL:
             raise MemoryError()
+        ctx_entry, list_body, list_entry = sizes, sizes + nc, sizes + nc + nl
         for i in range(nc):
             _fill(&ctx[i], context_keys[i], context_kinds[i], context_values[i], views)
-        context = _write_features(ctx, nc)   # already framed as field 1: the context
-        # FeatureLists: entries {key = 1; value = 2 FeatureList {feature = 1 repeated}}
+            ctx_entry[i] = feat_sizes(&ctx[i])
+            ctx_body += framed(ctx_entry[i])
+        s = 0
         for i in range(nl):
-            steps = list_steps[i]
-            nsteps = len(steps)
-            k = list_keys[i]
-            step = <Feat *>calloc(nsteps if nsteps else 1, sizeof(Feat))
-            if step == NULL:
-                raise MemoryError()
-            try:
-                body = bytearray()
-                for j in range(nsteps):
-                    _fill(&step[j], empty, steps[j][0], steps[j][1], views)
-                    feat_sizes(&step[j])
-                    feat = PyBytes_FromStringAndSize(NULL, step[j].feat_size)
-                    put_feature(<unsigned char *>PyBytes_AS_STRING(feat), &step[j])
-                    body += _framed_bytes(TAG_KEY, feat)
-            finally:
-                free(step)
-            entries.append(_framed_bytes(TAG_KEY, _framed_bytes(TAG_KEY, k) + _framed_bytes(TAG_VALUE, bytes(body))))
-        out += context
-        out += _framed_bytes(TAG_VALUE, b"".join(entries))
-        return bytes(out)
+            key = list_keys[i]
+            for kind, values in list_steps[i]:
+                _fill(&steps[s], key, kind, values, views)
+                feat_sizes(&steps[s])
+                list_body[i] += framed(steps[s].feat_size)
+                s += 1
+            list_entry[i] = framed(PyBytes_GET_SIZE(key)) + framed(list_body[i])
+            lists_body += framed(list_entry[i])
+        out = PyBytes_FromStringAndSize(NULL, framed(ctx_body) + framed(lists_body))
+        p = <unsigned char *>PyBytes_AS_STRING(out)
+        p[0] = TAG_KEY
+        p = put_varint(p + 1, ctx_body)
+        for i in range(nc):
+            p = put_entry(p, &ctx[i], ctx_entry[i])
+        p[0] = TAG_VALUE
+        p = put_varint(p + 1, lists_body)
+        s = 0
+        for i in range(nl):
+            key = list_keys[i]
+            p[0] = TAG_KEY
+            p = put_varint(p + 1, list_entry[i])
+            p[0] = TAG_KEY
+            p = put_varint(p + 1, PyBytes_GET_SIZE(key))
+            memcpy(p, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+            p += PyBytes_GET_SIZE(key)
+            p[0] = TAG_VALUE
+            p = put_varint(p + 1, list_body[i])
+            for j in range(len(list_steps[i])):
+                p[0] = TAG_KEY
+                p = put_varint(p + 1, steps[s].feat_size)
+                p = put_feature(p, &steps[s])
+                s += 1
+        return out
     finally:
         free(ctx)
-
-
-cdef bytes _framed_bytes(unsigned char tag, bytes body):
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(body)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, framed(n))
-    cdef unsigned char *p = <unsigned char *>PyBytes_AS_STRING(out)
-    p[0] = tag
-    p = put_varint(p + 1, n)
-    memcpy(p, PyBytes_AS_STRING(body), n)
-    return out
+        free(steps)
+        free(sizes)
