@@ -6,7 +6,7 @@ Workloads (generated here, scaled by --scale, so the script runs on its own):
 Each peer runs in its own subprocess, single-threaded, parsing into batches of 1,024 numpy
 arrays; encode+write goes from numpy rows to a TFRecord file. Ratios are of medians.
 
-    python benchmarks/bench_example.py [--scale 0.25] [--runs 3]
+    python benchmarks/bench_example.py [--scale 0.25] [--rounds 3] [--runs 2]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import islice
 
 import numpy as np
 
@@ -71,15 +72,9 @@ def lite_parse(files, workload):
         spec["vec"] = tfl.FixedLenFeature([32], np.float32)
     n = 0
     for path in files:
-        batch = []
         with open(path, "rb") as f:
-            data = f.read()
-        for record in tfl.TFRecordReader(data):
-            batch.append(record)
-            if len(batch) == BATCH:
-                n += len(tfl.parse_example(batch, spec)["label" if workload == "W1" else "f0"])
-                batch = []
-        if batch:
+            records = iter(tfl.TFRecordReader(f.read()))
+        while batch := list(islice(records, BATCH)):
             n += len(tfl.parse_example(batch, spec)["label" if workload == "W1" else "f0"])
     return n
 
@@ -199,24 +194,45 @@ def run_peer(args):
         t0 = time.perf_counter()
         count = fn(args)
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"seconds": statistics.median(times), "records": count}))
+    print(json.dumps({"seconds": times, "records": count}))
 
 
-def measure(peer, runs, **kw):
+def _child(peer, runs, **kw):
     cmd = [sys.executable, os.path.abspath(__file__), "--peer", peer, "--runs", str(runs)]
     for k, v in kw.items():
         cmd += [f"--{k}"] + (v if isinstance(v, list) else [str(v)])
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode:
-        return None, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
-    return json.loads(proc.stdout.strip().splitlines()[-1]), None
+        raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(peers, rounds, runs, **kw):
+    """{peer: {"seconds": median, "records": n} or None}. Peers take turns, one process
+    per turn, so a busy spell on a shared machine hits all of them alike."""
+    times, records, failed = {p: [] for p in peers}, {}, {}
+    for _ in range(rounds):
+        for peer in peers:
+            if peer in failed:
+                continue
+            try:
+                out = _child(peer, runs, **kw)
+            except RuntimeError as exc:
+                failed[peer] = str(exc)
+                print(f"  {peer}: skipped ({exc})")
+                continue
+            times[peer] += out["seconds"]
+            records[peer] = out["records"]
+    return {p: {"seconds": statistics.median(times[p]), "records": records[p]} if times[p] else None
+            for p in peers}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=0.25, help="fraction of the full workload sizes")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="turns each peer gets (one process each)")
+    ap.add_argument("--runs", type=int, default=2, help="timed runs per turn, after a warm-up")
     ap.add_argument("--peer")
     ap.add_argument("--workload")
     ap.add_argument("--files", nargs="*")
@@ -227,13 +243,10 @@ def main(argv=None):
         return run_peer(args)
     with tempfile.TemporaryDirectory() as workdir:
         files = generate(workdir, args.scale)
-        print(f"scale {args.scale}, median of {args.runs} runs, batches of {BATCH}, single thread")
+        print(f"scale {args.scale}, median of {args.rounds}x{args.runs} runs, batches of {BATCH}, single thread")
         for workload in ("W1", "W2"):
-            results = {}
-            for peer in ("lite", "tf", "tfrecord"):
-                results[peer], err = measure(peer, args.runs, workload=workload, files=files[workload])
-                if err:
-                    print(f"  {workload} {peer}: skipped ({err})")
+            results = measure(("lite", "tf", "tfrecord"), args.rounds, args.runs, workload=workload,
+                              files=files[workload])
             base = results["lite"]
             print(f"{workload} parse: tfrecord_lite {base['records'] / base['seconds']:,.0f} records/s")
             for peer in ("tf", "tfrecord"):
@@ -241,7 +254,7 @@ def main(argv=None):
                     print(f"  vs {peer}: {results[peer]['seconds'] / base['seconds']:.1f}x faster")
         n = max(BATCH, int(W2_RECORDS * args.scale))
         out = os.path.join(workdir, "written.tfrecord")
-        writes = {p: measure(p, args.runs, out=out, n=n)[0] for p in ("lite_write_columns", "lite_write_rows", "tf_write")}
+        writes = measure(("lite_write_columns", "lite_write_rows", "tf_write"), args.rounds, args.runs, out=out, n=n)
         tf_s = writes["tf_write"]["seconds"] if writes["tf_write"] else None
         for peer in ("lite_write_columns", "lite_write_rows"):
             r = writes[peer]

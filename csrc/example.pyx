@@ -644,8 +644,9 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
 
 # -- Python entry points -------------------------------------------------------------------
 
-cdef object _array(Buf *b, object dtype, Py_ssize_t itemsize):
-    cdef cnp.ndarray out = np.empty(b.len // itemsize, dtype=dtype)
+cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
+    cdef cnp.npy_intp n = b.len // itemsize
+    cdef cnp.ndarray out = cnp.PyArray_SimpleNew(1, &n, typenum)
     if b.len:
         memcpy(cnp.PyArray_DATA(out), b.data, b.len)
     return out
@@ -682,11 +683,11 @@ cdef object _column_output(Column *c, Py_ssize_t raw):
             values[i] = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
         byte_values = values
     return (
-        _array(&c.steps, np.int64, 8) if c.sequence else None,
-        _array(&c.kinds, np.uint8, 1),
-        _array(&c.counts, np.int64, 8),
-        _array(&c.floats, np.float32, 4),
-        _array(&c.ints, np.int64, 8),
+        _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,
+        _array(&c.kinds, cnp.NPY_UINT8, 1),
+        _array(&c.counts, cnp.NPY_INT64, 8),
+        _array(&c.floats, cnp.NPY_FLOAT32, 4),
+        _array(&c.ints, cnp.NPY_INT64, 8),
         byte_values,
     )
 
