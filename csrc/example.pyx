@@ -782,6 +782,8 @@ cdef struct Feat:
     const char *data           # float32/int64 values, or raw bytes
     Py_ssize_t n               # value count (raw: byte count)
     PyObject *values           # list of bytes (BYTES)
+    float scalar_f             # storage for a single Python float value
+    int64_t scalar_i           # storage for a single Python int value
     Py_ssize_t packed          # packed varint bytes (INT64)
     Py_ssize_t list_size       # body of the *List message
     Py_ssize_t feat_size       # body of the Feature message
@@ -920,14 +922,23 @@ cdef class _Views:
 
 
 cdef int _fill(Feat *f, bytes key, int kind, object values, _Views views) except -1:
-    """One feature from a normalized value: float32/int64 1-D array, list of bytes, None."""
+    """One feature from a normalized value: float32/int64 1-D array or a single Python
+    float/int, list of bytes, None."""
     cdef Py_ssize_t nbytes
     f.key = <const unsigned char *>PyBytes_AS_STRING(key)
     f.key_len = PyBytes_GET_SIZE(key)
     f.kind = kind
     f.values = <PyObject *>values
     f.n = 0
-    if kind == FLOAT or kind == INT64:
+    if kind == FLOAT and type(values) is float:
+        f.scalar_f = <float>(<double>values)
+        f.data = <const char *>&f.scalar_f
+        f.n = 1
+    elif kind == INT64 and type(values) is int:
+        f.scalar_i = <int64_t>values
+        f.data = <const char *>&f.scalar_i
+        f.n = 1
+    elif kind == FLOAT or kind == INT64:
         f.data = views.get(values, &nbytes)
         f.n = nbytes // (4 if kind == FLOAT else 8)
     elif kind == RAW:

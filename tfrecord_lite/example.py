@@ -428,10 +428,27 @@ def decode_example(serialized) -> dict:
 
 # -- encoding ------------------------------------------------------------------------------
 
+_FLOAT_SCALARS = (float, np.float32, np.float64, np.float16)
+_INT_SCALARS = (int, bool, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32, np.bool_)
+
+
 def _normalize(name, value):
     """(kind, values) for one feature value: float -> float_list, int/bool -> int64_list,
     bytes/str -> bytes_list; lists and arrays of them; an empty list -> a Feature with no
-    kind (an empty array keeps its dtype's kind)."""
+    kind (an empty array keeps its dtype's kind). Single numbers stay Python scalars,
+    which the encoders take as they are."""
+    t = type(value)
+    if t in _FLOAT_SCALARS:
+        return FLOAT, float(value)
+    if t in _INT_SCALARS:
+        value = int(value)
+        if not -2**63 <= value < 2**63:
+            raise FeatureSpecError(f"feature {name!r}: value {value} does not fit int64")
+        return INT64, value
+    if t is bytes:
+        return BYTES, [value]
+    if t is np.ndarray and value.dtype == np.float32 and value.flags.c_contiguous:
+        return FLOAT, value.reshape(-1)
     if isinstance(value, (bytes, str, bytearray, memoryview, np.bytes_, np.str_)):
         return BYTES, [_as_bytes(name, value)]
     if isinstance(value, (list, tuple)):
