@@ -483,10 +483,18 @@ def _as_bytes(name, v) -> bytes:
     raise FeatureSpecError(f"feature {name!r}: cannot mix {type(v).__name__} into a bytes list")
 
 
+_KEYS: dict = {}  # name -> UTF-8, for the names a program keeps writing
+
+
 def _key(name) -> bytes:
-    if not isinstance(name, str):
-        raise FeatureSpecError(f"feature names must be str, not {type(name).__name__} ({name!r})")
-    return name.encode()
+    key = _KEYS.get(name)
+    if key is None:
+        if not isinstance(name, str):
+            raise FeatureSpecError(f"feature names must be str, not {type(name).__name__} ({name!r})")
+        key = name.encode()
+        if len(_KEYS) < 4096:
+            _KEYS[name] = key
+    return key
 
 
 def _deterministic_cmp(a, b):
@@ -499,20 +507,19 @@ def _deterministic_cmp(a, b):
     return len(b[1]) - len(a[1])
 
 
+_DETERMINISTIC = cmp_to_key(_deterministic_cmp)
+
+
 def _order(mapping, deterministic):
     """(name, encoded key) pairs in mapping order, or in protobuf's deterministic order."""
     pairs = [(name, _key(name)) for name in mapping]
-    return sorted(pairs, key=cmp_to_key(_deterministic_cmp)) if deterministic else pairs
+    return sorted(pairs, key=_DETERMINISTIC) if deterministic else pairs
 
 
 def _features_args(mapping, deterministic):
-    keys, kinds, values = [], [], []
-    for name, key in _order(mapping, deterministic):
-        kind, vals = _normalize(name, mapping[name])
-        keys.append(key)
-        kinds.append(kind)
-        values.append(vals)
-    return keys, kinds, values
+    pairs = _order(mapping, deterministic)
+    normalized = [_normalize(name, mapping[name]) for name, _ in pairs]
+    return [key for _, key in pairs], [kind for kind, _ in normalized], [vals for _, vals in normalized]
 
 
 def encode_example(mapping, deterministic: bool = False) -> bytes:
