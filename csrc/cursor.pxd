@@ -51,6 +51,10 @@ cdef inline bint cursor_varint(Cursor *c, uint64_t *out) noexcept nogil:
     cdef uint64_t result = 0
     cdef unsigned int shift = 0
     cdef unsigned char b
+    if c.pos < c.end and c.pos[0] < 0x80:  # tags and short lengths: one byte
+        out[0] = c.pos[0]
+        c.pos += 1
+        return True
     while c.pos < c.end and shift < 70:
         b = c.pos[0]
         c.pos += 1

@@ -1,8 +1,6 @@
-"""The pipeline with features= (tfrecord_lite.parse_example) and the to_numpy/to_npy sinks.
-
-Tests marked `needs_codec` use the real Example codec and are skipped until
-tfrecord_lite.parse_example exists; the sink tests run now against a stand-in that returns
-parse_example's documented output (dict of name -> ndarray, leading batch dimension)."""
+"""The pipeline with features= (tfrecord_lite.parse_example) and the to_numpy/to_npy sinks,
+with the real Example codec and with a stand-in that returns parse_example's documented
+output (dict of name -> ndarray, leading batch dimension)."""
 
 import numpy as np
 import pytest
@@ -11,20 +9,8 @@ from ._records import record, write_files
 import tfrecord_lite
 from tfrecord_lite import TFRecordDataset, TFRecordWriter, to_npy, to_numpy
 
-needs_codec = pytest.mark.skipif(
-    not hasattr(tfrecord_lite, "parse_example"),
-    reason="tfrecord_lite.parse_example (the Example codec) is not merged yet",
-)
-
-
 def _example(i):
-    from google.protobuf import descriptor_pb2  # noqa: F401  (protobuf is a dependency)
-    import tensorflow as tf
-
-    return tf.train.Example(features=tf.train.Features(feature={
-        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i, i + 0.5])),
-        "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
-    })).SerializeToString()
+    return tfrecord_lite.encode_example({"x": [float(i), i + 0.5], "y": i})
 
 
 @pytest.fixture
@@ -45,21 +31,18 @@ def _spec():
     return {"x": FixedLenFeature([2], np.float32), "y": FixedLenFeature([], np.int64)}
 
 
-@needs_codec
-def test_features_batches(example_files):
-    batches = list(TFRecordDataset(example_files, _spec(), batch_size=5, num_threads=2))
+def test_features_batches(backend, example_files):
+    batches = list(TFRecordDataset(example_files, _spec(), batch_size=5, num_threads=2, cycle_length=1))
     ys = np.concatenate([b["y"] for b in batches])
     assert ys.tolist() == list(range(21)) and batches[0]["x"].shape == (5, 2)
 
 
-@needs_codec
-def test_features_unbatched(example_files):
+def test_features_unbatched(backend, example_files):
     items = list(TFRecordDataset(example_files, _spec()))
     assert [int(i["y"]) for i in items] == list(range(21)) and items[3]["x"].shape == (2,)
 
 
-@needs_codec
-def test_to_numpy_with_codec(example_files, tmp_path):
+def test_to_numpy_with_codec(backend, example_files, tmp_path):
     arrays = to_numpy(example_files, _spec())
     assert arrays["y"].tolist() == list(range(21))
     mm = to_npy(example_files, _spec(), tmp_path / "out", batch_size=4)

@@ -4,18 +4,32 @@ Public names live here; ``implementation`` says whether the compiled core ("cyth
 its pure-Python twin ("python") is active.
 """
 
-from . import _native
-from .errors import (
-    CorruptRecordError,
-    DataLossError,
-    EncodeError,
-    ExampleDecodeError,
-    FeatureSpecError,
-    RecordTooLargeError,
-    TFRecordError,
-    TruncatedRecordError,
-)
+from . import _native, errors
 from .dataset import TFRecordDataset, to_npy, to_numpy
+from .errors import *  # noqa: F403 - the whole hierarchy is public
+from .example import (
+    RaggedValue,
+    SparseTensorValue,
+    decode_example,
+    decode_examples,
+    encode_example,
+    encode_examples,
+    encode_sequence_example,
+    parse_example,
+    parse_sequence_example,
+    parse_single_example,
+    parse_single_sequence_example,
+)
+from .features import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    RawTensorFeature,
+    Schema,
+    SparseFeature,
+    VarLenFeature,
+    infer_schema,
+)
 from .index import IndexedDataset, TFRecordFile, build_index
 from .ops import merge, split
 from .reader import TFRecordReader
@@ -25,31 +39,46 @@ from .writer import TFRecordWriter
 __version__ = "0.1.0"
 
 __all__ = [
+    # files
     "TFRecordReader",
     "TFRecordWriter",
+    "crc32c",
+    "masked_crc32c",
+    "implementation",
+    # Example codec
+    "FixedLenFeature",
+    "VarLenFeature",
+    "RaggedFeature",
+    "SparseFeature",
+    "FixedLenSequenceFeature",
+    "RawTensorFeature",
+    "Schema",
+    "infer_schema",
+    "SparseTensorValue",
+    "RaggedValue",
+    "parse_example",
+    "parse_single_example",
+    "parse_sequence_example",
+    "parse_single_sequence_example",
+    "decode_example",
+    "decode_examples",
+    "encode_example",
+    "encode_examples",
+    "encode_sequence_example",
+    # many files
     "TFRecordDataset",
     "TFRecordFile",
     "IndexedDataset",
     "build_index",
     "to_numpy",
     "to_npy",
+    # writing at scale
     "ShardedWriter",
     "ShardInfo",
     "write_parallel",
     "merge",
     "split",
-    "crc32c",
-    "masked_crc32c",
-    "implementation",
-    "TFRecordError",
-    "DataLossError",
-    "CorruptRecordError",
-    "TruncatedRecordError",
-    "RecordTooLargeError",
-    "ExampleDecodeError",
-    "FeatureSpecError",
-    "EncodeError",
-]
+] + errors.__all__
 
 
 def crc32c(data, value: int = 0) -> int:

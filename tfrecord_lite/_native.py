@@ -1,6 +1,6 @@
 """The one place that picks the compiled core or its pure-Python twin.
 
-Each concern (``framing``, later ``example``) has a compiled module ``tfrecord_lite._<name>``
+Each concern (``framing``, ``example``) has a compiled module ``tfrecord_lite._<name>``
 built from ``csrc/<name>.pyx`` and a twin ``tfrecord_lite._<name>_py``. Library code reaches
 the active one through attributes of this module (``_native.framing.scan_frames``), looked up
 at call time, so ``use()`` switches every caller at once.
@@ -16,7 +16,7 @@ import importlib
 import os
 import warnings
 
-CONCERNS = ("framing",)
+CONCERNS = ("framing", "example")
 
 _compiled: dict = {}
 _python: dict = {}

@@ -1,0 +1,1102 @@
+# cython: freethreading_compatible = False
+"""Protobuf wire decoding and encoding of tf.train.Example and SequenceExample.
+
+Decoding is columnar and spec-agnostic: every requested key (or every key, when ``keys`` is
+None) becomes a column of rows, one row per Feature, holding the Feature's kind, its value
+count and its values appended to flat buffers. Interpreting columns against a feature spec
+(dense, sparse, ragged, raw tensors) is the job of tfrecord_lite/example.py; this module only
+turns bytes into columns and typed columns back into bytes.
+
+Wire facts implemented here (tensorflow/core/example/{example,feature}.proto)::
+
+    Example         { Features features = 1; }
+    SequenceExample { Features context = 1; FeatureLists feature_lists = 2; }
+    Features        { map<string, Feature> feature = 1; }       entry: key = 1, value = 2
+    FeatureLists    { map<string, FeatureList> feature_list = 1; }
+    FeatureList     { repeated Feature feature = 1; }
+    Feature         { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2;
+                                   Int64List int64_list = 3; } }
+    BytesList       { repeated bytes value = 1; }
+    FloatList       { repeated float value = 1 [packed = true]; }
+    Int64List       { repeated int64 value = 1 [packed = true]; }
+
+Protobuf merge semantics are kept: a repeated map key or FeatureList key keeps the last
+entry, a repeated ``features``/``context``/``feature_lists`` field merges, a repeated
+``*_list`` field of the same kind concatenates, and switching the oneof clears it. Unknown
+fields of every wire type (groups included) are skipped; everything else malformed raises
+ExampleDecodeError. The whole parse runs without the GIL; Python objects (bytes values,
+arrays) are made afterwards from the recorded spans.
+
+The pure-Python twin is tfrecord_lite/_example_py.py; both expose the same names.
+"""
+import sys
+
+cimport numpy as cnp
+import numpy as np
+from cpython.buffer cimport PyBuffer_Release
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.ref cimport PyObject
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
+
+from cursor cimport Cursor, acquire, cursor_init, cursor_take, cursor_varint, tfl_load_le32
+
+from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError
+
+cnp.import_array()
+
+cdef enum Kind:          # a row's Feature kind; same values in the twin
+    ABSENT = 0           # the key is not in this record
+    BYTES = 1
+    FLOAT = 2
+    INT64 = 3
+    EMPTY = 4            # the key is present with an empty Feature (no kind set)
+    RAW = 5              # encoder only: 2-D uint8 array, one bytes value per row
+    ROWS = 6             # encoder only: list of per-row (kind, values)
+
+KIND_ABSENT = ABSENT
+KIND_BYTES = BYTES
+KIND_FLOAT = FLOAT
+KIND_INT64 = INT64
+KIND_EMPTY = EMPTY
+KIND_RAW = RAW
+KIND_ROWS = ROWS
+
+cdef enum Wire:
+    VARINT = 0
+    I64 = 1
+    LEN = 2
+    SGROUP = 3
+    EGROUP = 4
+    I32 = 5
+
+cdef enum Err:           # decode failures; messages in _ERRORS
+    E_OK = 0
+    E_TRUNCATED = 1
+    E_VARINT = 2
+    E_TAG = 3
+    E_WIRE = 4
+    E_GROUP = 5
+    E_DEPTH = 6
+    E_PACKED = 7
+    E_UTF8 = 8
+    E_MEMORY = 9
+
+_ERRORS = {
+    E_TRUNCATED: "a field runs past the end of its message",
+    E_VARINT: "a varint is longer than 10 bytes or cut short",
+    E_TAG: "invalid field tag (field number 0 or over 32 bits)",
+    E_WIRE: "invalid wire type",
+    E_GROUP: "unmatched end-group tag",
+    E_DEPTH: "nesting deeper than 100 levels",
+    E_PACKED: "packed float data is not a multiple of 4 bytes",
+    E_UTF8: "a feature name is not valid UTF-8",
+}
+
+cdef enum:
+    MAX_DEPTH = 100      # protobuf's default recursion limit
+    TAG_KEY = 0x0A       # field 1, LEN
+    TAG_VALUE = 0x12     # field 2, LEN
+    TAG_FLOAT = 0x0D     # field 1, I32 (unpacked float)
+
+cdef bint LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+# -- growable buffers and columns ----------------------------------------------------------
+
+cdef struct Buf:
+    char *data           # malloc'd storage
+    Py_ssize_t len       # bytes in use
+    Py_ssize_t cap       # bytes allocated
+
+
+cdef struct Span:
+    const unsigned char *ptr   # a bytes value inside a record
+    Py_ssize_t len             # its length
+
+
+cdef struct Column:
+    const unsigned char *key   # UTF-8 name (the caller's bytes object, or inside a record)
+    Py_ssize_t key_len         # its length
+    bint sequence              # rows come from a FeatureList: any number per record
+    Buf steps                  # int64 per record (sequence only): rows in it, -1 when absent
+    Buf kinds                  # uint8 Kind per row
+    Buf counts                 # int64 value count per row
+    Buf floats                 # float32 values of all rows, concatenated
+    Buf ints                   # int64 values
+    Buf spans                  # Span per bytes value
+    Py_ssize_t rec_rows        # row count at this record's start (last-wins rollback)
+    Py_ssize_t rec_floats      # value counts at this record's start
+    Py_ssize_t rec_ints
+    Py_ssize_t rec_spans
+    Py_ssize_t row_floats      # value counts at the current row's start (oneof switch)
+    Py_ssize_t row_ints
+    Py_ssize_t row_spans
+
+
+cdef struct Table:
+    Column *cols         # one per key
+    Py_ssize_t n         # columns in use
+    Py_ssize_t cap       # columns allocated
+    Py_ssize_t guess     # next column to try: keys tend to come in the same order
+    bint discover        # add a column for every unseen key
+    bint sequence        # columns hold FeatureLists
+
+
+cdef struct Parser:
+    Table ctx            # Example features / SequenceExample context
+    Table seq            # SequenceExample feature_lists
+    Py_ssize_t record    # index of the record being parsed
+    int err              # Err of the first failure
+    const unsigned char *err_at   # where it happened
+
+
+cdef inline bint buf_reserve(Buf *b, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef char *p
+    if extra <= b.cap - b.len:
+        return True
+    cap = b.cap * 2 if b.cap else 64
+    while cap - b.len < extra:
+        cap *= 2
+    p = <char *>realloc(b.data, cap)
+    if p == NULL:
+        return False
+    b.data = p
+    b.cap = cap
+    return True
+
+
+cdef inline bint buf_push8(Buf *b, uint8_t v) noexcept nogil:
+    if not buf_reserve(b, 1):
+        return False
+    b.data[b.len] = <char>v
+    b.len += 1
+    return True
+
+
+cdef inline bint buf_push64(Buf *b, int64_t v) noexcept nogil:
+    if not buf_reserve(b, 8):
+        return False
+    memcpy(b.data + b.len, &v, 8)
+    b.len += 8
+    return True
+
+
+cdef void column_free(Column *c) noexcept nogil:
+    free(c.steps.data)
+    free(c.kinds.data)
+    free(c.counts.data)
+    free(c.floats.data)
+    free(c.ints.data)
+    free(c.spans.data)
+
+
+cdef void table_free(Table *t) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(t.n):
+        column_free(&t.cols[i])
+    free(t.cols)
+    t.cols = NULL
+    t.n = t.cap = 0
+
+
+cdef Column *table_add(Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
+    cdef Column *cols
+    cdef Py_ssize_t cap
+    if t.n == t.cap:
+        cap = t.cap * 2 if t.cap else 8
+        cols = <Column *>realloc(t.cols, cap * sizeof(Column))
+        if cols == NULL:
+            return NULL
+        t.cols = cols
+        t.cap = cap
+    memset(&t.cols[t.n], 0, sizeof(Column))
+    t.cols[t.n].key = key
+    t.cols[t.n].key_len = key_len
+    t.cols[t.n].sequence = t.sequence
+    t.n += 1
+    return &t.cols[t.n - 1]
+
+
+# -- per-record bookkeeping ----------------------------------------------------------------
+
+cdef inline bint column_begin_record(Column *c) noexcept nogil:
+    """Mark the record's start; an Example column gets its one row, absent until seen."""
+    c.rec_rows = c.kinds.len
+    c.rec_floats = c.row_floats = c.floats.len
+    c.rec_ints = c.row_ints = c.ints.len
+    c.rec_spans = c.row_spans = c.spans.len
+    if c.sequence:
+        return buf_push64(&c.steps, -1)
+    return buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0)
+
+
+cdef inline void column_rewind(Column *c) noexcept nogil:
+    """The key appears (again) in this record: the last entry wins, drop what came before."""
+    c.floats.len = c.row_floats = c.rec_floats
+    c.ints.len = c.row_ints = c.rec_ints
+    c.spans.len = c.row_spans = c.rec_spans
+    if c.sequence:
+        c.kinds.len = c.rec_rows
+        c.counts.len = c.rec_rows * 8
+        (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] = 0
+    else:
+        c.kinds.data[c.kinds.len - 1] = EMPTY
+        (<int64_t *>c.counts.data)[c.counts.len // 8 - 1] = 0
+
+
+cdef inline bint column_new_row(Column *c) noexcept nogil:
+    """A FeatureList step: one more (empty) row for this record."""
+    c.row_floats = c.floats.len
+    c.row_ints = c.ints.len
+    c.row_spans = c.spans.len
+    (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] += 1
+    return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
+
+
+cdef bint table_begin_record(Table *t) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(t.n):
+        if not column_begin_record(&t.cols[i]):
+            return False
+    return True
+
+
+cdef Column *table_find(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
+    """The column for key; NULL if it is not wanted. p.err is set on allocation failure."""
+    cdef Py_ssize_t i, j
+    cdef Column *c
+    for j in range(t.n):
+        i = t.guess + j
+        if i >= t.n:
+            i -= t.n
+        c = &t.cols[i]
+        if c.key_len == key_len and (key_len == 0 or c.key[0] == key[0]) and memcmp(c.key, key, key_len) == 0:
+            t.guess = i + 1 if i + 1 < t.n else 0
+            return c
+    if not t.discover:
+        return NULL
+    c = table_add(t, key, key_len)
+    if c == NULL:
+        p.err = E_MEMORY
+        return NULL
+    # Earlier records lacked this key.
+    for i in range(p.record):
+        if not (buf_push64(&c.steps, -1) if c.sequence else
+                (buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0))):
+            p.err = E_MEMORY
+            return NULL
+    if not column_begin_record(c):
+        p.err = E_MEMORY
+        return NULL
+    return c
+
+
+# -- wire primitives -----------------------------------------------------------------------
+
+cdef inline int fail(Parser *p, int err, const unsigned char *at) noexcept nogil:
+    if p.err == E_OK:
+        p.err = err
+        p.err_at = at
+    return -1
+
+
+cdef inline int read_tag(Parser *p, Cursor *c, uint32_t *field, uint32_t *wire) noexcept nogil:
+    """Tag = varint (field_number << 3 | wire_type); field numbers start at 1 and fit 29 bits."""
+    cdef uint64_t tag
+    cdef const unsigned char *at = c.pos
+    if not cursor_varint(c, &tag):
+        return fail(p, E_VARINT, at)
+    if (tag >> 32) != 0 or (tag >> 3) == 0:
+        return fail(p, E_TAG, at)
+    field[0] = <uint32_t>(tag >> 3)
+    wire[0] = <uint32_t>(tag & 7)
+    return 0
+
+
+cdef inline int read_len(Parser *p, Cursor *c, Cursor *sub) noexcept nogil:
+    """LEN field: varint byte count, then that many bytes; sub is clamped to them."""
+    cdef uint64_t n
+    cdef const unsigned char *at = c.pos
+    cdef const unsigned char *data
+    if not cursor_varint(c, &n):
+        return fail(p, E_VARINT, at)
+    if not cursor_take(c, n, &data):
+        return fail(p, E_TRUNCATED, at)
+    cursor_init(sub, data, <Py_ssize_t>n)
+    return 0
+
+
+cdef int skip_field(Parser *p, Cursor *c, uint32_t field, uint32_t wire, int depth) noexcept nogil:
+    """Skip one unknown field of any wire type; a group runs to its matching end-group tag."""
+    cdef uint64_t v
+    cdef const unsigned char *data
+    cdef const unsigned char *at = c.pos
+    cdef Cursor sub
+    cdef uint32_t f2, w2
+    if wire == VARINT:
+        if not cursor_varint(c, &v):
+            return fail(p, E_VARINT, at)
+    elif wire == I64:
+        if not cursor_take(c, 8, &data):
+            return fail(p, E_TRUNCATED, at)
+    elif wire == I32:
+        if not cursor_take(c, 4, &data):
+            return fail(p, E_TRUNCATED, at)
+    elif wire == LEN:
+        return read_len(p, c, &sub)
+    elif wire == SGROUP:
+        if depth >= MAX_DEPTH:
+            return fail(p, E_DEPTH, at)
+        while True:
+            if c.pos >= c.end:
+                return fail(p, E_TRUNCATED, at)
+            if read_tag(p, c, &f2, &w2) < 0:
+                return -1
+            if w2 == EGROUP:
+                if f2 != field:
+                    return fail(p, E_GROUP, at)
+                return 0
+            if skip_field(p, c, f2, w2, depth + 1) < 0:
+                return -1
+    elif wire == EGROUP:
+        return fail(p, E_GROUP, at)
+    else:
+        return fail(p, E_WIRE, at)
+    return 0
+
+
+cdef int utf8_valid(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """Proto3 string fields must hold UTF-8 (no surrogates, no overlong forms)."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned char b, b1
+    cdef int need, j
+    while i < n:
+        b = s[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            need = 1
+        elif 0xE0 <= b <= 0xEF:
+            need = 2
+        elif 0xF0 <= b <= 0xF4:
+            need = 3
+        else:
+            return False
+        if n - i <= need:
+            return False
+        b1 = s[i + 1]
+        if (b == 0xE0 and b1 < 0xA0) or (b == 0xED and b1 > 0x9F) or \
+           (b == 0xF0 and b1 < 0x90) or (b == 0xF4 and b1 > 0x8F):
+            return False
+        for j in range(1, need + 1):
+            if (s[i + j] & 0xC0) != 0x80:
+                return False
+        i += need + 1
+    return True
+
+
+# -- Feature and list parsing --------------------------------------------------------------
+
+cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count) noexcept nogil:
+    """A BytesList/FloatList/Int64List body: field 1 repeated, packed (LEN) or one value per
+    tag; other fields skipped. col NULL validates without storing."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    cdef uint64_t v
+    cdef Py_ssize_t n
+    cdef const unsigned char *data
+    cdef const unsigned char *at
+    cdef Span span
+    while c.pos < c.end:
+        at = c.pos
+        if read_tag(p, c, &field, &wire) < 0:
+            return -1
+        if field != 1:
+            if skip_field(p, c, field, wire, 0) < 0:
+                return -1
+            continue
+        if kind == BYTES and wire == LEN:
+            if read_len(p, c, &sub) < 0:
+                return -1
+            if col != NULL:
+                span.ptr = sub.pos
+                span.len = sub.end - sub.pos
+                if not buf_reserve(&col.spans, sizeof(Span)):
+                    return fail(p, E_MEMORY, at)
+                memcpy(col.spans.data + col.spans.len, &span, sizeof(Span))
+                col.spans.len += sizeof(Span)
+            count[0] += 1
+        elif kind == FLOAT and wire == LEN:
+            if read_len(p, c, &sub) < 0:
+                return -1
+            n = sub.end - sub.pos
+            if n % 4:
+                return fail(p, E_PACKED, at)
+            if col != NULL:
+                if not buf_reserve(&col.floats, n):
+                    return fail(p, E_MEMORY, at)
+                copy_floats(col.floats.data + col.floats.len, sub.pos, n)
+                col.floats.len += n
+            count[0] += n // 4
+        elif kind == FLOAT and wire == I32:
+            if not cursor_take(c, 4, &data):
+                return fail(p, E_TRUNCATED, at)
+            if col != NULL:
+                if not buf_reserve(&col.floats, 4):
+                    return fail(p, E_MEMORY, at)
+                copy_floats(col.floats.data + col.floats.len, data, 4)
+                col.floats.len += 4
+            count[0] += 1
+        elif kind == INT64 and wire == LEN:
+            if read_len(p, c, &sub) < 0:
+                return -1
+            # At most one value per byte, so reserving the byte count is enough.
+            if col != NULL and not buf_reserve(&col.ints, 8 * (sub.end - sub.pos)):
+                return fail(p, E_MEMORY, at)
+            while sub.pos < sub.end:
+                at = sub.pos
+                if not cursor_varint(&sub, &v):
+                    return fail(p, E_VARINT, at)
+                if col != NULL:
+                    (<int64_t *>(col.ints.data + col.ints.len))[0] = <int64_t>v
+                    col.ints.len += 8
+                count[0] += 1
+        elif kind == INT64 and wire == VARINT:
+            if not cursor_varint(c, &v):
+                return fail(p, E_VARINT, at)
+            if col != NULL:
+                if not buf_push64(&col.ints, <int64_t>v):
+                    return fail(p, E_MEMORY, at)
+            count[0] += 1
+        elif skip_field(p, c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+cdef inline void copy_floats(char *dst, const unsigned char *src, Py_ssize_t n) noexcept nogil:
+    """Wire floats are little-endian IEEE 754 binary32."""
+    cdef Py_ssize_t i
+    cdef uint32_t u
+    if LITTLE_ENDIAN:
+        if n == 4:
+            memcpy(dst, src, 4)   # a scalar: inlined, no call
+        else:
+            memcpy(dst, src, n)
+    else:
+        for i in range(0, n, 4):
+            u = tfl_load_le32(src + i)
+            memcpy(dst + i, &u, 4)
+
+
+cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
+    """A Feature body into col's last row (which may already hold an earlier part of it)."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    cdef int kind = EMPTY
+    cdef int64_t count = 0
+    cdef int64_t *row_count = NULL
+    cdef char *row_kind = NULL
+    if col != NULL:
+        row_kind = col.kinds.data + col.kinds.len - 1
+        row_count = <int64_t *>(col.counts.data + col.counts.len - 8)
+        kind = row_kind[0]
+        count = row_count[0]
+    while c.pos < c.end:
+        if read_tag(p, c, &field, &wire) < 0:
+            return -1
+        if 1 <= field <= 3 and wire == LEN:
+            if read_len(p, c, &sub) < 0:
+                return -1
+            if <int>field != kind:
+                # Setting another member of the oneof clears the previous one.
+                kind = field
+                count = 0
+                if col != NULL:
+                    col.floats.len = col.row_floats
+                    col.ints.len = col.row_ints
+                    col.spans.len = col.row_spans
+            if parse_list(p, &sub, col, kind, &count) < 0:
+                return -1
+        elif skip_field(p, c, field, wire, 0) < 0:
+            return -1
+    if col != NULL:
+        row_kind[0] = <char>kind
+        row_count[0] = count
+    return 0
+
+
+cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
+    """A FeatureList body: each field-1 Feature is one more row (step)."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    while c.pos < c.end:
+        if read_tag(p, c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            if read_len(p, c, &sub) < 0:
+                return -1
+            if col != NULL and not column_new_row(col):
+                return fail(p, E_MEMORY, sub.pos)
+            if parse_feature(p, &sub, col) < 0:
+                return -1
+        elif skip_field(p, c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
+    """A map entry {key = 1; value = 2}. The key may come after the value and either may
+    repeat (last key wins, values merge), so find the key first, then parse the values."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    cdef Cursor start = c[0]
+    cdef const unsigned char *key = NULL
+    cdef const unsigned char *key_at = c.pos
+    cdef Py_ssize_t key_len = 0
+    cdef Column *col
+    cdef Cursor value
+    # Fast path for what every writer produces: key, then value, then nothing.
+    if c.end - c.pos >= 4 and c.pos[0] == TAG_KEY:
+        c.pos += 1
+        if read_len(p, c, &sub) == 0 and c.pos < c.end and c.pos[0] == TAG_VALUE:
+            c.pos += 1
+            if read_len(p, c, &value) == 0 and c.pos == c.end:
+                if not utf8_valid(sub.pos, sub.end - sub.pos):
+                    return fail(p, E_UTF8, start.pos + 1)
+                col = table_find(p, t, sub.pos, sub.end - sub.pos)
+                if p.err != E_OK:
+                    return -1
+                if col != NULL:
+                    column_rewind(col)
+                return parse_feature_list(p, &value, col) if t.sequence else parse_feature(p, &value, col)
+        p.err = E_OK   # any surprise: start over on the general path, which reports it
+        c[0] = start
+    while c.pos < c.end:
+        if read_tag(p, c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            key_at = c.pos
+            if read_len(p, c, &sub) < 0:
+                return -1
+            key = sub.pos
+            key_len = sub.end - sub.pos
+        elif skip_field(p, c, field, wire, 0) < 0:
+            return -1
+    if not utf8_valid(key, key_len):
+        return fail(p, E_UTF8, key_at)
+    col = table_find(p, t, key if key != NULL else <const unsigned char *>"", key_len)
+    if p.err != E_OK:
+        return -1
+    if col != NULL:
+        column_rewind(col)
+    c[0] = start
+    while c.pos < c.end:
+        read_tag(p, c, &field, &wire)
+        if field == 2 and wire == LEN:
+            read_len(p, c, &sub)
+            if (parse_feature_list(p, &sub, col) if t.sequence else parse_feature(p, &sub, col)) < 0:
+                return -1
+        else:
+            skip_field(p, c, field, wire, 0)   # validated by the first pass
+    return 0
+
+
+cdef int parse_map(Parser *p, Cursor *c, Table *t) noexcept nogil:
+    """Features / FeatureLists: field 1 repeated map entries."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    while c.pos < c.end:
+        if read_tag(p, c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            if read_len(p, c, &sub) < 0 or parse_entry(p, &sub, t) < 0:
+                return -1
+        elif skip_field(p, c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint sequence) noexcept nogil:
+    """An Example (features = 1) or SequenceExample (context = 1, feature_lists = 2)."""
+    cdef Cursor c, sub
+    cdef uint32_t field, wire
+    if not table_begin_record(&p.ctx) or not table_begin_record(&p.seq):
+        return fail(p, E_MEMORY, data)
+    cursor_init(&c, data, n)
+    while c.pos < c.end:
+        if read_tag(p, &c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            if read_len(p, &c, &sub) < 0 or parse_map(p, &sub, &p.ctx) < 0:
+                return -1
+        elif sequence and field == 2 and wire == LEN:
+            if read_len(p, &c, &sub) < 0 or parse_map(p, &sub, &p.seq) < 0:
+                return -1
+        elif skip_field(p, &c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+# -- Python entry points -------------------------------------------------------------------
+
+cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
+    cdef cnp.npy_intp n = b.len // itemsize
+    cdef cnp.ndarray out = cnp.PyArray_SimpleNew(1, &n, typenum)
+    if b.len:
+        memcpy(cnp.PyArray_DATA(out), b.data, b.len)
+    return out
+
+
+cdef object _column_output(Column *c, Py_ssize_t raw):
+    """(steps or None, kinds, counts, floats, ints, bytes values) for one column; for a raw
+    column the last item is (uint8 array (records, raw), byte length per row or -1)."""
+    cdef Py_ssize_t i, nrows = c.kinds.len, s = 0
+    cdef Span *spans = <Span *>c.spans.data
+    cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
+    cdef const int64_t *counts = <const int64_t *>c.counts.data
+    cdef cnp.ndarray raw_out, lengths
+    cdef int64_t *lp
+    cdef unsigned char *dst
+    cdef list values
+    if raw >= 0:
+        raw_out = np.zeros((nrows, raw), dtype=np.uint8)
+        lengths = np.full(nrows, -1, dtype=np.int64)
+        dst = <unsigned char *>cnp.PyArray_DATA(raw_out)
+        lp = <int64_t *>cnp.PyArray_DATA(lengths)
+        with nogil:
+            for i in range(nrows):
+                if kinds[i] == BYTES:
+                    if counts[i] == 1:
+                        lp[i] = spans[s].len
+                        if spans[s].len == raw:
+                            memcpy(dst + i * raw, spans[s].ptr, raw)
+                    s += counts[i]
+        byte_values = (raw_out, lengths)
+    else:
+        values = [None] * (c.spans.len // sizeof(Span))
+        for i in range(len(values)):
+            values[i] = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
+        byte_values = values
+    return (
+        _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,
+        _array(&c.kinds, cnp.NPY_UINT8, 1),
+        _array(&c.counts, cnp.NPY_INT64, 8),
+        _array(&c.floats, cnp.NPY_FLOAT32, 4),
+        _array(&c.ints, cnp.NPY_INT64, 8),
+        byte_values,
+    )
+
+
+cdef int _set_keys(Table *t, list encoded) except -1:
+    for key in encoded:
+        if table_add(t, <const unsigned char *>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) == NULL:
+            raise MemoryError()
+    return 0
+
+
+cdef list _table_keys(Table *t):
+    return [PyUnicode_DecodeUTF8(<const char *>t.cols[i].key, t.cols[i].key_len, NULL) for i in range(t.n)]
+
+
+def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
+    cdef Parser p
+    cdef Py_ssize_t n, i, got = 0
+    cdef Py_buffer *views = NULL
+    cdef list recs = records if type(records) is list else list(records)
+    cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
+    cdef list seq_bytes = [k.encode() for k in sequence_keys] if sequence_keys is not None else None
+    cdef int status = 0
+    memset(&p, 0, sizeof(Parser))
+    p.ctx.discover = keys is None
+    p.seq.discover = sequence and sequence_keys is None
+    p.seq.sequence = True
+    n = len(recs)
+    try:
+        if key_bytes is not None:
+            _set_keys(&p.ctx, key_bytes)
+        if seq_bytes is not None:
+            _set_keys(&p.seq, seq_bytes)
+        views = <Py_buffer *>calloc(n if n else 1, sizeof(Py_buffer))
+        if views == NULL:
+            raise MemoryError()
+        for i in range(n):
+            acquire(recs[i], &views[i])
+            got += 1
+        with nogil:
+            for i in range(n):
+                p.record = i
+                status = parse_record(&p, <const unsigned char *>views[i].buf, views[i].len, sequence)
+                if status < 0:
+                    break
+        if status < 0:
+            if p.err == E_MEMORY:
+                raise MemoryError()
+            raise ExampleDecodeError(
+                f"malformed {'SequenceExample' if sequence else 'Example'}: {_ERRORS[p.err]} "
+                f"(at byte {p.err_at - <const unsigned char *>views[p.record].buf} of the record)",
+                index=p.record,
+            )
+        raw = raw_sizes or {}
+        ctx_keys = _table_keys(&p.ctx)
+        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1)) for i in range(p.ctx.n)]
+        if not sequence:
+            return ctx_keys, ctx
+        seq_keys = _table_keys(&p.seq)
+        return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1) for i in range(p.seq.n)]
+    finally:
+        for i in range(got):
+            PyBuffer_Release(&views[i])
+        free(views)
+        table_free(&p.ctx)
+        table_free(&p.seq)
+
+
+def decode_examples(records, keys=None, raw_sizes=None):
+    """Columns of a batch of serialized Examples.
+
+    keys: names to extract (None: every name found, in order of first appearance).
+    raw_sizes: {name: nbytes} for names whose single bytes value is copied straight into a
+    (records, nbytes) uint8 array. Returns (keys, columns); each column is
+    (None, kinds, counts, floats, ints, bytes_values) with one row per record."""
+    return _decode(records, keys, raw_sizes, None, False)
+
+
+def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None):
+    """Columns of a batch of serialized SequenceExamples: (context_keys, context_columns,
+    sequence_keys, sequence_columns). A sequence column's rows are FeatureList steps and its
+    first item gives the steps per record (-1 where the key is absent)."""
+    return _decode(records, context_keys, raw_sizes, sequence_keys, True)
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+cdef struct Feat:
+    const unsigned char *key   # UTF-8 name
+    Py_ssize_t key_len
+    int kind                   # Kind; RAW here means one bytes value of n bytes at data
+    const char *data           # float32/int64 values, or raw bytes
+    Py_ssize_t n               # value count (raw: byte count)
+    PyObject *values           # list of bytes (BYTES)
+    float scalar_f             # storage for a single Python float value
+    int64_t scalar_i           # storage for a single Python int value
+    Py_ssize_t packed          # packed varint bytes (INT64)
+    Py_ssize_t list_size       # body of the *List message
+    Py_ssize_t feat_size       # body of the Feature message
+
+
+cdef inline Py_ssize_t vsize(uint64_t v) noexcept nogil:
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline unsigned char *put_varint(unsigned char *p, uint64_t v) noexcept nogil:
+    """Base-128 varint, low group first; negative int64 take all 10 bytes."""
+    while v >= 0x80:
+        p[0] = <unsigned char>(v | 0x80)
+        v >>= 7
+        p += 1
+    p[0] = <unsigned char>v
+    return p + 1
+
+
+cdef inline Py_ssize_t framed(Py_ssize_t body) noexcept nogil:
+    """Size of a one-byte-tag LEN field holding body bytes."""
+    return 1 + vsize(body) + body
+
+
+cdef Py_ssize_t feat_sizes(Feat *f) except -1:
+    """Fill f.list_size and f.feat_size; returns the map entry's body size."""
+    cdef Py_ssize_t i, s = 0
+    cdef const int64_t *iv
+    cdef object v
+    if f.kind == FLOAT:
+        s = framed(4 * f.n) if f.n else 0   # an empty packed field is not written
+    elif f.kind == INT64:
+        iv = <const int64_t *>f.data
+        for i in range(f.n):
+            s += vsize(<uint64_t>iv[i])
+        f.packed = s
+        s = framed(s) if f.n else 0
+    elif f.kind == RAW:
+        s = framed(f.n)
+    elif f.kind == BYTES:
+        for v in <list>f.values:
+            if not PyBytes_Check(v):
+                raise FeatureSpecError(f"feature {_key(f)!r}: bytes values must be bytes, not {type(v).__name__}")
+            s += framed(PyBytes_GET_SIZE(v))
+    f.list_size = s
+    f.feat_size = 0 if f.kind == EMPTY else framed(s)
+    return framed(f.key_len) + framed(f.feat_size)
+
+
+cdef object _key(Feat *f):
+    return PyUnicode_DecodeUTF8(<const char *>f.key, f.key_len, "replace")
+
+
+cdef unsigned char *put_feature(unsigned char *p, Feat *f):
+    """Feature { oneof: bytes_list = 1 | float_list = 2 | int64_list = 3 }, lists packed."""
+    cdef Py_ssize_t i
+    cdef const int64_t *iv
+    if f.kind == EMPTY:
+        return p
+    p[0] = 0x0A if f.kind in (BYTES, RAW) else (0x12 if f.kind == FLOAT else 0x1A)
+    p = put_varint(p + 1, f.list_size)
+    if f.kind == RAW:
+        p[0] = TAG_KEY
+        p = put_varint(p + 1, f.n)
+        memcpy(p, f.data, f.n)
+        return p + f.n
+    if f.kind == BYTES:
+        for v in <list>f.values:
+            p[0] = TAG_KEY
+            p = put_varint(p + 1, PyBytes_GET_SIZE(v))
+            memcpy(p, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v))
+            p += PyBytes_GET_SIZE(v)
+        return p
+    if f.n == 0:
+        return p
+    p[0] = TAG_KEY
+    if f.kind == FLOAT:
+        p = put_varint(p + 1, 4 * f.n)
+        if LITTLE_ENDIAN:
+            memcpy(p, f.data, 4 * f.n)
+        else:
+            for i in range(f.n):
+                p[4 * i] = f.data[4 * i + 3]
+                p[4 * i + 1] = f.data[4 * i + 2]
+                p[4 * i + 2] = f.data[4 * i + 1]
+                p[4 * i + 3] = f.data[4 * i]
+        return p + 4 * f.n
+    p = put_varint(p + 1, f.packed)
+    iv = <const int64_t *>f.data
+    for i in range(f.n):
+        p = put_varint(p, <uint64_t>iv[i])
+    return p
+
+
+cdef unsigned char *put_entry(unsigned char *p, Feat *f, Py_ssize_t entry_size):
+    """Map entry {key = 1; value = 2}, both always written, as protobuf does."""
+    p[0] = TAG_KEY
+    p = put_varint(p + 1, entry_size)
+    p[0] = TAG_KEY
+    p = put_varint(p + 1, f.key_len)
+    memcpy(p, f.key, f.key_len)
+    p += f.key_len
+    p[0] = TAG_VALUE
+    p = put_varint(p + 1, f.feat_size)
+    return put_feature(p, f)
+
+
+cdef class _Views:
+    """Buffers borrowed for one encode call, released together."""
+    cdef Py_buffer *views
+    cdef Py_ssize_t n, cap
+
+    def __cinit__(self, Py_ssize_t cap):
+        self.views = <Py_buffer *>calloc(cap if cap else 1, sizeof(Py_buffer))
+        self.cap = cap
+        if self.views == NULL:
+            raise MemoryError()
+
+    cdef const char *get(self, object obj, Py_ssize_t *nbytes) except? NULL:
+        if self.n == self.cap:
+            raise ValueError("too many buffers")
+        acquire(obj, &self.views[self.n])
+        self.n += 1
+        nbytes[0] = self.views[self.n - 1].len
+        return <const char *>self.views[self.n - 1].buf
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            PyBuffer_Release(&self.views[i])
+        free(self.views)
+
+
+cdef int _fill(Feat *f, bytes key, int kind, object values, _Views views) except -1:
+    """One feature from a normalized value: float32/int64 1-D array or a single Python
+    float/int, list of bytes, None."""
+    cdef Py_ssize_t nbytes
+    f.key = <const unsigned char *>PyBytes_AS_STRING(key)
+    f.key_len = PyBytes_GET_SIZE(key)
+    f.kind = kind
+    f.values = <PyObject *>values
+    f.n = 0
+    if kind == FLOAT and type(values) is float:
+        f.scalar_f = <float>(<double>values)
+        f.data = <const char *>&f.scalar_f
+        f.n = 1
+    elif kind == INT64 and type(values) is int:
+        f.scalar_i = <int64_t>values
+        f.data = <const char *>&f.scalar_i
+        f.n = 1
+    elif kind == FLOAT or kind == INT64:
+        f.data = views.get(values, &nbytes)
+        f.n = nbytes // (4 if kind == FLOAT else 8)
+    elif kind == RAW:
+        f.data = views.get(values, &nbytes)
+        f.n = nbytes
+    return 0
+
+
+cdef bytes _write_features(Feat *feats, Py_ssize_t nf):
+    """Example {features = 1 {entries}} from nf filled Feats."""
+    cdef Py_ssize_t i, body = 0
+    cdef Py_ssize_t *entry = <Py_ssize_t *>malloc((nf if nf else 1) * sizeof(Py_ssize_t))
+    cdef unsigned char *p
+    cdef bytes out
+    if entry == NULL:
+        raise MemoryError()
+    try:
+        for i in range(nf):
+            entry[i] = feat_sizes(&feats[i])
+            body += framed(entry[i])
+        out = PyBytes_FromStringAndSize(NULL, framed(body))
+        p = <unsigned char *>PyBytes_AS_STRING(out)
+        p[0] = TAG_KEY
+        p = put_varint(p + 1, body)
+        for i in range(nf):
+            p = put_entry(p, &feats[i], entry[i])
+        return out
+    finally:
+        free(entry)
+
+
+def encode_example(list keys, list kinds, list values):
+    """One serialized Example. keys: UTF-8 bytes, in the order to write; kinds: KIND_FLOAT
+    (values a C-contiguous float32 array), KIND_INT64 (int64 array), KIND_BYTES (list of
+    bytes), KIND_RAW (one bytes value: any buffer) or KIND_EMPTY (None)."""
+    cdef Py_ssize_t i, nf = len(keys)
+    cdef Feat *feats = <Feat *>calloc(nf if nf else 1, sizeof(Feat))
+    cdef _Views views = _Views(nf)
+    if feats == NULL:
+        raise MemoryError()
+    try:
+        for i in range(nf):
+            _fill(&feats[i], keys[i], kinds[i], values[i], views)
+        return _write_features(feats, nf)
+    finally:
+        free(feats)
+
+
+def encode_examples(list keys, list kinds, list columns, Py_ssize_t n):
+    """n serialized Examples from columns. kinds per column: KIND_FLOAT / KIND_INT64 (a
+    C-contiguous (n, k) array), KIND_RAW (C-contiguous (n, nbytes) uint8 array: each row is
+    one bytes value), KIND_BYTES (list of n lists of bytes), KIND_ROWS (list of n
+    (kind, values) pairs as encode_example takes)."""
+    cdef Py_ssize_t i, j, nf = len(keys), nbytes
+    cdef Feat *feats = <Feat *>calloc(nf if nf else 1, sizeof(Feat))
+    cdef const char **base = <const char **>calloc(nf if nf else 1, sizeof(char *))
+    cdef Py_ssize_t *width = <Py_ssize_t *>calloc(nf if nf else 1, sizeof(Py_ssize_t))
+    cdef _Views views = _Views(nf)
+    cdef _Views row_views
+    cdef list out = [None] * n
+    cdef int kind
+    try:
+        if feats == NULL or base == NULL or width == NULL:
+            raise MemoryError()
+        for j in range(nf):
+            kind = kinds[j]
+            feats[j].key = <const unsigned char *>PyBytes_AS_STRING(keys[j])
+            feats[j].key_len = PyBytes_GET_SIZE(keys[j])
+            feats[j].kind = kind
+            if kind in (FLOAT, INT64, RAW):
+                base[j] = views.get(columns[j], &nbytes)
+                width[j] = nbytes // n if n else 0
+                feats[j].n = width[j] // (4 if kind == FLOAT else 8 if kind == INT64 else 1)
+            elif len(columns[j]) != n:
+                raise FeatureSpecError(f"feature {keys[j].decode()!r}: {len(columns[j])} rows, expected {n}")
+        for i in range(n):
+            row_views = None
+            for j in range(nf):
+                kind = kinds[j]
+                if kind in (FLOAT, INT64, RAW):
+                    feats[j].data = base[j] + i * width[j]
+                elif kind == BYTES:
+                    feats[j].values = <PyObject *>(<list>columns[j])[i]
+                else:
+                    if row_views is None:
+                        row_views = _Views(nf)
+                    pair = (<list>columns[j])[i]
+                    _fill(&feats[j], keys[j], pair[0], pair[1], row_views)
+            out[i] = _write_features(feats, nf)
+        return out
+    finally:
+        free(feats)
+        free(base)
+        free(width)
+
+
+def encode_sequence_example(list context_keys, list context_kinds, list context_values,
+                            list list_keys, list list_steps):
+    """One serialized SequenceExample {context = 1; feature_lists = 2}: context as
+    encode_example takes it; list_steps holds, per FeatureList key, a list of (kind, values)
+    pairs, one Feature per step. FeatureLists entries are {key = 1; value = 2 FeatureList}
+    and a FeatureList is {repeated Feature feature = 1}."""
+    cdef Py_ssize_t i, j, s, nc = len(context_keys), nl = len(list_keys)
+    cdef Py_ssize_t nsteps = sum(len(steps) for steps in list_steps)
+    cdef Py_ssize_t ctx_body = 0, lists_body = 0
+    cdef _Views views = _Views(nc + nsteps)
+    cdef Feat *ctx = <Feat *>calloc(nc if nc else 1, sizeof(Feat))
+    cdef Feat *steps = <Feat *>calloc(nsteps if nsteps else 1, sizeof(Feat))
+    cdef Py_ssize_t *sizes = <Py_ssize_t *>calloc(nc + 2 * nl + 1, sizeof(Py_ssize_t))
+    cdef Py_ssize_t *ctx_entry
+    cdef Py_ssize_t *list_body
+    cdef Py_ssize_t *list_entry
+    cdef unsigned char *p
+    cdef bytes out, key
+    try:
+        if ctx == NULL or steps == NULL or sizes == NULL:
+            raise MemoryError()
+        ctx_entry, list_body, list_entry = sizes, sizes + nc, sizes + nc + nl
+        for i in range(nc):
+            _fill(&ctx[i], context_keys[i], context_kinds[i], context_values[i], views)
+            ctx_entry[i] = feat_sizes(&ctx[i])
+            ctx_body += framed(ctx_entry[i])
+        s = 0
+        for i in range(nl):
+            key = list_keys[i]
+            for kind, values in list_steps[i]:
+                _fill(&steps[s], key, kind, values, views)
+                feat_sizes(&steps[s])
+                list_body[i] += framed(steps[s].feat_size)
+                s += 1
+            list_entry[i] = framed(PyBytes_GET_SIZE(key)) + framed(list_body[i])
+            lists_body += framed(list_entry[i])
+        out = PyBytes_FromStringAndSize(NULL, framed(ctx_body) + framed(lists_body))
+        p = <unsigned char *>PyBytes_AS_STRING(out)
+        p[0] = TAG_KEY
+        p = put_varint(p + 1, ctx_body)
+        for i in range(nc):
+            p = put_entry(p, &ctx[i], ctx_entry[i])
+        p[0] = TAG_VALUE
+        p = put_varint(p + 1, lists_body)
+        s = 0
+        for i in range(nl):
+            key = list_keys[i]
+            p[0] = TAG_KEY
+            p = put_varint(p + 1, list_entry[i])
+            p[0] = TAG_KEY
+            p = put_varint(p + 1, PyBytes_GET_SIZE(key))
+            memcpy(p, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+            p += PyBytes_GET_SIZE(key)
+            p[0] = TAG_VALUE
+            p = put_varint(p + 1, list_body[i])
+            for j in range(len(list_steps[i])):
+                p[0] = TAG_KEY
+                p = put_varint(p + 1, steps[s].feat_size)
+                p = put_feature(p, &steps[s])
+                s += 1
+        return out
+    finally:
+        free(ctx)
+        free(steps)
+        free(sizes)

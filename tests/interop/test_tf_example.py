@@ -1,0 +1,229 @@
+"""Example codec against live TensorFlow: byte-identical deterministic encoding and
+parse results equal to tf.io.parse_example / parse_sequence_example, on both backends.
+
+TensorFlow is imported at test time only; if it is missing these tests fail, never skip."""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite.errors import FeatureSpecError
+
+pytestmark = pytest.mark.interop
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module")
+def tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        import tensorflow
+    except ImportError as exc:  # CI always installs it: a missing TF is a failure
+        pytest.fail(f"interop tests need tensorflow: {exc}")
+    return tensorflow
+
+
+def tf_example(tf, mapping):
+    feats = {}
+    for k, (kind, vals) in mapping.items():
+        if kind == "f":
+            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=vals))
+        elif kind == "i":
+            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=vals))
+        elif kind == "b":
+            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=vals))
+        else:
+            feats[k] = tf.train.Feature()
+    return tf.train.Example(features=tf.train.Features(feature=feats))
+
+
+def ours(mapping):
+    conv = {"f": lambda v: np.array(v, dtype=np.float64).astype(np.float32), "i": lambda v: np.array(v, dtype=np.int64),
+            "b": lambda v: list(v) if v else np.array([], dtype="S1"), "e": lambda v: []}
+    return {k: conv[kind](vals) for k, (kind, vals) in mapping.items()}
+
+
+feature_values = st.one_of(
+    st.tuples(st.just("f"), st.lists(st.floats(width=32), max_size=5)),
+    st.tuples(st.just("i"), st.lists(st.integers(-2**63, 2**63 - 1), max_size=5)),
+    st.tuples(st.just("b"), st.lists(st.binary(max_size=6), max_size=4)),
+    st.tuples(st.just("e"), st.just([])),
+)
+
+
+@SETTINGS
+@given(mapping=st.dictionaries(st.text(max_size=5), feature_values, max_size=6))
+def test_deterministic_encoding_is_byte_identical(tf, backend, mapping):
+    expected = tf_example(tf, mapping).SerializeToString(deterministic=True)
+    assert tfl.encode_example(ours(mapping), deterministic=True) == expected
+    assert tfl.encode_examples({k: [v] for k, v in ours(mapping).items()}, deterministic=True) == ([expected] if mapping else [])
+
+
+def test_sequence_example_encoding_is_byte_identical(tf, backend):
+    s = tf.train.SequenceExample()
+    s.context.feature["c"].int64_list.value.extend([1, -2])
+    s.context.feature["a"].bytes_list.value.append(b"x")
+    for step in ([1.5, 2.5], []):
+        s.feature_lists.feature_list["f"].feature.add().float_list.value.extend(step)
+    s.feature_lists.feature_list["e"].SetInParent()
+    got = tfl.encode_sequence_example({"c": [1, -2], "a": b"x"},
+                                      {"f": [np.array([1.5, 2.5], np.float32), np.zeros(0, np.float32)], "e": []},
+                                      deterministic=True)
+    assert got == s.SerializeToString(deterministic=True)
+
+
+def assert_same(got, expected):
+    if hasattr(expected, "indices"):  # SparseTensor
+        assert np.array_equal(got.indices, expected.indices.numpy())
+        assert_same(got.values, expected.values)
+        assert got.dense_shape.tolist() == expected.dense_shape.numpy().tolist()
+    elif hasattr(expected, "row_splits"):
+        assert got.to_list() == expected.to_list()
+    else:
+        exp = expected.numpy()
+        assert got.shape == exp.shape and got.dtype == exp.dtype
+        if exp.dtype == np.float32:
+            assert np.array_equal(got.view(np.uint32), exp.view(np.uint32))
+        else:
+            assert np.array_equal(got, exp)
+
+
+@st.composite
+def batches(draw):
+    specs, columns = {}, {}
+    n = draw(st.integers(1, 5))
+    for i in range(draw(st.integers(1, 4))):
+        name = f"k{i}"
+        dtype = draw(st.sampled_from(["float32", "int64", "string"]))
+        elem = {"float32": st.floats(width=32, allow_nan=False), "int64": st.integers(-2**63, 2**63 - 1),
+                "string": st.binary(max_size=4)}[dtype]
+        kind = draw(st.sampled_from(["fixed", "var", "ragged", "seq"]))
+        if kind == "fixed":
+            size = draw(st.integers(1, 3))
+            specs[name] = tfl.FixedLenFeature([size], dtype)
+            rows = [draw(st.lists(elem, min_size=size, max_size=size)) for _ in range(n)]
+        else:
+            rows = [draw(st.one_of(st.none(), st.lists(elem, max_size=4))) for _ in range(n)]
+            specs[name] = {"var": tfl.VarLenFeature(dtype), "ragged": tfl.RaggedFeature(dtype),
+                           "seq": tfl.FixedLenSequenceFeature([], dtype, allow_missing=True)}[kind]
+        columns[name] = (dtype, rows)
+    records = []
+    for r in range(n):
+        m = {}
+        for name, (dtype, rows) in columns.items():
+            if rows[r] is not None:
+                m[name] = ({"float32": "f", "int64": "i", "string": "b"}[dtype], rows[r])
+        records.append(m)
+    return specs, records
+
+
+def tf_spec(tf, spec):
+    return eval(spec.to_tf(), {"tf": tf})
+
+
+@SETTINGS
+@given(batch=batches())
+def test_parse_example_matches_tf(tf, backend, batch):
+    specs, records = batch
+    serialized = [tf_example(tf, m).SerializeToString() for m in records]
+    expected = tf.io.parse_example(serialized, {k: tf_spec(tf, s) for k, s in specs.items()})
+    got = tfl.parse_example(serialized, specs)
+    for k in specs:
+        assert_same(got[k], expected[k])
+    single = tfl.parse_single_example(serialized[0], specs)
+    expected = tf.io.parse_single_example(serialized[0], {k: tf_spec(tf, s) for k, s in specs.items()})
+    for k, s in specs.items():
+        if isinstance(s, tfl.RaggedFeature):
+            assert np.array_equal(single[k], expected[k].numpy())
+        else:
+            assert_same(single[k], expected[k])
+
+
+def test_defaults_sparse_and_item_sequences_match_tf(tf, backend):
+    ex = [tf_example(tf, m).SerializeToString() for m in (
+        {"i": ("i", [3, 1]), "v": ("f", [1.0, 2.0]), "s": ("b", [b"x"]), "q": ("i", [1, 2, 3, 4])},
+        {"i": ("i", []), "v": ("f", []), "q": ("i", [5, 6])},
+        {"i": ("i", [0]), "v": ("f", [5.0]), "s": ("e", [])},
+    )]
+    specs = {
+        "sp": tfl.SparseFeature("i", "v", np.float32, 4),
+        "s": tfl.FixedLenFeature([], bytes, default_value=b"d"),
+        "q": tfl.FixedLenSequenceFeature([2], np.int64, allow_missing=True, default_value=9),
+        "m": tfl.FixedLenFeature([2, 2], np.int64, default_value=[[1, 2], [3, 4]]),
+    }
+    expected = tf.io.parse_example(ex, {k: tf_spec(tf, s) if k not in ("q", "m") else None for k, s in specs.items()}
+                                   | {"q": tf.io.FixedLenSequenceFeature([2], tf.int64, allow_missing=True, default_value=9),
+                                      "m": tf.io.FixedLenFeature([2, 2], tf.int64, default_value=[[1, 2], [3, 4]])})
+    got = tfl.parse_example(ex, specs)
+    for k in specs:
+        assert_same(got[k], expected[k])
+
+
+@pytest.mark.parametrize("records, spec", [
+    ([{"a": ("i", [1])}], {"b": ("FixedLenFeature", [], "int64")}),                 # missing, no default
+    ([{"a": ("i", [])}], {"a": ("FixedLenFeature", [], "int64")}),                  # present but empty
+    ([{"a": ("f", [1.0])}], {"a": ("FixedLenFeature", [], "int64")}),               # type mismatch
+    ([{"a": ("i", [1, 2])}], {"a": ("FixedLenFeature", [], "int64")}),              # wrong count
+    ([{"a": ("i", [1])}], {"a": ("VarLenFeature", "float32")}),                     # type mismatch
+    ([{"a": ("i", [1, 2, 3])}], {"a": ("FixedLenSequenceFeature", [2], "int64")}),  # not a multiple
+])
+def test_spec_errors_where_tf_raises(tf, backend, records, spec):
+    serialized = [tf_example(tf, m).SerializeToString() for m in records]
+
+    def build(mod, args):
+        name, *rest = args
+        if name == "FixedLenSequenceFeature":
+            return getattr(mod, name)(*rest, allow_missing=True)
+        return getattr(mod, name)(*[getattr(tf, r) if mod is tf.io and r in ("int64", "float32") else r for r in rest])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.io.parse_example(serialized, {k: build(tf.io, v) for k, v in spec.items()})
+    with pytest.raises(FeatureSpecError) as info:
+        tfl.parse_example(serialized, {k: build(tfl, v) for k, v in spec.items()})
+    assert info.value.index == 0 and repr(next(iter(spec))) in str(info.value)
+
+
+def test_map_entry_field_order_and_unknown_fields(tf):
+    """A map entry's value may come before its key (TF and protobuf agree); an unknown field
+    inside an entry is fine for protobuf (and this library) but TF's fast parser rejects it."""
+    from tfrecord_lite import _native
+
+    def record(entry):
+        return b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry
+    value_first = record(b"\x12\x04\x1a\x02\x08\x07\x0a\x01a")
+    with_unknown = record(b"\x0a\x01a\x12\x04\x1a\x02\x08\x07\xa0\x01\x05")
+    expected = tf.io.parse_example([value_first], {"a": tf.io.VarLenFeature(tf.int64)})["a"]
+    with pytest.raises(Exception):
+        tf.io.parse_example([with_unknown], {"a": tf.io.VarLenFeature(tf.int64)})
+    with _native.use("cython"):
+        for rec in (value_first, with_unknown):
+            assert_same(tfl.parse_example([rec], {"a": tfl.VarLenFeature(np.int64)})["a"], expected)
+
+
+def test_parse_sequence_example_matches_tf(tf, backend):
+    def sx(ctx, lists):
+        s = tf.train.SequenceExample()
+        s.context.CopyFrom(tf_example(tf, ctx).features)
+        for k, steps in lists.items():
+            fl = s.feature_lists.feature_list[k]
+            for st_ in steps:
+                fl.feature.add().CopyFrom(tf_example(tf, {"x": st_}).features.feature["x"])
+        return s.SerializeToString()
+    recs = [sx({"c": ("i", [1, 2])}, {"f": [("f", [1.0, 2.0]), ("f", [3.0, 4.0])], "v": [("i", [1]), ("i", [2, 3])],
+                                       "b": [("b", [b"a"]), ("b", [b"b"])], "w": [("i", [7])]}),
+            sx({"c": ("i", [3, 4])}, {"f": [("f", [5.0, 6.0])], "v": [], "b": [("b", [b"c"])], "w": [("i", []), ("i", [8])]})]
+    ctx = {"c": tfl.FixedLenFeature([2], np.int64), "cv": tfl.VarLenFeature(np.int64)}
+    seq = {"f": tfl.FixedLenSequenceFeature([2], np.float32), "v": tfl.VarLenFeature(np.int64),
+           "b": tfl.FixedLenSequenceFeature([], bytes), "r": tfl.RaggedFeature(np.int64, value_key="w")}
+    exp = tf.io.parse_sequence_example(recs, {k: tf_spec(tf, s) for k, s in ctx.items()},
+                                       {k: tf_spec(tf, s) for k, s in seq.items()})
+    got = tfl.parse_sequence_example(recs, ctx, seq)
+    for g, e in zip(got, exp):
+        assert g.keys() == e.keys()
+        for k in e:
+            assert_same(g[k], e[k])
+    with pytest.raises(FeatureSpecError, match="'z'.*required"):
+        tfl.parse_sequence_example(recs, {}, {"z": tfl.FixedLenSequenceFeature([2], np.float32)})

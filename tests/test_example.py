@@ -1,0 +1,299 @@
+"""Example/SequenceExample codec: hand-built wire encodings, merge semantics, round trips,
+backend parity and malformed input, for both backends."""
+
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite import _native
+from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, TFRecordError
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+# -- a tiny wire writer, independent of both backends --------------------------------------
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def ld(field, body):
+    return varint(field << 3 | 2) + varint(len(body)) + body
+
+
+def floats_packed(vals):
+    return ld(2, ld(1, struct.pack(f"<{len(vals)}f", *vals)))
+
+
+def floats_unpacked(vals):
+    return ld(2, b"".join(varint(1 << 3 | 5) + struct.pack("<f", v) for v in vals))
+
+
+def ints_packed(vals):
+    return ld(3, ld(1, b"".join(varint(v) for v in vals)))
+
+
+def ints_unpacked(vals):
+    return ld(3, b"".join(varint(1 << 3) + varint(v) for v in vals))
+
+
+def bytes_list(vals):
+    return ld(1, b"".join(ld(1, v) for v in vals))
+
+
+def entry(key, feature):
+    return ld(1, ld(1, key.encode()) + ld(2, feature))
+
+
+def example(*entries):
+    return ld(1, b"".join(entries))
+
+
+def decode(backend, records, keys=None, raw=None):
+    names, cols = backend.example.decode_examples(records, keys, raw)
+    return dict(zip(names, cols))
+
+
+# -- decoding ------------------------------------------------------------------------------
+
+def test_packed_and_unpacked_lists_decode_alike(backend):
+    recs = [example(entry("f", floats_packed([1.5, -2])), entry("i", ints_packed([-1, 2**63 - 1]))),
+            example(entry("f", floats_unpacked([1.5, -2])), entry("i", ints_unpacked([-1, 2**63 - 1])))]
+    out = tfl.parse_example(recs, {"f": tfl.FixedLenFeature([2], np.float32), "i": tfl.FixedLenFeature([2], "int64")})
+    assert out["f"].tolist() == [[1.5, -2], [1.5, -2]]
+    assert out["i"].tolist() == [[-1, 2**63 - 1]] * 2
+    assert _native.implementation == backend.name
+
+
+def test_merge_semantics(backend):
+    rec = (example(entry("a", ints_packed([1])), entry("b", floats_packed([1])))
+           + example(entry("a", ints_packed([2, 3])))   # repeated `features` merges, a's last entry wins
+           + varint(99 << 3) + varint(7))                # unknown field
+    cols = decode(backend, [rec])
+    assert cols["a"][4].tolist() == [2, 3] and cols["b"][3].tolist() == [1.0]
+    # Same kind twice concatenates; switching the oneof clears.
+    feat = ints_packed([1]) + ints_packed([2]) + floats_packed([9]) + floats_packed([8])
+    cols = decode(backend, [example(entry("x", feat))])
+    assert cols["x"][1].tolist() == [2] and cols["x"][3].tolist() == [9, 8] and cols["x"][4].size == 0
+    # Value before key, two value fields (merged), key repeated (last wins).
+    rec = example(ld(1, ld(2, ints_packed([5])) + ld(1, b"zz") + ld(2, ints_packed([6])) + ld(1, b"k")))
+    assert decode(backend, [rec])["k"][4].tolist() == [5, 6]
+
+
+def test_unknown_fields_of_every_wire_type_are_skipped(backend):
+    junk = (varint(20 << 3 | 0) + varint(-5) + varint(21 << 3 | 1) + bytes(8) + varint(22 << 3 | 5) + bytes(4)
+            + ld(23, b"abc") + varint(24 << 3 | 3) + varint(25 << 3 | 0) + varint(1) + varint(24 << 3 | 4))
+    feat = ld(3, junk + ld(1, varint(7)))
+    rec = junk + ld(1, junk + ld(1, ld(1, b"a") + ld(2, junk + feat)))
+    assert decode(backend, [rec])["a"][4].tolist() == [7]
+    # Unknown fields inside a map entry: TensorFlow's parser and C++ protobuf keep the entry,
+    # the upb runtime behind the twin moves the whole entry to unknown fields.
+    rec = example(ld(1, junk + ld(1, b"a") + ld(2, feat)))
+    found = decode(backend, [rec])
+    assert (found["a"][4].tolist() == [7]) if backend.name == "cython" else ("a" not in found)
+
+
+def test_empty_feature_empty_list_and_missing(backend):
+    rec = example(entry("e", b""), entry("l", ld(2, b"")))
+    cols = decode(backend, [rec, example()], ["e", "l", "m"])
+    assert cols["e"][1].tolist() == [4, 0] and cols["l"][1].tolist() == [2, 0] and cols["m"][1].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("data, what", [
+    (b"\x0a", "varint"), (b"\x0a\x05\x0a", "past the end"), (b"\x00", "tag"),
+    (b"\x0f", "wire type"), (b"\x0c", "end-group"), (b"\x0b", "past the end"), (b"\x08" + b"\xff" * 11, "varint"),
+    (example(entry("f", ld(2, ld(1, b"abc")))), "multiple of 4"), (ld(1, ld(1, ld(1, b"\xff") + ld(2, b""))), "UTF-8"),
+])
+def test_malformed_input_names_the_record(backend, data, what):
+    with pytest.raises(ExampleDecodeError) as info:
+        backend.example.decode_examples([example(), data])
+    assert info.value.index == 1
+    if backend.name == "cython":
+        assert what in str(info.value)
+
+
+def test_overread_guard(backend):
+    rec = example(entry("b", bytes_list([b"x" * 10])))
+    view = memoryview(rec + b"\x0a")[:-1]
+    assert decode(backend, [view])["b"][5] == [b"x" * 10]
+    with pytest.raises(ExampleDecodeError):
+        backend.example.decode_examples([memoryview(rec)[:-1]])
+
+
+def test_deep_groups_fail_cleanly(backend):
+    deep = varint(5 << 3 | 3) * 200 + varint(5 << 3 | 4) * 200
+    with pytest.raises(ExampleDecodeError):
+        backend.example.decode_examples([deep])
+    ok = varint(5 << 3 | 3) * 20 + varint(5 << 3 | 4) * 20
+    assert backend.example.decode_examples([ok]) == ([], [])
+
+
+# -- the spec layer ------------------------------------------------------------------------
+
+def test_spec_errors_name_feature_and_record(backend):
+    recs = [tfl.encode_example({"a": [1, 2]}), tfl.encode_example({"a": [1.0]}), tfl.encode_example({"b": 1})]
+    with pytest.raises(FeatureSpecError, match="'a'.*float32.*int64") as info:
+        tfl.parse_example(recs[:2], {"a": tfl.VarLenFeature(np.int64)})
+    assert info.value.index == 1
+    with pytest.raises(FeatureSpecError, match="2 values") as info:
+        tfl.parse_example([recs[0]], {"a": tfl.FixedLenFeature([], np.int64)})
+    assert info.value.index == 0
+    with pytest.raises(FeatureSpecError, match="required") as info:
+        tfl.parse_example([recs[0], recs[2]], {"a": tfl.FixedLenFeature([2], np.int64)})
+    assert info.value.index == 1
+
+
+def test_raw_tensor_feature(backend):
+    imgs = np.random.default_rng(0).integers(0, 255, (3, 4, 5, 3), dtype=np.uint8)
+    recs = tfl.encode_examples({"img": imgs, "label": np.arange(3)}, raw=("img",))
+    out = tfl.parse_example(recs, {"img": tfl.RawTensorFeature((4, 5, 3), np.uint8), "label": tfl.FixedLenFeature([], "int64")})
+    assert np.array_equal(out["img"], imgs) and out["label"].tolist() == [0, 1, 2]
+    fl = np.random.default_rng(1).standard_normal((2, 8, 8)).astype(np.float32)
+    recs = tfl.encode_examples({"x": fl}, raw=("x",))
+    assert np.array_equal(tfl.parse_example(recs, {"x": tfl.RawTensorFeature((8, 8), np.float32)})["x"], fl)
+    with pytest.raises(FeatureSpecError, match="256 bytes.*needs 260") as info:
+        tfl.parse_example(recs, {"x": tfl.RawTensorFeature((65,), np.float32)})
+    assert info.value.index == 0
+
+
+def test_decode_and_infer_schema(backend, tmp_path):
+    recs = [tfl.encode_example({"a": [1.0, 2.0], "b": 1, "s": "x"}), tfl.encode_example({"a": [3.0, 4.0], "b": [1, 2]})]
+    assert tfl.decode_example(recs[1])["b"].tolist() == [1, 2]
+    assert tfl.decode_examples(recs)[0]["s"] == [b"x"]
+    schema = tfl.infer_schema(recs)
+    assert schema == {"a": tfl.FixedLenFeature([2], "float32"), "b": tfl.VarLenFeature("int64"),
+                      "s": tfl.VarLenFeature("string")}
+    assert "tf.io.FixedLenFeature([2], tf.float32)" in schema.to_tf_code()
+    path = tmp_path / "x.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(recs)
+    assert tfl.infer_schema(path, sample=1) == {"a": tfl.FixedLenFeature([2], "float32"),
+                                                "b": tfl.FixedLenFeature([], "int64"),
+                                                "s": tfl.FixedLenFeature([], "string")}
+
+
+def test_encode_empty_and_types(backend):
+    rec = tfl.encode_example({"e": [], "ef": np.zeros(0, np.float32), "t": True, "u": "ü"}, deterministic=True)
+    cols = decode(backend, [rec])
+    assert cols["e"][1].tolist() == [4] and cols["ef"][1].tolist() == [2]
+    assert cols["t"][4].tolist() == [1] and cols["u"][5] == ["ü".encode()]
+    with pytest.raises(FeatureSpecError):
+        tfl.encode_example({"x": [1, b"a"]})
+    with pytest.raises(FeatureSpecError):
+        tfl.encode_example({"x": np.array([2**64 - 1], dtype=np.uint64)})
+
+
+def test_sequence_example_round_trip(backend):
+    rec = tfl.encode_sequence_example({"c": [1, 2]}, {"f": np.arange(6, dtype=np.float32).reshape(3, 2), "v": [[1], [], [2, 3]]})
+    ctx, lists, lengths = tfl.parse_sequence_example(
+        [rec, tfl.encode_sequence_example({"c": [3, 4]}, {"f": [[9.0, 9.0]], "v": []})],
+        {"c": tfl.FixedLenFeature([2], "int64")},
+        {"f": tfl.FixedLenSequenceFeature([2], "float32"), "v": tfl.VarLenFeature("int64"),
+         "r": tfl.RaggedFeature("int64", value_key="v")})
+    assert ctx["c"].tolist() == [[1, 2], [3, 4]]
+    assert lists["f"].tolist() == [[[0, 1], [2, 3], [4, 5]], [[9, 9], [0, 0], [0, 0]]]
+    assert lengths["f"].tolist() == [3, 1]
+    assert lists["r"].to_list() == [[[1], [], [2, 3]], []]
+    assert lists["v"].dense_shape.tolist() == [2, 3, 2]
+
+
+# -- properties ----------------------------------------------------------------------------
+
+keys = st.text(min_size=0, max_size=6)
+int64s = st.integers(-2**63, 2**63 - 1)
+float32s = st.floats(width=32, allow_nan=True, allow_infinity=True)
+values = st.one_of(
+    st.lists(int64s, max_size=5),
+    st.lists(float32s, min_size=1, max_size=5),
+    st.lists(st.binary(max_size=8), max_size=4),
+    st.builds(lambda a: a, st.lists(float32s, max_size=5).map(lambda v: np.array(v, dtype=np.float32))),
+)
+mappings = st.dictionaries(keys, values, max_size=6)
+
+
+def _bits_equal(a, b):
+    if isinstance(a, np.ndarray) and a.dtype == np.float32:
+        return np.array_equal(a.view(np.uint32), np.asarray(b, np.float32).view(np.uint32))
+    return list(a) == list(b)
+
+
+@SETTINGS
+@given(mapping=mappings, deterministic=st.booleans())
+def test_round_trip_and_backend_parity(backend, mapping, deterministic):
+    data = tfl.encode_example(mapping, deterministic=deterministic)
+    other = "python" if backend.name == "cython" else "cython"
+    with _native.use(other):
+        assert tfl.encode_example(mapping, deterministic=deterministic) == data
+        theirs = tfl.decode_example(data)
+    ours = tfl.decode_example(data)
+    assert ours.keys() == theirs.keys() == mapping.keys()
+    for k, v in mapping.items():
+        assert _bits_equal(ours[k], v) and _bits_equal(theirs[k], v), k
+
+
+@SETTINGS
+@given(data=st.binary(max_size=64))
+def test_fuzz_only_hierarchy_errors_and_parity(backend, data):
+    results = {}
+    for name in ("cython", "python"):
+        with _native.use(name):
+            try:
+                results[name] = tfl.decode_examples([data])
+            except TFRecordError as exc:
+                assert isinstance(exc, ExampleDecodeError) and exc.index == 0
+                results[name] = "error"
+    assert (results["cython"] == "error") == (results["python"] == "error")
+
+
+@SETTINGS
+@given(mapping=mappings, cut=st.integers(0, 200), flip=st.integers(0, 2000))
+def test_mutated_records_fail_cleanly(backend, mapping, cut, flip):
+    data = bytearray(tfl.encode_example(mapping))
+    if data:
+        data[flip % len(data)] ^= 1 << (flip % 8)
+    for candidate in (bytes(data), bytes(data[:cut])):
+        try:
+            backend.example.decode_sequence_examples([candidate])
+            backend.example.decode_examples([candidate], list(mapping), None)
+        except ExampleDecodeError:
+            pass
+
+
+# -- the bundled descriptor ----------------------------------------------------------------
+
+def test_bundled_proto_matches_descriptor():
+    from tfrecord_lite import _example_py
+    text = open(os.path.join(os.path.dirname(tfl.__file__), "example.proto")).read()
+    declared = {}
+    for name, body in re.findall(r"message (\w+) \{(.*?)\n\}", text, re.S):
+        declared[name] = sorted((f, int(n)) for f, n in re.findall(r"(\w+) = (\d+)", body))
+    built = {m.name: sorted((f.name, f.number) for f in m.field) for m in _example_py.file_descriptor().message_type}
+    assert declared == built
+
+
+@pytest.mark.parametrize("order", ["tfrecord_lite first", "tensorflow first"])
+def test_imports_alongside_tensorflow(order):
+    first, second = ("tfrecord_lite", "tensorflow") if order == "tfrecord_lite first" else ("tensorflow", "tfrecord_lite")
+    code = (f"import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\nimport {first}\nimport {second}\n"
+            "import tensorflow as tf, tfrecord_lite as t\n"
+            "from tfrecord_lite import _example_py as p\n"
+            "ex = tf.train.Example(features=tf.train.Features(feature={'a': tf.train.Feature(int64_list=tf.train.Int64List(value=[1]))}))\n"
+            "assert p.decode_examples([ex.SerializeToString()])[1][0][4].tolist() == [1]\n"
+            "assert t.encode_example({'a': 1}) == ex.SerializeToString(deterministic=True)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tfl.__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,0 +1,72 @@
+"""Feature specs: dtype spellings, validation, TF code, and spec handling in parsing."""
+
+import numpy as np
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.errors import FeatureSpecError
+
+
+@pytest.mark.parametrize("dtype, name", [
+    (np.float32, "float32"), ("float32", "float32"), (np.int64, "int64"), ("int64", "int64"),
+    (bytes, "string"), ("string", "string"), (np.dtype("float32"), "float32"),
+])
+def test_dtype_spellings(dtype, name):
+    assert tfl.VarLenFeature(dtype).dtype == name
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tfl.VarLenFeature(np.float64),
+    lambda: tfl.FixedLenFeature([-1], np.int64),
+    lambda: tfl.FixedLenFeature([2], np.int64, default_value=[1, 2, 3]),
+    lambda: tfl.RaggedFeature(np.int64, partitions=("x",)),
+    lambda: tfl.SparseFeature(["a", "b"], "v", np.float32, 4),
+    lambda: tfl.RawTensorFeature((2,), object),
+])
+def test_bad_specs_raise_feature_spec_error(make):
+    with pytest.raises(FeatureSpecError):
+        make()
+
+
+def test_defaults_are_shaped():
+    spec = tfl.FixedLenFeature([2, 2], np.int64, default_value=7)
+    assert spec.default_value.tolist() == [[7, 7], [7, 7]]
+    assert tfl.FixedLenFeature([], bytes, default_value="x").default_value.tolist() == b"x"
+
+
+def test_tf_code():
+    schema = tfl.Schema(a=tfl.FixedLenFeature([3], np.float32), b=tfl.VarLenFeature(bytes))
+    assert schema.to_tf_code() == ("features = {\n    'a': tf.io.FixedLenFeature([3], tf.float32),\n"
+                                   "    'b': tf.io.VarLenFeature(tf.string),\n}")
+
+
+def test_unsupported_spec_placement(backend):
+    rec = tfl.encode_example({"a": [1, 2]})
+    with pytest.raises(FeatureSpecError, match="allow_missing"):
+        tfl.parse_example([rec], {"a": tfl.FixedLenSequenceFeature([], np.int64)})
+    with pytest.raises(FeatureSpecError, match="not supported"):
+        tfl.parse_sequence_example([tfl.encode_sequence_example({}, {})], {}, {"a": tfl.FixedLenFeature([], np.int64)})
+
+
+def test_sparse_feature_multi_dim_and_mismatch(backend):
+    recs = [tfl.encode_example({"r": [1, 0], "c": [2, 1], "v": [5.0, 6.0]}), tfl.encode_example({"r": [0], "c": [0, 1], "v": [1.0]})]
+    spec = {"s": tfl.SparseFeature(["r", "c"], "v", np.float32, [2, 3])}
+    out = tfl.parse_example(recs[:1], spec)["s"]
+    assert out.indices.tolist() == [[0, 0, 1], [0, 1, 2]] and out.values.tolist() == [6.0, 5.0]
+    assert out.dense_shape.tolist() == [1, 2, 3]
+    with pytest.raises(FeatureSpecError, match="index feature 'c'") as info:
+        tfl.parse_example(recs, spec)
+    assert info.value.index == 1
+
+
+def test_ragged_and_item_sequence(backend):
+    recs = [tfl.encode_example({"a": [1, 2, 3, 4]}), tfl.encode_example({}), tfl.encode_example({"a": [5, 6]})]
+    out = tfl.parse_example(recs, {"r": tfl.RaggedFeature(np.int64, value_key="a", row_splits_dtype="int64"),
+                                   "a": tfl.FixedLenSequenceFeature([2], np.int64, allow_missing=True)})
+    assert out["r"].to_list() == [[1, 2, 3, 4], [], [5, 6]] and out["r"].row_splits.dtype == np.int64
+    assert out["a"].tolist() == [[[1, 2], [3, 4]], [[0, 0], [0, 0]], [[5, 6], [0, 0]]]
+
+
+def test_empty_batch(backend):
+    out = tfl.parse_example([], {"a": tfl.FixedLenFeature([2], np.float32), "v": tfl.VarLenFeature(bytes)})
+    assert out["a"].shape == (0, 2) and out["v"].dense_shape.tolist() == [0, 0]

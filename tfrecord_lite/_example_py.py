@@ -1,0 +1,299 @@
+"""Pure-Python twin of csrc/example.pyx: Example/SequenceExample decoding through the
+protobuf package, and the same columnar output and encoders.
+
+The message classes come from the bundled example.proto, built at import time from a
+descriptor in a private pool under the package ``tfrecord_lite.example``, so they never
+clash with TensorFlow's ``tensorflow.*`` messages whichever is imported first. Every error
+protobuf raises on malformed input becomes ExampleDecodeError naming the record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from .errors import ExampleDecodeError, FeatureSpecError
+
+KIND_ABSENT = 0   # the key is not in this record
+KIND_BYTES = 1
+KIND_FLOAT = 2
+KIND_INT64 = 3
+KIND_EMPTY = 4    # the key is present with an empty Feature (no kind set)
+KIND_RAW = 5      # encoder only: 2-D uint8 array, one bytes value per row
+KIND_ROWS = 6     # encoder only: list of per-row (kind, values)
+
+PACKAGE = "tfrecord_lite.example"
+_F = descriptor_pb2.FieldDescriptorProto
+
+# message -> fields (name, number, label, type, message type, oneof index, packed); mirrors
+# example.proto, which tests/test_example.py checks against this table.
+_MESSAGES = {
+    "BytesList": [("value", 1, _F.LABEL_REPEATED, _F.TYPE_BYTES, None, None, False)],
+    "FloatList": [("value", 1, _F.LABEL_REPEATED, _F.TYPE_FLOAT, None, None, True)],
+    "Int64List": [("value", 1, _F.LABEL_REPEATED, _F.TYPE_INT64, None, None, True)],
+    "Feature": [
+        ("bytes_list", 1, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, "BytesList", 0, False),
+        ("float_list", 2, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, "FloatList", 0, False),
+        ("int64_list", 3, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, "Int64List", 0, False),
+    ],
+    "Features": [("feature", 1, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, "Features.FeatureEntry", None, False)],
+    "FeatureList": [("feature", 1, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, "Feature", None, False)],
+    "FeatureLists": [
+        ("feature_list", 1, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, "FeatureLists.FeatureListEntry", None, False)
+    ],
+    "Example": [("features", 1, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, "Features", None, False)],
+    "SequenceExample": [
+        ("context", 1, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, "Features", None, False),
+        ("feature_lists", 2, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, "FeatureLists", None, False),
+    ],
+}
+_MAPS = {"Features": ("FeatureEntry", "Feature"), "FeatureLists": ("FeatureListEntry", "FeatureList")}
+_ONEOFS = {"Feature": "kind"}
+
+
+def _add_field(msg, name, number, label, ftype, type_name, oneof, packed):
+    field = msg.field.add(name=name, number=number, label=label, type=ftype)
+    if type_name:
+        field.type_name = f".{PACKAGE}.{type_name}"
+    if oneof is not None:
+        field.oneof_index = oneof
+    if packed:
+        field.options.packed = True
+
+
+def file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    """The FileDescriptorProto of example.proto."""
+    fd = descriptor_pb2.FileDescriptorProto(name="tfrecord_lite/example.proto", package=PACKAGE, syntax="proto3")
+    for name, fields in _MESSAGES.items():
+        msg = fd.message_type.add(name=name)
+        if name in _ONEOFS:
+            msg.oneof_decl.add(name=_ONEOFS[name])
+        if name in _MAPS:
+            entry_name, value_type = _MAPS[name]
+            entry = msg.nested_type.add(name=entry_name)
+            entry.options.map_entry = True
+            _add_field(entry, "key", 1, _F.LABEL_OPTIONAL, _F.TYPE_STRING, None, None, False)
+            _add_field(entry, "value", 2, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, value_type, None, False)
+        for field in fields:
+            _add_field(msg, *field)
+    return fd
+
+
+_pool = descriptor_pool.DescriptorPool()
+_pool.Add(file_descriptor())
+Feature = message_factory.GetMessageClass(_pool.FindMessageTypeByName(f"{PACKAGE}.Feature"))
+Example = message_factory.GetMessageClass(_pool.FindMessageTypeByName(f"{PACKAGE}.Example"))
+SequenceExample = message_factory.GetMessageClass(_pool.FindMessageTypeByName(f"{PACKAGE}.SequenceExample"))
+
+_KIND_OF = {None: KIND_EMPTY, "bytes_list": KIND_BYTES, "float_list": KIND_FLOAT, "int64_list": KIND_INT64}
+
+
+# -- decoding ------------------------------------------------------------------------------
+
+class _Column:
+    """Rows of one key across a batch, as the compiled core lays them out."""
+
+    def __init__(self, sequence, records_before):
+        self.sequence = sequence
+        self.steps = [-1] * records_before if sequence else None
+        self.kinds = [] if sequence else [KIND_ABSENT] * records_before
+        self.counts = [] if sequence else [0] * records_before
+        self.floats, self.ints, self.bytes = [], [], []
+
+    def add_absent(self):
+        if self.sequence:
+            self.steps.append(-1)
+        else:
+            self.kinds.append(KIND_ABSENT)
+            self.counts.append(0)
+
+    def add_feature(self, feature):
+        kind = _KIND_OF[feature.WhichOneof("kind")]
+        self.kinds.append(kind)
+        if kind == KIND_FLOAT:
+            # Re-serializing keeps every float's bits (NaN payloads included), which
+            # converting through Python floats would not.
+            data = feature.float_list.SerializeToString()
+            values = _packed_floats(data)
+            self.floats.append(values)
+        elif kind == KIND_INT64:
+            values = feature.int64_list.value
+            self.ints.append(np.array(values, dtype=np.int64))
+        elif kind == KIND_BYTES:
+            values = feature.bytes_list.value
+            self.bytes.extend(values)
+        else:
+            values = ()
+        self.counts.append(len(values))
+
+    def output(self, raw):
+        kinds = np.array(self.kinds, dtype=np.uint8)
+        counts = np.array(self.counts, dtype=np.int64)
+        if raw is None or raw < 0:
+            byte_values = list(self.bytes)
+        else:
+            out = np.zeros((len(kinds), raw), dtype=np.uint8)
+            lengths = np.full(len(kinds), -1, dtype=np.int64)
+            at = 0
+            for i, (kind, count) in enumerate(zip(self.kinds, self.counts)):
+                if kind == KIND_BYTES:
+                    if count == 1:
+                        value = self.bytes[at]
+                        lengths[i] = len(value)
+                        if len(value) == raw:
+                            out[i] = np.frombuffer(value, dtype=np.uint8)
+                    at += count
+            byte_values = (out, lengths)
+        return (
+            np.array(self.steps, dtype=np.int64) if self.sequence else None,
+            kinds,
+            counts,
+            np.concatenate(self.floats) if self.floats else np.empty(0, np.float32),
+            np.concatenate(self.ints) if self.ints else np.empty(0, np.int64),
+            byte_values,
+        )
+
+
+def _packed_floats(data: bytes) -> np.ndarray:
+    """FloatList as serialized: nothing, or tag 0x0A, a varint length and the floats."""
+    if not data:
+        return np.empty(0, np.float32)
+    pos = 1
+    while data[pos] & 0x80:
+        pos += 1
+    return np.frombuffer(data, dtype="<f4", offset=pos + 1).astype(np.float32)
+
+
+class _Table:
+    def __init__(self, keys, sequence):
+        self.discover = keys is None
+        self.sequence = sequence
+        self.columns = {k: _Column(sequence, 0) for k in (keys or ())}
+
+    def add(self, record_index, mapping):
+        if self.discover:
+            for key in mapping:
+                if key not in self.columns:
+                    self.columns[key] = _Column(self.sequence, record_index)
+        for key, column in self.columns.items():
+            if key not in mapping:
+                column.add_absent()
+            elif self.sequence:
+                steps = mapping[key].feature
+                column.steps.append(len(steps))
+                for feature in steps:
+                    column.add_feature(feature)
+            else:
+                column.add_feature(mapping[key])
+
+    def output(self, raw_sizes):
+        raw = raw_sizes or {}
+        return list(self.columns), [c.output(raw.get(k, -1)) for k, c in self.columns.items()]
+
+
+def _parse(message_class, data, index):
+    message = message_class()
+    try:
+        message.ParseFromString(bytes(data))
+    except Exception as exc:  # DecodeError, RecursionError, UnicodeDecodeError, ...
+        raise ExampleDecodeError(f"malformed {message_class.__name__}: {exc}", index=index) from None
+    return message
+
+
+def decode_examples(records, keys=None, raw_sizes=None):
+    """Columns of a batch of serialized Examples; see csrc/example.pyx."""
+    table = _Table(keys, sequence=False)
+    for i, data in enumerate(records):
+        table.add(i, _parse(Example, data, i).features.feature)
+    return table.output(raw_sizes)
+
+
+def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None):
+    """Columns of a batch of serialized SequenceExamples; see csrc/example.pyx."""
+    context = _Table(context_keys, sequence=False)
+    lists = _Table(sequence_keys, sequence=True)
+    for i, data in enumerate(records):
+        message = _parse(SequenceExample, data, i)
+        context.add(i, message.context.feature)
+        lists.add(i, message.feature_lists.feature_list)
+    return (*context.output(raw_sizes), *lists.output(None))
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1  # negative int64 as two's complement: 10 bytes
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _field(tag: int, body: bytes) -> bytes:
+    return bytes((tag,)) + _varint(len(body)) + body
+
+
+def _feature(key, kind, values) -> bytes:
+    """A Feature message through protobuf; floats are loaded from their bytes so their bits
+    survive (Python floats would quiet signalling NaNs)."""
+    feature = Feature()
+    if kind == KIND_FLOAT:
+        data = np.ascontiguousarray(values, dtype="<f4").tobytes()
+        feature.float_list.MergeFromString(_field(0x0A, data) if data else b"")
+        feature.float_list.SetInParent()
+    elif kind == KIND_INT64:
+        feature.int64_list.value.extend(int(v) for v in np.asarray(values, dtype=np.int64).ravel())
+        feature.int64_list.SetInParent()
+    elif kind == KIND_RAW:
+        feature.bytes_list.value.append(memoryview(values).cast("B").tobytes())
+    elif kind == KIND_BYTES:
+        for v in values:
+            if not isinstance(v, bytes):
+                raise FeatureSpecError(f"feature {key.decode(errors='replace')!r}: bytes values must be bytes, "
+                                       f"not {type(v).__name__}")
+        feature.bytes_list.value.extend(values)
+        feature.bytes_list.SetInParent()
+    return feature.SerializeToString()
+
+
+def _features(keys, kinds, values) -> bytes:
+    # Map entries are framed by hand so that they keep the caller's order.
+    return b"".join(
+        _field(0x0A, _field(0x0A, k) + _field(0x12, _feature(k, kind, v)))
+        for k, kind, v in zip(keys, kinds, values)
+    )
+
+
+def encode_example(keys, kinds, values):
+    """One serialized Example; see csrc/example.pyx."""
+    return _field(0x0A, _features(keys, kinds, values))
+
+
+def encode_examples(keys, kinds, columns, n):
+    """n serialized Examples from columns; see csrc/example.pyx."""
+    for key, kind, column in zip(keys, kinds, columns):
+        if kind in (KIND_BYTES, KIND_ROWS) and len(column) != n:
+            raise FeatureSpecError(f"feature {key.decode()!r}: {len(column)} rows, expected {n}")
+    out = []
+    for i in range(n):
+        row_kinds, row_values = [], []
+        for kind, column in zip(kinds, columns):
+            if kind == KIND_ROWS:
+                kind, value = column[i]
+            else:
+                value = column[i]
+            row_kinds.append(kind)
+            row_values.append(value)
+        out.append(encode_example(keys, row_kinds, row_values))
+    return out
+
+
+def encode_sequence_example(context_keys, context_kinds, context_values, list_keys, list_steps):
+    """One serialized SequenceExample; see csrc/example.pyx."""
+    lists = b"".join(
+        _field(0x0A, _field(0x0A, k) + _field(0x12, b"".join(_field(0x0A, _feature(k, kind, v)) for kind, v in steps)))
+        for k, steps in zip(list_keys, list_steps)
+    )
+    return _field(0x0A, _features(context_keys, context_kinds, context_values)) + _field(0x12, lists)

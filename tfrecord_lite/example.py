@@ -1,0 +1,578 @@
+"""tf.train.Example / SequenceExample: parsing against feature specs, spec-less decoding and
+encoding, with the semantics of ``tf.io.parse_example`` and friends.
+
+The wire work happens in ``_native.example`` (compiled csrc/example.pyx or its twin), which
+turns a batch into columns: per key, one row per Feature with its kind, value count and
+values. This module turns columns into what TF returns, with numpy vectorised over the
+batch; every spec type goes through the same column checks (``_Column``).
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from functools import cmp_to_key
+from math import prod
+
+import numpy as np
+
+from . import _native
+from .errors import FeatureSpecError
+from .features import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    RawTensorFeature,
+    SparseFeature,
+    VarLenFeature,
+)
+
+__all__ = [
+    "SparseTensorValue",
+    "RaggedValue",
+    "parse_example",
+    "parse_single_example",
+    "parse_sequence_example",
+    "parse_single_sequence_example",
+    "decode_example",
+    "decode_examples",
+    "encode_example",
+    "encode_examples",
+    "encode_sequence_example",
+]
+
+ABSENT, BYTES, FLOAT, INT64, EMPTY, RAW, ROWS = range(7)
+_KIND = {"string": BYTES, "float32": FLOAT, "int64": INT64}
+_KIND_NAME = {BYTES: "string", FLOAT: "float32", INT64: "int64"}
+_ZERO = {"float32": np.float32(0), "int64": np.int64(0), "string": b""}
+
+SparseTensorValue = namedtuple("SparseTensorValue", ["indices", "values", "dense_shape"])
+SparseTensorValue.__doc__ = "The components of a tf.SparseTensor as numpy arrays."
+
+
+class RaggedValue:
+    """The components of a tf.RaggedTensor: ``values`` (an array, or a RaggedValue for more
+    ragged levels) split into rows by ``row_splits``."""
+
+    __slots__ = ("values", "row_splits")
+
+    def __init__(self, values, row_splits):
+        self.values = values
+        self.row_splits = row_splits
+
+    def __len__(self):
+        return len(self.row_splits) - 1
+
+    def to_list(self) -> list:
+        inner = self.values.to_list() if isinstance(self.values, RaggedValue) else self.values.tolist()
+        s = self.row_splits.tolist()
+        return [inner[s[i]:s[i + 1]] for i in range(len(s) - 1)]
+
+    def __repr__(self):
+        return f"RaggedValue({self.to_list()!r})"
+
+
+def _object_array(values) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+class _Column:
+    """One key's rows from the core, checked against a spec dtype."""
+
+    def __init__(self, name, raw, batch):
+        self.name = name
+        self.steps, self.kinds, self.counts, self.floats, self.ints, self.bytes = raw
+        self.batch = batch
+
+    def record_of(self, row: int) -> int:
+        if self.steps is None:
+            return int(row)
+        return int(np.searchsorted(np.cumsum(np.maximum(self.steps, 0)), row, side="right"))
+
+    def fail(self, detail, row=None, record=None):
+        if record is None and row is not None:
+            record = self.record_of(row)
+        raise FeatureSpecError(f"feature {self.name!r}: {detail}", index=record)
+
+    def typed(self, dtype):
+        """Values of the spec's dtype, counts per row, and which rows have that kind; other
+        kinds are an error. A row without a kind (absent, or an empty Feature) has no values."""
+        want = _KIND[dtype]
+        present = self.kinds == want
+        if not present.all():
+            bad = np.flatnonzero(~present & (self.kinds != ABSENT) & (self.kinds != EMPTY))
+            if bad.size:
+                row = bad[0]
+                self.fail(f"data type {_KIND_NAME[int(self.kinds[row])]} but the spec expects {dtype}", row)
+        values = self.floats if want == FLOAT else self.ints if want == INT64 else _object_array(self.bytes)
+        return values, self.counts, present
+
+    def required(self, present, what="is required but could not be found"):
+        missing = np.flatnonzero(~present)
+        if missing.size:
+            self.fail(what, record=int(missing[0]))
+
+
+def _splits(counts, dtype=np.int64):
+    out = np.zeros(len(counts) + 1, dtype=dtype)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def _within(counts):
+    """0..count-1 for each row, concatenated."""
+    total = int(counts.sum())
+    return np.arange(total, dtype=np.int64) - np.repeat(_splits(counts)[:-1], counts)
+
+
+def _fill(shape, dtype, default):
+    out = np.empty(shape, dtype=np.dtype(object) if dtype == "string" else dtype)
+    out[...] = _ZERO[dtype] if default is None else default
+    return out
+
+
+# -- spec -> output, for columns with one row per record -----------------------------------
+
+def _dense(col, spec):
+    values, counts, present = col.typed(spec.dtype)
+    size = prod(spec.shape)
+    every = present.all()
+    if (counts != size).any():
+        bad = np.flatnonzero(present & (counts != size))
+        if bad.size:
+            col.fail(f"{counts[bad[0]]} values but the shape {list(spec.shape)} needs {size}", bad[0])
+    if spec.default_value is None and not every:
+        col.required(present, f"(data type: {spec.dtype}) is required but could not be found")
+    shape = (col.batch,) + spec.shape
+    if every:
+        return values.reshape(shape)
+    out = _fill(shape, spec.dtype, spec.default_value)
+    out[present] = values.reshape((-1,) + spec.shape)
+    return out
+
+
+def _raw(col, spec):
+    data, lengths = col.bytes
+    kinds = col.kinds
+    bad = np.flatnonzero((kinds != BYTES) & (kinds != ABSENT) & (kinds != EMPTY))
+    if bad.size:
+        col.fail(f"data type {_KIND_NAME[int(kinds[bad[0]])]} but a RawTensorFeature needs one bytes value", bad[0])
+    present = kinds == BYTES
+    bad = np.flatnonzero(present & (col.counts != 1))
+    if bad.size:
+        col.fail(f"{col.counts[bad[0]]} bytes values but a RawTensorFeature needs exactly one", bad[0])
+    bad = np.flatnonzero(present & (lengths != spec.nbytes))
+    if bad.size:
+        col.fail(f"raw value of {lengths[bad[0]]} bytes but shape {list(spec.shape)} of {spec.dtype} "
+                 f"needs {spec.nbytes}", bad[0])
+    if spec.default_value is None:
+        col.required(present)
+    out = data.view(spec.dtype).reshape((col.batch,) + spec.shape)
+    if not present.all():
+        out[~present] = spec.default_value
+    return out
+
+
+def _varlen(col, spec):
+    values, counts, _ = col.typed(spec.dtype)
+    indices = np.stack([np.repeat(np.arange(col.batch, dtype=np.int64), counts), _within(counts)], axis=1)
+    width = int(counts.max()) if counts.size else 0
+    return SparseTensorValue(indices, values, np.array([col.batch, width], dtype=np.int64))
+
+
+def _ragged(col, spec):
+    values, counts, _ = col.typed(spec.dtype)
+    return RaggedValue(values, _splits(counts, spec.row_splits_dtype))
+
+
+def _item_sequence(col, spec):
+    """FixedLenSequenceFeature in parse_example: values cut into shape-sized items, padded."""
+    values, counts, _ = col.typed(spec.dtype)
+    stride = prod(spec.shape)
+    if stride == 0:
+        col.fail("a FixedLenSequenceFeature needs a shape with at least one value")
+    bad = np.flatnonzero(counts % stride)
+    if bad.size:
+        col.fail(f"{counts[bad[0]]} values is not a multiple of the item size {stride}", bad[0])
+    items = counts // stride
+    longest = int(items.max()) if items.size else 0
+    out = _fill((col.batch, longest) + spec.shape, spec.dtype, spec.default_value)
+    flat = out.reshape(col.batch * longest * stride)
+    flat[np.repeat(np.arange(col.batch) * (longest * stride), counts) + _within(counts)] = values
+    return out
+
+
+def _sparse(cols, spec, batch):
+    value_col = cols[spec.value_key]
+    values, counts, _ = value_col.typed(spec.dtype)
+    index_parts = [np.repeat(np.arange(batch, dtype=np.int64), counts)]
+    for key in spec.index_keys:
+        index_values, index_counts, _ = cols[key].typed("int64")
+        bad = np.flatnonzero(index_counts != counts)
+        if bad.size:
+            value_col.fail(f"{counts[bad[0]]} values but index feature {key!r} has {index_counts[bad[0]]}",
+                           record=int(bad[0]))
+        index_parts.append(index_values)
+    indices = np.stack(index_parts, axis=1)
+    if not spec.already_sorted and len(indices):
+        order = np.lexsort(indices.T[::-1])
+        indices, values = indices[order], values[order]
+    return SparseTensorValue(indices, values, np.array((batch,) + spec.sizes, dtype=np.int64))
+
+
+_ONE_ROW = {
+    FixedLenFeature: _dense,
+    VarLenFeature: _varlen,
+    RaggedFeature: _ragged,
+    FixedLenSequenceFeature: _item_sequence,
+    RawTensorFeature: _raw,
+}
+
+
+def _keys_of(name, spec):
+    """The wire keys a spec reads."""
+    if isinstance(spec, SparseFeature):
+        return [*spec.index_keys, spec.value_key]
+    if isinstance(spec, RaggedFeature) and spec.value_key is not None:
+        return [spec.value_key]
+    return [name]
+
+
+def _check_specs(features, allowed, where):
+    for name, spec in features.items():
+        if not isinstance(spec, allowed):
+            raise FeatureSpecError(f"feature {name!r}: {type(spec).__name__} is not supported in {where}")
+        if where == "parse_example" and isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing:
+            raise FeatureSpecError(f"feature {name!r}: FixedLenSequenceFeature requires allow_missing=True "
+                                   "in parse_example")
+
+
+def _plan(features):
+    """(keys to extract, raw sizes) for a spec mapping."""
+    keys, raw = [], {}
+    for name, spec in features.items():
+        for key in _keys_of(name, spec):
+            if key not in keys:
+                keys.append(key)
+        if isinstance(spec, RawTensorFeature):
+            raw[name] = spec.nbytes
+    shared = [k for k in raw if sum(k in _keys_of(n, s) for n, s in features.items()) > 1]
+    if shared:
+        raise FeatureSpecError(f"feature {shared[0]!r}: a RawTensorFeature key cannot be read by another spec")
+    return keys, raw
+
+
+def _build(features, names, raw_columns, batch):
+    cols = {k: _Column(k, c, batch) for k, c in zip(names, raw_columns)}
+    out = {}
+    for name, spec in features.items():
+        if isinstance(spec, SparseFeature):
+            out[name] = _sparse(cols, spec, batch)
+        else:
+            col = cols[_keys_of(name, spec)[0]]
+            out[name] = _ONE_ROW[type(spec)](col, spec)
+    return out
+
+
+_EXAMPLE_SPECS = (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature, FixedLenSequenceFeature,
+                  RawTensorFeature)
+
+
+def parse_example(serialized, features) -> dict:
+    """Parse a batch of serialized Examples (any sequence of bytes-like) like
+    ``tf.io.parse_example``: FixedLenFeature -> (batch,) + shape array (bytes: object array),
+    VarLenFeature/SparseFeature -> SparseTensorValue, RaggedFeature -> RaggedValue,
+    FixedLenSequenceFeature(allow_missing=True) -> padded (batch, items) + shape array,
+    RawTensorFeature -> (batch,) + shape array. Data that does not fit the spec raises
+    FeatureSpecError naming the feature and record; malformed protobuf, ExampleDecodeError."""
+    records = serialized if isinstance(serialized, (list, tuple)) else list(serialized)
+    _check_specs(features, _EXAMPLE_SPECS, "parse_example")
+    keys, raw = _plan(features)
+    names, columns = _native.example.decode_examples(records, keys, raw)
+    return _build(features, names, columns, len(records))
+
+
+def _unbatch(spec, value):
+    if isinstance(spec, (VarLenFeature, SparseFeature)):
+        return SparseTensorValue(value.indices[:, 1:], value.values, value.dense_shape[1:])
+    if isinstance(spec, RaggedFeature):
+        return value.values
+    return value[0]
+
+
+def parse_single_example(serialized, features) -> dict:
+    """parse_example for one record, without the batch dimension (as TF's)."""
+    parsed = parse_example([serialized], features)
+    return {name: _unbatch(spec, parsed[name]) for name, spec in features.items()}
+
+
+# -- SequenceExample -----------------------------------------------------------------------
+
+def _step_dense(col, spec):
+    values, counts, _ = col.typed(spec.dtype)
+    present = col.steps >= 0
+    if not spec.allow_missing:
+        col.required(present, "feature list is required but could not be found")
+    stride = prod(spec.shape)
+    bad = np.flatnonzero(counts != stride)
+    if bad.size:
+        col.fail(f"step has {counts[bad[0]]} values but the shape {list(spec.shape)} needs {stride}", bad[0])
+    steps = np.maximum(col.steps, 0)
+    longest = int(steps.max()) if steps.size else 0
+    out = _fill((col.batch, longest) + spec.shape, spec.dtype, spec.default_value)
+    rows = np.repeat(np.arange(col.batch) * longest, steps) + _within(steps)
+    out.reshape((col.batch * longest,) + spec.shape)[rows] = values.reshape((-1,) + spec.shape)
+    return out, steps
+
+
+def _step_varlen(col, spec):
+    values, counts, _ = col.typed(spec.dtype)
+    steps = np.maximum(col.steps, 0)
+    step_of_value = np.repeat(_within(steps), counts)
+    record_of_value = np.repeat(np.repeat(np.arange(col.batch, dtype=np.int64), steps), counts)
+    indices = np.stack([record_of_value, step_of_value, _within(counts)], axis=1)
+    shape = [col.batch, int(steps.max()) if steps.size else 0, int(counts.max()) if counts.size else 0]
+    return SparseTensorValue(indices, values, np.array(shape, dtype=np.int64))
+
+
+def _step_ragged(col, spec):
+    values, counts, _ = col.typed(spec.dtype)
+    inner = RaggedValue(values, _splits(counts, spec.row_splits_dtype))
+    return RaggedValue(inner, _splits(np.maximum(col.steps, 0), spec.row_splits_dtype))
+
+
+_STEP_ROWS = {FixedLenSequenceFeature: _step_dense, VarLenFeature: _step_varlen, RaggedFeature: _step_ragged}
+
+
+def parse_sequence_example(serialized, context_features=None, sequence_features=None):
+    """Parse a batch of serialized SequenceExamples like ``tf.io.parse_sequence_example``:
+    returns (context, feature_lists, lengths). Context specs are as in parse_example;
+    sequence specs are FixedLenSequenceFeature -> (batch, steps) + shape array padded with
+    zeros (lengths[name] gives the steps per record), VarLenFeature -> 3-D
+    SparseTensorValue, RaggedFeature -> RaggedValue of RaggedValue."""
+    records = serialized if isinstance(serialized, (list, tuple)) else list(serialized)
+    context_features = context_features or {}
+    sequence_features = sequence_features or {}
+    _check_specs(context_features, (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature,
+                                    RawTensorFeature), "context_features")
+    _check_specs(sequence_features, tuple(_STEP_ROWS), "sequence_features")
+    keys, raw = _plan(context_features)
+    seq_keys, _ = _plan(sequence_features)
+    names, columns, seq_names, seq_columns = _native.example.decode_sequence_examples(records, keys, seq_keys, raw)
+    batch = len(records)
+    context = _build(context_features, names, columns, batch)
+    cols = {k: _Column(k, c, batch) for k, c in zip(seq_names, seq_columns)}
+    feature_lists, lengths = {}, {}
+    for name, spec in sequence_features.items():
+        col = cols[_keys_of(name, spec)[0]]
+        result = _STEP_ROWS[type(spec)](col, spec)
+        if isinstance(spec, FixedLenSequenceFeature):
+            feature_lists[name], lengths[name] = result
+        else:
+            feature_lists[name] = result
+    return context, feature_lists, lengths
+
+
+def parse_single_sequence_example(serialized, context_features=None, sequence_features=None):
+    """parse_sequence_example for one record, without the batch dimension:
+    (context, feature_lists) as ``tf.io.parse_single_sequence_example`` returns."""
+    context, lists, _ = parse_sequence_example([serialized], context_features, sequence_features)
+    context = {n: _unbatch(s, context[n]) for n, s in (context_features or {}).items()}
+    out = {}
+    for name, spec in (sequence_features or {}).items():
+        value = lists[name]
+        if isinstance(spec, VarLenFeature):
+            out[name] = SparseTensorValue(value.indices[:, 1:], value.values, value.dense_shape[1:])
+        elif isinstance(spec, RaggedFeature):
+            out[name] = value.values
+        else:
+            out[name] = value[0]
+    return context, out
+
+
+# -- without a spec ------------------------------------------------------------------------
+
+def _split_rows(col):
+    """Per record: float32/int64 array, list of bytes, [] for an empty Feature, or None."""
+    kinds, counts = col[1], col[2]
+    stores = {FLOAT: col[3], INT64: col[4], BYTES: col[5]}
+    at = {FLOAT: 0, INT64: 0, BYTES: 0}
+    rows = []
+    for kind, count in zip(kinds.tolist(), counts.tolist()):
+        if kind in at:
+            rows.append(stores[kind][at[kind]:at[kind] + count])
+            at[kind] += count
+        else:
+            rows.append([] if kind == EMPTY else None)
+    return rows
+
+
+def decode_examples(serialized) -> list:
+    """Every feature of every record, without a spec: a list of dicts name -> float32 or
+    int64 array, or list of bytes (names sorted; an empty Feature gives [])."""
+    records = serialized if isinstance(serialized, (list, tuple)) else list(serialized)
+    names, columns = _native.example.decode_examples(records)
+    out = [{} for _ in records]
+    for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
+        for record, value in zip(out, _split_rows(col)):
+            if value is not None:
+                record[name] = value
+    return out
+
+
+def decode_example(serialized) -> dict:
+    """Every feature of one record, without a spec; see decode_examples."""
+    return decode_examples([serialized])[0]
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+_FLOAT_SCALARS = (float, np.float32, np.float64, np.float16)
+_INT_SCALARS = (int, bool, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32, np.bool_)
+
+
+def _normalize(name, value):
+    """(kind, values) for one feature value: float -> float_list, int/bool -> int64_list,
+    bytes/str -> bytes_list; lists and arrays of them; an empty list -> a Feature with no
+    kind (an empty array keeps its dtype's kind). Single numbers stay Python scalars,
+    which the encoders take as they are."""
+    t = type(value)
+    if t in _FLOAT_SCALARS:
+        return FLOAT, float(value)
+    if t in _INT_SCALARS:
+        value = int(value)
+        if not -2**63 <= value < 2**63:
+            raise FeatureSpecError(f"feature {name!r}: value {value} does not fit int64")
+        return INT64, value
+    if t is bytes:
+        return BYTES, [value]
+    if t is np.ndarray and value.dtype == np.float32 and value.flags.c_contiguous:
+        return FLOAT, value.reshape(-1)
+    if isinstance(value, (bytes, str, bytearray, memoryview, np.bytes_, np.str_)):
+        return BYTES, [_as_bytes(name, value)]
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return EMPTY, None
+        if all(isinstance(v, (bytes, str, bytearray, memoryview, np.bytes_, np.str_)) for v in value):
+            return BYTES, [_as_bytes(name, v) for v in value]
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise FeatureSpecError(f"feature {name!r}: cannot encode {type(value).__name__}: {exc}") from None
+    if arr.dtype.kind == "f":
+        return FLOAT, np.ascontiguousarray(arr, dtype=np.float32).reshape(-1)
+    if arr.dtype.kind in "iub":
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise FeatureSpecError(f"feature {name!r}: value {arr.max()} does not fit int64")
+        return INT64, np.ascontiguousarray(arr, dtype=np.int64).reshape(-1)
+    if arr.dtype.kind in "SUO" and not isinstance(value, (list, tuple)):
+        flat = arr.reshape(-1).tolist()
+        if arr.dtype.kind != "O" or all(isinstance(v, (bytes, str)) for v in flat):
+            return BYTES, [_as_bytes(name, v) for v in flat]
+    raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r} (want floats, ints, bools, bytes or str)")
+
+
+def _as_bytes(name, v) -> bytes:
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, bytes):
+        return bytes(v) if type(v) is not bytes else v
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise FeatureSpecError(f"feature {name!r}: cannot mix {type(v).__name__} into a bytes list")
+
+
+_KEYS: dict = {}  # name -> UTF-8, for the names a program keeps writing
+
+
+def _key(name) -> bytes:
+    key = _KEYS.get(name)
+    if key is None:
+        if not isinstance(name, str):
+            raise FeatureSpecError(f"feature names must be str, not {type(name).__name__} ({name!r})")
+        key = name.encode()
+        if len(_KEYS) < 4096:
+            _KEYS[name] = key
+    return key
+
+
+def _deterministic_cmp(a, b):
+    """Map key order of protobuf's deterministic serialization (upb runtime): bytewise over
+    the common prefix, and where one key is a prefix of the other the longer comes first."""
+    n = min(len(a[1]), len(b[1]))
+    x, y = a[1][:n], b[1][:n]
+    if x != y:
+        return -1 if x < y else 1
+    return len(b[1]) - len(a[1])
+
+
+_DETERMINISTIC = cmp_to_key(_deterministic_cmp)
+
+
+def _order(mapping, deterministic):
+    """(name, encoded key) pairs in mapping order, or in protobuf's deterministic order."""
+    pairs = [(name, _key(name)) for name in mapping]
+    return sorted(pairs, key=_DETERMINISTIC) if deterministic else pairs
+
+
+def _features_args(mapping, deterministic):
+    pairs = _order(mapping, deterministic)
+    normalized = [_normalize(name, mapping[name]) for name, _ in pairs]
+    return [key for _, key in pairs], [kind for kind, _ in normalized], [vals for _, vals in normalized]
+
+
+def encode_example(mapping, deterministic: bool = False) -> bytes:
+    """Serialize {name: value} as a tf.train.Example. Values: scalars, lists or numpy
+    arrays (flattened); float -> float_list, int/bool -> int64_list, bytes/str ->
+    bytes_list. Features are written in mapping order; deterministic=True sorts them and
+    gives exactly ``tf.train.Example.SerializeToString(deterministic=True)``."""
+    return _native.example.encode_example(*_features_args(mapping, deterministic))
+
+
+def encode_sequence_example(context, feature_lists, deterministic: bool = False) -> bytes:
+    """Serialize a tf.train.SequenceExample: context {name: value} as in encode_example,
+    feature_lists {name: sequence of step values} (a 2-D array gives one step per row)."""
+    keys, kinds, values = _features_args(context or {}, deterministic)
+    list_keys, list_steps = [], []
+    for name, key in _order(feature_lists or {}, deterministic):
+        list_keys.append(key)
+        list_steps.append([_normalize(name, step) for step in feature_lists[name]])
+    return _native.example.encode_sequence_example(keys, kinds, values, list_keys, list_steps)
+
+
+def encode_examples(columns, deterministic: bool = False, raw=()) -> list:
+    """Serialize a batch column by column: columns maps name -> numpy array with a leading
+    batch dimension (each row flattened into one feature), or a sequence with one value per
+    row (anything encode_example takes). Names in ``raw`` are written as one bytes value per
+    row holding the row's raw array data (read back with RawTensorFeature)."""
+    if not columns:
+        return []
+    n = len(next(iter(columns.values())))
+    keys, kinds, data = [], [], []
+    for name, key in _order(columns, deterministic):
+        column = columns[name]
+        if len(column) != n:
+            raise FeatureSpecError(f"feature {name!r}: {len(column)} rows, but {n} in the first column")
+        kind, value = _column(name, column, n, name in raw)
+        keys.append(key)
+        kinds.append(kind)
+        data.append(value)
+    return _native.example.encode_examples(keys, kinds, data, n)
+
+
+def _column(name, column, n, raw):
+    if raw:
+        arr = np.ascontiguousarray(column)
+        return RAW, arr.reshape(n, -1).view(np.uint8).reshape(n, -1)
+    if isinstance(column, np.ndarray) and column.dtype.kind in "fiub" and column.ndim >= 1:
+        kind, flat = _normalize(name, column)
+        return kind, flat.reshape(n, -1)
+    if not isinstance(column, np.ndarray) or column.ndim == 1:
+        items = column.tolist() if isinstance(column, np.ndarray) else list(column)
+        if all(type(v) is bytes for v in items):  # one bytes value per row, the common case
+            return BYTES, [[v] for v in items]
+    rows = [_normalize(name, v) for v in column]
+    if all(kind == BYTES for kind, _ in rows):
+        return BYTES, [v for _, v in rows]
+    return ROWS, rows

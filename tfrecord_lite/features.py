@@ -1,0 +1,282 @@
+"""Feature specs mirroring ``tf.io`` (FixedLenFeature, VarLenFeature, RaggedFeature,
+SparseFeature, FixedLenSequenceFeature), the raw-tensor spec RawTensorFeature, and schema
+inference from sample records.
+
+Specs only describe; tfrecord_lite/example.py parses against them. dtype is np.float32,
+np.int64 or bytes, or one of the strings "float32", "int64", "string" (TensorFlow DType
+objects such as ``tf.float32`` also work, by name); specs store the string form.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from .errors import FeatureSpecError
+
+__all__ = [
+    "FixedLenFeature",
+    "VarLenFeature",
+    "RaggedFeature",
+    "SparseFeature",
+    "FixedLenSequenceFeature",
+    "RawTensorFeature",
+    "Schema",
+    "infer_schema",
+]
+
+_DTYPE_NAMES = {
+    "float32": "float32", "float": "float32",
+    "int64": "int64",
+    "string": "string", "bytes": "string", "str": "string",
+}
+NUMPY_DTYPES = {"float32": np.float32, "int64": np.int64, "string": object}
+
+
+def normalize_dtype(dtype) -> str:
+    """"float32", "int64" or "string" for any accepted spelling of a feature dtype."""
+    if dtype is bytes or dtype is str:
+        return "string"
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
+    if name is None:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = None
+    if name not in _DTYPE_NAMES:
+        raise FeatureSpecError(f"unsupported feature dtype {dtype!r}; use np.float32, np.int64 or bytes "
+                               "(or 'float32', 'int64', 'string')")
+    return _DTYPE_NAMES[name]
+
+
+def _shape(shape, owner) -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise FeatureSpecError(f"{owner}: shape must be a sequence of ints, not {shape!r}") from None
+    if any(d < 0 for d in shape):
+        raise FeatureSpecError(f"{owner}: shape {list(shape)} has a negative or unknown dimension")
+    return shape
+
+
+def _default(value, shape, dtype, owner):
+    if value is None:
+        return None
+    arr = np.array(value, dtype=NUMPY_DTYPES[dtype])
+    if dtype == "string":
+        arr = np.vectorize(lambda v: v.encode() if isinstance(v, str) else v, otypes=[object])(arr)
+    size = prod(shape)
+    if arr.size == size:
+        return arr.reshape(shape)
+    if arr.size == 1:
+        return np.broadcast_to(arr.reshape(()), shape)
+    raise FeatureSpecError(f"{owner}: default_value has {arr.size} values, the shape {list(shape)} needs {size}")
+
+
+def _tf_dtype(dtype: str) -> str:
+    return {"float32": "tf.float32", "int64": "tf.int64", "string": "tf.string"}[dtype]
+
+
+def _frozen_set(obj, **values):
+    for k, v in values.items():
+        object.__setattr__(obj, k, v)
+
+
+@dataclass(frozen=True)
+class FixedLenFeature:
+    """A feature with exactly prod(shape) values per record -> dense array (batch,) + shape.
+    A missing (or kind-less) feature takes default_value; without one it is an error."""
+
+    shape: tuple
+    dtype: str
+    default_value: object = None
+
+    def __post_init__(self):
+        dtype = normalize_dtype(self.dtype)
+        shape = _shape(self.shape, "FixedLenFeature")
+        _frozen_set(self, dtype=dtype, shape=shape,
+                    default_value=_default(self.default_value, shape, dtype, "FixedLenFeature"))
+
+    def to_tf(self) -> str:
+        default = "" if self.default_value is None else f", default_value={self.default_value.tolist()!r}"
+        return f"tf.io.FixedLenFeature({list(self.shape)}, {_tf_dtype(self.dtype)}{default})"
+
+
+@dataclass(frozen=True)
+class VarLenFeature:
+    """Any number of values per record -> SparseTensorValue (indices, values, dense_shape)."""
+
+    dtype: str
+
+    def __post_init__(self):
+        _frozen_set(self, dtype=normalize_dtype(self.dtype))
+
+    def to_tf(self) -> str:
+        return f"tf.io.VarLenFeature({_tf_dtype(self.dtype)})"
+
+
+@dataclass(frozen=True)
+class RaggedFeature:
+    """Any number of values per record -> RaggedValue (values, row_splits).
+
+    Supported: the single-level case, values from ``value_key`` (default: the spec's own
+    name); in parse_sequence_example a sequence feature gets one more ragged level (steps).
+    Not supported: ``partitions`` (RowSplits, RowLengths, UniformRowLength, ...) and
+    ``validate``; giving them raises FeatureSpecError."""
+
+    dtype: str
+    value_key: str | None = None
+    partitions: tuple = ()
+    row_splits_dtype: object = "int32"
+    validate: bool = False
+
+    def __post_init__(self):
+        if self.partitions:
+            raise FeatureSpecError("RaggedFeature: partitions are not supported (only the value_key level)")
+        if self.validate:
+            raise FeatureSpecError("RaggedFeature: validate=True is not supported")
+        splits = getattr(self.row_splits_dtype, "name", self.row_splits_dtype)
+        splits = np.dtype(splits).name
+        if splits not in ("int32", "int64"):
+            raise FeatureSpecError(f"RaggedFeature: row_splits_dtype must be int32 or int64, not {splits}")
+        _frozen_set(self, dtype=normalize_dtype(self.dtype), row_splits_dtype=splits)
+
+    def to_tf(self) -> str:
+        key = "" if self.value_key is None else f", value_key={self.value_key!r}"
+        return f"tf.io.RaggedFeature({_tf_dtype(self.dtype)}{key}, row_splits_dtype=tf.{self.row_splits_dtype})"
+
+
+@dataclass(frozen=True)
+class SparseFeature:
+    """Indices from int64 feature(s) ``index_key`` and values from ``value_key`` ->
+    SparseTensorValue with dense_shape (batch,) + size; entries sorted by index within each
+    record unless already_sorted. index_key/size may be lists for several dimensions."""
+
+    index_key: object
+    value_key: str
+    dtype: str
+    size: object
+    already_sorted: bool = False
+
+    def __post_init__(self):
+        index_key = self.index_key if isinstance(self.index_key, str) else tuple(self.index_key)
+        size = int(self.size) if isinstance(self.size, (int, np.integer)) else _shape(self.size, "SparseFeature")
+        _frozen_set(self, dtype=normalize_dtype(self.dtype), index_key=index_key, size=size)
+        if len(self.index_keys) != len(self.sizes) or not self.index_keys:
+            raise FeatureSpecError(f"SparseFeature: {len(self.index_keys)} index keys but size has "
+                                   f"{len(self.sizes)} dimensions")
+
+    @property
+    def index_keys(self) -> list:
+        return [self.index_key] if isinstance(self.index_key, str) else list(self.index_key)
+
+    @property
+    def sizes(self) -> tuple:
+        return _shape(self.size, "SparseFeature")
+
+    def to_tf(self) -> str:
+        return (f"tf.io.SparseFeature({self.index_key!r}, {self.value_key!r}, {_tf_dtype(self.dtype)}, "
+                f"{self.size!r}, already_sorted={self.already_sorted})")
+
+
+@dataclass(frozen=True)
+class FixedLenSequenceFeature:
+    """A variable number of shape-sized items. In parse_example (allow_missing=True
+    required, as in TF) the values are split into items and padded with default_value to the
+    longest record; in parse_sequence_example each FeatureList step is one item, padded with
+    zeros (or default_value, which TF does not allow there)."""
+
+    shape: tuple
+    dtype: str
+    allow_missing: bool = False
+    default_value: object = None
+
+    def __post_init__(self):
+        dtype = normalize_dtype(self.dtype)
+        shape = _shape(self.shape, "FixedLenSequenceFeature")
+        default = None
+        if self.default_value is not None:
+            default = _default(self.default_value, (), dtype, "FixedLenSequenceFeature (default_value is a scalar)")
+        _frozen_set(self, dtype=dtype, shape=shape, default_value=default)
+
+    def to_tf(self) -> str:
+        return (f"tf.io.FixedLenSequenceFeature({list(self.shape)}, {_tf_dtype(self.dtype)}, "
+                f"allow_missing={self.allow_missing})")
+
+
+@dataclass(frozen=True)
+class RawTensorFeature:
+    """A bytes feature holding one array's raw data (e.g. ``image.tobytes()``) -> dense array
+    (batch,) + shape of ``dtype`` (any fixed-size numpy dtype, byte order as written), copied
+    once from the record. The value must be exactly prod(shape) * itemsize bytes. TF spells
+    this FixedLenFeature([], tf.string) followed by tf.io.decode_raw and a reshape."""
+
+    shape: tuple
+    dtype: object
+    default_value: object = None
+
+    def __post_init__(self):
+        shape = _shape(self.shape, "RawTensorFeature")
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError:
+            raise FeatureSpecError(f"RawTensorFeature: {self.dtype!r} is not a numpy dtype") from None
+        if dtype.hasobject or dtype.itemsize == 0:
+            raise FeatureSpecError(f"RawTensorFeature: dtype {dtype} has no fixed-size raw form")
+        default = None
+        if self.default_value is not None:
+            default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
+        _frozen_set(self, shape=shape, dtype=dtype, default_value=default)
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * self.dtype.itemsize
+
+    def to_tf(self) -> str:
+        return "tf.io.FixedLenFeature([], tf.string)  # then tf.io.decode_raw(...) and reshape"
+
+
+class Schema(dict):
+    """name -> spec, as infer_schema returns it; ``to_tf_code()`` prints the TF equivalent."""
+
+    def to_tf_code(self, variable: str = "features") -> str:
+        lines = [f"{variable} = {{"]
+        lines += [f"    {name!r}: {spec.to_tf()}," for name, spec in self.items()]
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def infer_schema(source, sample: int = 1000) -> Schema:
+    """A spec for the first ``sample`` Examples of source (a list of serialized records, or
+    a path or file readable by TFRecordReader): FixedLenFeature where every sampled record
+    has the feature with the same number of values, VarLenFeature otherwise. Features whose
+    kind differs between records raise FeatureSpecError."""
+    from . import _native
+    from .reader import TFRecordReader
+
+    if isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
+        with TFRecordReader(source) as reader:
+            records = [r for _, r in zip(range(sample), reader)]
+    else:
+        records = list(source)[:sample]
+    names, columns = _native.example.decode_examples(records)
+    schema = Schema()
+    kind_names = {1: "string", 2: "float32", 3: "int64"}
+    for name, (_, kinds, counts, *_) in sorted(zip(names, columns)):
+        typed = kinds[(kinds >= 1) & (kinds <= 3)]
+        found = set(np.unique(typed).tolist())
+        if len(found) > 1:
+            at = int(np.flatnonzero(kinds == typed[np.flatnonzero(typed != typed[0])[0]])[0])
+            raise FeatureSpecError(f"feature {name!r} has values of more than one type "
+                                   f"({', '.join(sorted(kind_names[k] for k in found))})", index=at)
+        dtype = kind_names[int(typed[0])] if typed.size else "float32"  # never typed: any works
+        if len(typed) == len(kinds) and len(kinds) and np.all(counts == counts[0]):
+            schema[name] = FixedLenFeature([] if counts[0] == 1 else [int(counts[0])], dtype)
+        else:
+            schema[name] = VarLenFeature(dtype)
+    return schema
