@@ -721,6 +721,9 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
             _set_keys(&p.ctx, key_bytes)
         if seq_bytes is not None:
             _set_keys(&p.seq, seq_bytes)
+        for i in range(p.ctx.n):   # one row per record: size the row arrays once
+            if not (buf_reserve(&p.ctx.cols[i].kinds, n) and buf_reserve(&p.ctx.cols[i].counts, 8 * n)):
+                raise MemoryError()
         views = <Py_buffer *>calloc(n if n else 1, sizeof(Py_buffer))
         if views == NULL:
             raise MemoryError()
