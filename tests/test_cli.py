@@ -72,6 +72,16 @@ def test_head_shows_sizes_and_preview(backend, tmp_path, capfd):
     assert "record 1: 0 bytes" in out and "record 2" not in out
 
 
+def test_head_decodes_examples(backend, tmp_path, capfd):
+    from tfrecord_lite import encode_example
+
+    path = _write(tmp_path / "e.tfrecord", [encode_example({"label": 3, "score": [0.5, 1.5], "id": b"x7"})])
+    assert main(["head", path]) == 0
+    out = capfd.readouterr().out
+    assert "label: int64[1] [3]" in out and "score: float32[2] [0.5, 1.5]" in out
+    assert "id: bytes[1] [b'x7']" in out
+
+
 def test_errors_are_one_line_with_advice(backend, tmp_path, capfd):
     path = tmp_path / "trunc.tfrecord"
     path.write_bytes(open(_write(tmp_path / "x", [b"abc" * 10]), "rb").read()[:-3])
