@@ -27,6 +27,7 @@ import numpy as np
 
 from .errors import TFRecordError
 from .io import normalize_compression
+from .progress import progress as progress_bar
 from .reader import ON_CORRUPT, TFRecordReader
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse", "to_numpy", "to_npy"]
@@ -611,7 +612,6 @@ def _positive(name, value, allow_none=False):
     return v
 
 
-
 def to_numpy(files, features=None, *, parse=None, batch_size=4096, **options) -> dict:
     """Every record of ``files`` parsed into one dict of dense arrays (the data must fit in
     memory). Each value of ``parse_example``'s output must be an array with a leading batch
@@ -642,7 +642,7 @@ def to_npy(files, features=None, out_dir=".", *, parse=None, batch_size=4096, pr
     total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
     paths, outs, filled = {}, {}, 0
-    bar = _progress(total, "to_npy", progress)
+    bar = progress_bar(total, "to_npy", progress)
     try:
         for batch in ds:
             batch = _dense(batch)
@@ -685,26 +685,3 @@ def _dense(batch) -> dict:
                 hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
         out[key] = value
     return out
-
-
-class _NoProgress:
-    def update(self, n):
-        pass
-
-    def close(self):
-        pass
-
-
-def _progress(total, desc, enabled):
-    """A tqdm bar when enabled (default: stderr is a terminal) and tqdm is installed."""
-    import sys
-
-    if enabled is None:
-        enabled = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    if not enabled:
-        return _NoProgress()
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _NoProgress()
-    return tqdm(total=total, desc=desc, unit="rec")

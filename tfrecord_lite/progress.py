@@ -38,7 +38,6 @@ def progress(total=None, desc=None, enabled=None, unit="rec", **kwargs):
                 leave=False, **kwargs)
 
 
-
 class _Silent:
     """What progress() returns when no bar is shown: every call is a no-op."""
 
