@@ -4,32 +4,11 @@ Public names live here; ``implementation`` says whether the compiled core ("cyth
 its pure-Python twin ("python") is active.
 """
 
-from . import _native, errors
+from . import _native, errors, example, features
 from .dataset import TFRecordDataset, to_npy, to_numpy
-from .errors import *  # noqa: F403 - the whole hierarchy is public
-from .example import (
-    RaggedValue,
-    SparseTensorValue,
-    decode_example,
-    decode_examples,
-    encode_example,
-    encode_examples,
-    encode_sequence_example,
-    parse_example,
-    parse_sequence_example,
-    parse_single_example,
-    parse_single_sequence_example,
-)
-from .features import (
-    FixedLenFeature,
-    FixedLenSequenceFeature,
-    RaggedFeature,
-    RawTensorFeature,
-    Schema,
-    SparseFeature,
-    VarLenFeature,
-    infer_schema,
-)
+from .errors import *  # noqa: F403 - each of these modules' __all__ is public as a whole
+from .example import *  # noqa: F403
+from .features import *  # noqa: F403
 from .index import IndexedDataset, TFRecordFile, build_index
 from .ops import merge, split
 from .reader import TFRecordReader
@@ -45,26 +24,6 @@ __all__ = [
     "crc32c",
     "masked_crc32c",
     "implementation",
-    # Example codec
-    "FixedLenFeature",
-    "VarLenFeature",
-    "RaggedFeature",
-    "SparseFeature",
-    "FixedLenSequenceFeature",
-    "RawTensorFeature",
-    "Schema",
-    "infer_schema",
-    "SparseTensorValue",
-    "RaggedValue",
-    "parse_example",
-    "parse_single_example",
-    "parse_sequence_example",
-    "parse_single_sequence_example",
-    "decode_example",
-    "decode_examples",
-    "encode_example",
-    "encode_examples",
-    "encode_sequence_example",
     # many files
     "TFRecordDataset",
     "TFRecordFile",
@@ -78,7 +37,7 @@ __all__ = [
     "write_parallel",
     "merge",
     "split",
-] + errors.__all__
+] + example.__all__ + features.__all__ + errors.__all__
 
 
 def crc32c(data, value: int = 0) -> int:
