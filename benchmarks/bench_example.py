@@ -28,8 +28,8 @@ import shutil
 import sys
 
 from . import _harness as H
-from .generate_data import (DATA_DIR, generate, lite_features, tf_features, tfrecord_description,
-                            w2_columns)
+from .generate_data import (DATA_DIR, generate, lite_features, numpy_batch, tf_features,
+                            tfrecord_description, w2_columns)
 
 SECTION = "bench_example"
 BATCH = 1024
@@ -114,29 +114,16 @@ def parse_tf(paths, workload, records, repeats=5, warmup=1):
 
 
 def parse_tfrecord(paths, workload, records, repeats=5, warmup=1):
-    import numpy as np
     from tfrecord.reader import tfrecord_loader
 
-    from .generate_data import SPECS
-
     description = tfrecord_description(workload)
-    specs = SPECS[workload]
     key = CHECK_KEY[workload]
-
-    def collate(rows):
-        out = {}
-        for k, (kind, shape) in specs.items():
-            if kind == "bytes":
-                out[k] = np.array([bytes(r[k]) for r in rows], dtype=object)
-            else:
-                out[k] = np.stack([r[k] for r in rows]).reshape((len(rows), *shape))
-        return out
 
     def run():
         n = total = 0
         stream = itertools.chain.from_iterable(tfrecord_loader(p, None, description) for p in paths)
         while rows := list(itertools.islice(stream, BATCH)):
-            arrays = collate(rows)
+            arrays = numpy_batch(rows, workload)
             n += len(arrays[key])
             total += int(arrays[key].sum())
         return n, total

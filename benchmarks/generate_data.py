@@ -46,7 +46,7 @@ _W2_BLOCK = 4096
 _W2_CATEGORIES = [b"red", b"green", b"blue", b"cyan", b"magenta", b"yellow", b"black", b"white"]
 
 __all__ = ["generate", "generate_many_files", "w2_columns", "encode_example", "example_class", "load_manifest",
-           "lite_features", "tf_features", "tfrecord_description", "SPECS", "DATA_DIR"]
+           "lite_features", "tf_features", "tfrecord_description", "numpy_batch", "SPECS", "DATA_DIR"]
 
 
 # -- protobuf wire format ------------------------------------------------------------------
@@ -266,6 +266,18 @@ def tfrecord_description(workload: str) -> dict:
     """The workload's description for the `tfrecord` package's readers."""
     names = {"bytes": "byte", "float": "float", "int64": "int"}
     return {k: names[kind] for k, (kind, _) in SPECS[workload].items()}
+
+
+def numpy_batch(rows: list, workload: str) -> dict:
+    """Rows from the `tfrecord` package's readers (dicts of numpy arrays) stacked into one
+    batch shaped like parse_example's output: numbers (batch, *shape), bytes an object array."""
+    out = {}
+    for k, (kind, shape) in SPECS[workload].items():
+        if kind == "bytes":
+            out[k] = np.array([bytes(r[k]) for r in rows], dtype=object)
+        else:
+            out[k] = np.stack([r[k] for r in rows]).reshape((len(rows), *shape))
+    return out
 
 
 def _plan(scale: float):
