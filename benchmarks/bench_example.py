@@ -28,7 +28,7 @@ import shutil
 import sys
 
 from . import _harness as H
-from .generate_data import (DATA_DIR, generate, lite_features, numpy_batch, tf_features,
+from .generate_data import (DATA_DIR, generate, lite_features, numpy_batch, tf_examples, tf_features,
                             tfrecord_description, w2_columns)
 
 SECTION = "bench_example"
@@ -175,23 +175,11 @@ def encode_lite(rows, out, method="columns", repeats=5, warmup=1):
 def encode_tf(rows, out, repeats=5, warmup=1):
     import tensorflow as tf
 
-    from .generate_data import SPECS
-
-    kinds = {k: kind for k, (kind, _) in SPECS["w2"].items()}
-    Feature, Example, Features = tf.train.Feature, tf.train.Example, tf.train.Features
-
-    def feature(kind, v):
-        if kind == "bytes":
-            return Feature(bytes_list=tf.train.BytesList(value=[v]))
-        if kind == "int64":
-            return Feature(int64_list=tf.train.Int64List(value=[v]))
-        return Feature(float_list=tf.train.FloatList(value=v if v.ndim else [v]))
-
     def write_file(cols):
         with tf.io.TFRecordWriter(out) as w:
-            for i in range(rows):
-                ex = Example(features=Features(feature={k: feature(kinds[k], cols[k][i]) for k in cols}))
-                w.write(ex.SerializeToString(deterministic=True))
+            write = w.write
+            for record in tf_examples(cols):
+                write(record)
 
     return _encode_result(write_file, rows, out, repeats, warmup)
 

@@ -46,7 +46,7 @@ _W2_BLOCK = 4096
 _W2_CATEGORIES = [b"red", b"green", b"blue", b"cyan", b"magenta", b"yellow", b"black", b"white"]
 
 __all__ = ["generate", "generate_many_files", "w2_columns", "encode_example", "example_class", "load_manifest",
-           "lite_features", "tf_features", "tfrecord_description", "numpy_batch", "SPECS", "DATA_DIR"]
+           "lite_features", "tf_features", "tfrecord_description", "numpy_batch", "tf_examples", "SPECS", "DATA_DIR"]
 
 
 # -- protobuf wire format ------------------------------------------------------------------
@@ -266,6 +266,26 @@ def tfrecord_description(workload: str) -> dict:
     """The workload's description for the `tfrecord` package's readers."""
     names = {"bytes": "byte", "float": "float", "int64": "int"}
     return {k: names[kind] for k, (kind, _) in SPECS[workload].items()}
+
+
+def tf_examples(cols: dict):
+    """Each row of W2-shaped numpy columns as tf.train.Example bytes, built the way TensorFlow
+    users do (a Feature per value, SerializeToString(deterministic=True)); imports TensorFlow."""
+    import tensorflow as tf
+
+    Feature, Example, Features = tf.train.Feature, tf.train.Example, tf.train.Features
+    kinds = {k: SPECS["w2"][k][0] for k in cols}
+
+    def feature(kind, v):
+        if kind == "bytes":
+            return Feature(bytes_list=tf.train.BytesList(value=[v]))
+        if kind == "int64":
+            return Feature(int64_list=tf.train.Int64List(value=[v]))
+        return Feature(float_list=tf.train.FloatList(value=v if v.ndim else [v]))
+
+    for i in range(len(cols["float_list"])):
+        ex = Example(features=Features(feature={k: feature(kinds[k], cols[k][i]) for k in cols}))
+        yield ex.SerializeToString(deterministic=True)
 
 
 def numpy_batch(rows: list, workload: str) -> dict:
