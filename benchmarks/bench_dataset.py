@@ -25,7 +25,7 @@ import os
 import sys
 
 from . import _harness as H
-from .generate_data import (DATA_DIR, generate, generate_many_files, lite_features, numpy_batch,
+from .generate_data import (generate, generate_many_files, lite_features, numpy_batch,
                             tf_features, tfrecord_description)
 
 SECTION = "bench_dataset"
