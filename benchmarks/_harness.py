@@ -421,7 +421,8 @@ def update_results_section(key: str, body: str, path: str = RESULTS_PATH) -> Non
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
         _, tail = rest.split(end, 1)
-        text = head + block + tail.lstrip("\n")
+        tail = tail.lstrip("\n")
+        text = head + block + ("\n" + tail if tail else "")
     else:
         text = text.rstrip("\n") + "\n\n" + block
     tmp = path + ".tmp"
