@@ -32,8 +32,9 @@ RESULTS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS
 WATCHED_MODULES = ("tensorflow", "tfrecord", "tfrecord_lite", "torch")
 
 __all__ = [
-    "PeerError", "run_in_subprocess", "time_repeats", "summarize", "median", "warm_page_cache",
-    "machine_info", "machine_lines", "markdown_table", "update_results_section", "RESULTS_PATH",
+    "PeerError", "run_in_subprocess", "run_rounds", "time_repeats", "summarize", "median",
+    "warm_page_cache", "peak_rss_mb", "measurement", "measurements_table", "machine_info", "machine_lines", "markdown_table", "ratio",
+    "targets_table", "runs_line", "add_arguments", "finish", "update_results_section", "RESULTS_PATH",
 ]
 
 
@@ -94,6 +95,29 @@ def _child_main(spec_path: str, out_path: str) -> None:
     with open(out_path + ".tmp", "w") as f:
         json.dump(result, f)
     os.replace(out_path + ".tmp", out_path)
+
+
+def run_rounds(plan, rounds: int = 1, timeout: float | None = None, log=None) -> dict:
+    """Run every peer of plan, a list of (key, label, "module:function", args), in its own
+    process, `rounds` times in turn, and pool the timed runs of each key.
+
+    The function must return {"seconds": [...]} plus, optionally, "cpu_seconds" and any other
+    JSON values (the last round's are kept). Returns {key: {"label", "seconds", "cpu_seconds",
+    "result"}} in plan order. Taking turns spreads a burst of load from elsewhere on the
+    machine over all peers instead of one."""
+    pooled = {}
+    for rnd in range(rounds):
+        for key, label, function, args in plan:
+            if log:
+                log(f"{label}" + (f" (round {rnd + 1}/{rounds})" if rounds > 1 else "") + " ...")
+            res = run_in_subprocess(function, args, timeout=timeout)
+            p = pooled.setdefault(key, {"label": label, "seconds": [], "cpu_seconds": []})
+            p["seconds"] += res["seconds"]
+            p["cpu_seconds"] += res.get("cpu_seconds") or []
+            p["result"] = res
+            if log:
+                log(f"    median {median(res['seconds']):.3f}s")
+    return pooled
 
 
 # -- timing --------------------------------------------------------------------------------
@@ -159,6 +183,25 @@ def warm_page_cache(paths, chunk: int = 8 << 20) -> int:
                     break
                 total += n
     return total
+
+
+def peak_rss_mb() -> float | None:
+    """Peak resident set size of this process in MB (10**6 bytes). Read from VmHWM, which
+    starts afresh at exec; getrusage's ru_maxrss is carried over from the parent through fork
+    and exec, so a child of a big process would report the parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:
+        return None
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 1e6 if sys.platform == "darwin" else rss * 1024 / 1e6
 
 
 # -- machine facts -----------------------------------------------------------------------
@@ -276,6 +319,85 @@ def markdown_table(headers: list[str], rows: list[list], align: str | None = Non
     return "\n".join(out)
 
 
+def measurement(pooled: dict, workload: str, op: str, records: int, nbytes: int) -> dict:
+    """One summarize()d row from a run_rounds() entry, with the peer's label, what it had
+    imported, its implementation (if it said) and its other extra values."""
+    res = pooled["result"]
+    extras = {k: v for k, v in res.items() if k not in ("seconds", "cpu_seconds", "_imported")}
+    return {"workload": workload, "op": op, "label": pooled["label"], "imported": res.get("_imported", []),
+            **extras, **summarize(pooled["seconds"], records, nbytes, pooled["cpu_seconds"] or None)}
+
+
+def measurements_table(rows: list[dict], refs: list[tuple[str, dict]], extra: list[tuple[str, str]] = ()) -> str:
+    """Measurements as a markdown table: records/s, MB/s, median seconds (min-max), CPU/wall,
+    one "vs" column per (header, reference measurement) and extra (header, key) columns."""
+    headers = ["op", "implementation", "records/s", "MB/s", "median s (min-max)", "CPU/wall"]
+    headers += [h for h, _ in refs] + [h for h, _ in extra]
+    out = []
+    for m in rows:
+        row = [m["op"], m["label"], f"{m['records_per_s']:,.0f}", f"{m['mb_per_s']:,.1f}",
+               f"{m['median_s']:.3f} ({m['min_s']:.3f}-{m['max_s']:.3f})",
+               f"{m['median_cpu_s'] / m['median_s']:.2f}" if "median_cpu_s" in m else ""]
+        row += [f"{m['records_per_s'] / ref['records_per_s']:.2f}x" if ref else "" for _, ref in refs]
+        row += [(f"{m[k]:,.0f}" if isinstance(m.get(k), (int, float)) else str(m.get(k, ""))) for _, k in extra]
+        out.append(row)
+    return markdown_table(headers, out, "ll" + "r" * (len(headers) - 2))
+
+
+def ratio(workload: str, what: str, numerator: dict, denominator: dict, target: float | None,
+          key: str = "records_per_s") -> dict:
+    """numerator[key] / denominator[key] (two summarize()d measurements) against a target."""
+    value = numerator[key] / denominator[key]
+    return {"workload": workload, "what": what, "numerator": numerator["label"],
+            "denominator": denominator["label"], "ratio": value, "target": target,
+            "met": None if target is None else value >= target}
+
+
+def targets_table(ratios: list[dict]) -> str:
+    """The ratios that have a target as a markdown table: measured, target, met."""
+    rows = [[r["workload"].upper(), r["what"], f"{r['numerator']} / {r['denominator']}", f"{r['ratio']:.2f}x",
+             f">= {r['target']:g}x", "yes" if r["met"] else "**no**"]
+            for r in ratios if r["target"] is not None]
+    return "### Targets\n\n" + markdown_table(["workload", "measurement", "ratio", "measured", "target", "met"],
+                                               rows, "lllrrl")
+
+
+def runs_line(results: dict) -> str:
+    """A conditions bullet describing repeats, warm-up and rounds."""
+    rounds = results.get("rounds", 1)
+    runs = f"{results['repeats']} timed runs after {results['warmup']} warm-up run(s)"
+    if rounds > 1:
+        runs = (f"{rounds * results['repeats']} timed runs: {rounds} rounds in which the peers take "
+                f"turns, each peer process doing {runs}")
+    return f"- Medians of {runs}; files in the page cache, each peer in its own process"
+
+
+def add_arguments(ap, section: str, repeats: int = 5) -> None:
+    """The command-line options every bench_* script shares."""
+    ap.add_argument("--data-dir", default=os.path.join(REPO_ROOT, "benchmarks", "data"),
+                    help="workload directory (generated if missing)")
+    ap.add_argument("--scale", type=float, default=1.0, help="workload scale when generating")
+    ap.add_argument("--repeats", type=int, default=repeats, help="timed runs per peer process")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed runs before them")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="peers take turns this many times; medians pool all rounds (default 1)")
+    ap.add_argument("--write-results", action="store_true", help=f"update the {section} section of RESULTS.md")
+    ap.add_argument("--json", help="also save the raw results here")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per peer process")
+    ap.add_argument("--note", action="append", default=[], help="a line to add to the conditions (repeatable)")
+
+
+def finish(args, section: str, results: dict, text: str) -> None:
+    """Print the report, save the JSON with --json, update RESULTS.md with --write-results."""
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    if args.write_results:
+        update_results_section(section, text)
+        print(f"updated {RESULTS_PATH}", file=sys.stderr)
+
+
 _RESULTS_HEADER = """# tfrecord_lite benchmark results
 
 Each section is written by one `benchmarks/bench_*.py` script (`--write-results`) and
@@ -299,7 +421,8 @@ def update_results_section(key: str, body: str, path: str = RESULTS_PATH) -> Non
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
         _, tail = rest.split(end, 1)
-        text = head + block + tail.lstrip("\n")
+        tail = tail.lstrip("\n")
+        text = head + block + ("\n" + tail if tail else "")
     else:
         text = text.rstrip("\n") + "\n\n" + block
     tmp = path + ".tmp"

@@ -1,215 +1,200 @@
-"""Multi-file pipeline benchmark: tfrecord_lite.TFRecordDataset vs tf.data vs the `tfrecord`
-package's MultiTFRecordDataset in a DataLoader. Standalone: builds its own data.
+"""Multi-file pipeline: tfrecord_lite.TFRecordDataset against tf.data and the `tfrecord`
+package's MultiTFRecordDataset in a torch DataLoader, parsing into numpy batches.
 
-Workloads
-  W1  8 files x 1,250 image-like Examples (~32 KiB each)
-  W2  1 file of 200,000 tabular Examples (10 floats, 5 int64, 2 short strings, 32 floats)
-  DIR 1,000 small files in one directory, read with max_open_files=8
+Workloads (generate_data): W1 (8 files of ~32 KiB Examples), W2 (1 file of 200,000 tabular
+Examples) and "many" (1,000 files of W2 Examples in one directory). Every peer parses every
+feature with the workload's spec (generate_data.SPECS) into batches of BATCH:
+  tfrecord_lite  TFRecordDataset(files, features, batch_size=BATCH, num_threads=1 and 2);
+                 the directory is read with max_open_files=8
+  tf.data        TFRecordDataset(files, num_parallel_reads=AUTOTUNE).batch(BATCH,
+                 num_parallel_calls=AUTOTUNE).map(parse_example, num_parallel_calls=AUTOTUNE)
+                 .prefetch(AUTOTUNE), as numpy
+  tfrecord       MultiTFRecordDataset (index files made with its own tool, untimed) in a
+                 torch DataLoader whose collate stacks numpy batches; W1 and W2 only
 
-Each peer runs in its own subprocess (TensorFlow and `tfrecord` never share a process, and
-tfrecord_lite's process never imports TensorFlow); the child reports wall time and peak RSS
-(getrusage). tfrecord_lite batches raw records: set FEATURES below to a spec to parse too.
-The `tfrecord` peer always decodes Examples (it has no raw mode), so it does more work.
+Each peer runs in its own subprocess (tfrecord_lite's never imports TensorFlow) and reports
+its peak RSS (VmHWM, imports included). One untimed warm-up pass, then --repeats timed passes.
 
-    python benchmarks/bench_dataset.py [--data DIR] [--quick]
+    python -m benchmarks.bench_dataset [--scale 1.0] [--repeats 3] [--rounds 1] [--write-results]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import struct
-import subprocess
 import sys
-import time
 
-FEATURES = None  # e.g. {"x": FixedLenFeature([32], np.float32), ...} once the codec is merged
+from . import _harness as H
+from .generate_data import (generate, generate_many_files, lite_features, numpy_batch,
+                            tf_features, tfrecord_description)
+
+SECTION = "bench_dataset"
 BATCH = 256
-HERE = os.path.dirname(os.path.abspath(__file__))
+MANY_MAX_OPEN = 8
+CHECK_KEY = {"w1": "image/label", "w2": "int_1", "many": "int_1"}  # summed by every peer
+TF_TARGETS = {"w1": 1.5, "w2": 3.0}  # TFRecordDataset, 2 threads, vs tf.data AUTOTUNE
+SCALING_TARGET = 1.6  # W2: 2 threads over 1 thread
+
+PEERS = [
+    ("lite1", "tfrecord_lite TFRecordDataset, 1 thread", "dataset_lite", {"threads": 1}),
+    ("lite2", "tfrecord_lite TFRecordDataset, 2 threads", "dataset_lite", {"threads": 2}),
+    ("tf", "tf.data AUTOTUNE + prefetch", "dataset_tf", {}),
+    ("tfrecord", "tfrecord MultiTFRecordDataset + DataLoader", "dataset_tfrecord", {}),
+]
 
 
-# -- data: Examples encoded by hand (protobuf wire format), so no TensorFlow is needed -----
+# -- peers, each run in its own subprocess ---------------------------------------------------
 
-def _varint(n):
-    out = bytearray()
-    n &= (1 << 64) - 1
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+def _result(make_batches, paths, workload, records, repeats, warmup):
+    """Time one pass over make_batches() (an iterable of dicts of arrays) per run, check each
+    pass saw every record, and report the checksum and peak RSS."""
+    H.warm_page_cache(paths)
+    key = CHECK_KEY[workload]
+    seen = []
 
+    def run():
+        n = total = 0
+        for batch in make_batches():
+            n += len(batch[key])
+            total += int(batch[key].sum())
+        seen.append((n, total))
 
-def _ld(field, payload):
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _feature(kind, values):
-    if kind == "bytes":
-        body = b"".join(_ld(1, v) for v in values)
-        return _ld(1, body)
-    if kind == "float":
-        return _ld(2, _ld(1, struct.pack(f"<{len(values)}f", *values)))
-    return _ld(3, _ld(1, b"".join(_varint(v) for v in values)))
+    cpu = []
+    seconds = H.time_repeats(run, repeats, warmup, cpu_times=cpu)
+    if len(set(seen)) != 1 or seen[0][0] != records:
+        raise AssertionError(f"read {sorted(set(seen))}, expected {records} records each pass")
+    return {"seconds": seconds, "cpu_seconds": cpu, "checksum": seen[0][1], "peak_rss_mb": H.peak_rss_mb()}
 
 
-def example(features: dict) -> bytes:
-    entries = b"".join(_ld(1, _ld(1, k.encode()) + _ld(2, _feature(*v))) for k, v in sorted(features.items()))
-    return _ld(1, entries)
-
-
-def generate(data, quick):
-    sys.path.insert(0, os.path.dirname(HERE))
-    import random
-
-    from tfrecord_lite import TFRecordWriter, build_index
-
-    rng = random.Random(0)
-    w1 = os.path.join(data, "w1")
-    n1, n2, ndir = (150, 20_000, 200) if quick else (1250, 200_000, 1000)
-    if not os.path.isdir(w1):
-        os.makedirs(w1)
-        for f in range(8):
-            with TFRecordWriter(os.path.join(w1, f"part-{f}.tfrecord")) as w:
-                for i in range(n1):
-                    w.write(example({"image": ("bytes", [rng.randbytes(32 * 1024)]),
-                                     "label": ("int", [i % 1000]), "shape": ("int", [64, 128, 4])}))
-    w2 = os.path.join(data, "w2")
-    if not os.path.isdir(w2):
-        os.makedirs(w2)
-        with TFRecordWriter(os.path.join(w2, "tabular.tfrecord")) as w:
-            for i in range(n2):
-                feats = {f"f{k}": ("float", [rng.random()]) for k in range(10)}
-                feats.update({f"i{k}": ("int", [rng.randrange(-10**6, 10**6)]) for k in range(5)})
-                feats.update({f"s{k}": ("bytes", [b"cat-%d" % rng.randrange(100)]) for k in range(2)})
-                feats["vec"] = ("float", [rng.random() for _ in range(32)])
-                w.write(example(feats))
-    d = os.path.join(data, "dir")
-    if not os.path.isdir(d):
-        os.makedirs(d)
-        for f in range(ndir):
-            with TFRecordWriter(os.path.join(d, f"{f:04d}.tfrecord")) as w:
-                for i in range(20):
-                    w.write(rng.randbytes(200))
-    for sub in ("w1", "w2"):  # the `tfrecord` package needs index files
-        for name in os.listdir(os.path.join(data, sub)):
-            path = os.path.join(data, sub, name)
-            if name.endswith(".tfrecord") and not os.path.exists(path + ".index"):
-                build_index(path)
-
-
-# -- peers (each runs in a child process) ------------------------------------------------
-
-def files_of(data, workload):
-    d = os.path.join(data, workload.lower())
-    return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".tfrecord"))
-
-
-def run_lite(data, workload, threads):
-    sys.path.insert(0, os.path.dirname(HERE))
+def dataset_lite(paths, workload, records, threads, directory=None, repeats=3, warmup=1):
+    import tfrecord_lite
     from tfrecord_lite import TFRecordDataset
 
-    if workload == "DIR":
-        ds = TFRecordDataset(os.path.join(data, "dir"), FEATURES, batch_size=BATCH, num_threads=threads,
-                             max_open_files=8, cycle_length=8)
+    features = lite_features(workload)
+    if directory:
+        ds = TFRecordDataset(directory, features, batch_size=BATCH, num_threads=threads,
+                             max_open_files=MANY_MAX_OPEN, cycle_length=MANY_MAX_OPEN)
     else:
-        files = files_of(data, workload)
-        ds = TFRecordDataset(files, FEATURES, batch_size=BATCH, num_threads=threads,
-                             cycle_length=min(len(files), max(threads, 1) * 2), max_open_files=16)
-    n = 0
-    for batch in ds:
-        n += len(batch) if FEATURES is None else len(next(iter(batch.values())))
-    assert "tensorflow" not in sys.modules
-    return n
+        ds = TFRecordDataset(paths, features, batch_size=BATCH, num_threads=threads,
+                             cycle_length=min(len(paths), 2 * threads), max_open_files=16)
+    result = _result(lambda: ds, paths, workload, records, repeats, warmup)
+    if "tensorflow" in sys.modules:
+        raise AssertionError("tensorflow must not be loaded in the tfrecord_lite process")
+    result["implementation"] = tfrecord_lite.implementation
+    return result
 
 
-def run_tf(data, workload):
+def dataset_tf(paths, workload, records, directory=None, repeats=3, warmup=1):
     import tensorflow as tf
 
-    files = files_of(data, workload) if workload != "DIR" else sorted(
-        os.path.join(data, "dir", n) for n in os.listdir(os.path.join(data, "dir")))
-    ds = (tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)
-          .batch(BATCH, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
-    n = 0
-    for batch in ds.as_numpy_iterator():
-        n += len(batch)
-    return n
+    spec = tf_features(workload)
+    auto = tf.data.AUTOTUNE
+    ds = (tf.data.TFRecordDataset(paths, num_parallel_reads=auto)
+          .batch(BATCH, num_parallel_calls=auto)
+          .map(lambda x: tf.io.parse_example(x, spec), num_parallel_calls=auto)
+          .prefetch(auto))
+    return _result(ds.as_numpy_iterator, paths, workload, records, repeats, warmup)
 
 
-def run_tfrecord_pkg(data, workload):
+def dataset_tfrecord(paths, workload, records, directory=None, repeats=3, warmup=1):
     import torch
+    from tfrecord.tools.tfrecord2idx import create_index
     from tfrecord.torch.dataset import MultiTFRecordDataset
 
-    files = files_of(data, workload)
-    names = {os.path.basename(p)[: -len(".tfrecord")]: 1.0 for p in files}
-    d = os.path.dirname(files[0])
-    ds = MultiTFRecordDataset(os.path.join(d, "{}.tfrecord"), os.path.join(d, "{}.tfrecord.index"),
-                              names, infinite=False)
-    loader = torch.utils.data.DataLoader(ds, batch_size=BATCH, collate_fn=lambda b: b)
-    return sum(len(b) for b in loader)
+    for p in paths:  # its own index format, made with its own tool; not timed
+        if not os.path.exists(p + ".index"):
+            create_index(p, p + ".index")
+    folder = os.path.dirname(paths[0])
+    if any(os.path.dirname(p) != folder for p in paths):
+        raise ValueError("MultiTFRecordDataset needs every file in one directory")
+    splits = {os.path.basename(p)[: -len(".tfrecord")]: 1.0 for p in paths}
+    ds = MultiTFRecordDataset(os.path.join(folder, "{}.tfrecord"), os.path.join(folder, "{}.tfrecord.index"),
+                              splits, tfrecord_description(workload), infinite=False)
+    loader = torch.utils.data.DataLoader(ds, batch_size=BATCH, collate_fn=lambda rows: numpy_batch(rows, workload))
+    return _result(lambda: loader, paths, workload, records, repeats, warmup)
 
 
-def child(args):
-    # Imports are not timed: TensorFlow alone takes seconds to import.
-    if args.peer.startswith("lite"):
-        sys.path.insert(0, os.path.dirname(HERE))
-        import tfrecord_lite  # noqa: F401
-    elif args.peer == "tf":
-        import tensorflow  # noqa: F401
-    else:
-        import tfrecord.torch.dataset  # noqa: F401
-        import torch  # noqa: F401
-    start = time.perf_counter()
-    if args.peer.startswith("lite"):
-        n = run_lite(args.data, args.workload, int(args.peer[len("lite"):]))
-    elif args.peer == "tf":
-        n = run_tf(args.data, args.workload)
-    else:
-        n = run_tfrecord_pkg(args.data, args.workload)
-    seconds = time.perf_counter() - start
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"records": n, "seconds": seconds, "peak_rss_mb": rss}))
+# -- orchestration -----------------------------------------------------------------------
+
+def run(workloads: dict, many: dict, repeats: int = 3, warmup: int = 1, timeout: float | None = None,
+        log=None, rounds: int = 1) -> dict:
+    """Measure every peer on W1, W2 and the many-files directory; returns {"machine",
+    "workloads", "measurements", "ratios", ...}. workloads is what generate_data.generate()
+    returns, many what generate_data.generate_many_files() returns."""
+    machine = H.machine_info()
+    all_workloads = {"w1": workloads["w1"], "w2": workloads["w2"], "many": many}
+    measurements, ratios = [], []
+    for name, w in all_workloads.items():
+        base = {"paths": w["paths"], "workload": name, "records": w["records"], "repeats": repeats,
+                "warmup": warmup, "directory": w.get("dir")}
+        plan = [(key, label, f"benchmarks.bench_dataset:{func}", {**base, **extra})
+                for key, label, func, extra in PEERS if not (name == "many" and key == "tfrecord")]
+        pooled = H.run_rounds(plan, rounds, timeout, log)
+        ms = {k: H.measurement(p, name, "read+parse", w["records"], w["bytes"]) | {"key": k}
+              for k, p in pooled.items()}
+        if len({m["checksum"] for m in ms.values()}) != 1:
+            raise AssertionError(f"{name}: the peers disagree: { {k: m['checksum'] for k, m in ms.items()} }")
+        for k, m in ms.items():
+            if k.startswith("lite") and "tensorflow" in m["imported"]:
+                raise AssertionError("a tfrecord_lite measurement ran with tensorflow loaded")
+        measurements += ms.values()
+        ratios.append(H.ratio(name, "2 threads / tf.data", ms["lite2"], ms["tf"], TF_TARGETS.get(name)))
+        ratios.append(H.ratio(name, "1 thread / tf.data", ms["lite1"], ms["tf"], None))
+        ratios.append(H.ratio(name, "scaling, 2 threads / 1", ms["lite2"], ms["lite1"],
+                              SCALING_TARGET if name == "w2" else None))
+        if "tfrecord" in ms:
+            ratios.append(H.ratio(name, "2 threads / tfrecord", ms["lite2"], ms["tfrecord"], None))
+    return {
+        "benchmark": SECTION,
+        "machine": machine,
+        "repeats": repeats,
+        "rounds": rounds,
+        "warmup": warmup,
+        "workloads": {n: {k: w[k] for k in ("description", "records", "bytes")} for n, w in all_workloads.items()},
+        "measurements": measurements,
+        "ratios": ratios,
+    }
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=os.path.join(HERE, "data", "dataset"))
-    p.add_argument("--quick", action="store_true", help="small data, for a smoke run")
-    p.add_argument("--peer")
-    p.add_argument("--workload")
-    p.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.peer:
-        return child(args)
-    if args.generate:
-        return generate(args.data, args.quick)
-    # Generate in a child too: a fork inherits the parent's peak RSS, which would then show
-    # up in every peer's getrusage figure.
-    subprocess.run([sys.executable, __file__, "--data", args.data, "--generate"] + ["--quick"] * args.quick,
-                   check=True)
-    plan = [(w, peer) for w in ("W1", "W2") for peer in ("lite1", "lite2", "tf", "tfrecord")]
-    plan += [("DIR", "lite1"), ("DIR", "lite2"), ("DIR", "tf")]
-    print(f"{'workload':8} {'peer':10} {'records':>8} {'seconds':>8} {'rec/s':>10} {'MB/s':>8} {'peak RSS MB':>11}")
-    for workload, peer in plan:
-        out = subprocess.run([sys.executable, __file__, "--data", args.data, "--peer", peer,
-                              "--workload", workload], capture_output=True, text=True)
-        if out.returncode:
-            print(f"{workload:8} {peer:10} failed: {out.stderr.strip().splitlines()[-1:]}")
-            continue
-        r = json.loads(out.stdout.strip().splitlines()[-1])
-        size = _bytes(args.data, workload)
-        print(f"{workload:8} {peer:10} {r['records']:8d} {r['seconds']:8.2f} {r['records'] / r['seconds']:10.0f} "
-              f"{size / r['seconds'] / 1e6:8.0f} {r['peak_rss_mb']:11.0f}", flush=True)
+def report(results: dict) -> str:
+    """The results as markdown: conditions, one table per workload, and the targets."""
+    lines = ["## Multi-file pipeline: TFRecordDataset (bench_dataset.py)", ""]
+    lines += H.machine_lines(results["machine"])
+    lines += [
+        H.runs_line(results) + "; a pass is one epoch",
+        f"- Every peer parses every feature into numpy batches of {BATCH}; MB/s counts file bytes, "
+        "MB = 10^6 bytes; \"vs\" columns are this row's records/s over the peer's; CPU/wall is the "
+        "process's CPU time (all threads) over wall time",
+        "- Peak RSS is the process's high-water mark (VmHWM), library imports included",
+        f"- The many-files directory is read by tfrecord_lite with max_open_files={MANY_MAX_OPEN}; "
+        "the `tfrecord` package is not run on it",
+    ]
+    lines += [f"- {note}" for note in results.get("notes", [])]
+    lines.append("")
+    for name, w in results["workloads"].items():
+        lines += [f"### {name.upper()}: {w['description']} ({w['records']:,} records, "
+                  f"{w['bytes'] / 1e6:,.1f} MB)", ""]
+        rows = [m for m in results["measurements"] if m["workload"] == name]
+        ref = {m["key"]: m for m in rows}
+        refs = [("vs tf.data", ref["tf"])] + ([("vs tfrecord", ref["tfrecord"])] if "tfrecord" in ref else [])
+        lines += [H.measurements_table(rows, refs, [("peak RSS MB", "peak_rss_mb")]), ""]
+    lines.append(H.targets_table(results["ratios"]))
+    return "\n".join(lines) + "\n"
 
 
-def _bytes(data, workload):
-    d = os.path.join(data, workload.lower())
-    return sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d) if not n.endswith(".index"))
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Benchmark the multi-file TFRecordDataset pipeline.")
+    H.add_arguments(ap, SECTION, repeats=3)
+    args = ap.parse_args(argv)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    workloads = generate(args.scale, args.data_dir)
+    many = generate_many_files(args.scale, args.data_dir)
+    results = run(workloads, many, args.repeats, args.warmup, timeout=args.timeout, log=log, rounds=args.rounds)
+    results["notes"] = args.note
+    H.finish(args, SECTION, results, report(results))
 
 
 if __name__ == "__main__":

@@ -1,267 +1,290 @@
 """Example parsing and encoding: tfrecord_lite against TensorFlow and the `tfrecord` package.
 
-Workloads (generated here, scaled by --scale, so the script runs on its own):
-  W1  image-like Examples: one raw uint8 (96, 112, 3) image (~32 KiB) + an int64 label
-  W2  tabular Examples: 10 scalar floats, 5 scalar int64s, 2 short strings, 32 floats
-Each peer runs in its own subprocess, single-threaded, parsing into batches of 1,024 numpy
-arrays; encode+write goes from numpy rows to a TFRecord file. Ratios are of medians.
+Parsing W1 and W2 (generate_data) into batches of 1,024 numpy arrays, one thread:
+  tfrecord_lite  TFRecordReader records, 1,024 at a time, through parse_example
+  TensorFlow     tf.data.TFRecordDataset.batch(1024).map(tf.io.parse_example), .numpy() on
+                 every tensor, with tf.data and op parallelism set to one thread
+  tfrecord       tfrecord.reader.tfrecord_loader, its rows stacked into numpy batches
+Encoding W2 rows from numpy columns and writing them to one file:
+  tfrecord_lite  encode_examples over blocks of 1,024 rows (columnar) + write_many, and
+                 encode_example per row + write
+  TensorFlow     tf.train.Example per row + SerializeToString + tf.io.TFRecordWriter
+All encoders serialize deterministically, and every output must equal the W2 file byte for
+byte. Feature specs for every reader come from generate_data.SPECS.
 
-    python benchmarks/bench_example.py [--scale 0.25] [--rounds 3] [--runs 2]
+Each peer runs in its own subprocess (see _harness): one untimed warm-up run, then --repeats
+timed runs over page-cached files; with --rounds N the peers take turns N times.
+
+    python -m benchmarks.bench_example [--scale 1.0] [--repeats 5] [--rounds 1] [--write-results]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import hashlib
+import itertools
 import os
-import statistics
-import subprocess
+import shutil
 import sys
-import tempfile
-import time
-from itertools import islice
 
-import numpy as np
+from . import _harness as H
+from .generate_data import (DATA_DIR, generate, lite_features, numpy_batch, tf_examples, tf_features,
+                            tfrecord_description, w2_columns)
 
+SECTION = "bench_example"
 BATCH = 1024
-IMAGE = (96, 112, 3)
-W1_FILES, W1_PER_FILE, W2_RECORDS = 8, 1250, 200_000
+PARSE_TARGETS = {"w1": 2.0, "w2": 5.0}  # tfrecord_lite parse vs TensorFlow, one thread
+ENCODE_TARGET = 10.0  # tfrecord_lite encode_examples + write vs tf.train.Example + TFRecordWriter
+CHECK_KEY = {"w1": "image/label", "w2": "int_1"}  # summed by every parser: they must agree
+
+PARSE_PEERS = [
+    ("lite", "tfrecord_lite parse_example", "parse_lite"),
+    ("tf", f"TF batch({BATCH}).map(parse_example)", "parse_tf"),
+    ("tfrecord", "tfrecord tfrecord_loader + numpy batches", "parse_tfrecord"),
+]
+ENCODE_PEERS = [
+    ("lite_columns", "tfrecord_lite encode_examples (columnar)", "encode_lite", {"method": "columns"}),
+    ("lite_rows", "tfrecord_lite encode_example (per row)", "encode_lite", {"method": "rows"}),
+    ("tf", "tf.train.Example + TFRecordWriter", "encode_tf", {}),
+]
 
 
-def w2_columns(n, seed=0):
-    rng = np.random.default_rng(seed)
-    cols = {f"f{i}": rng.standard_normal(n).astype(np.float32) for i in range(10)}
-    cols.update({f"i{i}": rng.integers(-1000, 1000, n) for i in range(5)})
-    words = np.array([b"alpha", b"beta", b"gamma", b"delta", b"epsilon"], dtype=object)
-    cols.update({f"s{i}": words[rng.integers(0, 5, n)] for i in range(2)})
-    cols["vec"] = rng.standard_normal((n, 32)).astype(np.float32)
-    return cols
+# -- peers, each run in its own subprocess ---------------------------------------------------
+
+def _no_tensorflow():
+    if "tensorflow" in sys.modules:
+        raise AssertionError("tensorflow must not be loaded in the tfrecord_lite process")
 
 
-def w1_columns(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"image": rng.integers(0, 256, (n,) + IMAGE, dtype=np.uint8), "label": rng.integers(0, 1000, n)}
+def _parse_result(run, paths, records, repeats, warmup):
+    """Time run() -> (records, checksum) and check every run saw the same, full data."""
+    H.warm_page_cache(paths)
+    seen = []
+    cpu = []
+    seconds = H.time_repeats(lambda: seen.append(run()), repeats, warmup, cpu_times=cpu)
+    if len(set(seen)) != 1 or seen[0][0] != records:
+        raise AssertionError(f"parsed {sorted(set(seen))}, expected {records} records each run")
+    return {"seconds": seconds, "cpu_seconds": cpu, "checksum": seen[0][1]}
 
 
-def generate(workdir, scale):
-    import tfrecord_lite as tfl
-    files = {"W1": [], "W2": []}
-    per_file = max(1, int(W1_PER_FILE * scale))
-    for i in range(W1_FILES):
-        path = os.path.join(workdir, f"w1-{i}.tfrecord")
-        with tfl.TFRecordWriter(path) as w:
-            w.write_many(tfl.encode_examples(w1_columns(per_file, i), raw=("image",)))
-        files["W1"].append(path)
-    path = os.path.join(workdir, "w2.tfrecord")
-    with tfl.TFRecordWriter(path) as w:
-        w.write_many(tfl.encode_examples(w2_columns(max(BATCH, int(W2_RECORDS * scale)))))
-    files["W2"].append(path)
-    return files
+def parse_lite(paths, workload, records, repeats=5, warmup=1):
+    import tfrecord_lite
+    from tfrecord_lite import TFRecordReader, parse_example
+
+    _no_tensorflow()
+    spec = lite_features(workload)
+    key = CHECK_KEY[workload]
+
+    def run():
+        n = total = 0
+        stream = itertools.chain.from_iterable(TFRecordReader(p) for p in paths)
+        while batch := list(itertools.islice(stream, BATCH)):
+            arrays = parse_example(batch, spec)
+            n += len(arrays[key])
+            total += int(arrays[key].sum())
+        return n, total
+
+    result = _parse_result(run, paths, records, repeats, warmup)
+    result["implementation"] = tfrecord_lite.implementation
+    return result
 
 
-# -- peers (each runs in its own process) --------------------------------------------------
-
-def lite_parse(files, workload):
-    import tfrecord_lite as tfl
-    if workload == "W1":
-        spec = {"image": tfl.RawTensorFeature(IMAGE, np.uint8), "label": tfl.FixedLenFeature([], np.int64)}
-    else:
-        spec = {f"f{i}": tfl.FixedLenFeature([], np.float32) for i in range(10)}
-        spec.update({f"i{i}": tfl.FixedLenFeature([], np.int64) for i in range(5)})
-        spec.update({f"s{i}": tfl.FixedLenFeature([], bytes) for i in range(2)})
-        spec["vec"] = tfl.FixedLenFeature([32], np.float32)
-    n = 0
-    for path in files:
-        with open(path, "rb") as f:
-            records = iter(tfl.TFRecordReader(f.read()))
-        while batch := list(islice(records, BATCH)):
-            n += len(tfl.parse_example(batch, spec)["label" if workload == "W1" else "f0"])
-    return n
-
-
-def tf_parse(files, workload):
+def parse_tf(paths, workload, records, repeats=5, warmup=1):
     import tensorflow as tf
+
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    if workload == "W1":
-        spec = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
-
-        def fn(x):
-            d = tf.io.parse_example(x, spec)
-            d["image"] = tf.reshape(tf.io.decode_raw(d["image"], tf.uint8), (-1,) + IMAGE)
-            return d
-    else:
-        spec = {f"f{i}": tf.io.FixedLenFeature([], tf.float32) for i in range(10)}
-        spec.update({f"i{i}": tf.io.FixedLenFeature([], tf.int64) for i in range(5)})
-        spec.update({f"s{i}": tf.io.FixedLenFeature([], tf.string) for i in range(2)})
-        spec["vec"] = tf.io.FixedLenFeature([32], tf.float32)
-
-        def fn(x):
-            return tf.io.parse_example(x, spec)
+    spec = tf_features(workload)
+    key = CHECK_KEY[workload]
     options = tf.data.Options()
     options.threading.private_threadpool_size = 1
     options.threading.max_intra_op_parallelism = 1
-    ds = tf.data.TFRecordDataset(files).batch(BATCH).map(fn).with_options(options)
-    n = 0
-    for d in ds:
-        arrays = {k: v.numpy() for k, v in d.items()}
-        n += len(arrays["label" if workload == "W1" else "f0"])
-    return n
+    ds = (tf.data.TFRecordDataset(paths).batch(BATCH)
+          .map(lambda x: tf.io.parse_example(x, spec)).with_options(options))
+
+    def run():
+        n = total = 0
+        for batch in ds:
+            arrays = {k: v.numpy() for k, v in batch.items()}
+            n += len(arrays[key])
+            total += int(arrays[key].sum())
+        return n, total
+
+    return _parse_result(run, paths, records, repeats, warmup)
 
 
-def tfrecord_parse(files, workload):
+def parse_tfrecord(paths, workload, records, repeats=5, warmup=1):
     from tfrecord.reader import tfrecord_loader
-    if workload == "W1":
-        desc = {"image": "byte", "label": "int"}
-    else:
-        desc = {f"f{i}": "float" for i in range(10)}
-        desc.update({f"i{i}": "int" for i in range(5)})
-        desc.update({f"s{i}": "byte" for i in range(2)})
-        desc["vec"] = "float"
-    n = 0
 
-    def collate(rows):
-        out = {}
-        for k in rows[0]:
-            if workload == "W1" and k == "image":
-                out[k] = np.stack([np.frombuffer(r[k], np.uint8) for r in rows]).reshape((-1,) + IMAGE)
-            elif k.startswith("s"):
-                out[k] = np.array([bytes(r[k]) for r in rows], dtype=object)
+    description = tfrecord_description(workload)
+    key = CHECK_KEY[workload]
+
+    def run():
+        n = total = 0
+        stream = itertools.chain.from_iterable(tfrecord_loader(p, None, description) for p in paths)
+        while rows := list(itertools.islice(stream, BATCH)):
+            arrays = numpy_batch(rows, workload)
+            n += len(arrays[key])
+            total += int(arrays[key].sum())
+        return n, total
+
+    return _parse_result(run, paths, records, repeats, warmup)
+
+
+def _encode_result(write_file, rows, out, repeats, warmup):
+    """Time write_file(columns) and return the output's sha256 (the same every run)."""
+    cols = w2_columns(rows)
+    digests = []
+
+    def teardown():
+        with open(out, "rb") as f:
+            digests.append(hashlib.sha256(f.read()).hexdigest())
+        os.remove(out)
+
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cpu = []
+    seconds = H.time_repeats(lambda: write_file(cols), repeats, warmup, teardown=teardown, cpu_times=cpu)
+    if len(set(digests)) != 1:
+        raise AssertionError("runs wrote different files")
+    return {"seconds": seconds, "cpu_seconds": cpu, "sha256": digests[0]}
+
+
+def encode_lite(rows, out, method="columns", repeats=5, warmup=1):
+    import tfrecord_lite
+    from tfrecord_lite import TFRecordWriter, encode_example, encode_examples
+
+    _no_tensorflow()
+
+    def write_file(cols):
+        with TFRecordWriter(out) as w:
+            if method == "columns":
+                for start in range(0, rows, BATCH):
+                    w.write_many(encode_examples({k: v[start:start + BATCH] for k, v in cols.items()},
+                                                 deterministic=True))
             else:
-                out[k] = np.stack([r[k] for r in rows])
-        return out
-    for path in files:
-        rows = []
-        for row in tfrecord_loader(path, None, desc):
-            rows.append(row)
-            if len(rows) == BATCH:
-                n += len(collate(rows)["label" if workload == "W1" else "f0"])
-                rows = []
-        if rows:
-            n += len(collate(rows)["label" if workload == "W1" else "f0"])
-    return n
+                names = list(cols)
+                write = w.write
+                for i in range(rows):
+                    write(encode_example({k: cols[k][i] for k in names}, deterministic=True))
+
+    result = _encode_result(write_file, rows, out, repeats, warmup)
+    result["implementation"] = tfrecord_lite.implementation
+    return result
 
 
-def lite_write(out, n, columnar):
-    import tfrecord_lite as tfl
-    cols = w2_columns(n)
-    with tfl.TFRecordWriter(out) as w:
-        if columnar:
-            w.write_many(tfl.encode_examples(cols))
-        else:
-            names = list(cols)
-            for i in range(n):
-                w.write(tfl.encode_example({k: cols[k][i] for k in names}))
-    return n
-
-
-def tf_write(out, n):
+def encode_tf(rows, out, repeats=5, warmup=1):
     import tensorflow as tf
-    cols = w2_columns(n)
-    names = list(cols)
-    with tf.io.TFRecordWriter(out) as w:
-        for i in range(n):
-            feats = {}
-            for k in names:
-                v = cols[k][i]
-                if k.startswith("s"):
-                    feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
-                elif k.startswith("i"):
-                    feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
-                else:
-                    feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=np.atleast_1d(v)))
-            w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
-    return n
+
+    def write_file(cols):
+        with tf.io.TFRecordWriter(out) as w:
+            write = w.write
+            for record in tf_examples(cols):
+                write(record)
+
+    return _encode_result(write_file, rows, out, repeats, warmup)
 
 
-PEERS = {
-    "lite": lambda a: lite_parse(a.files, a.workload),
-    "tf": lambda a: tf_parse(a.files, a.workload),
-    "tfrecord": lambda a: tfrecord_parse(a.files, a.workload),
-    "lite_write_columns": lambda a: lite_write(a.out, a.n, True),
-    "lite_write_rows": lambda a: lite_write(a.out, a.n, False),
-    "tf_write": lambda a: tf_write(a.out, a.n),
-}
+# -- orchestration -----------------------------------------------------------------------
+
+def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None = None,
+        timeout: float | None = None, log=None, rounds: int = 1) -> dict:
+    """Measure every peer; returns {"machine", "workloads", "measurements", "ratios", ...}.
+    workloads is what generate_data.generate() returns."""
+    out_dir = out_dir or os.path.join(DATA_DIR, "_bench_example_out")
+    machine = H.machine_info()
+    measurements, ratios = [], []
+    try:
+        for name in ("w1", "w2"):
+            w = workloads[name]
+            plan = [(key, label, f"benchmarks.bench_example:{func}",
+                     {"paths": w["paths"], "workload": name, "records": w["records"], "repeats": repeats,
+                      "warmup": warmup}) for key, label, func in PARSE_PEERS]
+            pooled = H.run_rounds(plan, rounds, timeout, log)
+            ms = {k: H.measurement(p, name, "parse", w["records"], w["bytes"]) | {"key": k}
+                  for k, p in pooled.items()}
+            if len({m["checksum"] for m in ms.values()}) != 1:
+                raise AssertionError(f"{name}: the parsers disagree: "
+                                     f"{ {k: m['checksum'] for k, m in ms.items()} }")
+            measurements += ms.values()
+            ratios.append(H.ratio(name, "parse", ms["lite"], ms["tf"], PARSE_TARGETS[name]))
+            ratios.append(H.ratio(name, "parse", ms["lite"], ms["tfrecord"], None))
+
+        w = workloads["w2"]
+        with open(w["paths"][0], "rb") as f:
+            expected = hashlib.sha256(f.read()).hexdigest()
+        plan = [(key, label, f"benchmarks.bench_example:{func}",
+                 {"rows": w["records"], "out": os.path.join(out_dir, f"{key}.tfrecord"), "repeats": repeats,
+                  "warmup": warmup, **extra}) for key, label, func, extra in ENCODE_PEERS]
+        pooled = H.run_rounds(plan, rounds, timeout, log)
+        ms = {k: H.measurement(p, "w2", "encode+write", w["records"], w["bytes"]) | {"key": k}
+              for k, p in pooled.items()}
+        for k, m in ms.items():
+            if m["sha256"] != expected:
+                raise AssertionError(f"{m['label']} wrote a file that differs from the W2 file")
+        measurements += ms.values()
+        ratios.append(H.ratio("w2", "encode+write", ms["lite_columns"], ms["tf"], ENCODE_TARGET))
+        ratios.append(H.ratio("w2", "encode+write", ms["lite_rows"], ms["tf"], None))
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    for m in measurements:
+        if m["key"].startswith("lite") and "tensorflow" in m["imported"]:
+            raise AssertionError("a tfrecord_lite measurement ran with tensorflow loaded")
+    return {
+        "benchmark": SECTION,
+        "machine": machine,
+        "repeats": repeats,
+        "rounds": rounds,
+        "warmup": warmup,
+        "workloads": {n: {k: workloads[n][k] for k in ("description", "records", "bytes")} for n in ("w1", "w2")},
+        "measurements": measurements,
+        "ratios": ratios,
+    }
 
 
-def run_peer(args):
-    """Child process: warm up once, then time `runs` repetitions; print JSON."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    fn = PEERS[args.peer]
-    fn(args)
-    times = []
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        count = fn(args)
-        times.append(time.perf_counter() - t0)
-    print(json.dumps({"seconds": times, "records": count}))
-
-
-def _child(peer, runs, **kw):
-    cmd = [sys.executable, os.path.abspath(__file__), "--peer", peer, "--runs", str(runs)]
-    for k, v in kw.items():
-        cmd += [f"--{k}"] + (v if isinstance(v, list) else [str(v)])
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode:
-        raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def measure(peers, rounds, runs, **kw):
-    """{peer: {"seconds": median, "records": n} or None}. Peers take turns, one process
-    per turn, so a busy spell on a shared machine hits all of them alike."""
-    times, records, failed = {p: [] for p in peers}, {}, {}
-    for _ in range(rounds):
-        for peer in peers:
-            if peer in failed:
+def report(results: dict) -> str:
+    """The results as markdown: conditions, one table per workload, and the targets."""
+    lines = ["## Example parsing and encoding (bench_example.py)", ""]
+    lines += H.machine_lines(results["machine"])
+    lines += [
+        H.runs_line(results) + "; one thread per peer",
+        f"- Parsing: records to batches of {BATCH:,} numpy arrays, every feature of the workload "
+        "(all fixed-length); MB/s counts file bytes, MB = 10^6 bytes",
+        f"- Encode+write: W2 rows from numpy columns to one file (closed in the timing, no fsync), "
+        f"columnar in blocks of {BATCH:,} rows; every encoder serializes deterministically and its "
+        "output equals the W2 file byte for byte; MB/s counts the file written",
+        "- \"vs\" columns are this row's records/s over the peer's; CPU/wall is the process's CPU "
+        "time over wall time (below 1 for a one-thread peer means it waited for a core)",
+    ]
+    lines += [f"- {note}" for note in results.get("notes", [])]
+    lines.append("")
+    ms = results["measurements"]
+    for name, w in results["workloads"].items():
+        lines += [f"### {name.upper()}: {w['description']} ({w['records']:,} records, "
+                  f"{w['bytes'] / 1e6:,.1f} MB)", ""]
+        for op in ("parse", "encode+write"):
+            rows = [m for m in ms if m["workload"] == name and m["op"] == op]
+            if not rows:
                 continue
-            try:
-                out = _child(peer, runs, **kw)
-            except RuntimeError as exc:
-                failed[peer] = str(exc)
-                print(f"  {peer}: skipped ({exc})")
-                continue
-            times[peer] += out["seconds"]
-            records[peer] = out["records"]
-    return {p: {"seconds": statistics.median(times[p]), "records": records[p]} if times[p] else None
-            for p in peers}
+            ref = {m["key"]: m for m in rows}
+            refs = [("vs TF", ref["tf"])] + ([("vs tfrecord", ref["tfrecord"])] if "tfrecord" in ref else [])
+            lines += [H.measurements_table(rows, refs), ""]
+    lines.append(H.targets_table(results["ratios"]))
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", type=float, default=0.25, help="fraction of the full workload sizes")
-    ap.add_argument("--rounds", type=int, default=3, help="turns each peer gets (one process each)")
-    ap.add_argument("--runs", type=int, default=2, help="timed runs per turn, after a warm-up")
-    ap.add_argument("--peer")
-    ap.add_argument("--workload")
-    ap.add_argument("--files", nargs="*")
-    ap.add_argument("--out")
-    ap.add_argument("--n", type=int)
+    ap = argparse.ArgumentParser(description="Benchmark Example parsing and encoding.")
+    H.add_arguments(ap, SECTION)
     args = ap.parse_args(argv)
-    if args.peer:
-        return run_peer(args)
-    with tempfile.TemporaryDirectory() as workdir:
-        files = generate(workdir, args.scale)
-        print(f"scale {args.scale}, median of {args.rounds}x{args.runs} runs, batches of {BATCH}, single thread")
-        for workload in ("W1", "W2"):
-            results = measure(("lite", "tf", "tfrecord"), args.rounds, args.runs, workload=workload,
-                              files=files[workload])
-            base = results["lite"]
-            print(f"{workload} parse: tfrecord_lite {base['records'] / base['seconds']:,.0f} records/s")
-            for peer in ("tf", "tfrecord"):
-                if results[peer]:
-                    print(f"  vs {peer}: {results[peer]['seconds'] / base['seconds']:.1f}x faster")
-        n = max(BATCH, int(W2_RECORDS * args.scale))
-        out = os.path.join(workdir, "written.tfrecord")
-        writes = measure(("lite_write_columns", "lite_write_rows", "tf_write"), args.rounds, args.runs, out=out, n=n)
-        tf_s = writes["tf_write"]["seconds"] if writes["tf_write"] else None
-        for peer in ("lite_write_columns", "lite_write_rows"):
-            r = writes[peer]
-            line = f"W2 encode+write ({peer.split('_')[-1]}): {r['records'] / r['seconds']:,.0f} records/s"
-            if tf_s:
-                line += f", {tf_s / r['seconds']:.1f}x TF"
-            print(line)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    workloads = generate(args.scale, args.data_dir)
+    results = run(workloads, args.repeats, args.warmup, out_dir=os.path.join(args.data_dir, "_bench_example_out"),
+                  timeout=args.timeout, log=log, rounds=args.rounds)
+    results["notes"] = args.note
+    H.finish(args, SECTION, results, report(results))
 
 
 if __name__ == "__main__":

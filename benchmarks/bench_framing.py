@@ -21,7 +21,6 @@ MB/s counts file bytes (records plus 16 bytes of framing each), MB = 10**6 bytes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import struct
@@ -329,17 +328,8 @@ def report(results: dict) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Benchmark verified raw TFRecord reading and writing.")
-    ap.add_argument("--data-dir", default=DATA_DIR, help="workload directory (generated if missing)")
-    ap.add_argument("--scale", type=float, default=1.0, help="workload scale when generating")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="peers take turns this many times; medians pool all rounds (default 1)")
+    H.add_arguments(ap, SECTION)
     ap.add_argument("--workloads", default="w1,w2", help="comma-separated: w1,w2")
-    ap.add_argument("--write-results", action="store_true", help=f"update the {SECTION} section of RESULTS.md")
-    ap.add_argument("--json", help="also save the raw results here")
-    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per peer process")
-    ap.add_argument("--note", action="append", default=[], help="a line to add to the conditions (repeatable)")
     args = ap.parse_args(argv)
 
     def log(msg):
@@ -350,14 +340,7 @@ def main(argv=None):
     results = run(workloads, args.repeats, args.warmup, out_dir=os.path.join(args.data_dir, "_bench_out"),
                   names=names, timeout=args.timeout, log=log, rounds=args.rounds)
     results["notes"] = args.note
-    text = report(results)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-    if args.write_results:
-        H.update_results_section(SECTION, text)
-        log(f"updated {H.RESULTS_PATH}")
+    H.finish(args, SECTION, results, report(results))
 
 
 if __name__ == "__main__":

@@ -1,297 +1,289 @@
 """Writing at scale: tfrecord_lite against what people do with TensorFlow today.
 
-1. Encode W2-shaped rows (tabular Examples: 10 scalar floats, 5 scalar int64, 2 short
-   strings, one list of 32 floats) from NumPy columns and write them to 8 shards, with 1
-   and 2 workers. tfrecord_lite: write_parallel with a vectorised Example encoder. TensorFlow:
-   tf.train.Example + tf.io.TFRecordWriter, one shard per task in a multiprocessing pool.
-2. Merge the 8 shards into one file. tfrecord_lite: merge (verbatim frames). TensorFlow:
-   read with TFRecordDataset and rewrite with tf.io.TFRecordWriter.
+1. Encode W2-shaped rows (generate_data.w2_columns: 10 scalar floats, 5 scalar int64s, 2
+   short strings, one list of 32 floats) from NumPy columns and write them to 8 shards, with
+   1 and 2 workers. tfrecord_lite: write_parallel(batched=True) over blocks of rows, each
+   block encoded by tfrecord_lite.encode_examples. TensorFlow: tf.train.Example +
+   tf.io.TFRecordWriter, one shard per task in a multiprocessing pool (spawn) with TensorFlow
+   imported in every worker before the timing.
+2. Merge the 8 shards into one file. tfrecord_lite: merge (verbatim frames), and merge with
+   verify=True (every CRC checked). TensorFlow: read with tf.data.TFRecordDataset and rewrite
+   with tf.io.TFRecordWriter.
 
-TensorFlow runs in its own subprocess; this process never imports it. Figures are medians
-of several runs. Usage: python benchmarks/bench_write.py [--rows N] [--runs K]
+Every encoder serializes deterministically, so all peers write the same records; the total
+bytes written must equal the W2 file's. Each peer runs in its own subprocess (see _harness).
+
+    python -m benchmarks.bench_write [--scale 1.0] [--repeats 3] [--rounds 1] [--write-results]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
+import shutil
 import sys
-import tempfile
-import time
 
-import numpy as np
+from . import _harness as H
+from .generate_data import DATA_DIR, generate, tf_examples, w2_columns
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-import tfrecord_lite  # noqa: E402
-
+SECTION = "bench_write"
 SHARDS = 8
 BLOCK_ROWS = 2048
+WRITE_TARGET = 10.0  # write_parallel + encode_examples vs TF in a process pool, same workers
+MERGE_TARGET = 5.0  # merge vs re-reading and re-writing with TensorFlow
 
-FLOATS = [f"f{i}" for i in range(10)]
-INTS = [f"i{i}" for i in range(5)]
-STRINGS = ["s0", "s1"]
-LIST = "emb"
-
-
-def make_columns(rows: int, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    cols = {name: rng.standard_normal(rows).astype(np.float32) for name in FLOATS}
-    cols.update({name: rng.integers(-(10**6), 10**9, rows, dtype=np.int64) for name in INTS})
-    words = np.array([b"red", b"green", b"blue", b"category_%d" % 7, b"", b"a-longer-label"])
-    cols.update({name: words[rng.integers(0, len(words), rows)] for name in STRINGS})
-    cols[LIST] = rng.standard_normal((rows, 32)).astype(np.float32)
-    return cols
+WRITE_PEERS = [
+    ("lite", "tfrecord_lite write_parallel + encode_examples", "write_lite"),
+    ("tf", "tf.train.Example + TFRecordWriter, process pool", "write_tf"),
+]
+MERGE_PEERS = [
+    ("lite", "tfrecord_lite merge", "merge_lite", {"verify": False}),
+    ("lite_verify", "tfrecord_lite merge(verify=True)", "merge_lite", {"verify": True}),
+    ("tf", "TF TFRecordDataset -> TFRecordWriter", "merge_tf", {}),
+]
 
 
-# -- the Example encoder -----------------------------------------------------------------
-# A stand-in until tfrecord_lite ships its Example codec: swap encode_examples for
-# tfrecord_lite.encode_examples then. Hand-written protobuf wire format, vectorised over
-# rows with NumPy; map entries in sorted key order, as SerializeToString(deterministic=True).
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        if n < 0x80:
-            out.append(n)
-            return bytes(out)
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
+def block_rows(rows: int) -> int:
+    """Rows per block: BLOCK_ROWS, or fewer so that a small run still fills every shard."""
+    return max(1, min(BLOCK_ROWS, -(-rows // SHARDS)))
 
 
-def _varints(values) -> tuple[np.ndarray, np.ndarray]:
-    """(N, 10) padded varint bytes and their lengths, for int64 values (two's complement)."""
-    v = np.asarray(values).astype(np.int64).view(np.uint64)
-    n = np.ones(len(v), np.int64)
-    for k in range(1, 10):
-        n += v >= np.uint64(1 << (7 * k))
-    out = np.zeros((len(v), 10), np.uint8)
-    for k in range(10):
-        byte = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        out[:, k] = byte | np.where(k < n - 1, 0x80, 0).astype(np.uint8)
-    return out, n
-
-
-def _const(b: bytes, rows: int):
-    return np.frombuffer(b, np.uint8)[None, :], np.full(rows, len(b), np.int64)
-
-
-def _entry_head(key: str, feature_len: int) -> bytes:
-    k = key.encode()
-    inner = b"\x0a" + _varint(len(k)) + k + b"\x12" + _varint(feature_len)
-    return b"\x0a" + _varint(len(inner) + feature_len) + inner
-
-
-def _assemble(segments, rows):
-    """Lay every segment out at its maximum width, then drop the unused bytes with one mask:
-    row-major order makes each row the concatenation of its segments. Returns (buf, ends)."""
-    width = sum(data.shape[1] for data, _ in segments)
-    mat = np.empty((rows, width), np.uint8)
-    keep = np.empty((rows, width), bool)
-    col = 0
-    for data, n in segments:
-        w = data.shape[1]
-        mat[:, col:col + w] = data
-        keep[:, col:col + w] = True if np.isscalar(n) and n == w else np.arange(w)[None, :] < np.reshape(n, (-1, 1))
-        col += w
-    return mat[keep], np.cumsum(keep.sum(axis=1))
-
-
-def encode_examples(cols: dict) -> list:
-    """Serialized tf.train.Example bytes for each row of the W2 columns."""
-    rows = len(cols[FLOATS[0]])
-    entries = []  # (key, segments) in sorted key order
-    for name in FLOATS:
-        head = _entry_head(name, 8) + b"\x12\x06\x0a\x04"
-        entries.append((name, [_const(head, rows), (cols[name].view(np.uint8).reshape(rows, 4), 4)]))
-    head = _entry_head(LIST, 134) + b"\x12\x83\x01\x0a\x80\x01"
-    entries.append((LIST, [_const(head, rows), (cols[LIST].view(np.uint8).reshape(rows, 128), 128)]))
-    for name in INTS:
-        vb, vn = _varints(cols[name])
-        k = name.encode()
-        # entry = 0a len [0a klen key 12 flen [1a illen [0a vn varint]]]
-        feat = vn + 4
-        entry = 2 + len(k) + 2 + feat
-        head = np.zeros((rows, 2 + 2 + len(k) + 4), np.uint8)
-        head[:, 0] = 0x0A
-        head[:, 1] = entry
-        head[:, 2:4 + len(k)] = np.frombuffer(b"\x0a" + bytes([len(k)]) + k, np.uint8)
-        off = 4 + len(k)
-        head[:, off] = 0x12
-        head[:, off + 1] = feat
-        head[:, off + 2] = 0x1A
-        head[:, off + 3] = vn + 2
-        tail = np.zeros((rows, 2), np.uint8)
-        tail[:, 0] = 0x0A
-        tail[:, 1] = vn
-        entries.append((name, [(head[:, : off + 4], off + 4), (tail, 2), (vb, vn)]))
-    for name in STRINGS:
-        s = cols[name]
-        sn = np.char.str_len(s).astype(np.int64)
-        sb = np.frombuffer(s.tobytes(), np.uint8).reshape(rows, s.dtype.itemsize)
-        k = name.encode()
-        head = np.zeros((rows, 4 + len(k) + 6), np.uint8)
-        head[:, 0] = 0x0A
-        head[:, 1] = 2 + len(k) + 2 + sn + 4
-        head[:, 2:4 + len(k)] = np.frombuffer(b"\x0a" + bytes([len(k)]) + k, np.uint8)
-        off = 4 + len(k)
-        head[:, off] = 0x12
-        head[:, off + 1] = sn + 4
-        head[:, off + 2] = 0x0A
-        head[:, off + 3] = sn + 2
-        head[:, off + 4] = 0x0A
-        head[:, off + 5] = sn
-        entries.append((name, [(head, off + 6), (sb, sn)]))
-    segments = [seg for _, segs in sorted(entries, key=lambda e: e[0]) for seg in segs]
-    body_len = sum(np.broadcast_to(n, rows) for _, n in segments)
-    assert (body_len < 16384).all() and (body_len >= 128).all()  # a 2-byte length varint
-    prefix = np.empty((rows, 3), np.uint8)
-    prefix[:, 0] = 0x0A
-    prefix[:, 1] = (body_len & 0x7F) | 0x80
-    prefix[:, 2] = body_len >> 7
-    buf, ends = _assemble([(prefix, 3)] + segments, rows)
-    mv = memoryview(buf)
-    bounds = np.concatenate([[0], ends]).tolist()
-    return [mv[bounds[i]:bounds[i + 1]] for i in range(rows)]
+def _blocks(cols: dict, rows: int):
+    size = block_rows(rows)
+    for start in range(0, rows, size):
+        yield {k: v[start:start + size] for k, v in cols.items()}
 
 
 def encode_blocks(chunk):
     """write_parallel's batched encoder: each item is a dict of column blocks."""
+    from tfrecord_lite import encode_examples
+
     for block in chunk:
-        yield from encode_examples(block)
+        yield from encode_examples(block, deterministic=True)
 
 
-def blocks(cols: dict, rows: int):
-    for start in range(0, rows, BLOCK_ROWS):
-        yield {k: v[start:start + BLOCK_ROWS] for k, v in cols.items()}
+def _sizes(paths) -> int:
+    return sum(os.path.getsize(p) for p in paths)
 
 
-# -- TensorFlow, in its own process ---------------------------------------------------------
-
-_TF_PEER = r'''
-import json, multiprocessing as mp, os, sys, time
-sys.path.insert(0, {bench_dir!r})
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+def _clear(out_dir):
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
 
 
-def write_shard(args):
+# -- peers, each run in its own subprocess ---------------------------------------------------
+
+def write_lite(rows, workers, out_dir, repeats=3, warmup=1):
+    import tfrecord_lite
+
+    cols = w2_columns(rows)
+    prefix = os.path.join(out_dir, "lite")
+    written = []
+
+    def run():
+        infos = tfrecord_lite.write_parallel(_blocks(cols, rows), encode_blocks, prefix, SHARDS,
+                                             num_workers=workers, chunk_size=1, batched=True, progress=False)
+        written.append((sum(i.records for i in infos), _sizes(i.path for i in infos)))
+
+    cpu = []
+    seconds = H.time_repeats(run, repeats, warmup, setup=lambda: _clear(out_dir), cpu_times=cpu)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    if "tensorflow" in sys.modules:
+        raise AssertionError("tensorflow must not be loaded in the tfrecord_lite process")
+    if len(set(written)) != 1:
+        raise AssertionError(f"runs wrote different amounts: {sorted(set(written))}")
+    return {"seconds": seconds, "cpu_seconds": cpu, "records_written": written[0][0],
+            "bytes_written": written[0][1], "implementation": tfrecord_lite.implementation}
+
+
+def _tf_write_shard(task):
     import tensorflow as tf
-    path, cols = args
-    F = tf.train.Feature
+
+    path, cols = task
     with tf.io.TFRecordWriter(path) as w:
-        for r in range(len(cols["f0"])):
-            feature = {{}}
-            for name in {floats!r}:
-                feature[name] = F(float_list=tf.train.FloatList(value=[cols[name][r]]))
-            for name in {ints!r}:
-                feature[name] = F(int64_list=tf.train.Int64List(value=[cols[name][r]]))
-            for name in {strings!r}:
-                feature[name] = F(bytes_list=tf.train.BytesList(value=[cols[name][r]]))
-            feature["emb"] = F(float_list=tf.train.FloatList(value=cols["emb"][r]))
-            ex = tf.train.Example(features=tf.train.Features(feature=feature))
-            w.write(ex.SerializeToString())
+        write = w.write
+        for record in tf_examples(cols):
+            write(record)
     return path
 
 
-def warm(_):
-    import tensorflow as tf  # noqa: F401
-    return os.getpid()
+def _tf_warm(_):
+    import tensorflow  # noqa: F401
+
+    return sorted(m for m in H.WATCHED_MODULES if m in sys.modules)
 
 
-def main():
-    from bench_write import make_columns
-    rows, workers, runs, tmp = {rows}, {workers}, {runs}, {tmp!r}
-    cols = make_columns(rows)
-    bounds = [rows * i // {shards} for i in range({shards} + 1)]
-    tasks = [(os.path.join(tmp, f"tf-{{i:05d}}-of-{shards:05d}.tfrecord"),
-              {{k: v[bounds[i]:bounds[i + 1]] for k, v in cols.items()}}) for i in range({shards})]
-    result = {{}}
+def write_tf(rows, workers, out_dir, repeats=3, warmup=1):
+    import multiprocessing as mp
+
+    cols = w2_columns(rows)
+    bounds = [rows * i // SHARDS for i in range(SHARDS + 1)]
+    tasks = [(os.path.join(out_dir, f"tf-{i:05d}-of-{SHARDS:05d}.tfrecord"),
+              {k: v[bounds[i]:bounds[i + 1]] for k, v in cols.items()}) for i in range(SHARDS)]
+    written = []
+    cpu = []
     with mp.get_context("spawn").Pool(workers) as pool:
-        pool.map(warm, range(workers * 4))  # TensorFlow imported in every worker before timing
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            pool.map(write_shard, tasks, chunksize=1)
-            times.append(time.perf_counter() - t)
-        result["write"] = times
-    if {merge}:
-        import tensorflow as tf
-        paths = [t[0] for t in tasks]
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            with tf.io.TFRecordWriter(os.path.join(tmp, "tf-merged.tfrecord")) as w:
-                for rec in tf.data.TFRecordDataset(paths):
-                    w.write(rec.numpy())
-            times.append(time.perf_counter() - t)
-        result["merge"] = times
-    print(json.dumps(result))
+        # TensorFlow imported in every worker first
+        imported = sorted(set().union(*pool.map(_tf_warm, range(workers * 4))))
+
+        def run():
+            written.append(_sizes(pool.map(_tf_write_shard, tasks, chunksize=1)))
+
+        seconds = H.time_repeats(run, repeats, warmup, setup=lambda: _clear(out_dir), cpu_times=cpu)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    if len(set(written)) != 1:
+        raise AssertionError(f"runs wrote different amounts: {sorted(set(written))}")
+    # cpu_seconds would count only the parent, not the pool's workers: left out
+    return {"seconds": seconds, "records_written": rows, "bytes_written": written[0],
+            "imported_in_workers": imported}
 
 
-if __name__ == "__main__":
-    main()
-'''
+def make_shards(rows, out_dir):
+    """The merge input: the W2 rows in SHARDS shards written by write_parallel (untimed)."""
+    import tfrecord_lite
+
+    os.makedirs(out_dir, exist_ok=True)
+    infos = tfrecord_lite.write_parallel(_blocks(w2_columns(rows), rows), encode_blocks,
+                                         os.path.join(out_dir, "shard"), SHARDS, num_workers=1,
+                                         chunk_size=1, batched=True, progress=False)
+    return {"paths": [i.path for i in infos], "records": sum(i.records for i in infos)}
 
 
-def run_tf(rows, workers, runs, tmp, merge):
-    script = os.path.join(tmp, "tf_peer.py")
-    with open(script, "w") as f:
-        f.write(_TF_PEER.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), floats=FLOATS,
-                                ints=INTS, strings=STRINGS, rows=rows, workers=workers, runs=runs,
-                                tmp=tmp, shards=SHARDS, merge=merge))
-    out = subprocess.run([sys.executable, script], capture_output=True, text=True)
-    if out.returncode:
-        raise SystemExit(f"the TensorFlow peer failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _merge_result(merge_file, shards, out, repeats, warmup):
+    H.warm_page_cache(shards)
+    expected = _sizes(shards)
+    sizes = []
+
+    def teardown():
+        sizes.append(os.path.getsize(out))
+        os.remove(out)
+
+    cpu = []
+    seconds = H.time_repeats(merge_file, repeats, warmup, teardown=teardown, cpu_times=cpu)
+    if set(sizes) != {expected}:
+        raise AssertionError(f"merged {sorted(set(sizes))} bytes, expected {expected}")
+    return {"seconds": seconds, "cpu_seconds": cpu, "bytes_written": expected}
 
 
-def timed(fn, runs):
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def merge_lite(shards, out, verify=False, repeats=3, warmup=1):
+    import tfrecord_lite
+
+    result = _merge_result(lambda: tfrecord_lite.merge(shards, out, verify=verify), shards, out, repeats, warmup)
+    if "tensorflow" in sys.modules:
+        raise AssertionError("tensorflow must not be loaded in the tfrecord_lite process")
+    result["implementation"] = tfrecord_lite.implementation
+    return result
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=100_000)
-    ap.add_argument("--runs", type=int, default=3)
-    args = ap.parse_args()
-    assert "tensorflow" not in sys.modules
-    rows, runs = args.rows, args.runs
-    cols = make_columns(rows)
-    print(f"tfrecord_lite {tfrecord_lite.__version__} ({tfrecord_lite.implementation} core), "
-          f"{rows:,} W2 rows -> {SHARDS} shards, medians of {runs} runs")
-    with tempfile.TemporaryDirectory(prefix="bench-write-") as tmp:
-        results = {}
+def merge_tf(shards, out, repeats=3, warmup=1):
+    import tensorflow as tf
+
+    def merge_file():
+        with tf.io.TFRecordWriter(out) as w:
+            for rec in tf.data.TFRecordDataset(shards):
+                w.write(rec.numpy())
+
+    return _merge_result(merge_file, shards, out, repeats, warmup)
+
+
+# -- orchestration -----------------------------------------------------------------------
+
+def run(workloads: dict, repeats: int = 3, warmup: int = 1, out_dir: str | None = None,
+        timeout: float | None = None, log=None, rounds: int = 1) -> dict:
+    """Measure writing and merging W2-sized data; returns {"machine", "workloads",
+    "measurements", "ratios", ...}. workloads is what generate_data.generate() returns (W2's
+    record count and file size set the row count and the expected bytes)."""
+    out_dir = out_dir or os.path.join(DATA_DIR, "_bench_write_out")
+    machine = H.machine_info()
+    w = workloads["w2"]
+    rows, nbytes = w["records"], w["bytes"]
+    measurements, ratios = [], []
+    try:
         for workers in (1, 2):
-            prefix = os.path.join(tmp, f"lite{workers}")
-            lite = timed(lambda: tfrecord_lite.write_parallel(
-                blocks(cols, rows), encode_blocks, prefix, SHARDS, num_workers=workers,
-                chunk_size=1, batched=True, progress=False), runs)
-            tf = statistics.median(run_tf(rows, workers, runs, tmp, merge=False)["write"])
-            results[f"write, {workers} worker(s)"] = (lite, tf)
-        shards = [tfrecord_lite.sharded.shard_path(os.path.join(tmp, "lite2"), i, SHARDS) for i in range(SHARDS)]
-        out = os.path.join(tmp, "merged.tfrecord")
-        lite_merge = timed(lambda: tfrecord_lite.merge(shards, out), runs)
-        lite_verify = timed(lambda: tfrecord_lite.merge(shards, out, verify=True), runs)
-        tf_merge = statistics.median(run_tf(rows, 1, runs, tmp, merge=True)["merge"])
-        results["merge 8 shards"] = (lite_merge, tf_merge)
-        results["merge 8 shards, verify=True"] = (lite_verify, tf_merge)
-        nbytes = os.path.getsize(out)
-    assert "tensorflow" not in sys.modules
-    print(f"{'':32}{'tfrecord_lite':>14}{'TensorFlow':>12}{'speed-up':>10}")
-    for name, (lite, tf) in results.items():
-        print(f"{name:32}{lite:>13.3f}s{tf:>11.3f}s{tf / lite:>9.1f}x")
-    print(f"({nbytes / 1e6:.1f} MB of records; write rates: "
-          + ", ".join(f"{name.split(', ')[1]}: {rows / v[0]:,.0f} rows/s" for name, v in results.items()
-                      if name.startswith("write")) + ")")
+            plan = [(key, label + f", {workers} worker" + "s" * (workers > 1), f"benchmarks.bench_write:{func}",
+                     {"rows": rows, "workers": workers, "out_dir": os.path.join(out_dir, f"{key}{workers}"),
+                      "repeats": repeats, "warmup": warmup}) for key, label, func in WRITE_PEERS]
+            pooled = H.run_rounds(plan, rounds, timeout, log)
+            ms = {k: H.measurement(p, "w2", f"write, {workers} worker" + "s" * (workers > 1), rows, nbytes)
+                  | {"key": k, "workers": workers} for k, p in pooled.items()}
+            for m in ms.values():
+                if (m["records_written"], m["bytes_written"]) != (rows, nbytes):
+                    raise AssertionError(f"{m['label']} wrote {m['records_written']} records, "
+                                         f"{m['bytes_written']} bytes; expected {rows}, {nbytes}")
+            measurements += ms.values()
+            ratios.append(H.ratio("w2", f"write, {workers} worker" + "s" * (workers > 1), ms["lite"], ms["tf"],
+                                  WRITE_TARGET))
+        lite = {m["workers"]: m for m in measurements if m["key"] == "lite"}
+        ratios.append(H.ratio("w2", "write scaling, 2 workers / 1", lite[2], lite[1], None))
+
+        shards = H.run_in_subprocess("benchmarks.bench_write:make_shards",
+                                     {"rows": rows, "out_dir": os.path.join(out_dir, "shards")}, timeout=timeout)
+        if shards["records"] != rows:
+            raise AssertionError(f"the merge input holds {shards['records']} records, expected {rows}")
+        plan = [(key, label, f"benchmarks.bench_write:{func}",
+                 {"shards": shards["paths"], "out": os.path.join(out_dir, f"merged-{key}.tfrecord"),
+                  "repeats": repeats, "warmup": warmup, **extra}) for key, label, func, extra in MERGE_PEERS]
+        pooled = H.run_rounds(plan, rounds, timeout, log)
+        ms = {k: H.measurement(p, "w2", f"merge {SHARDS} shards", rows, nbytes) | {"key": k}
+              for k, p in pooled.items()}
+        measurements += ms.values()
+        ratios.append(H.ratio("w2", "merge", ms["lite"], ms["tf"], MERGE_TARGET))
+        ratios.append(H.ratio("w2", "merge, verify=True", ms["lite_verify"], ms["tf"], MERGE_TARGET))
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    for m in measurements:
+        if m["key"].startswith("lite") and "tensorflow" in m["imported"]:
+            raise AssertionError("a tfrecord_lite measurement ran with tensorflow loaded")
+    return {
+        "benchmark": SECTION,
+        "machine": machine,
+        "repeats": repeats,
+        "rounds": rounds,
+        "warmup": warmup,
+        "workloads": {"w2": {k: w[k] for k in ("description", "records", "bytes")}},
+        "measurements": measurements,
+        "ratios": ratios,
+    }
+
+
+def report(results: dict) -> str:
+    """The results as markdown: conditions, the table, and the targets."""
+    w = results["workloads"]["w2"]
+    lines = ["## Writing at scale: sharded writes and merge (bench_write.py)", ""]
+    lines += H.machine_lines(results["machine"])
+    lines += [
+        H.runs_line(results),
+        f"- Rows: the W2 workload's {w['records']:,} rows as numpy columns, written to {SHARDS} shards "
+        f"(blocks of up to {BLOCK_ROWS:,} rows for write_parallel); files closed in the timing, no fsync",
+        "- Every encoder serializes deterministically: each peer writes the same records "
+        f"({w['bytes'] / 1e6:,.1f} MB in all, which MB/s counts); MB = 10^6 bytes",
+        "- The TensorFlow pool's CPU time is not measured (it is in its workers), so its CPU/wall "
+        "is blank; merge inputs are in the page cache",
+    ]
+    lines += [f"- {note}" for note in results.get("notes", [])]
+    lines.append("")
+    ms = results["measurements"]
+    for op in dict.fromkeys(m["op"] for m in ms):
+        rows = [m for m in ms if m["op"] == op]
+        ref = next(m for m in rows if m["key"] == "tf")
+        lines += [H.measurements_table(rows, [("vs TF", ref)]), ""]
+    lines.append(H.targets_table(results["ratios"]))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Benchmark sharded writing and merging.")
+    H.add_arguments(ap, SECTION, repeats=3)
+    args = ap.parse_args(argv)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    workloads = generate(args.scale, args.data_dir)
+    results = run(workloads, args.repeats, args.warmup, out_dir=os.path.join(args.data_dir, "_bench_write_out"),
+                  timeout=args.timeout, log=log, rounds=args.rounds)
+    results["notes"] = args.note
+    H.finish(args, SECTION, results, report(results))
 
 
 if __name__ == "__main__":

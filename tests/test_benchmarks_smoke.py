@@ -1,7 +1,7 @@
-"""Smoke-run the benchmark harness end to end on tiny workloads.
+"""Smoke-run every benchmark end to end on tiny workloads.
 
-Every peer really runs (TensorFlow and the ``tfrecord`` package are in the bench extra and
-CI installs both): a missing peer makes these tests fail, not skip.
+Every peer really runs (TensorFlow, the ``tfrecord`` package and torch are in the bench
+extra and CI installs them): a missing peer makes these tests fail, not skip.
 """
 
 import math
@@ -16,7 +16,8 @@ except ImportError:  # the repository root is not on sys.path; append it, not sh
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import _harness as H  # noqa: E402
-from benchmarks import bench_framing, generate_data  # noqa: E402
+from benchmarks import __main__ as run_all  # noqa: E402
+from benchmarks import bench_dataset, bench_example, bench_framing, bench_write, generate_data  # noqa: E402
 
 SCALE = 0.002  # W1: 8 files x 2-3 records, W2: 400 records
 
@@ -90,6 +91,104 @@ def test_bench_framing_end_to_end(workloads, tmp_path):
     content = results_md.read_text()
     assert content.count("<!-- begin bench_framing -->") == 1 and "Framing again" in content
     assert "## Other\n\nkept" in content
+
+
+def test_w2_columns_encode_to_the_w2_file(workloads):
+    from tfrecord_lite import TFRecordReader, encode_examples, parse_example
+
+    cols = generate_data.w2_columns(workloads["w2"]["records"])
+    records = list(TFRecordReader(workloads["w2"]["paths"][0]))
+    assert [bytes(r) for r in encode_examples(cols, deterministic=True)] == records
+    parsed = parse_example(records, generate_data.lite_features("w2"))
+    assert sorted(parsed) == sorted(generate_data.SPECS["w2"]) == sorted(cols)
+    for k in cols:
+        assert list(parsed[k].reshape(len(records), -1).tolist()) == list(cols[k].reshape(len(records), -1).tolist())
+
+
+def _check(results, module, tmp_path, peers_per_workload):
+    """What every bench_* run must give: each expected peer measured once per workload, with
+    positive finite rates, in the right process; ratios computed; a report with a targets
+    table; its own RESULTS.md section."""
+    ms = results["measurements"]
+    for workload, keys in peers_per_workload.items():
+        got = sorted(m["key"] for m in ms if m["workload"] == workload)
+        assert got == sorted(keys), workload
+    for m in ms:
+        assert m["median_s"] > 0 and len(m["seconds"]) == 1
+        assert m["records_per_s"] > 0 and math.isfinite(m["records_per_s"])
+        assert m["mb_per_s"] > 0 and math.isfinite(m["mb_per_s"])
+        if m["key"].startswith("lite"):
+            assert "tensorflow" not in m["imported"] and "tfrecord" not in m["imported"]
+            assert m["implementation"] == "cython"
+        elif m["key"] == "tf":
+            imported = m.get("imported_in_workers", m["imported"])  # a process pool's workers
+            assert "tensorflow" in imported and "tfrecord_lite" not in imported
+        elif m["key"] == "tfrecord":
+            assert "tfrecord" in m["imported"] and "tensorflow" not in m["imported"]
+    assert results["ratios"]
+    for r in results["ratios"]:
+        assert r["ratio"] > 0 and math.isfinite(r["ratio"])
+        assert r["met"] is None if r["target"] is None else r["met"] == (r["ratio"] >= r["target"])
+    targets = [r for r in results["ratios"] if r["target"] is not None]
+    assert targets
+
+    text = module.report(results)
+    assert "### Targets" in text and "| workload | measurement | ratio | measured | target | met |" in text
+    for r in targets:
+        assert f"| {r['ratio']:.2f}x | >= {r['target']:g}x | {'yes' if r['met'] else '**no**'} |" in text
+    assert "vs TF" in text or "vs tf.data" in text
+    results_md = tmp_path / "RESULTS.md"
+    H.update_results_section("other", "## Other\n\nkept", path=str(results_md))
+    H.update_results_section(module.SECTION, text, path=str(results_md))
+    H.update_results_section(module.SECTION, text, path=str(results_md))
+    content = results_md.read_text()
+    assert content.count(f"<!-- begin {module.SECTION} -->") == 1 and "## Other\n\nkept" in content
+    return text
+
+
+def test_bench_example_end_to_end(workloads, tmp_path):
+    results = bench_example.run(workloads, repeats=1, warmup=1, out_dir=str(tmp_path / "out"), timeout=600)
+    text = _check(results, bench_example, tmp_path, {"w1": ["lite", "tf", "tfrecord"],
+                                                      "w2": ["lite", "tf", "tfrecord", "lite_columns", "lite_rows",
+                                                             "tf"]})
+    assert {r["what"] for r in results["ratios"] if r["target"]} == {"parse", "encode+write"}
+    for m in results["measurements"]:
+        assert m["records"] == workloads[m["workload"]]["records"]
+    assert "encode_examples (columnar)" in text and "encode_example (per row)" in text
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_bench_dataset_end_to_end(workloads, tmp_path):
+    many = generate_data.generate_many_files(SCALE, os.path.dirname(os.path.dirname(workloads["w2"]["paths"][0])))
+    assert len(many["paths"]) == generate_data.MANY_FILES and many["records"] == generate_data.MANY_FILES
+    results = bench_dataset.run(workloads, many, repeats=1, warmup=1, timeout=600)
+    text = _check(results, bench_dataset, tmp_path, {"w1": ["lite1", "lite2", "tf", "tfrecord"],
+                                                      "w2": ["lite1", "lite2", "tf", "tfrecord"],
+                                                      "many": ["lite1", "lite2", "tf"]})
+    for m in results["measurements"]:
+        assert m["peak_rss_mb"] > 0
+    scaling = [r for r in results["ratios"] if r["workload"] == "w2" and r["what"].startswith("scaling")]
+    assert len(scaling) == 1 and scaling[0]["target"] == bench_dataset.SCALING_TARGET
+    assert "peak RSS MB" in text and "### MANY" in text
+
+
+def test_bench_write_end_to_end(workloads, tmp_path):
+    results = bench_write.run(workloads, repeats=1, warmup=1, out_dir=str(tmp_path / "out"), timeout=600)
+    ops = {m["op"] for m in results["measurements"]}
+    assert ops == {"write, 1 worker", "write, 2 workers", f"merge {bench_write.SHARDS} shards"}
+    _check(results, bench_write, tmp_path, {"w2": ["lite", "tf", "lite", "tf", "lite", "lite_verify", "tf"]})
+    for m in results["measurements"]:
+        assert m["bytes_written"] == workloads["w2"]["bytes"]
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_run_all_knows_every_benchmark(capsys):
+    for name in run_all.BENCHMARKS:
+        module = getattr(sys.modules[__name__], f"bench_{name}")
+        assert callable(module.main) and callable(module.run) and callable(module.report) and module.SECTION
+    with pytest.raises(SystemExit):
+        run_all.main(["--only", "framing,nope"])
+    assert "unknown benchmark" in capsys.readouterr().err
 
 
 def test_peer_failure_is_an_error_not_a_skip():
