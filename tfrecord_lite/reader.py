@@ -9,6 +9,7 @@ means. Memory is bounded by the chunk size and the largest record, never the fil
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import os
 import stat
@@ -84,20 +85,34 @@ class TFRecordReader:
             self.path = getattr(source, "name", None) or "<stream>"
             self._file = source
         self._iter = None
+        self._gen = None  # the scanning generator, once reading has started
 
     def __iter__(self):
         if self._iter is None:
-            self._iter = self._records()
+            # chain flattens in C: no Python frame per record.
+            self._iter = itertools.chain.from_iterable(self._start(self._scan()))
         return self._iter
 
     def __next__(self):
         return next(iter(self))
 
+    def batches(self):
+        """Yield lists of records, as many as each buffered chunk holds: the same records as
+        iterating the reader, for bulk consumers that do not want per-record overhead."""
+        return self._start(self._scan())
+
     def frame_blocks(self):
         """Yield ``(frames, count)``: runs of whole frames exactly as stored (headers, data and
         CRCs verbatim, decompressed), checked like records are. Copying frames this way never
         re-encodes them (merge, split, cat)."""
-        return self._records(blocks=True)
+        return self._start(self._scan(blocks=True))
+
+    def _start(self, gen):
+        if self._gen is not None:
+            raise TFRecordError("a TFRecordReader can be read only once; open a new one",
+                                path=self.path)
+        self._gen = gen
+        return gen
 
     @property
     def input_offset(self):
@@ -118,8 +133,8 @@ class TFRecordReader:
         if self._owned is not None:
             self._owned.close()
             self._owned = None
-        if self._iter is not None:
-            self._iter.close()
+        if self._gen is not None:
+            self._gen.close()
 
     def __del__(self):
         try:
@@ -148,7 +163,7 @@ class TFRecordReader:
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
 
-    def _records(self, blocks=False):
+    def _scan(self, blocks=False):
         F = _native.framing
         scan = F.scan_spans if blocks else F.scan_frames
         stream, head, total = self._open_stream()
@@ -179,10 +194,7 @@ class TFRecordReader:
                 if records:
                     index += len(records)
                     self.records_read += len(records)
-                    if blocks:
-                        yield bytes(buf[start:pos]), len(records)
-                    else:
-                        yield from records
+                    yield (bytes(buf[start:pos]), len(records)) if blocks else records
                 if status != F.FRAME_OK:
                     offset = base + pos
                     err = self._frame_error(status, value, offset, index)
