@@ -127,6 +127,7 @@ cdef struct Column:
     Buf floats                 # float32 values of all rows, concatenated
     Buf ints                   # int64 values
     Buf spans                  # Span per bytes value
+    Py_ssize_t last            # last record the key appeared in (-1: none yet)
     Py_ssize_t rec_rows        # row count at this record's start (last-wins rollback)
     Py_ssize_t rec_floats      # value counts at this record's start
     Py_ssize_t rec_ints
@@ -217,35 +218,56 @@ cdef Column *table_add(Table *t, const unsigned char *key, Py_ssize_t key_len) n
     t.cols[t.n].key = key
     t.cols[t.n].key_len = key_len
     t.cols[t.n].sequence = t.sequence
+    t.cols[t.n].last = -1
     t.n += 1
     return &t.cols[t.n - 1]
 
 
 # -- per-record bookkeeping ----------------------------------------------------------------
+#
+# A column's rows are opened lazily: nothing happens for a column until its key shows up in
+# a record, and then the records it missed since it last appeared get their absent rows in
+# one go. A record therefore costs work only for the keys it holds.
 
-cdef inline bint column_begin_record(Column *c) noexcept nogil:
-    """Mark the record's start; an Example column gets its one row, absent until seen."""
+cdef inline bint column_catch_up(Column *c, Py_ssize_t record) noexcept nogil:
+    """Absent rows (Example) or -1 steps (SequenceExample) for the records after c.last and
+    before record."""
+    cdef Py_ssize_t i
+    for i in range(c.last + 1, record):
+        if c.sequence:
+            if not buf_push64(&c.steps, -1):
+                return False
+        elif not (buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0)):
+            return False
+    return True
+
+
+cdef inline bint column_enter(Column *c, Py_ssize_t record) noexcept nogil:
+    """The key appears in this record. The first time, open the record's row (an empty
+    Feature until its value is parsed; for a FeatureList, no steps yet). A repeat means the
+    last entry wins: drop what the earlier one left."""
+    if c.last == record:
+        c.floats.len = c.row_floats = c.rec_floats
+        c.ints.len = c.row_ints = c.rec_ints
+        c.spans.len = c.row_spans = c.rec_spans
+        if c.sequence:
+            c.kinds.len = c.rec_rows
+            c.counts.len = c.rec_rows * 8
+            (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] = 0
+        else:
+            c.kinds.data[c.kinds.len - 1] = EMPTY
+            (<int64_t *>c.counts.data)[c.counts.len // 8 - 1] = 0
+        return True
+    if record - c.last > 1 and not column_catch_up(c, record):
+        return False
+    c.last = record
     c.rec_rows = c.kinds.len
     c.rec_floats = c.row_floats = c.floats.len
     c.rec_ints = c.row_ints = c.ints.len
     c.rec_spans = c.row_spans = c.spans.len
     if c.sequence:
-        return buf_push64(&c.steps, -1)
-    return buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0)
-
-
-cdef inline void column_rewind(Column *c) noexcept nogil:
-    """The key appears (again) in this record: the last entry wins, drop what came before."""
-    c.floats.len = c.row_floats = c.rec_floats
-    c.ints.len = c.row_ints = c.rec_ints
-    c.spans.len = c.row_spans = c.rec_spans
-    if c.sequence:
-        c.kinds.len = c.rec_rows
-        c.counts.len = c.rec_rows * 8
-        (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] = 0
-    else:
-        c.kinds.data[c.kinds.len - 1] = EMPTY
-        (<int64_t *>c.counts.data)[c.counts.len // 8 - 1] = 0
+        return buf_push64(&c.steps, 0)
+    return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
 
 
 cdef inline bint column_new_row(Column *c) noexcept nogil:
@@ -257,42 +279,42 @@ cdef inline bint column_new_row(Column *c) noexcept nogil:
     return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
 
 
-cdef bint table_begin_record(Table *t) noexcept nogil:
+cdef bint table_finish(Table *t, Py_ssize_t records) noexcept nogil:
+    """Absent rows for every column up to the end of the batch."""
     cdef Py_ssize_t i
     for i in range(t.n):
-        if not column_begin_record(&t.cols[i]):
+        if not column_catch_up(&t.cols[i], records):
+            return False
+        t.cols[i].last = records - 1
+    return True
+
+
+cdef inline bint same_key(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
+    """a[:n] == b[:n]; feature names are short, so compare in place rather than call memcmp."""
+    cdef Py_ssize_t i
+    if n > 16:
+        return memcmp(a, b, n) == 0
+    for i in range(n):
+        if a[i] != b[i]:
             return False
     return True
 
 
-cdef Column *table_find(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
-    """The column for key; NULL if it is not wanted. p.err is set on allocation failure."""
+cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
+    """The column named key, or NULL. Starts at the column after the last one found: keys
+    tend to come in the same order in every record."""
     cdef Py_ssize_t i, j
     cdef Column *c
+    i = t.guess
     for j in range(t.n):
-        i = t.guess + j
         if i >= t.n:
-            i -= t.n
+            i = 0
         c = &t.cols[i]
-        if c.key_len == key_len and (key_len == 0 or c.key[0] == key[0]) and memcmp(c.key, key, key_len) == 0:
-            t.guess = i + 1 if i + 1 < t.n else 0
+        i += 1
+        if c.key_len == key_len and same_key(c.key, key, key_len):
+            t.guess = i
             return c
-    if not t.discover:
-        return NULL
-    c = table_add(t, key, key_len)
-    if c == NULL:
-        p.err = E_MEMORY
-        return NULL
-    # Earlier records lacked this key.
-    for i in range(p.record):
-        if not (buf_push64(&c.steps, -1) if c.sequence else
-                (buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0))):
-            p.err = E_MEMORY
-            return NULL
-    if not column_begin_record(c):
-        p.err = E_MEMORY
-        return NULL
-    return c
+    return NULL
 
 
 # -- wire primitives -----------------------------------------------------------------------
@@ -549,6 +571,27 @@ cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
     return 0
 
 
+cdef inline int entry_column(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
+                             const unsigned char *key_at, Column **out) noexcept nogil:
+    """The column for a map entry's key, opened for this record; NULL when the key is not
+    wanted. Only a key that matches no column is checked for UTF-8: a column's name is
+    valid already (the caller's names are encoded str, found names were checked)."""
+    cdef Column *col = table_lookup(t, key, key_len)
+    out[0] = NULL
+    if col == NULL:
+        if not utf8_valid(key, key_len):
+            return fail(p, E_UTF8, key_at)
+        if not t.discover:
+            return 0
+        col = table_add(t, key, key_len)
+        if col == NULL:
+            return fail(p, E_MEMORY, key_at)
+    if not column_enter(col, p.record):
+        return fail(p, E_MEMORY, key_at)
+    out[0] = col
+    return 0
+
+
 cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     """A map entry {key = 1; value = 2}. The key may come after the value and either may
     repeat (last key wins, values merge), so find the key first, then parse the values."""
@@ -566,13 +609,8 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
         if read_len(p, c, &sub) == 0 and c.pos < c.end and c.pos[0] == TAG_VALUE:
             c.pos += 1
             if read_len(p, c, &value) == 0 and c.pos == c.end:
-                if not utf8_valid(sub.pos, sub.end - sub.pos):
-                    return fail(p, E_UTF8, start.pos + 1)
-                col = table_find(p, t, sub.pos, sub.end - sub.pos)
-                if p.err != E_OK:
+                if entry_column(p, t, sub.pos, sub.end - sub.pos, start.pos + 1, &col) < 0:
                     return -1
-                if col != NULL:
-                    column_rewind(col)
                 return parse_feature_list(p, &value, col) if t.sequence else parse_feature(p, &value, col)
         p.err = E_OK   # any surprise: start over on the general path, which reports it
         c[0] = start
@@ -587,13 +625,8 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
             key_len = sub.end - sub.pos
         elif skip_field(p, c, field, wire, 0) < 0:
             return -1
-    if not utf8_valid(key, key_len):
-        return fail(p, E_UTF8, key_at)
-    col = table_find(p, t, key if key != NULL else <const unsigned char *>"", key_len)
-    if p.err != E_OK:
+    if entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
         return -1
-    if col != NULL:
-        column_rewind(col)
     c[0] = start
     while c.pos < c.end:
         read_tag(p, c, &field, &wire)
@@ -625,8 +658,6 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
     """An Example (features = 1) or SequenceExample (context = 1, feature_lists = 2)."""
     cdef Cursor c, sub
     cdef uint32_t field, wire
-    if not table_begin_record(&p.ctx) or not table_begin_record(&p.seq):
-        return fail(p, E_MEMORY, data)
     cursor_init(&c, data, n)
     while c.pos < c.end:
         if read_tag(p, &c, &field, &wire) < 0:
@@ -736,6 +767,8 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
                 status = parse_record(&p, <const unsigned char *>views[i].buf, views[i].len, sequence)
                 if status < 0:
                     break
+            if status == 0 and not (table_finish(&p.ctx, n) and table_finish(&p.seq, n)):
+                status = fail(&p, E_MEMORY, NULL)
         if status < 0:
             if p.err == E_MEMORY:
                 raise MemoryError()
