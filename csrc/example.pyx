@@ -41,7 +41,7 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
-from cursor cimport Cursor, acquire, cursor_init, cursor_take, cursor_varint, tfl_load_le32
+from cursor cimport Cursor, acquire, cursor_init, cursor_len, cursor_take, cursor_varint, tfl_load_le32
 
 from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError
 
@@ -515,6 +515,84 @@ cdef inline void copy_floats(char *dst, const unsigned char *src, Py_ssize_t n) 
             memcpy(dst + i, &u, 4)
 
 
+cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept nogil:
+    """The Feature shapes every writer produces, into a fresh row of col: one *_list field
+    (tag 0x0A bytes, 0x12 float, 0x1A int64) that holds one packed run of floats or int64s
+    (tag 0x0A) or only bytes values (tag 0x0A each). Returns 1 when done, 0 when the Feature
+    is anything else; then nothing was consumed or kept and the general parser takes over,
+    so it also reports every error. -1 on allocation failure."""
+    cdef Cursor f = c[0]
+    cdef Cursor lst, sub
+    cdef int kind
+    cdef int64_t count = 0
+    cdef uint64_t v
+    cdef Py_ssize_t n, i
+    cdef int64_t *ints
+    cdef Span *span
+    cdef unsigned char tag
+    if f.pos >= f.end:
+        return 0
+    tag = f.pos[0]
+    if tag == 0x12:
+        kind = FLOAT
+    elif tag == 0x1A:
+        kind = INT64
+    elif tag == 0x0A:
+        kind = BYTES
+    else:
+        return 0
+    f.pos += 1
+    if not cursor_len(&f, &lst) or f.pos != f.end or lst.pos == lst.end:
+        return 0
+    if kind == BYTES:
+        i = col.spans.len
+        while lst.pos < lst.end:
+            if lst.pos[0] != TAG_KEY:
+                col.spans.len = i
+                return 0
+            lst.pos += 1
+            if not cursor_len(&lst, &sub):
+                col.spans.len = i
+                return 0
+            if not buf_reserve(&col.spans, sizeof(Span)):
+                return fail(p, E_MEMORY, sub.pos)
+            span = <Span *>(col.spans.data + col.spans.len)
+            span.ptr = sub.pos
+            span.len = sub.end - sub.pos
+            col.spans.len += sizeof(Span)
+            count += 1
+    else:
+        if lst.pos[0] != TAG_KEY:
+            return 0
+        lst.pos += 1
+        if not cursor_len(&lst, &sub) or lst.pos != lst.end:
+            return 0
+        n = sub.end - sub.pos
+        if kind == FLOAT:
+            if n % 4:
+                return 0
+            if not buf_reserve(&col.floats, n):
+                return fail(p, E_MEMORY, sub.pos)
+            copy_floats(col.floats.data + col.floats.len, sub.pos, n)
+            col.floats.len += n
+            count = n // 4
+        else:
+            # At most one value per byte, so reserving the byte count is enough.
+            if not buf_reserve(&col.ints, 8 * n):
+                return fail(p, E_MEMORY, sub.pos)
+            ints = <int64_t *>(col.ints.data + col.ints.len)
+            while sub.pos < sub.end:
+                if not cursor_varint(&sub, &v):
+                    return 0   # nothing kept: col.ints.len has not moved
+                ints[count] = <int64_t>v
+                count += 1
+            col.ints.len += 8 * count
+    col.kinds.data[col.kinds.len - 1] = <char>kind
+    (<int64_t *>(col.counts.data + col.counts.len - 8))[0] = count
+    c.pos = f.pos
+    return 1
+
+
 cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
     """A Feature body into col's last row (which may already hold an earlier part of it)."""
     cdef uint32_t field, wire
@@ -523,8 +601,13 @@ cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
     cdef int64_t count = 0
     cdef int64_t *row_count = NULL
     cdef char *row_kind = NULL
+    cdef int done
     if col != NULL:
         row_kind = col.kinds.data + col.kinds.len - 1
+        if row_kind[0] == EMPTY:   # a fresh row: no kind, no values yet
+            done = parse_feature_common(p, c, col)
+            if done != 0:
+                return done if done < 0 else 0
         row_count = <int64_t *>(col.counts.data + col.counts.len - 8)
         kind = row_kind[0]
         count = row_count[0]
@@ -605,15 +688,15 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     cdef Cursor value
     # Fast path for what every writer produces: key, then value, then nothing.
     if c.end - c.pos >= 4 and c.pos[0] == TAG_KEY:
-        c.pos += 1
-        if read_len(p, c, &sub) == 0 and c.pos < c.end and c.pos[0] == TAG_VALUE:
-            c.pos += 1
-            if read_len(p, c, &value) == 0 and c.pos == c.end:
-                if entry_column(p, t, sub.pos, sub.end - sub.pos, start.pos + 1, &col) < 0:
+        start.pos += 1
+        if cursor_len(&start, &sub) and start.pos < start.end and start.pos[0] == TAG_VALUE:
+            start.pos += 1
+            if cursor_len(&start, &value) and start.pos == start.end:
+                c.pos = c.end
+                if entry_column(p, t, sub.pos, sub.end - sub.pos, key_at + 1, &col) < 0:
                     return -1
                 return parse_feature_list(p, &value, col) if t.sequence else parse_feature(p, &value, col)
-        p.err = E_OK   # any surprise: start over on the general path, which reports it
-        c[0] = start
+        start = c[0]   # any surprise: start over on the general path, which reports it
     while c.pos < c.end:
         if read_tag(p, c, &field, &wire) < 0:
             return -1
