@@ -34,6 +34,7 @@ import sys
 cimport numpy as cnp
 import numpy as np
 from cpython.buffer cimport PyBuffer_Release
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -155,10 +156,15 @@ cdef struct Parser:
 
 
 cdef inline bint buf_reserve(Buf *b, Py_ssize_t extra) noexcept nogil:
-    cdef Py_ssize_t cap
-    cdef char *p
+    """Room for extra more bytes; the check is inlined, growing is not."""
     if extra <= b.cap - b.len:
         return True
+    return buf_grow(b, extra)
+
+
+cdef bint buf_grow(Buf *b, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef char *p
     cap = b.cap * 2 if b.cap else 64
     while cap - b.len < extra:
         cap *= 2
@@ -277,6 +283,29 @@ cdef inline bint column_new_row(Column *c) noexcept nogil:
     c.row_spans = c.spans.len
     (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] += 1
     return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
+
+
+cdef inline bint buf_expect(Buf *b, Py_ssize_t per_record, Py_ssize_t records, Py_ssize_t most) noexcept nogil:
+    """Room for the batch at the rate of its first record, at most `most` bytes."""
+    cdef Py_ssize_t want = per_record * records
+    return buf_reserve(b, (want if want < most else most) - b.len)
+
+
+cdef bint table_expect(Table *t, Py_ssize_t records, Py_ssize_t input_bytes) noexcept nogil:
+    """After the first record: size every column for the whole batch, so buffers are not
+    regrown (and copied) a dozen times each. Capped by what the input could ever produce:
+    a float takes its own size on the wire, an int64 or a bytes value at least 1/8 of it."""
+    cdef Py_ssize_t i
+    cdef Column *c
+    for i in range(t.n):
+        c = &t.cols[i]
+        if not (buf_expect(&c.floats, c.floats.len, records, input_bytes)
+                and buf_expect(&c.ints, c.ints.len, records, 8 * input_bytes)
+                and buf_expect(&c.spans, c.spans.len, records, 8 * input_bytes)
+                and (not c.sequence or (buf_expect(&c.kinds, c.kinds.len, records, input_bytes)
+                                        and buf_expect(&c.counts, c.counts.len, records, 8 * input_bytes)))):
+            return False
+    return True
 
 
 cdef bint table_finish(Table *t, Py_ssize_t records) noexcept nogil:
@@ -660,15 +689,27 @@ cdef inline int entry_column(Parser *p, Table *t, const unsigned char *key, Py_s
     wanted. Only a key that matches no column is checked for UTF-8: a column's name is
     valid already (the caller's names are encoded str, found names were checked)."""
     cdef Column *col = table_lookup(t, key, key_len)
-    out[0] = NULL
     if col == NULL:
-        if not utf8_valid(key, key_len):
-            return fail(p, E_UTF8, key_at)
-        if not t.discover:
-            return 0
-        col = table_add(t, key, key_len)
-        if col == NULL:
-            return fail(p, E_MEMORY, key_at)
+        return entry_new_key(p, t, key, key_len, key_at, out)
+    if not column_enter(col, p.record):
+        return fail(p, E_MEMORY, key_at)
+    out[0] = col
+    return 0
+
+
+cdef int entry_new_key(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
+                       const unsigned char *key_at, Column **out) noexcept nogil:
+    """entry_column for a key no column has (yet): check it, then add a column when every
+    key is wanted."""
+    cdef Column *col
+    out[0] = NULL
+    if not utf8_valid(key, key_len):
+        return fail(p, E_UTF8, key_at)
+    if not t.discover:
+        return 0
+    col = table_add(t, key, key_len)
+    if col == NULL:
+        return fail(p, E_MEMORY, key_at)
     if not column_enter(col, p.record):
         return fail(p, E_MEMORY, key_at)
     out[0] = col
@@ -686,6 +727,7 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     cdef Py_ssize_t key_len = 0
     cdef Column *col
     cdef Cursor value
+    cdef int done
     # Fast path for what every writer produces: key, then value, then nothing.
     if c.end - c.pos >= 4 and c.pos[0] == TAG_KEY:
         start.pos += 1
@@ -695,7 +737,13 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
                 c.pos = c.end
                 if entry_column(p, t, sub.pos, sub.end - sub.pos, key_at + 1, &col) < 0:
                     return -1
-                return parse_feature_list(p, &value, col) if t.sequence else parse_feature(p, &value, col)
+                if t.sequence:
+                    return parse_feature_list(p, &value, col)
+                if col != NULL:   # its row is fresh: try the common shapes without a call
+                    done = parse_feature_common(p, &value, col)
+                    if done != 0:
+                        return done if done < 0 else 0
+                return parse_feature(p, &value, col)
         start = c[0]   # any surprise: start over on the general path, which reports it
     while c.pos < c.end:
         if read_tag(p, c, &field, &wire) < 0:
@@ -758,11 +806,30 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
 
 # -- Python entry points -------------------------------------------------------------------
 
+cdef void _free_capsule(object capsule) noexcept:
+    free(PyCapsule_GetPointer(capsule, NULL))
+
+
 cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
+    """The buffer as a 1-D array. The array takes over the storage (freed with it) rather
+    than copying it; b is left empty."""
     cdef cnp.npy_intp n = b.len // itemsize
-    cdef cnp.ndarray out = cnp.PyArray_SimpleNew(1, &n, typenum)
-    if b.len:
-        memcpy(cnp.PyArray_DATA(out), b.data, b.len)
+    cdef cnp.ndarray out
+    cdef char *data
+    if b.len == 0:
+        return cnp.PyArray_SimpleNew(1, &n, typenum)
+    data = <char *>realloc(b.data, b.len)   # give back the unused tail
+    if data == NULL:
+        data = b.data
+    b.data = NULL
+    b.len = b.cap = 0
+    try:
+        capsule = PyCapsule_New(data, NULL, _free_capsule)
+    except BaseException:
+        free(data)
+        raise
+    out = cnp.PyArray_SimpleNewFromData(1, &n, typenum, data)
+    cnp.set_array_base(out, capsule)
     return out
 
 
@@ -819,7 +886,7 @@ cdef list _table_keys(Table *t):
 
 def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
     cdef Parser p
-    cdef Py_ssize_t n, i, got = 0
+    cdef Py_ssize_t n, i, got = 0, input_bytes = 0
     cdef Py_buffer *views = NULL
     cdef list recs = records if type(records) is list else list(records)
     cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
@@ -838,17 +905,22 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
         for i in range(p.ctx.n):   # one row per record: size the row arrays once
             if not (buf_reserve(&p.ctx.cols[i].kinds, n) and buf_reserve(&p.ctx.cols[i].counts, 8 * n)):
                 raise MemoryError()
-        views = <Py_buffer *>calloc(n if n else 1, sizeof(Py_buffer))
+        views = <Py_buffer *>malloc((n if n else 1) * sizeof(Py_buffer))   # views[:got] are live
         if views == NULL:
             raise MemoryError()
         for i in range(n):
             acquire(recs[i], &views[i])
             got += 1
+            input_bytes += views[i].len
         with nogil:
             for i in range(n):
                 p.record = i
                 status = parse_record(&p, <const unsigned char *>views[i].buf, views[i].len, sequence)
                 if status < 0:
+                    break
+                if i == 0 and n > 1 and not (table_expect(&p.ctx, n, input_bytes)
+                                             and table_expect(&p.seq, n, input_bytes)):
+                    status = fail(&p, E_MEMORY, NULL)
                     break
             if status == 0 and not (table_finish(&p.ctx, n) and table_finish(&p.seq, n)):
                 status = fail(&p, E_MEMORY, NULL)
