@@ -64,3 +64,15 @@ cdef inline bint cursor_varint(Cursor *c, uint64_t *out) noexcept nogil:
             return True
         shift += 7
     return False
+
+
+cdef inline bint cursor_len(Cursor *c, Cursor *sub) noexcept nogil:
+    """Protobuf LEN payload: a varint byte count, then that many bytes; sub is clamped to
+    them. Fails when the count is malformed or runs past the end (c may then have moved)."""
+    cdef uint64_t n
+    if not cursor_varint(c, &n) or n > <uint64_t>(c.end - c.pos):
+        return False
+    sub.pos = c.pos
+    sub.end = c.pos + n
+    c.pos = sub.end
+    return True

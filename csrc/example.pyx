@@ -34,6 +34,7 @@ import sys
 cimport numpy as cnp
 import numpy as np
 from cpython.buffer cimport PyBuffer_Release
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -41,7 +42,7 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
-from cursor cimport Cursor, acquire, cursor_init, cursor_take, cursor_varint, tfl_load_le32
+from cursor cimport Cursor, acquire, cursor_init, cursor_len, cursor_take, cursor_varint, tfl_load_le32
 
 from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError
 
@@ -127,6 +128,7 @@ cdef struct Column:
     Buf floats                 # float32 values of all rows, concatenated
     Buf ints                   # int64 values
     Buf spans                  # Span per bytes value
+    Py_ssize_t last            # last record the key appeared in (-1: none yet)
     Py_ssize_t rec_rows        # row count at this record's start (last-wins rollback)
     Py_ssize_t rec_floats      # value counts at this record's start
     Py_ssize_t rec_ints
@@ -154,10 +156,15 @@ cdef struct Parser:
 
 
 cdef inline bint buf_reserve(Buf *b, Py_ssize_t extra) noexcept nogil:
-    cdef Py_ssize_t cap
-    cdef char *p
+    """Room for extra more bytes; the check is inlined, growing is not."""
     if extra <= b.cap - b.len:
         return True
+    return buf_grow(b, extra)
+
+
+cdef bint buf_grow(Buf *b, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef char *p
     cap = b.cap * 2 if b.cap else 64
     while cap - b.len < extra:
         cap *= 2
@@ -217,35 +224,56 @@ cdef Column *table_add(Table *t, const unsigned char *key, Py_ssize_t key_len) n
     t.cols[t.n].key = key
     t.cols[t.n].key_len = key_len
     t.cols[t.n].sequence = t.sequence
+    t.cols[t.n].last = -1
     t.n += 1
     return &t.cols[t.n - 1]
 
 
 # -- per-record bookkeeping ----------------------------------------------------------------
+#
+# A column's rows are opened lazily: nothing happens for a column until its key shows up in
+# a record, and then the records it missed since it last appeared get their absent rows in
+# one go. A record therefore costs work only for the keys it holds.
 
-cdef inline bint column_begin_record(Column *c) noexcept nogil:
-    """Mark the record's start; an Example column gets its one row, absent until seen."""
+cdef inline bint column_catch_up(Column *c, Py_ssize_t record) noexcept nogil:
+    """Absent rows (Example) or -1 steps (SequenceExample) for the records after c.last and
+    before record."""
+    cdef Py_ssize_t i
+    for i in range(c.last + 1, record):
+        if c.sequence:
+            if not buf_push64(&c.steps, -1):
+                return False
+        elif not (buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0)):
+            return False
+    return True
+
+
+cdef inline bint column_enter(Column *c, Py_ssize_t record) noexcept nogil:
+    """The key appears in this record. The first time, open the record's row (an empty
+    Feature until its value is parsed; for a FeatureList, no steps yet). A repeat means the
+    last entry wins: drop what the earlier one left."""
+    if c.last == record:
+        c.floats.len = c.row_floats = c.rec_floats
+        c.ints.len = c.row_ints = c.rec_ints
+        c.spans.len = c.row_spans = c.rec_spans
+        if c.sequence:
+            c.kinds.len = c.rec_rows
+            c.counts.len = c.rec_rows * 8
+            (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] = 0
+        else:
+            c.kinds.data[c.kinds.len - 1] = EMPTY
+            (<int64_t *>c.counts.data)[c.counts.len // 8 - 1] = 0
+        return True
+    if record - c.last > 1 and not column_catch_up(c, record):
+        return False
+    c.last = record
     c.rec_rows = c.kinds.len
     c.rec_floats = c.row_floats = c.floats.len
     c.rec_ints = c.row_ints = c.ints.len
     c.rec_spans = c.row_spans = c.spans.len
     if c.sequence:
-        return buf_push64(&c.steps, -1)
-    return buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0)
-
-
-cdef inline void column_rewind(Column *c) noexcept nogil:
-    """The key appears (again) in this record: the last entry wins, drop what came before."""
-    c.floats.len = c.row_floats = c.rec_floats
-    c.ints.len = c.row_ints = c.rec_ints
-    c.spans.len = c.row_spans = c.rec_spans
-    if c.sequence:
-        c.kinds.len = c.rec_rows
-        c.counts.len = c.rec_rows * 8
-        (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] = 0
-    else:
-        c.kinds.data[c.kinds.len - 1] = EMPTY
-        (<int64_t *>c.counts.data)[c.counts.len // 8 - 1] = 0
+        return buf_push64(&c.steps, 0)
+    return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
 
 
 cdef inline bint column_new_row(Column *c) noexcept nogil:
@@ -257,42 +285,65 @@ cdef inline bint column_new_row(Column *c) noexcept nogil:
     return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
 
 
-cdef bint table_begin_record(Table *t) noexcept nogil:
+cdef inline bint buf_expect(Buf *b, Py_ssize_t per_record, Py_ssize_t records, Py_ssize_t most) noexcept nogil:
+    """Room for the batch at the rate of its first record, at most `most` bytes."""
+    cdef Py_ssize_t want = per_record * records
+    return buf_reserve(b, (want if want < most else most) - b.len)
+
+
+cdef bint table_expect(Table *t, Py_ssize_t records, Py_ssize_t input_bytes) noexcept nogil:
+    """After the first record: size every column for the whole batch, so buffers are not
+    regrown (and copied) a dozen times each. Capped by what the input could ever produce:
+    a float takes its own size on the wire, an int64 or a bytes value at least 1/8 of it."""
     cdef Py_ssize_t i
+    cdef Column *c
     for i in range(t.n):
-        if not column_begin_record(&t.cols[i]):
+        c = &t.cols[i]
+        if not (buf_expect(&c.floats, c.floats.len, records, input_bytes)
+                and buf_expect(&c.ints, c.ints.len, records, 8 * input_bytes)
+                and buf_expect(&c.spans, c.spans.len, records, 8 * input_bytes)
+                and (not c.sequence or (buf_expect(&c.kinds, c.kinds.len, records, input_bytes)
+                                        and buf_expect(&c.counts, c.counts.len, records, 8 * input_bytes)))):
             return False
     return True
 
 
-cdef Column *table_find(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
-    """The column for key; NULL if it is not wanted. p.err is set on allocation failure."""
+cdef bint table_finish(Table *t, Py_ssize_t records) noexcept nogil:
+    """Absent rows for every column up to the end of the batch."""
+    cdef Py_ssize_t i
+    for i in range(t.n):
+        if not column_catch_up(&t.cols[i], records):
+            return False
+        t.cols[i].last = records - 1
+    return True
+
+
+cdef inline bint same_key(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
+    """a[:n] == b[:n]; feature names are short, so compare in place rather than call memcmp."""
+    cdef Py_ssize_t i
+    if n > 16:
+        return memcmp(a, b, n) == 0
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
+    """The column named key, or NULL. Starts at the column after the last one found: keys
+    tend to come in the same order in every record."""
     cdef Py_ssize_t i, j
     cdef Column *c
+    i = t.guess
     for j in range(t.n):
-        i = t.guess + j
         if i >= t.n:
-            i -= t.n
+            i = 0
         c = &t.cols[i]
-        if c.key_len == key_len and (key_len == 0 or c.key[0] == key[0]) and memcmp(c.key, key, key_len) == 0:
-            t.guess = i + 1 if i + 1 < t.n else 0
+        i += 1
+        if c.key_len == key_len and same_key(c.key, key, key_len):
+            t.guess = i
             return c
-    if not t.discover:
-        return NULL
-    c = table_add(t, key, key_len)
-    if c == NULL:
-        p.err = E_MEMORY
-        return NULL
-    # Earlier records lacked this key.
-    for i in range(p.record):
-        if not (buf_push64(&c.steps, -1) if c.sequence else
-                (buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0))):
-            p.err = E_MEMORY
-            return NULL
-    if not column_begin_record(c):
-        p.err = E_MEMORY
-        return NULL
-    return c
+    return NULL
 
 
 # -- wire primitives -----------------------------------------------------------------------
@@ -493,6 +544,84 @@ cdef inline void copy_floats(char *dst, const unsigned char *src, Py_ssize_t n) 
             memcpy(dst + i, &u, 4)
 
 
+cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept nogil:
+    """The Feature shapes every writer produces, into a fresh row of col: one *_list field
+    (tag 0x0A bytes, 0x12 float, 0x1A int64) that holds one packed run of floats or int64s
+    (tag 0x0A) or only bytes values (tag 0x0A each). Returns 1 when done, 0 when the Feature
+    is anything else; then nothing was consumed or kept and the general parser takes over,
+    so it also reports every error. -1 on allocation failure."""
+    cdef Cursor f = c[0]
+    cdef Cursor lst, sub
+    cdef int kind
+    cdef int64_t count = 0
+    cdef uint64_t v
+    cdef Py_ssize_t n, i
+    cdef int64_t *ints
+    cdef Span *span
+    cdef unsigned char tag
+    if f.pos >= f.end:
+        return 0
+    tag = f.pos[0]
+    if tag == 0x12:
+        kind = FLOAT
+    elif tag == 0x1A:
+        kind = INT64
+    elif tag == 0x0A:
+        kind = BYTES
+    else:
+        return 0
+    f.pos += 1
+    if not cursor_len(&f, &lst) or f.pos != f.end or lst.pos == lst.end:
+        return 0
+    if kind == BYTES:
+        i = col.spans.len
+        while lst.pos < lst.end:
+            if lst.pos[0] != TAG_KEY:
+                col.spans.len = i
+                return 0
+            lst.pos += 1
+            if not cursor_len(&lst, &sub):
+                col.spans.len = i
+                return 0
+            if not buf_reserve(&col.spans, sizeof(Span)):
+                return fail(p, E_MEMORY, sub.pos)
+            span = <Span *>(col.spans.data + col.spans.len)
+            span.ptr = sub.pos
+            span.len = sub.end - sub.pos
+            col.spans.len += sizeof(Span)
+            count += 1
+    else:
+        if lst.pos[0] != TAG_KEY:
+            return 0
+        lst.pos += 1
+        if not cursor_len(&lst, &sub) or lst.pos != lst.end:
+            return 0
+        n = sub.end - sub.pos
+        if kind == FLOAT:
+            if n % 4:
+                return 0
+            if not buf_reserve(&col.floats, n):
+                return fail(p, E_MEMORY, sub.pos)
+            copy_floats(col.floats.data + col.floats.len, sub.pos, n)
+            col.floats.len += n
+            count = n // 4
+        else:
+            # At most one value per byte, so reserving the byte count is enough.
+            if not buf_reserve(&col.ints, 8 * n):
+                return fail(p, E_MEMORY, sub.pos)
+            ints = <int64_t *>(col.ints.data + col.ints.len)
+            while sub.pos < sub.end:
+                if not cursor_varint(&sub, &v):
+                    return 0   # nothing kept: col.ints.len has not moved
+                ints[count] = <int64_t>v
+                count += 1
+            col.ints.len += 8 * count
+    col.kinds.data[col.kinds.len - 1] = <char>kind
+    (<int64_t *>(col.counts.data + col.counts.len - 8))[0] = count
+    c.pos = f.pos
+    return 1
+
+
 cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
     """A Feature body into col's last row (which may already hold an earlier part of it)."""
     cdef uint32_t field, wire
@@ -501,8 +630,13 @@ cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
     cdef int64_t count = 0
     cdef int64_t *row_count = NULL
     cdef char *row_kind = NULL
+    cdef int done
     if col != NULL:
         row_kind = col.kinds.data + col.kinds.len - 1
+        if row_kind[0] == EMPTY:   # a fresh row: no kind, no values yet
+            done = parse_feature_common(p, c, col)
+            if done != 0:
+                return done if done < 0 else 0
         row_count = <int64_t *>(col.counts.data + col.counts.len - 8)
         kind = row_kind[0]
         count = row_count[0]
@@ -549,6 +683,39 @@ cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
     return 0
 
 
+cdef inline int entry_column(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
+                             const unsigned char *key_at, Column **out) noexcept nogil:
+    """The column for a map entry's key, opened for this record; NULL when the key is not
+    wanted. Only a key that matches no column is checked for UTF-8: a column's name is
+    valid already (the caller's names are encoded str, found names were checked)."""
+    cdef Column *col = table_lookup(t, key, key_len)
+    if col == NULL:
+        return entry_new_key(p, t, key, key_len, key_at, out)
+    if not column_enter(col, p.record):
+        return fail(p, E_MEMORY, key_at)
+    out[0] = col
+    return 0
+
+
+cdef int entry_new_key(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
+                       const unsigned char *key_at, Column **out) noexcept nogil:
+    """entry_column for a key no column has (yet): check it, then add a column when every
+    key is wanted."""
+    cdef Column *col
+    out[0] = NULL
+    if not utf8_valid(key, key_len):
+        return fail(p, E_UTF8, key_at)
+    if not t.discover:
+        return 0
+    col = table_add(t, key, key_len)
+    if col == NULL:
+        return fail(p, E_MEMORY, key_at)
+    if not column_enter(col, p.record):
+        return fail(p, E_MEMORY, key_at)
+    out[0] = col
+    return 0
+
+
 cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     """A map entry {key = 1; value = 2}. The key may come after the value and either may
     repeat (last key wins, values merge), so find the key first, then parse the values."""
@@ -560,22 +727,24 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     cdef Py_ssize_t key_len = 0
     cdef Column *col
     cdef Cursor value
+    cdef int done
     # Fast path for what every writer produces: key, then value, then nothing.
     if c.end - c.pos >= 4 and c.pos[0] == TAG_KEY:
-        c.pos += 1
-        if read_len(p, c, &sub) == 0 and c.pos < c.end and c.pos[0] == TAG_VALUE:
-            c.pos += 1
-            if read_len(p, c, &value) == 0 and c.pos == c.end:
-                if not utf8_valid(sub.pos, sub.end - sub.pos):
-                    return fail(p, E_UTF8, start.pos + 1)
-                col = table_find(p, t, sub.pos, sub.end - sub.pos)
-                if p.err != E_OK:
+        start.pos += 1
+        if cursor_len(&start, &sub) and start.pos < start.end and start.pos[0] == TAG_VALUE:
+            start.pos += 1
+            if cursor_len(&start, &value) and start.pos == start.end:
+                c.pos = c.end
+                if entry_column(p, t, sub.pos, sub.end - sub.pos, key_at + 1, &col) < 0:
                     return -1
-                if col != NULL:
-                    column_rewind(col)
-                return parse_feature_list(p, &value, col) if t.sequence else parse_feature(p, &value, col)
-        p.err = E_OK   # any surprise: start over on the general path, which reports it
-        c[0] = start
+                if t.sequence:
+                    return parse_feature_list(p, &value, col)
+                if col != NULL:   # its row is fresh: try the common shapes without a call
+                    done = parse_feature_common(p, &value, col)
+                    if done != 0:
+                        return done if done < 0 else 0
+                return parse_feature(p, &value, col)
+        start = c[0]   # any surprise: start over on the general path, which reports it
     while c.pos < c.end:
         if read_tag(p, c, &field, &wire) < 0:
             return -1
@@ -587,13 +756,8 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
             key_len = sub.end - sub.pos
         elif skip_field(p, c, field, wire, 0) < 0:
             return -1
-    if not utf8_valid(key, key_len):
-        return fail(p, E_UTF8, key_at)
-    col = table_find(p, t, key if key != NULL else <const unsigned char *>"", key_len)
-    if p.err != E_OK:
+    if entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
         return -1
-    if col != NULL:
-        column_rewind(col)
     c[0] = start
     while c.pos < c.end:
         read_tag(p, c, &field, &wire)
@@ -625,8 +789,6 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
     """An Example (features = 1) or SequenceExample (context = 1, feature_lists = 2)."""
     cdef Cursor c, sub
     cdef uint32_t field, wire
-    if not table_begin_record(&p.ctx) or not table_begin_record(&p.seq):
-        return fail(p, E_MEMORY, data)
     cursor_init(&c, data, n)
     while c.pos < c.end:
         if read_tag(p, &c, &field, &wire) < 0:
@@ -644,11 +806,30 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
 
 # -- Python entry points -------------------------------------------------------------------
 
+cdef void _free_capsule(object capsule) noexcept:
+    free(PyCapsule_GetPointer(capsule, NULL))
+
+
 cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
+    """The buffer as a 1-D array. The array takes over the storage (freed with it) rather
+    than copying it; b is left empty."""
     cdef cnp.npy_intp n = b.len // itemsize
-    cdef cnp.ndarray out = cnp.PyArray_SimpleNew(1, &n, typenum)
-    if b.len:
-        memcpy(cnp.PyArray_DATA(out), b.data, b.len)
+    cdef cnp.ndarray out
+    cdef char *data
+    if b.len == 0:
+        return cnp.PyArray_SimpleNew(1, &n, typenum)
+    data = <char *>realloc(b.data, b.len)   # give back the unused tail
+    if data == NULL:
+        data = b.data
+    b.data = NULL
+    b.len = b.cap = 0
+    try:
+        capsule = PyCapsule_New(data, NULL, _free_capsule)
+    except BaseException:
+        free(data)
+        raise
+    out = cnp.PyArray_SimpleNewFromData(1, &n, typenum, data)
+    cnp.set_array_base(out, capsule)
     return out
 
 
@@ -705,7 +886,7 @@ cdef list _table_keys(Table *t):
 
 def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
     cdef Parser p
-    cdef Py_ssize_t n, i, got = 0
+    cdef Py_ssize_t n, i, got = 0, input_bytes = 0
     cdef Py_buffer *views = NULL
     cdef list recs = records if type(records) is list else list(records)
     cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
@@ -724,18 +905,25 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
         for i in range(p.ctx.n):   # one row per record: size the row arrays once
             if not (buf_reserve(&p.ctx.cols[i].kinds, n) and buf_reserve(&p.ctx.cols[i].counts, 8 * n)):
                 raise MemoryError()
-        views = <Py_buffer *>calloc(n if n else 1, sizeof(Py_buffer))
+        views = <Py_buffer *>malloc((n if n else 1) * sizeof(Py_buffer))   # views[:got] are live
         if views == NULL:
             raise MemoryError()
         for i in range(n):
             acquire(recs[i], &views[i])
             got += 1
+            input_bytes += views[i].len
         with nogil:
             for i in range(n):
                 p.record = i
                 status = parse_record(&p, <const unsigned char *>views[i].buf, views[i].len, sequence)
                 if status < 0:
                     break
+                if i == 0 and n > 1 and not (table_expect(&p.ctx, n, input_bytes)
+                                             and table_expect(&p.seq, n, input_bytes)):
+                    status = fail(&p, E_MEMORY, NULL)
+                    break
+            if status == 0 and not (table_finish(&p.ctx, n) and table_finish(&p.seq, n)):
+                status = fail(&p, E_MEMORY, NULL)
         if status < 0:
             if p.err == E_MEMORY:
                 raise MemoryError()
