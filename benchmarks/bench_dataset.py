@@ -29,7 +29,7 @@ from .generate_data import (generate, generate_many_files, lite_features, numpy_
                             tf_features, tfrecord_description)
 
 SECTION = "bench_dataset"
-BATCH = 256
+BATCH = 1024  # as in bench_example; the same for every peer
 MANY_MAX_OPEN = 8
 CHECK_KEY = {"w1": "image/label", "w2": "int_1", "many": "int_1"}  # summed by every peer
 TF_TARGETS = {"w1": 1.5, "w2": 3.0}  # TFRecordDataset, 2 threads, vs tf.data AUTOTUNE

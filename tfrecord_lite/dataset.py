@@ -496,16 +496,18 @@ class _Run:
             raise slot.error
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt)
-            slot.iter = iter(slot.reader)
+            slot.iter = slot.reader.batches()
         piece, nbytes, limit = [], 0, self._piece_bytes
         try:
-            for record in slot.iter:
-                j = slot.index
-                slot.index += 1
-                if slot.keep is not None and (j - slot.keep[0]) % slot.keep[1]:
-                    continue
-                piece.append(record)
-                nbytes += len(record)
+            # Whole scanned chunks at a time: no Python work per record, so the GIL is free
+            # for the other workers' parsing.
+            for batch in slot.iter:
+                first = slot.index
+                slot.index += len(batch)
+                if slot.keep is not None:
+                    batch = batch[(slot.keep[0] - first) % slot.keep[1]::slot.keep[1]]
+                piece += batch
+                nbytes += sum(map(len, batch))
                 if nbytes >= limit or len(piece) >= _PIECE_RECORDS:
                     break
             else:
