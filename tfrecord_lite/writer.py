@@ -99,13 +99,14 @@ class TFRecordWriter(CommitOnExit):
 
     def write(self, record) -> None:
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
-        with self._lock:
+        # acquire/release rather than `with`: half the cost, and this is the per-record path.
+        self._lock.acquire()
+        try:
             if self.closed:
                 self._raise_closed()
             if self._index is not None:
                 self._write_one(record)
                 return
-            # The common case inline: a method call here costs as much as the framing.
             try:
                 size = _native.framing.append_frame(self._buf, record)
             except (TypeError, ValueError, BufferError) as exc:
@@ -113,6 +114,8 @@ class TFRecordWriter(CommitOnExit):
             self.records_written += 1
             if size >= FLUSH_BYTES:
                 self._drain()
+        finally:
+            self._lock.release()
 
     def write_many(self, records) -> None:
         """Append many records under one lock acquisition; they land contiguously. If one is
