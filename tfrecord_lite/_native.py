@@ -23,46 +23,41 @@ _python: dict = {}
 for _name in CONCERNS:
     _python[_name] = importlib.import_module(f"tfrecord_lite._{_name}_py")
 
-_import_error: Exception | None = None
+def _load_compiled() -> ImportError | None:
+    """Import every compiled module into _compiled, all or none; the error if one fails."""
+    try:
+        for name in CONCERNS:
+            _compiled[name] = importlib.import_module(f"tfrecord_lite._{name}")
+    except ImportError as exc:  # a source checkout without a build, or a broken wheel
+        _compiled.clear()
+        return exc
+    return None
+
+
 if os.environ.get("TFRECORD_LITE_PURE_PYTHON", "") not in ("", "0"):
     implementation = "python"
+elif (_import_error := _load_compiled()) is None:
+    implementation = "cython"
 else:
-    try:
-        for _name in CONCERNS:
-            _compiled[_name] = importlib.import_module(f"tfrecord_lite._{_name}")
-        implementation = "cython"
-    except ImportError as exc:  # a source checkout without a build, or a broken wheel
-        _import_error = exc
-        _compiled.clear()
-        implementation = "python"
-        warnings.warn(
-            f"tfrecord_lite's compiled core could not be imported ({exc}); using the much slower "
-            "pure-Python implementation. Reinstall with a C compiler available "
-            "(pip install --force-reinstall --no-binary tfrecord_lite tfrecord_lite) to fix this.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    implementation = "python"
+    warnings.warn(
+        f"tfrecord_lite's compiled core could not be imported ({_import_error}); using the much "
+        "slower pure-Python implementation. Reinstall with a C compiler available "
+        "(pip install --force-reinstall --no-binary tfrecord_lite tfrecord_lite) to fix this.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 def available() -> tuple[str, ...]:
     """Backends that can be used in this process."""
-    return ("cython", "python") if _compiled or _try_compiled() else ("python",)
-
-
-def _try_compiled() -> bool:
-    try:
-        for name in CONCERNS:
-            _compiled[name] = importlib.import_module(f"tfrecord_lite._{name}")
-        return True
-    except ImportError:
-        _compiled.clear()
-        return False
+    return ("cython", "python") if _compiled or _load_compiled() is None else ("python",)
 
 
 def _activate(name: str) -> None:
     global implementation
     modules = _compiled if name == "cython" else _python
-    if name == "cython" and not modules and not _try_compiled():
+    if name == "cython" and not modules and _load_compiled() is not None:
         raise RuntimeError("the compiled core is not available in this installation")
     for concern in CONCERNS:
         globals()[concern] = modules[concern]
