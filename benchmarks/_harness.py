@@ -14,6 +14,7 @@ it ended up importing (``result["_imported"]``), so a caller can prove isolation
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import gc
 import importlib
@@ -34,7 +35,8 @@ WATCHED_MODULES = ("tensorflow", "tfrecord", "tfrecord_lite", "torch")
 __all__ = [
     "PeerError", "run_in_subprocess", "run_rounds", "time_repeats", "summarize", "median",
     "warm_page_cache", "peak_rss_mb", "measurement", "measurements_table", "machine_info", "machine_lines", "markdown_table", "ratio",
-    "targets_table", "runs_line", "add_arguments", "finish", "update_results_section", "RESULTS_PATH",
+    "workload_heading", "op_tables", "workload_tables", "targets_table", "runs_line", "package_results",
+    "add_arguments", "finish", "log", "main", "update_results_section", "RESULTS_PATH",
 ]
 
 
@@ -328,20 +330,60 @@ def measurement(pooled: dict, workload: str, op: str, records: int, nbytes: int)
             **extras, **summarize(pooled["seconds"], records, nbytes, pooled["cpu_seconds"] or None)}
 
 
-def measurements_table(rows: list[dict], refs: list[tuple[str, dict]], extra: list[tuple[str, str]] = ()) -> str:
+def measurements_table(rows: list[dict], refs: list[tuple[str, str]], extra: list[tuple[str, str]] = (),
+                       mb_format: str = ",.1f") -> str:
     """Measurements as a markdown table: records/s, MB/s, median seconds (min-max), CPU/wall,
-    one "vs" column per (header, reference measurement) and extra (header, key) columns."""
+    "vs" columns and extra (header, key) columns.
+
+    refs: (header, key) pairs, one "vs" column for each key some row has: a row's records/s
+    over that of the row with this key and the same workload and op (blank if there is none)."""
+    by_key = {}
+    for m in rows:
+        by_key.setdefault((m["workload"], m["op"], m["key"]), m)
+    refs = [(h, k) for h, k in refs if any(m["key"] == k for m in rows)]
     headers = ["op", "implementation", "records/s", "MB/s", "median s (min-max)", "CPU/wall"]
     headers += [h for h, _ in refs] + [h for h, _ in extra]
     out = []
     for m in rows:
-        row = [m["op"], m["label"], f"{m['records_per_s']:,.0f}", f"{m['mb_per_s']:,.1f}",
+        row = [m["op"], m["label"], f"{m['records_per_s']:,.0f}", format(m["mb_per_s"], mb_format),
                f"{m['median_s']:.3f} ({m['min_s']:.3f}-{m['max_s']:.3f})",
                f"{m['median_cpu_s'] / m['median_s']:.2f}" if "median_cpu_s" in m else ""]
-        row += [f"{m['records_per_s'] / ref['records_per_s']:.2f}x" if ref else "" for _, ref in refs]
+        for _, k in refs:
+            ref = by_key.get((m["workload"], m["op"], k))
+            row.append(f"{m['records_per_s'] / ref['records_per_s']:.2f}x" if ref else "")
         row += [(f"{m[k]:,.0f}" if isinstance(m.get(k), (int, float)) else str(m.get(k, ""))) for _, k in extra]
         out.append(row)
     return markdown_table(headers, out, "ll" + "r" * (len(headers) - 2))
+
+
+def workload_heading(name: str, workload: dict) -> list[str]:
+    """A workload's section heading (name, description, records, MB) and a blank line."""
+    return [f"### {name.upper()}: {workload['description']} ({workload['records']:,} records, "
+            f"{workload['bytes'] / 1e6:,.1f} MB)", ""]
+
+
+def op_tables(rows: list[dict], refs: list[tuple[str, str]], extra: list[tuple[str, str]] = (),
+              **table_options) -> list[str]:
+    """A measurements_table() and a blank line for each op of rows, in order of first appearance."""
+    lines = []
+    for op in dict.fromkeys(m["op"] for m in rows):
+        lines += [measurements_table([m for m in rows if m["op"] == op], refs, extra, **table_options), ""]
+    return lines
+
+
+def workload_tables(results: dict, refs: list[tuple[str, str]], extra: list[tuple[str, str]] = (),
+                    per_op: bool = True, **table_options) -> list[str]:
+    """For each workload of results: its heading, then its measurements in one table per op
+    (per_op) or in a single table."""
+    lines = []
+    for name, w in results["workloads"].items():
+        rows = [m for m in results["measurements"] if m["workload"] == name]
+        lines += workload_heading(name, w)
+        if per_op:
+            lines += op_tables(rows, refs, extra, **table_options)
+        else:
+            lines += [measurements_table(rows, refs, extra, **table_options), ""]
+    return lines
 
 
 def ratio(workload: str, what: str, numerator: dict, denominator: dict, target: float | None,
@@ -372,6 +414,25 @@ def runs_line(results: dict) -> str:
     return f"- Medians of {runs}; files in the page cache, each peer in its own process"
 
 
+def package_results(section: str, machine: dict, workloads: dict, measurements: list[dict], ratios: list[dict],
+                    repeats: int, warmup: int, rounds: int) -> dict:
+    """What a bench_* run() returns, once no tfrecord_lite measurement (key "lite...") ran with
+    TensorFlow loaded. workloads: {name: workload} as generate_data gives them, in report order."""
+    for m in measurements:
+        if m["key"].startswith("lite") and "tensorflow" in m["imported"]:
+            raise AssertionError("a tfrecord_lite measurement ran with tensorflow loaded")
+    return {
+        "benchmark": section,
+        "machine": machine,
+        "repeats": repeats,
+        "rounds": rounds,
+        "warmup": warmup,
+        "workloads": {n: {k: w[k] for k in ("description", "records", "bytes")} for n, w in workloads.items()},
+        "measurements": measurements,
+        "ratios": ratios,
+    }
+
+
 def add_arguments(ap, section: str, repeats: int = 5) -> None:
     """The command-line options every bench_* script shares."""
     ap.add_argument("--data-dir", default=os.path.join(REPO_ROOT, "benchmarks", "data"),
@@ -396,6 +457,26 @@ def finish(args, section: str, results: dict, text: str) -> None:
     if args.write_results:
         update_results_section(section, text)
         print(f"updated {RESULTS_PATH}", file=sys.stderr)
+
+
+def log(msg: str) -> None:
+    """Progress line on stderr."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(argv, section: str, description: str, measure, report, repeats: int = 5, options=None) -> None:
+    """A bench_* script's command line: parse the shared options (add_arguments(), then
+    options(ap) for its own), call measure(args, repeats=, warmup=, timeout=, log=, rounds=)
+    for the results, add the --note lines and finish() with report(results)."""
+    ap = argparse.ArgumentParser(description=description)
+    add_arguments(ap, section, repeats=repeats)
+    if options is not None:
+        options(ap)
+    args = ap.parse_args(argv)
+    results = measure(args, repeats=args.repeats, warmup=args.warmup, timeout=args.timeout, log=log,
+                      rounds=args.rounds)
+    results["notes"] = args.note
+    finish(args, section, results, report(results))
 
 
 _RESULTS_HEADER = """# tfrecord_lite benchmark results

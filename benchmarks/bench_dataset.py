@@ -20,7 +20,6 @@ its peak RSS (VmHWM, imports included). One untimed warm-up pass, then --repeats
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -134,9 +133,6 @@ def run(workloads: dict, many: dict, repeats: int = 3, warmup: int = 1, timeout:
               for k, p in pooled.items()}
         if len({m["checksum"] for m in ms.values()}) != 1:
             raise AssertionError(f"{name}: the peers disagree: { {k: m['checksum'] for k, m in ms.items()} }")
-        for k, m in ms.items():
-            if k.startswith("lite") and "tensorflow" in m["imported"]:
-                raise AssertionError("a tfrecord_lite measurement ran with tensorflow loaded")
         measurements += ms.values()
         ratios.append(H.ratio(name, "2 threads / tf.data", ms["lite2"], ms["tf"], TF_TARGETS.get(name)))
         ratios.append(H.ratio(name, "1 thread / tf.data", ms["lite1"], ms["tf"], None))
@@ -144,16 +140,7 @@ def run(workloads: dict, many: dict, repeats: int = 3, warmup: int = 1, timeout:
                               SCALING_TARGET if name == "w2" else None))
         if "tfrecord" in ms:
             ratios.append(H.ratio(name, "2 threads / tfrecord", ms["lite2"], ms["tfrecord"], None))
-    return {
-        "benchmark": SECTION,
-        "machine": machine,
-        "repeats": repeats,
-        "rounds": rounds,
-        "warmup": warmup,
-        "workloads": {n: {k: w[k] for k in ("description", "records", "bytes")} for n, w in all_workloads.items()},
-        "measurements": measurements,
-        "ratios": ratios,
-    }
+    return H.package_results(SECTION, machine, all_workloads, measurements, ratios, repeats, warmup, rounds)
 
 
 def report(results: dict) -> str:
@@ -171,30 +158,19 @@ def report(results: dict) -> str:
     ]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")
-    for name, w in results["workloads"].items():
-        lines += [f"### {name.upper()}: {w['description']} ({w['records']:,} records, "
-                  f"{w['bytes'] / 1e6:,.1f} MB)", ""]
-        rows = [m for m in results["measurements"] if m["workload"] == name]
-        ref = {m["key"]: m for m in rows}
-        refs = [("vs tf.data", ref["tf"])] + ([("vs tfrecord", ref["tfrecord"])] if "tfrecord" in ref else [])
-        lines += [H.measurements_table(rows, refs, [("peak RSS MB", "peak_rss_mb")]), ""]
+    lines += H.workload_tables(results, [("vs tf.data", "tf"), ("vs tfrecord", "tfrecord")],
+                               [("peak RSS MB", "peak_rss_mb")])
     lines.append(H.targets_table(results["ratios"]))
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description="Benchmark the multi-file TFRecordDataset pipeline.")
-    H.add_arguments(ap, SECTION, repeats=3)
-    args = ap.parse_args(argv)
-
-    def log(msg):
-        print(msg, file=sys.stderr, flush=True)
-
+def _measure(args, **options):
     workloads = generate(args.scale, args.data_dir)
-    many = generate_many_files(args.scale, args.data_dir)
-    results = run(workloads, many, args.repeats, args.warmup, timeout=args.timeout, log=log, rounds=args.rounds)
-    results["notes"] = args.note
-    H.finish(args, SECTION, results, report(results))
+    return run(workloads, generate_many_files(args.scale, args.data_dir), **options)
+
+
+def main(argv=None):
+    H.main(argv, SECTION, "Benchmark the multi-file TFRecordDataset pipeline.", _measure, report, repeats=3)
 
 
 if __name__ == "__main__":

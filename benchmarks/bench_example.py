@@ -20,7 +20,6 @@ timed runs over page-cached files; with --rounds N the peers take turns N times.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import os
@@ -226,19 +225,8 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None 
         ratios.append(H.ratio("w2", "encode+write", ms["lite_rows"], ms["tf"], None))
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
-    for m in measurements:
-        if m["key"].startswith("lite") and "tensorflow" in m["imported"]:
-            raise AssertionError("a tfrecord_lite measurement ran with tensorflow loaded")
-    return {
-        "benchmark": SECTION,
-        "machine": machine,
-        "repeats": repeats,
-        "rounds": rounds,
-        "warmup": warmup,
-        "workloads": {n: {k: workloads[n][k] for k in ("description", "records", "bytes")} for n in ("w1", "w2")},
-        "measurements": measurements,
-        "ratios": ratios,
-    }
+    return H.package_results(SECTION, machine, {n: workloads[n] for n in ("w1", "w2")}, measurements, ratios,
+                             repeats, warmup, rounds)
 
 
 def report(results: dict) -> str:
@@ -257,34 +245,18 @@ def report(results: dict) -> str:
     ]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")
-    ms = results["measurements"]
-    for name, w in results["workloads"].items():
-        lines += [f"### {name.upper()}: {w['description']} ({w['records']:,} records, "
-                  f"{w['bytes'] / 1e6:,.1f} MB)", ""]
-        for op in ("parse", "encode+write"):
-            rows = [m for m in ms if m["workload"] == name and m["op"] == op]
-            if not rows:
-                continue
-            ref = {m["key"]: m for m in rows}
-            refs = [("vs TF", ref["tf"])] + ([("vs tfrecord", ref["tfrecord"])] if "tfrecord" in ref else [])
-            lines += [H.measurements_table(rows, refs), ""]
+    lines += H.workload_tables(results, [("vs TF", "tf"), ("vs tfrecord", "tfrecord")])
     lines.append(H.targets_table(results["ratios"]))
     return "\n".join(lines) + "\n"
 
 
+def _measure(args, **options):
+    return run(generate(args.scale, args.data_dir), out_dir=os.path.join(args.data_dir, "_bench_example_out"),
+               **options)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Benchmark Example parsing and encoding.")
-    H.add_arguments(ap, SECTION)
-    args = ap.parse_args(argv)
-
-    def log(msg):
-        print(msg, file=sys.stderr, flush=True)
-
-    workloads = generate(args.scale, args.data_dir)
-    results = run(workloads, args.repeats, args.warmup, out_dir=os.path.join(args.data_dir, "_bench_example_out"),
-                  timeout=args.timeout, log=log, rounds=args.rounds)
-    results["notes"] = args.note
-    H.finish(args, SECTION, results, report(results))
+    H.main(argv, SECTION, "Benchmark Example parsing and encoding.", _measure, report)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ MB/s counts file bytes (records plus 16 bytes of framing each), MB = 10**6 bytes
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import struct
@@ -232,8 +231,6 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None 
                     if log:
                         log(f"{name} {op}: {label}" + (f" (round {rnd + 1}/{rounds})" if rounds > 1 else "") + " ...")
                     res = H.run_in_subprocess(f"benchmarks.bench_framing:{func}", args, timeout=timeout)
-                    if key.startswith("lite") and "tensorflow" in res["_imported"]:
-                        raise AssertionError("the tfrecord_lite measurement ran with tensorflow loaded")
                     p = pooled.setdefault((op, key), {"seconds": [], "cpu": [], "res": res, "label": label})
                     p["seconds"] += res["seconds"]
                     p["cpu"] += res.get("cpu_seconds") or []
@@ -255,20 +252,8 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None 
                                "met": None if target is None else ratio >= target})
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
-    return {
-        "benchmark": SECTION,
-        "machine": machine,
-        "repeats": repeats,
-        "rounds": rounds,
-        "warmup": warmup,
-        "workloads": {n: {k: workloads[n][k] for k in ("description", "records", "bytes")} for n in names},
-        "measurements": measurements,
-        "ratios": ratios,
-    }
-
-
-def _rate(x: float) -> str:
-    return f"{x:,.0f}"
+    return H.package_results(SECTION, machine, {n: workloads[n] for n in names}, measurements, ratios,
+                             repeats, warmup, rounds)
 
 
 def _runs_line(results: dict) -> str:
@@ -296,25 +281,8 @@ def report(results: dict) -> str:
     ]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")
-    for name, w in results["workloads"].items():
-        lines += [f"### {name.upper()}: {w['description']} ({w['records']:,} records, "
-                  f"{w['bytes'] / 1e6:,.1f} MB)", ""]
-        rows = []
-        for op in ("read", "write"):
-            ms = [m for m in results["measurements"] if m["workload"] == name and m["op"] == op]
-            ref = {m["key"]: m for m in ms}
-            for m in ms:
-                vs_tf = m["records_per_s"] / ref["tf"]["records_per_s"]
-                vs_tfrecord = m["records_per_s"] / ref["tfrecord"]["records_per_s"]
-                rows.append([op, m["label"], _rate(m["records_per_s"]), f"{m['mb_per_s']:,.0f}",
-                             f"{m['median_s']:.3f} ({m['min_s']:.3f}-{m['max_s']:.3f})",
-                             f"{m['median_cpu_s'] / m['median_s']:.2f}" if "median_cpu_s" in m else "",
-                             f"{vs_tf:.2f}x", f"{vs_tfrecord:.2f}x"])
-        lines.append(H.markdown_table(
-            ["op", "implementation", "records/s", "MB/s", "median s (min-max)", "CPU/wall", "vs TF",
-             "vs tfrecord"],
-            rows, "llrrrrrr"))
-        lines.append("")
+    lines += H.workload_tables(results, [("vs TF", "tf"), ("vs tfrecord", "tfrecord")], per_op=False,
+                               mb_format=",.0f")
     rows = []
     for r in results["ratios"]:
         if r["target"] is None:
@@ -326,21 +294,15 @@ def report(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description="Benchmark verified raw TFRecord reading and writing.")
-    H.add_arguments(ap, SECTION)
-    ap.add_argument("--workloads", default="w1,w2", help="comma-separated: w1,w2")
-    args = ap.parse_args(argv)
-
-    def log(msg):
-        print(msg, file=sys.stderr, flush=True)
-
+def _measure(args, **options):
     workloads = generate(args.scale, args.data_dir)
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
-    results = run(workloads, args.repeats, args.warmup, out_dir=os.path.join(args.data_dir, "_bench_out"),
-                  names=names, timeout=args.timeout, log=log, rounds=args.rounds)
-    results["notes"] = args.note
-    H.finish(args, SECTION, results, report(results))
+    return run(workloads, out_dir=os.path.join(args.data_dir, "_bench_out"), names=names, **options)
+
+
+def main(argv=None):
+    H.main(argv, SECTION, "Benchmark verified raw TFRecord reading and writing.", _measure, report,
+           options=lambda ap: ap.add_argument("--workloads", default="w1,w2", help="comma-separated: w1,w2"))
 
 
 if __name__ == "__main__":

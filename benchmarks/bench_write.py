@@ -18,7 +18,6 @@ bytes written must equal the W2 file's. Each peer runs in its own subprocess (se
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -231,19 +230,7 @@ def run(workloads: dict, repeats: int = 3, warmup: int = 1, out_dir: str | None 
         ratios.append(H.ratio("w2", "merge, verify=True", ms["lite_verify"], ms["tf"], MERGE_TARGET))
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
-    for m in measurements:
-        if m["key"].startswith("lite") and "tensorflow" in m["imported"]:
-            raise AssertionError("a tfrecord_lite measurement ran with tensorflow loaded")
-    return {
-        "benchmark": SECTION,
-        "machine": machine,
-        "repeats": repeats,
-        "rounds": rounds,
-        "warmup": warmup,
-        "workloads": {"w2": {k: w[k] for k in ("description", "records", "bytes")}},
-        "measurements": measurements,
-        "ratios": ratios,
-    }
+    return H.package_results(SECTION, machine, {"w2": w}, measurements, ratios, repeats, warmup, rounds)
 
 
 def report(results: dict) -> str:
@@ -262,28 +249,18 @@ def report(results: dict) -> str:
     ]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")
-    ms = results["measurements"]
-    for op in dict.fromkeys(m["op"] for m in ms):
-        rows = [m for m in ms if m["op"] == op]
-        ref = next(m for m in rows if m["key"] == "tf")
-        lines += [H.measurements_table(rows, [("vs TF", ref)]), ""]
+    lines += H.op_tables(results["measurements"], [("vs TF", "tf")])
     lines.append(H.targets_table(results["ratios"]))
     return "\n".join(lines) + "\n"
 
 
+def _measure(args, **options):
+    return run(generate(args.scale, args.data_dir), out_dir=os.path.join(args.data_dir, "_bench_write_out"),
+               **options)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Benchmark sharded writing and merging.")
-    H.add_arguments(ap, SECTION, repeats=3)
-    args = ap.parse_args(argv)
-
-    def log(msg):
-        print(msg, file=sys.stderr, flush=True)
-
-    workloads = generate(args.scale, args.data_dir)
-    results = run(workloads, args.repeats, args.warmup, out_dir=os.path.join(args.data_dir, "_bench_write_out"),
-                  timeout=args.timeout, log=log, rounds=args.rounds)
-    results["notes"] = args.note
-    H.finish(args, SECTION, results, report(results))
+    H.main(argv, SECTION, "Benchmark sharded writing and merging.", _measure, report, repeats=3)
 
 
 if __name__ == "__main__":
