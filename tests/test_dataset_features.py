@@ -2,6 +2,8 @@
 with the real Example codec and with a stand-in that returns parse_example's documented
 output (dict of name -> ndarray, leading batch dimension)."""
 
+import os
+
 import numpy as np
 import pytest
 from ._records import record, write_files
@@ -83,3 +85,49 @@ def test_to_numpy_and_to_npy(stand_in, backend, tmp_path):
     assert isinstance(mm["pair"], np.memmap) and np.array_equal(mm["pair"], arrays["pair"])
     assert np.load(out / "length.npy").tolist() == lengths
     assert backend.name == tfrecord_lite.implementation
+
+
+_RSS_SCRIPT = """
+import os, sys
+import os
+
+import numpy as np
+import tfrecord_lite as tfl
+
+def status(field):
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) // 1024 for l in f if l.startswith(field))
+
+d = sys.argv[1]
+n, shape = 4000, (32, 256)  # 32 KiB per row: 128 MiB of output
+with tfl.TFRecordWriter(d + '/a.tfrecord') as w:
+    for i in range(0, n, 250):
+        x = np.full((250,) + shape, i, np.float32)
+        w.write_many(tfl.encode_examples({'x': x, 'y': np.arange(i, i + 250)}, raw=('x',)))
+del x
+with open('/proc/self/clear_refs', 'w') as f:  # restart the peak (VmHWM) from here
+    f.write('5')
+base = status('VmRSS')
+out = tfl.to_npy(d + '/a.tfrecord', {'x': tfl.RawTensorFeature(shape, np.float32),
+                 'y': tfl.FixedLenFeature([], np.int64)}, d + '/npy', batch_size=64, progress=False)
+peak = status('VmHWM')
+assert (out['y'] == np.arange(n)).all() and float(out['x'][-1, 0, 0]) == 3750.0
+print(peak - base)
+"""
+
+
+def test_to_npy_memory_stays_at_about_a_batch(backend, tmp_path):
+    # 128 MiB of output in 2 MiB batches: the written pages must not pile up in the process.
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TFRECORD_LITE_PURE_PYTHON="1" if backend.name == "python" else "0")
+    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(tmp_path)], env=env,
+                         capture_output=True, text=True, check=True)
+    assert int(out.stdout) < 48, f"to_npy grew the resident set by {out.stdout.strip()} MiB"
+
+
+def test_to_npy_rejects_bytes_features_clearly(backend, example_files, tmp_path):
+    spec = {"y": _spec()["y"], "name": tfrecord_lite.FixedLenFeature([], bytes, default_value=b"")}
+    with pytest.raises(tfrecord_lite.FeatureSpecError, match="'name'.*RawTensorFeature"):
+        to_npy(example_files, spec, tmp_path / "out", progress=False)

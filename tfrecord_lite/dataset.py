@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import glob
+import mmap
 import os
 import random
 import threading
@@ -653,6 +654,12 @@ def to_npy(files, features=None, out_dir=".", *, parse=None, batch_size=4096, pr
                 raise TFRecordError("the files gained records while they were being converted")
             for key, value in batch.items():
                 if key not in outs:
+                    if value.dtype.hasobject:
+                        raise FeatureSpecError(
+                            f"feature {key!r} parses to Python objects ({value.dtype}), which .npy "
+                            "memory maps cannot hold",
+                            hint="leave bytes features out of to_npy's spec, or read raw array "
+                            "bytes with RawTensorFeature")
                     paths[key] = os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy")
                     outs[key] = np.lib.format.open_memmap(
                         paths[key], mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
@@ -662,6 +669,7 @@ def to_npy(files, features=None, out_dir=".", *, parse=None, batch_size=4096, pr
                         f"feature {key!r} has shape {value.shape[1:]} in one batch and {out.shape[1:]} "
                         "in another", hint="to_npy needs fixed-length features (FixedLenFeature)")
                 out[filled:filled + n] = value
+                _release_pages(out, filled + n)
             filled += n
             bar.update(n)
     finally:
@@ -672,6 +680,19 @@ def to_npy(files, features=None, out_dir=".", *, parse=None, batch_size=4096, pr
     if filled != total:
         raise TFRecordError(f"the files held {total} records when counted but {filled} when converted")
     return {key: np.load(path, mmap_mode="r") for key, path in paths.items()}
+
+
+def _release_pages(out: np.memmap, rows: int) -> None:
+    """Unmap the pages of out's first ``rows`` rows from this process. They are shared file
+    pages, so their data stays in the page cache on its way to disk; only the process's
+    resident set shrinks, keeping to_npy's memory at about one batch whatever the output."""
+    mapping = getattr(out, "_mmap", None)
+    if mapping is None or not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    start = out.offset % mmap.ALLOCATIONGRANULARITY  # where the array begins in the mapping
+    end = (start + rows * (out.nbytes // max(len(out), 1))) // mmap.PAGESIZE * mmap.PAGESIZE
+    if end > 0:
+        mapping.madvise(mmap.MADV_DONTNEED, 0, end)
 
 
 def _dense(batch) -> dict:
