@@ -14,7 +14,7 @@ import importlib
 import sys
 import time
 
-BENCHMARKS = ("framing", "example", "dataset", "write")
+BENCHMARKS = ("framing", "example", "dataset", "write", "to_npy")
 
 
 def main(argv=None):

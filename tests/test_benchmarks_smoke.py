@@ -17,7 +17,7 @@ except ImportError:  # the repository root is not on sys.path; append it, not sh
 
 from benchmarks import _harness as H  # noqa: E402
 from benchmarks import __main__ as run_all  # noqa: E402
-from benchmarks import bench_dataset, bench_example, bench_framing, bench_write, generate_data  # noqa: E402
+from benchmarks import bench_dataset, bench_example, bench_framing, bench_to_npy, bench_write, generate_data  # noqa: E402
 
 SCALE = 0.002  # W1: 8 files x 2-3 records, W2: 400 records
 
@@ -179,6 +179,17 @@ def test_bench_write_end_to_end(workloads, tmp_path):
     _check(results, bench_write, tmp_path, {"w2": ["lite", "tf", "lite", "tf", "lite", "lite_verify", "tf"]})
     for m in results["measurements"]:
         assert m["bytes_written"] == workloads["w2"]["bytes"]
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_bench_to_npy_end_to_end(tmp_path):
+    workload = bench_to_npy.generate(0.01, str(tmp_path / "data"))
+    results = bench_to_npy.run(workload, 1, str(tmp_path / "out"))
+    (run,) = results["runs"]
+    assert run["written_bytes"] == workload["records"] * (64 * 256 * 4 + 8)
+    assert run["seconds"] > 0 and 0 < run["start_rss_mb"] <= run["peak_rss_mb"]
+    text = bench_to_npy.report(results)
+    assert "| bound | met |" in text and f"<= {bench_to_npy.BOUND_MB} MB" in text
     assert not os.path.exists(tmp_path / "out")
 
 
