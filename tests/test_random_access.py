@@ -58,8 +58,16 @@ def test_stale_index_is_reported(tmp_path):
     write_files(tmp_path, [3], size=2)  # rewriting drops the sidecar; put the old one back
     with open(path + ".index", "w") as f:
         f.write(stale)
-    with pytest.raises(TFRecordError):
+    with pytest.raises(TFRecordError, match="stale"):
         TFRecordFile(path)[5]
+
+
+def test_hostile_index_lengths_fail_without_allocating(tmp_path):
+    (path,) = write_files(tmp_path, [2], size=10)
+    with open(path + ".index", "w") as f:
+        f.write(f"0 {2**60}\n")  # one frame claiming an exabyte
+    with pytest.raises(TFRecordError, match="stale"):
+        TFRecordFile(path)
 
 
 def test_compressed_cannot_be_indexed(tmp_path):

@@ -142,6 +142,16 @@ class TFRecordFile:
         self.offsets, self.lengths = load_index(self.path, index_file, check_crc=check_crc)
         self._fd = None
         self._pid = None
+        # A sidecar is trusted only as far as the file backs it: a stale or hostile one must
+        # not make a read allocate what its lengths claim.
+        size = os.path.getsize(self.path)
+        end = int(self.offsets[-1] + self.lengths[-1]) if len(self.offsets) else 0
+        biggest = int(self.lengths.max()) - OVERHEAD if len(self.lengths) else 0
+        if end > size or biggest > self.max_record_bytes:
+            raise TFRecordError(
+                f"the index describes {end} bytes of frames (largest record {biggest} bytes) but the "
+                f"file has {size} bytes and max_record_bytes is {self.max_record_bytes}",
+                path=self.path, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
 
     def __len__(self):
         return len(self.offsets)
