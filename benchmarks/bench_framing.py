@@ -256,21 +256,12 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, out_dir: str | None 
                              repeats, warmup, rounds)
 
 
-def _runs_line(results: dict) -> str:
-    rounds = results.get("rounds", 1)
-    runs = f"{results['repeats']} timed runs after {results['warmup']} warm-up run"
-    if rounds > 1:
-        runs = (f"{rounds * results['repeats']} timed runs: {rounds} rounds in which the peers take "
-                f"turns, each peer process doing {runs}")
-    return f"- Medians of {runs}; files in the page cache, each peer in its own process, one reading thread"
-
-
 def report(results: dict) -> str:
     """The results as markdown: conditions, one table per workload, and the targets."""
     lines = ["## Framing: verified raw records (bench_framing.py)", ""]
     lines += H.machine_lines(results["machine"])
     lines += [
-        _runs_line(results),
+        H.runs_line(results) + ", one reading thread",
         "- MB/s counts file bytes (records + 16 bytes of framing each); MB = 10^6 bytes; "
         "\"vs\" columns are this row's records/s over the peer's; CPU/wall is the process's CPU "
         "time (all threads) over wall time, medians: below 1 for a one-thread peer means it waited "
