@@ -96,6 +96,7 @@ class ShardedWriter(CommitOnExit):
         self.suffix = suffix
         self.max_records = max_records_per_shard
         self.max_bytes = max_bytes_per_shard
+        self.rolling = rolling  # shards roll over at a limit; their count is known at close
         self._options = dict(compression=compression, index=index, fsync=fsync)
         self._lock = threading.Lock()
         self._next = 0  # round-robin position
@@ -124,7 +125,7 @@ class ShardedWriter(CommitOnExit):
 
     def write_many(self, records, keys=None) -> None:
         """Append many records (with one key each, if keys is given)."""
-        if self.max_records is not None or self.max_bytes is not None:
+        if self.rolling:
             for i, record in enumerate(records):
                 self.write(record, None if keys is None else keys[i])
             return
@@ -178,12 +179,12 @@ class ShardedWriter(CommitOnExit):
     def _writer_for(self, record, key):
         if key is not None:
             self._check_open()
-            if self.max_records is not None or self.max_bytes is not None:
+            if self.rolling:
                 raise TFRecordError("routing by key needs a fixed num_shards, not rolling shards")
             return self._writers[key_to_shard(key, len(self._writers))]
         with self._lock:
             self._check_open()
-            if self.max_records is None and self.max_bytes is None:
+            if not self.rolling:
                 i = self._next
                 self._next = (i + 1) % len(self._writers)
                 return self._writers[i]
