@@ -26,8 +26,7 @@ def _reader_args(p):
 
 
 def _open(path, args, **kw):
-    compression = None if args.compression == "none" else args.compression
-    return TFRecordReader(path, compression=compression, **kw)
+    return TFRecordReader(path, compression=args.compression, **kw)
 
 
 def _progress_args(p):
@@ -37,14 +36,6 @@ def _progress_args(p):
 
 def _bar(args, desc):
     return progress(sum(os.path.getsize(f) for f in args.files), desc=desc, enabled=args.progress, unit="B")
-
-
-def _output_compression(args):
-    return None if args.compression == "none" else args.compression
-
-
-def _input_compression(args):
-    return None if args.input_compression == "none" else args.input_compression
 
 
 def cmd_count(args) -> int:
@@ -90,8 +81,8 @@ def cmd_verify(args) -> int:
 
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
-    out = merge(args.files, args.output, compression=_output_compression(args),
-                input_compression=_input_compression(args), verify=args.verify, index=args.index,
+    out = merge(args.files, args.output, compression=args.compression,
+                input_compression=args.input_compression, verify=args.verify, index=args.index,
                 progress=args.progress)
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
@@ -101,7 +92,7 @@ def cmd_merge(args) -> int:
 def cmd_split(args) -> int:
     """Split a TFRecord file into N shards of contiguous records (shard 0 gets the first)."""
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
-                   compression=_output_compression(args), input_compression=_input_compression(args),
+                   compression=args.compression, input_compression=args.input_compression,
                    verify=args.verify, index=args.index, progress=args.progress)
     for s in shards:
         print(f"{s.records}\t{s.path}")
@@ -128,8 +119,8 @@ def cmd_cat(args) -> int:
         sink = sys.stdout.buffer
     else:
         sink = args.output
-    merge(args.files, sink, compression=_output_compression(args),
-          input_compression=_input_compression(args), verify=args.verify, progress=args.progress)
+    merge(args.files, sink, compression=args.compression,
+          input_compression=args.input_compression, verify=args.verify, progress=args.progress)
     return 0
 
 
