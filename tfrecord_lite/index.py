@@ -24,7 +24,7 @@ import numpy as np
 from . import _native
 from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 from .io import AtomicFile, detect_compression
-from .reader import DEFAULT_MAX_RECORD_BYTES
+from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
            "TFRecordFile", "IndexedDataset"]
@@ -39,37 +39,28 @@ def index_path(path) -> str:
 
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
-    by scanning it (mmap, no record copies). Corruption raises a DataLossError."""
+    by scanning it in chunks with the reader (no record copies; no mmap, which a file
+    truncated meanwhile would turn into a crash). Corruption raises the reader's
+    DataLossError, naming the record and offset."""
     path = os.fspath(path)
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        import mmap
-
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            if detect_compression(mm[:12]) is not None:
-                raise TFRecordError(
-                    "compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
-                    path=path,
-                    hint="decompress it first (tfrecord-lite cat FILE > plain.tfrecord) or write "
-                    "it uncompressed",
-                )
-            spans, pos, status, value = _native.framing.scan_spans(mm, 0, -1, check_crc, max_record_bytes)
-    F = _native.framing
-    if status != F.FRAME_OK or pos != size:
-        index = len(spans)
-        if status == F.FRAME_OK:
-            raise TruncatedRecordError(
-                f"truncated record at {pos}: the file ends inside it", path=path, offset=pos, index=index,
-                hint="the file was cut short; it cannot be indexed until it is repaired",
+        if detect_compression(f.read(12)) is not None:
+            raise TFRecordError(
+                "compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
+                path=path,
+                hint="decompress it first (tfrecord-lite cat FILE > plain.tfrecord) or write "
+                "it uncompressed",
             )
-        raise CorruptRecordError(
-            f"corrupted record at {pos} (scan outcome {status})", path=path, offset=pos, index=index,
-            hint="verify the file with `tfrecord-lite verify`; it cannot be indexed while damaged",
-        )
-    arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    return arr[:, 0] - (OVERHEAD - 4), arr[:, 1] + OVERHEAD
+    starts, lengths, base = [], [], 0
+    with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes) as reader:
+        for frames, _ in reader.frame_blocks():
+            # Frames here are already verified; re-reading their headers gives the spans.
+            spans = _native.framing.scan_spans(frames, 0, -1, False)[0]
+            starts += [base + start for start, _ in spans]
+            lengths += [length for _, length in spans]
+            base += len(frames)
+    starts = np.asarray(starts, dtype=np.int64)
+    return starts - (OVERHEAD - 4), np.asarray(lengths, dtype=np.int64) + OVERHEAD
 
 
 def write_index(index_file, offsets, lengths) -> None:
