@@ -36,7 +36,7 @@ import numpy as np
 from cpython.buffer cimport PyBuffer_Release
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.ref cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
@@ -833,9 +833,39 @@ cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
     return out
 
 
+cdef object _uniform(Column *c):
+    """(kind, count) when every row has the same kind and value count, else None: lets the
+    spec layer skip its per-row checks for the common all-present column."""
+    cdef Py_ssize_t i, nrows = c.kinds.len
+    cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
+    cdef const int64_t *counts = <const int64_t *>c.counts.data
+    if nrows == 0:
+        return None
+    for i in range(1, nrows):
+        if kinds[i] != kinds[0] or counts[i] != counts[0]:
+            return None
+    return (kinds[0], counts[0])
+
+
+cdef object _bytes_array(Column *c):
+    """The bytes values as a 1-D object array of bytes."""
+    cdef cnp.npy_intp i, n = c.spans.len // sizeof(Span)
+    cdef Span *spans = <Span *>c.spans.data
+    cdef cnp.ndarray out = np.empty(n, dtype=object)
+    cdef PyObject **slots = <PyObject **>cnp.PyArray_DATA(out)
+    cdef object value
+    for i in range(n):
+        value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
+        Py_INCREF(value)        # the slot's reference; the None it held loses one
+        Py_XDECREF(slots[i])
+        slots[i] = <PyObject *>value
+    return out
+
+
 cdef object _column_output(Column *c, Py_ssize_t raw):
-    """(steps or None, kinds, counts, floats, ints, bytes values) for one column; for a raw
-    column the last item is (uint8 array (records, raw), byte length per row or -1)."""
+    """(steps or None, kinds, counts, floats, ints, bytes values, uniform) for one column:
+    bytes values as an object array, or for a raw column (uint8 array (records, raw), byte
+    length per row or -1); uniform as _uniform gives it."""
     cdef Py_ssize_t i, nrows = c.kinds.len, s = 0
     cdef Span *spans = <Span *>c.spans.data
     cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
@@ -843,7 +873,6 @@ cdef object _column_output(Column *c, Py_ssize_t raw):
     cdef cnp.ndarray raw_out, lengths
     cdef int64_t *lp
     cdef unsigned char *dst
-    cdef list values
     if raw >= 0:
         raw_out = np.zeros((nrows, raw), dtype=np.uint8)
         lengths = np.full(nrows, -1, dtype=np.int64)
@@ -859,10 +888,8 @@ cdef object _column_output(Column *c, Py_ssize_t raw):
                     s += counts[i]
         byte_values = (raw_out, lengths)
     else:
-        values = [None] * (c.spans.len // sizeof(Span))
-        for i in range(len(values)):
-            values[i] = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
-        byte_values = values
+        byte_values = _bytes_array(c)
+    uniform = _uniform(c)
     return (
         _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,
         _array(&c.kinds, cnp.NPY_UINT8, 1),
@@ -870,6 +897,7 @@ cdef object _column_output(Column *c, Py_ssize_t raw):
         _array(&c.floats, cnp.NPY_FLOAT32, 4),
         _array(&c.ints, cnp.NPY_INT64, 8),
         byte_values,
+        uniform,
     )
 
 
@@ -884,11 +912,65 @@ cdef list _table_keys(Table *t):
     return [PyUnicode_DecodeUTF8(<const char *>t.cols[i].key, t.cols[i].key_len, NULL) for i in range(t.n)]
 
 
+cdef class _Records:
+    """Pointers to a batch's records, with the buffers behind them held until release:
+    either one buffer per record (a list of bytes-likes) or one per block (a RecordBatch's
+    segments of (frames, starts, lengths))."""
+    cdef const unsigned char **ptrs
+    cdef Py_ssize_t *lens
+    cdef Py_buffer *views     # views[:got] are live
+    cdef Py_ssize_t n, got, total_bytes
+
+    def __cinit__(self, records):
+        cdef Py_ssize_t i, j, k = 0, m
+        cdef Py_buffer *v
+        cdef const int64_t[:] starts, lengths   # strided: slices with a step
+        segments = None if type(records) is list else getattr(records, "segments", None)
+        if segments is None and type(records) is not list:
+            records = list(records)
+        items = records if segments is None else segments
+        self.n = len(records) if segments is None else sum(len(seg[1]) for seg in segments)
+        self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
+        self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
+        self.views = <Py_buffer *>malloc((len(items) if len(items) else 1) * sizeof(Py_buffer))
+        if self.ptrs == NULL or self.lens == NULL or self.views == NULL:
+            raise MemoryError()
+        for item in items:
+            v = &self.views[self.got]
+            acquire(item if segments is None else item[0], v)
+            self.got += 1
+            if segments is None:
+                self.ptrs[k] = <const unsigned char *>v.buf
+                self.lens[k] = v.len
+                self.total_bytes += v.len
+                k += 1
+                continue
+            starts, lengths = item[1], item[2]
+            m = starts.shape[0]
+            if lengths.shape[0] != m or k + m > self.n:
+                raise ValueError("a RecordBatch segment has mismatched starts and lengths")
+            for j in range(m):
+                if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
+                    raise ValueError(f"a RecordBatch record ({starts[j]}, {lengths[j]}) lies outside "
+                                     f"its {v.len}-byte block")
+                self.ptrs[k] = <const unsigned char *>v.buf + starts[j]
+                self.lens[k] = lengths[j]
+                self.total_bytes += lengths[j]
+                k += 1
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.got):
+            PyBuffer_Release(&self.views[i])
+        free(self.views)
+        free(self.ptrs)
+        free(self.lens)
+
+
 def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
     cdef Parser p
-    cdef Py_ssize_t n, i, got = 0, input_bytes = 0
-    cdef Py_buffer *views = NULL
-    cdef list recs = records if type(records) is list else list(records)
+    cdef Py_ssize_t n, i
+    cdef _Records recs = _Records(records)
     cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
     cdef list seq_bytes = [k.encode() for k in sequence_keys] if sequence_keys is not None else None
     cdef int status = 0
@@ -896,7 +978,7 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
     p.ctx.discover = keys is None
     p.seq.discover = sequence and sequence_keys is None
     p.seq.sequence = True
-    n = len(recs)
+    n = recs.n
     try:
         if key_bytes is not None:
             _set_keys(&p.ctx, key_bytes)
@@ -905,21 +987,14 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
         for i in range(p.ctx.n):   # one row per record: size the row arrays once
             if not (buf_reserve(&p.ctx.cols[i].kinds, n) and buf_reserve(&p.ctx.cols[i].counts, 8 * n)):
                 raise MemoryError()
-        views = <Py_buffer *>malloc((n if n else 1) * sizeof(Py_buffer))   # views[:got] are live
-        if views == NULL:
-            raise MemoryError()
-        for i in range(n):
-            acquire(recs[i], &views[i])
-            got += 1
-            input_bytes += views[i].len
         with nogil:
             for i in range(n):
                 p.record = i
-                status = parse_record(&p, <const unsigned char *>views[i].buf, views[i].len, sequence)
+                status = parse_record(&p, recs.ptrs[i], recs.lens[i], sequence)
                 if status < 0:
                     break
-                if i == 0 and n > 1 and not (table_expect(&p.ctx, n, input_bytes)
-                                             and table_expect(&p.seq, n, input_bytes)):
+                if i == 0 and n > 1 and not (table_expect(&p.ctx, n, recs.total_bytes)
+                                             and table_expect(&p.seq, n, recs.total_bytes)):
                     status = fail(&p, E_MEMORY, NULL)
                     break
             if status == 0 and not (table_finish(&p.ctx, n) and table_finish(&p.seq, n)):
@@ -929,7 +1004,7 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
                 raise MemoryError()
             raise ExampleDecodeError(
                 f"malformed {'SequenceExample' if sequence else 'Example'}: {_ERRORS[p.err]} "
-                f"(at byte {p.err_at - <const unsigned char *>views[p.record].buf} of the record)",
+                f"(at byte {p.err_at - recs.ptrs[p.record]} of the record)",
                 index=p.record,
             )
         raw = raw_sizes or {}
@@ -940,20 +1015,19 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
         seq_keys = _table_keys(&p.seq)
         return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1) for i in range(p.seq.n)]
     finally:
-        for i in range(got):
-            PyBuffer_Release(&views[i])
-        free(views)
         table_free(&p.ctx)
         table_free(&p.seq)
 
 
 def decode_examples(records, keys=None, raw_sizes=None):
-    """Columns of a batch of serialized Examples.
+    """Columns of a batch of serialized Examples: a list of bytes-likes, or a RecordBatch
+    (anything with ``segments``), read in place.
 
     keys: names to extract (None: every name found, in order of first appearance).
     raw_sizes: {name: nbytes} for names whose single bytes value is copied straight into a
     (records, nbytes) uint8 array. Returns (keys, columns); each column is
-    (None, kinds, counts, floats, ints, bytes_values) with one row per record."""
+    (None, kinds, counts, floats, ints, bytes_values, uniform) with one row per record:
+    bytes_values an object array of bytes, uniform (kind, count) when every row agrees."""
     return _decode(records, keys, raw_sizes, None, False)
 
 

@@ -12,10 +12,13 @@ The pure-Python twin is tfrecord_lite/_framing_py.py; both expose the same names
 """
 import os
 
+import numpy as np
+
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport uint32_t, uint64_t
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from cursor cimport (
@@ -203,26 +206,30 @@ def scan_frames(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True
     first frame not returned; status, one of the FRAME_* outcomes for the frame at pos; value,
     the bytes still needed to complete that frame (FRAME_OK) or its length field (otherwise).
     The header CRC is always checked; check_crc=False skips the data CRC only."""
-    return _scan_into(buf, start, stop, check_crc, max_record_bytes, max_records, None)
+    return _scan_into(buf, start, stop, check_crc, max_record_bytes, max_records, False)
 
 
 def scan_spans(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
                uint64_t max_record_bytes=0xFFFFFFFFFFFFFFFF, Py_ssize_t max_records=-1):
-    """As scan_frames, but returns (spans, pos, status, value) where spans is a list of
-    (data_offset, length) pairs into buf instead of copies (indexing, zero-copy parsing)."""
+    """As scan_frames, but returns (starts, lengths, pos, status, value) where starts and
+    lengths are int64 arrays locating each record's data in buf, instead of copies (indexing,
+    zero-copy parsing). The whole scan runs without the GIL."""
     return _scan_into(buf, start, stop, check_crc, max_record_bytes, max_records, True)
 
 
 cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
-                      uint64_t max_record_bytes, Py_ssize_t max_records, object as_spans):
+                      uint64_t max_record_bytes, Py_ssize_t max_records, bint as_spans):
     cdef Py_buffer view
     cdef Cursor c
-    cdef Span spans[SPAN_BATCH]
-    cdef Py_ssize_t count, i, want
+    cdef Span batch[SPAN_BATCH]
+    cdef Span *spans = batch     # as_spans: grows past the batch into heap storage
+    cdef Span *grown
+    cdef Py_ssize_t count, i, want, found = 0, cap = SPAN_BATCH
     cdef uint64_t value = 0
     cdef int status = OK
     cdef const unsigned char *base
     cdef list out = []
+    cdef int64_t[::1] starts_view, lengths_view
     acquire(buf, &view)
     try:
         if stop < 0 or stop > view.len:
@@ -234,22 +241,38 @@ cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
         while True:
             want = SPAN_BATCH
             if max_records >= 0:
-                want = min(want, max_records - len(out))
+                want = min(want, max_records - found)
                 if want == 0:
                     value = 0
                     break
+            if as_spans and found + want > cap:
+                cap = max(2 * cap, found + want)
+                grown = <Span *>PyMem_Realloc(spans if spans != batch else NULL, cap * sizeof(Span))
+                if grown == NULL:
+                    raise MemoryError()
+                if spans == batch:
+                    memcpy(grown, batch, found * sizeof(Span))
+                spans = grown
             with nogil:
-                status = _scan(&c, base, check_crc, max_record_bytes, spans, want, &count, &value)
-            if as_spans is None:
+                status = _scan(&c, base, check_crc, max_record_bytes, spans + (found if as_spans else 0),
+                               want, &count, &value)
+            found += count
+            if not as_spans:
                 for i in range(count):
                     out.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
-            else:
-                for i in range(count):
-                    out.append((spans[i].start, spans[i].length))
             if status != OK or count < want:
                 break
-        return out, c.pos - base, status, value
+        if not as_spans:
+            return out, c.pos - base, status, value
+        starts, lengths = np.empty(found, np.int64), np.empty(found, np.int64)
+        starts_view, lengths_view = starts, lengths
+        for i in range(found):
+            starts_view[i] = spans[i].start
+            lengths_view[i] = spans[i].length
+        return starts, lengths, c.pos - base, status, value
     finally:
+        if spans != batch:
+            PyMem_Free(spans)
         PyBuffer_Release(&view)
 
 

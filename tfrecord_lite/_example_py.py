@@ -130,7 +130,8 @@ class _Column:
         kinds = np.array(self.kinds, dtype=np.uint8)
         counts = np.array(self.counts, dtype=np.int64)
         if raw is None or raw < 0:
-            byte_values = list(self.bytes)
+            byte_values = np.empty(len(self.bytes), dtype=object)
+            byte_values[:] = self.bytes
         else:
             out = np.zeros((len(kinds), raw), dtype=np.uint8)
             lengths = np.full(len(kinds), -1, dtype=np.int64)
@@ -151,7 +152,15 @@ class _Column:
             np.concatenate(self.floats) if self.floats else np.empty(0, np.float32),
             np.concatenate(self.ints) if self.ints else np.empty(0, np.int64),
             byte_values,
+            _uniform(self.kinds, self.counts),
         )
+
+
+def _uniform(kinds, counts):
+    """(kind, count) when every row agrees, else None; see csrc/example.pyx."""
+    if kinds and all(k == kinds[0] for k in kinds) and all(c == counts[0] for c in counts):
+        return kinds[0], counts[0]
+    return None
 
 
 def _packed_floats(data: bytes) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 
 import crc32c as _crc32c_pkg
+import numpy as np
 
 HEADER_BYTES = 12
 FOOTER_BYTES = 4
@@ -75,8 +76,11 @@ def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFF
 
 
 def scan_spans(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
-    """As scan_frames, but (data_offset, length) pairs instead of copies; see framing.pyx."""
-    return _scan(buf, start, stop, check_crc, max_record_bytes, max_records, True)
+    """As scan_frames, but int64 arrays of data offsets and lengths instead of copies:
+    (starts, lengths, pos, status, value); see framing.pyx."""
+    spans, pos, status, value = _scan(buf, start, stop, check_crc, max_record_bytes, max_records, True)
+    spans = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    return spans[:, 0].copy(), spans[:, 1].copy(), pos, status, value
 
 
 def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):

@@ -45,7 +45,7 @@ def cmd_count(args) -> int:
         counts = []
         for path in args.files:
             with _open(path, args, check_crc=not args.no_crc) as r:
-                counts.append(sum(n for _, n in tracked_blocks(r, bar)))
+                counts.append(sum(len(starts) for _, starts, _ in tracked_blocks(r, bar)))
     for path, n in zip(args.files, counts):
         total += n
         print(f"{n}\t{path}")
@@ -62,7 +62,7 @@ def cmd_verify(args) -> int:
         for path in args.files:
             try:
                 with _open(path, args, on_corrupt="skip") as r:
-                    n = sum(count for _, count in tracked_blocks(r, bar))
+                    n = sum(len(starts) for _, starts, _ in tracked_blocks(r, bar))
                     problems = r.skipped
             except TFRecordError as exc:  # damaged compressed stream: nothing more can be read
                 n, problems = 0, [exc]

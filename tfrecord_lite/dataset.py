@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import glob
+import itertools
 import mmap
 import os
 import random
@@ -29,7 +30,7 @@ import numpy as np
 from .errors import TFRecordError
 from .io import normalize_compression
 from .progress import progress as progress_bar
-from .reader import ON_CORRUPT, TFRecordReader
+from .reader import ON_CORRUPT, RecordBatch, TFRecordReader
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse", "to_numpy", "to_npy"]
 
@@ -338,6 +339,10 @@ class _Run:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
         self._parse = ds._parse_fn()
+        # Records stay in their read blocks (RecordBatch) all the way to parse_example, which
+        # reads them in place: no Python object per record on the way. A custom parse or the
+        # raw output gets bytes, and so does the per-record shuffle buffer.
+        self._blocks = ds.features is not None and ds.parse is None and not ds.shuffle_buffer
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
 
     def close(self) -> None:
@@ -371,8 +376,7 @@ class _Run:
                 self._skip = 0
             size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
             if size is not None:
-                chunks = _batch(chunks, size, ds.drop_remainder and ds.batch_size is not None,
-                                grouped=ds.batch_size is None)
+                chunks = _batch(chunks, size, ds.drop_remainder and ds.batch_size is not None)
             if self._parse is None:
                 if ds.batch_size is None:
                     for chunk in chunks:
@@ -399,7 +403,7 @@ class _Run:
                 if batch is None:
                     exhausted = True
                 else:
-                    pending.append(self._pool.submit(_parse_batch, self._parse, batch))
+                    pending.append(self._pool.submit(_parse_batch, self._parse, batch, ds.batch_size is None))
             if not pending:
                 return
             if ds.deterministic or pending[0].done():
@@ -443,8 +447,9 @@ class _Run:
                     num_open -= 1
                     index, taken = (index + 1) % cycle, 0
                     continue
-                # With one slot the cycle always comes back to it: take whole pieces.
-                want = len(slot.piece) - slot.at if cycle == 1 else block - taken
+                # With one file left the cycle always comes back to it: take whole pieces.
+                alone = cycle == 1 or (num_open == 1 and not todo)
+                want = len(slot.piece) - slot.at if alone else block - taken
                 chunk = slot.piece[slot.at:slot.at + want]
                 slot.at += len(chunk)
                 taken += len(chunk)
@@ -497,8 +502,8 @@ class _Run:
             raise slot.error
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt)
-            slot.iter = slot.reader.batches()
-        piece, nbytes, limit = [], 0, self._piece_bytes
+            slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
+        parts, count, nbytes, limit = [], 0, 0, self._piece_bytes
         try:
             # Whole scanned chunks at a time: no Python work per record, so the GIL is free
             # for the other workers' parsing.
@@ -507,20 +512,21 @@ class _Run:
                 slot.index += len(batch)
                 if slot.keep is not None:
                     batch = batch[(slot.keep[0] - first) % slot.keep[1]::slot.keep[1]]
-                piece += batch
-                nbytes += sum(map(len, batch))
-                if nbytes >= limit or len(piece) >= _PIECE_RECORDS:
+                parts.append(batch)
+                count += len(batch)
+                nbytes += batch.nbytes if self._blocks else sum(map(len, batch))
+                if nbytes >= limit or count >= _PIECE_RECORDS:
                     break
             else:
                 slot.ended = True
                 slot.close()
         except Exception as exc:
-            if not piece:
+            if not count:
                 raise
             slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
-            self.records_read += len(piece)
-        return piece
+            self.records_read += count
+        return _join(parts)
 
     def _drain_slots(self):
         for slot in self._slots:
@@ -535,13 +541,11 @@ class _Run:
         self._slots = []
 
 
-def _parse_batch(parse, records):
+def _parse_batch(parse, records, unbatch):
+    """Worker: parse a batch; ``unbatch`` when records were grouped only to amortize
+    parsing, so the output is split back per record."""
     result = parse(records)
-    return result if records.__class__ is not _Group else _unbatch(result, len(records), parse, records)
-
-
-class _Group(list):
-    """Records grouped only to amortize parsing; the output is split back per record."""
+    return _unbatch(result, len(records), parse, records) if unbatch else result
 
 
 def _unbatch(parsed, n, parse, records):
@@ -557,19 +561,29 @@ def _unbatch(parsed, n, parse, records):
     return [_unbatch(parse([r]), 1, parse, [r])[0] for r in records]
 
 
-def _batch(chunks, size, drop_remainder, grouped=False):
-    make = _Group if grouped else list
-    buf = []
+def _join(parts):
+    """Chunks of records as one: a RecordBatch of RecordBatches, else a list."""
+    if parts and all(type(p) is RecordBatch for p in parts):
+        return RecordBatch.concat(parts)
+    return list(itertools.chain.from_iterable(parts))
+
+
+def _batch(chunks, size, drop_remainder):
+    parts, have = [], 0
     for chunk in chunks:
-        buf.extend(chunk)
-        if len(buf) >= size:
-            start = 0
-            while len(buf) - start >= size:
-                yield make(buf[start:start + size])
-                start += size
-            buf = buf[start:]
-    if buf and not drop_remainder:
-        yield make(buf)
+        if not len(chunk):
+            continue
+        parts.append(chunk)
+        have += len(chunk)
+        while have >= size:
+            last = parts[-1]
+            extra = have - size  # records of the last chunk that go to the next batch
+            if extra:
+                parts[-1] = last[:len(last) - extra]
+            yield _join(parts)
+            parts, have = ([last[len(last) - extra:]] if extra else []), extra
+    if parts and not drop_remainder:
+        yield _join(parts)
 
 
 def _shuffle(chunks, size, rng):

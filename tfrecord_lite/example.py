@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _native
 from .errors import FeatureSpecError
+from .reader import RecordBatch
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -71,10 +72,9 @@ class RaggedValue:
         return f"RaggedValue({self.to_list()!r})"
 
 
-def _object_array(values) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
+def _records(serialized):
+    """A batch as the core takes it: a list, tuple or RecordBatch as is, anything else listed."""
+    return serialized if isinstance(serialized, (list, tuple, RecordBatch)) else list(serialized)
 
 
 class _Column:
@@ -82,7 +82,7 @@ class _Column:
 
     def __init__(self, name, raw, batch):
         self.name = name
-        self.steps, self.kinds, self.counts, self.floats, self.ints, self.bytes = raw
+        self.steps, self.kinds, self.counts, self.floats, self.ints, self.bytes, self.uniform = raw
         self.batch = batch
 
     def record_of(self, row: int) -> int:
@@ -105,8 +105,10 @@ class _Column:
             if bad.size:
                 row = bad[0]
                 self.fail(f"data type {_KIND_NAME[int(self.kinds[row])]} but the spec expects {dtype}", row)
-        values = self.floats if want == FLOAT else self.ints if want == INT64 else _object_array(self.bytes)
-        return values, self.counts, present
+        return self.values(want), self.counts, present
+
+    def values(self, kind):
+        return self.floats if kind == FLOAT else self.ints if kind == INT64 else self.bytes
 
     def required(self, present, what="is required but could not be found"):
         missing = np.flatnonzero(~present)
@@ -135,8 +137,10 @@ def _fill(shape, dtype, default):
 # -- spec -> output, for columns with one row per record -----------------------------------
 
 def _dense(col, spec):
-    values, counts, present = col.typed(spec.dtype)
     size = prod(spec.shape)
+    if col.uniform == (_KIND[spec.dtype], size):  # every record has it, with `size` values
+        return col.values(col.uniform[0]).reshape((col.batch,) + spec.shape)
+    values, counts, present = col.typed(spec.dtype)
     every = present.all()
     if (counts != size).any():
         bad = np.flatnonzero(present & (counts != size))
@@ -286,7 +290,7 @@ def parse_example(serialized, features) -> dict:
     FixedLenSequenceFeature(allow_missing=True) -> padded (batch, items) + shape array,
     RawTensorFeature -> (batch,) + shape array. Data that does not fit the spec raises
     FeatureSpecError naming the feature and record; malformed protobuf, ExampleDecodeError."""
-    records = serialized if isinstance(serialized, (list, tuple)) else list(serialized)
+    records = _records(serialized)
     _check_specs(features, _EXAMPLE_SPECS, "parse_example")
     keys, raw = _plan(features)
     names, columns = _native.example.decode_examples(records, keys, raw)
@@ -351,7 +355,7 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
     sequence specs are FixedLenSequenceFeature -> (batch, steps) + shape array padded with
     zeros (lengths[name] gives the steps per record), VarLenFeature -> 3-D
     SparseTensorValue, RaggedFeature -> RaggedValue of RaggedValue."""
-    records = serialized if isinstance(serialized, (list, tuple)) else list(serialized)
+    records = _records(serialized)
     context_features = context_features or {}
     sequence_features = sequence_features or {}
     _check_specs(context_features, (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature,
@@ -401,7 +405,8 @@ def _split_rows(col):
     rows = []
     for kind, count in zip(kinds.tolist(), counts.tolist()):
         if kind in at:
-            rows.append(stores[kind][at[kind]:at[kind] + count])
+            value = stores[kind][at[kind]:at[kind] + count]
+            rows.append(value.tolist() if kind == BYTES else value)
             at[kind] += count
         else:
             rows.append([] if kind == EMPTY else None)
@@ -411,7 +416,7 @@ def _split_rows(col):
 def decode_examples(serialized) -> list:
     """Every feature of every record, without a spec: a list of dicts name -> float32 or
     int64 array, or list of bytes (names sorted; an empty Feature gives [])."""
-    records = serialized if isinstance(serialized, (list, tuple)) else list(serialized)
+    records = _records(serialized)
     names, columns = _native.example.decode_examples(records)
     out = [{} for _ in records]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):

@@ -53,14 +53,13 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
             )
     starts, lengths, base = [], [], 0
     with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes) as reader:
-        for frames, _ in reader.frame_blocks():
-            # Frames here are already verified; re-reading their headers gives the spans.
-            spans = _native.framing.scan_spans(frames, 0, -1, False)[0]
-            starts += [base + start for start, _ in spans]
-            lengths += [length for _, length in spans]
+        for frames, block_starts, block_lengths in reader.frame_blocks():
+            starts.append(block_starts + base)
+            lengths.append(block_lengths)
             base += len(frames)
-    starts = np.asarray(starts, dtype=np.int64)
-    return starts - (OVERHEAD - 4), np.asarray(lengths, dtype=np.int64) + OVERHEAD
+    starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+    lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    return starts - (OVERHEAD - 4), lengths + OVERHEAD
 
 
 def write_index(index_file, offsets, lengths) -> None:

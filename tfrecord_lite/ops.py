@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-from . import _native
 from .errors import TFRecordError
 from .index import scan_index
 from .io import detect_compression, normalize_compression
@@ -59,8 +58,8 @@ def _append(writer, path, compression, verify, bar) -> bool:
             bar.update(writer._copy_raw(f))
             return False
         with TFRecordReader(f, compression, check_crc=verify) as r:
-            for frames, count in tracked_blocks(r, bar):
-                writer._write_frames(frames, count)
+            for frames, starts, _ in tracked_blocks(r, bar):
+                writer._write_frames(frames, len(starts))
     return True
 
 
@@ -110,7 +109,7 @@ def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=
         n = len(offsets)
     else:
         with TFRecordReader(path, input_compression, check_crc=verify) as r:
-            n = sum(count for _, count in r.frame_blocks())
+            n = sum(len(starts) for _, starts, _ in r.frame_blocks())
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
     paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
     writers = []
@@ -146,19 +145,17 @@ def _split_stream(path, compression, writers, sizes, bar):
     """Deal the frame blocks out in order, cutting a block where a shard fills up."""
     shard, room = 0, sizes[0]
     with TFRecordReader(path, compression, check_crc=False) as r:
-        for frames, count in r.frame_blocks():
-            start = 0
+        for frames, starts, lengths in r.frame_blocks():
+            start, done, count = 0, 0, len(starts)
             while count:
                 while not room:
                     shard += 1
                     room = sizes[shard]
                 take = min(count, room)
-                if take == count:
-                    end = len(frames)
-                else:
-                    _, end, _, _ = _native.framing.scan_spans(frames, start, -1, False, 2**63, take)
+                last = done + take - 1
+                end = int(starts[last] + lengths[last]) + 4  # past the last frame's footer
                 writers[shard]._write_frames(memoryview(frames)[start:end], take)
-                start, count, room = end, count - take, room - take
+                start, done, count, room = end, done + take, count - take, room - take
                 bar.update(take)
 
 

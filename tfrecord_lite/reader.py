@@ -13,12 +13,13 @@ import itertools
 import logging
 import os
 import stat
+from collections.abc import Sequence
 
 from . import _native
 from .errors import CorruptRecordError, RecordTooLargeError, TFRecordError, TruncatedRecordError
 from .io import DecompressingStream, detect_compression, normalize_compression
 
-__all__ = ["TFRecordReader", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
+__all__ = ["TFRecordReader", "RecordBatch", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
 
 log = logging.getLogger("tfrecord_lite")
 
@@ -102,10 +103,16 @@ class TFRecordReader:
         return self._start(self._scan())
 
     def frame_blocks(self):
-        """Yield ``(frames, count)``: runs of whole frames exactly as stored (headers, data and
-        CRCs verbatim, decompressed), checked like records are. Copying frames this way never
-        re-encodes them (merge, split, cat)."""
+        """Yield ``(frames, starts, lengths)``: runs of whole frames exactly as stored
+        (headers, data and CRCs verbatim, decompressed) as ``bytes``, checked like records
+        are, with int64 arrays locating each record's data in ``frames``. Copying frames this
+        way never re-encodes them (merge, split, cat)."""
         return self._start(self._scan(blocks=True))
+
+    def record_batches(self):
+        """Yield a :class:`RecordBatch` per buffered chunk: the same records as iterating the
+        reader, without a Python object per record (parse_example reads them in place)."""
+        return (RecordBatch(*block) for block in self.frame_blocks())
 
     def _start(self, gen):
         if self._gen is not None:
@@ -165,7 +172,6 @@ class TFRecordReader:
 
     def _scan(self, blocks=False):
         F = _native.framing
-        scan = F.scan_spans if blocks else F.scan_frames
         stream, head, total = self._open_stream()
         check, limit = self.check_crc, self.max_record_bytes
         if stream is None:
@@ -190,11 +196,22 @@ class TFRecordReader:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
                 start = pos
-                records, pos, status, value = scan(buf, pos, filled, check, limit, -1)
-                if records:
-                    index += len(records)
-                    self.records_read += len(records)
-                    yield (bytes(buf[start:pos]), len(records)) if blocks else records
+                if blocks:
+                    starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
+                    count = len(starts)
+                else:
+                    records, pos, status, value = F.scan_frames(buf, pos, filled, check, limit, -1)
+                    count = len(records)
+                if count:
+                    index += count
+                    self.records_read += count
+                    if blocks:
+                        # Via a memoryview: one copy (a bytearray slice would make two).
+                        with memoryview(buf) as mv:
+                            frames = bytes(mv[start:pos])
+                        yield frames, starts - start, lengths
+                    else:
+                        yield records
                 if status != F.FRAME_OK:
                     offset = base + pos
                     err = self._frame_error(status, value, offset, index)
@@ -272,6 +289,80 @@ class TFRecordReader:
         log.warning("%s (on_corrupt=%r)", err, self.on_corrupt)
         self.skipped.append(err)
         return self.on_corrupt == "stop" or isinstance(err, TruncatedRecordError)
+
+
+class RecordBatch(Sequence):
+    """A sequence of records stored in place in frame blocks: ``segments`` is a list of
+    ``(frames, starts, lengths)`` with int64 arrays locating each record's data in ``frames``.
+
+    Indexing gives ``bytes``; slicing (positive steps) and ``+`` give new RecordBatches that
+    share the blocks, so batching records costs no copy and no object per record. The
+    parsers read the records straight from the blocks.
+    """
+
+    __slots__ = ("segments", "_len")
+
+    def __init__(self, frames=None, starts=None, lengths=None, *, segments=None):
+        if segments is None:
+            segments = [] if frames is None else [(frames, starts, lengths)]
+        self.segments = [s for s in segments if len(s[1])]
+        self._len = sum(len(s[1]) for s in self.segments)
+
+    def __len__(self):
+        return self._len
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._slice(*i.indices(self._len))
+        n = self._len
+        if not -n <= i < n:
+            raise IndexError("record index out of range")
+        i %= n
+        for frames, starts, lengths in self.segments:
+            if i < len(starts):
+                start = int(starts[i])
+                return bytes(memoryview(frames)[start:start + int(lengths[i])])
+            i -= len(starts)
+
+    def __iter__(self):
+        for frames, starts, lengths in self.segments:
+            view = memoryview(frames)
+            for start, length in zip(starts.tolist(), lengths.tolist()):
+                yield bytes(view[start:start + length])
+
+    @property
+    def nbytes(self) -> int:
+        """Total bytes of the records' data."""
+        return sum(int(lengths.sum()) for _, _, lengths in self.segments)
+
+    def __add__(self, other):
+        if not isinstance(other, RecordBatch):
+            return NotImplemented
+        return RecordBatch(segments=self.segments + other.segments)
+
+    def _slice(self, start, stop, step):
+        if step < 0:
+            return list(self)[start:stop:step]
+        out, base = [], 0
+        for frames, starts, lengths in self.segments:
+            m = len(starts)
+            lo = max(start, base)
+            lo += (start - lo) % step  # the first index >= lo on the slice's grid
+            if lo < min(stop, base + m):
+                cut = slice(lo - base, min(stop, base + m) - base, step)
+                out.append((frames, starts[cut], lengths[cut]))
+            base += m
+            if base >= stop:
+                break
+        return RecordBatch(segments=out)
+
+    @classmethod
+    def concat(cls, parts):
+        """One RecordBatch of several, in order."""
+        return cls(segments=[s for p in parts for s in p.segments])
+
+    def __repr__(self):
+        return f"RecordBatch({self._len} records in {len(self.segments)} blocks)"
 
 
 class _ReadInto:

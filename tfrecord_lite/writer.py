@@ -231,12 +231,13 @@ class TFRecordWriter(CommitOnExit):
     def _appended(self, before, count):
         """Account for frames appended to _buf at `before` (count None: count them)."""
         if count is None or self._index is not None:
-            spans, _, _, _ = _native.framing.scan_spans(self._buf, before, -1, False)
-            count = len(spans)
+            starts, lengths, _, _, _ = _native.framing.scan_spans(self._buf, before, -1, False)
+            count = len(starts)
             if self._index is not None:
                 base = self._drained - (_OVERHEAD - 4)  # stream offset of _buf[0], header first
                 self._index_buf += "".join(
-                    [f"{base + start} {length + _OVERHEAD}\n" for start, length in spans]
+                    [f"{start} {length}\n" for start, length in zip((starts + base).tolist(),
+                                                                     (lengths + _OVERHEAD).tolist())]
                 ).encode("ascii")
         self.records_written += count
         if len(self._buf) >= FLUSH_BYTES:
