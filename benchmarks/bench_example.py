@@ -1,7 +1,8 @@
 """Example parsing and encoding: tfrecord_lite against TensorFlow and the `tfrecord` package.
 
 Parsing W1 and W2 (generate_data) into batches of 1,024 numpy arrays, one thread:
-  tfrecord_lite  TFRecordReader records, 1,024 at a time, through parse_example
+  tfrecord_lite  TFRecordReader.record_batches (records read in place, batches of 1,024
+                 across files as TF's batch() does) through parse_example
   TensorFlow     tf.data.TFRecordDataset.batch(1024).map(tf.io.parse_example), .numpy() on
                  every tensor, with tf.data and op parallelism set to one thread
   tfrecord       tfrecord.reader.tfrecord_loader, its rows stacked into numpy batches
@@ -69,6 +70,7 @@ def _parse_result(run, paths, records, repeats, warmup):
 def parse_lite(paths, workload, records, repeats=5, warmup=1):
     import tfrecord_lite
     from tfrecord_lite import TFRecordReader, parse_example
+    from tfrecord_lite.reader import rebatch
 
     _no_tensorflow()
     spec = lite_features(workload)
@@ -76,8 +78,8 @@ def parse_lite(paths, workload, records, repeats=5, warmup=1):
 
     def run():
         n = total = 0
-        stream = itertools.chain.from_iterable(TFRecordReader(p) for p in paths)
-        while batch := list(itertools.islice(stream, BATCH)):
+        blocks = itertools.chain.from_iterable(TFRecordReader(p).record_batches() for p in paths)
+        for batch in rebatch(blocks, BATCH):
             arrays = parse_example(batch, spec)
             n += len(arrays[key])
             total += int(arrays[key].sum())

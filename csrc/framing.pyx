@@ -16,7 +16,7 @@ import numpy as np
 
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -215,6 +215,32 @@ def scan_spans(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
     lengths are int64 arrays locating each record's data in buf, instead of copies (indexing,
     zero-copy parsing). The whole scan runs without the GIL."""
     return _scan_into(buf, start, stop, check_crc, max_record_bytes, max_records, True)
+
+
+def scan_block(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
+               uint64_t max_record_bytes=0xFFFFFFFFFFFFFFFF, Py_ssize_t max_records=-1):
+    """As scan_spans, but returns (frames, starts, lengths, pos, status, value): the verified
+    frames buf[start:pos] copied (without the GIL) into one bytes object, and starts
+    relative to it. A block outlives buf, which the reader then refills."""
+    cdef Py_buffer view
+    cdef bytes frames
+    cdef Py_ssize_t n
+    cdef char *dst
+    starts, lengths, pos, status, value = _scan_into(buf, start, stop, check_crc, max_record_bytes,
+                                                     max_records, True)
+    n = pos - start
+    frames = PyBytes_FromStringAndSize(NULL, n)
+    acquire(buf, &view)
+    try:
+        if view.len < pos:
+            raise ValueError("the buffer shrank while it was scanned")
+        dst = PyBytes_AS_STRING(frames)
+        with nogil:
+            memcpy(dst, <const char *>view.buf + start, n)
+    finally:
+        PyBuffer_Release(&view)
+    starts -= start
+    return frames, starts, lengths, pos, status, value
 
 
 cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,

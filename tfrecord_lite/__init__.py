@@ -11,7 +11,7 @@ from .example import *  # noqa: F403
 from .features import *  # noqa: F403
 from .index import IndexedDataset, TFRecordFile, build_index
 from .ops import merge, split
-from .reader import TFRecordReader
+from .reader import RecordBatch, TFRecordReader
 from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
 
@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     # files
     "TFRecordReader",
+    "RecordBatch",
     "TFRecordWriter",
     "crc32c",
     "masked_crc32c",

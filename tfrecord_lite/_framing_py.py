@@ -83,6 +83,13 @@ def scan_spans(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFF
     return spans[:, 0].copy(), spans[:, 1].copy(), pos, status, value
 
 
+def scan_block(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
+    """As scan_spans, plus the verified frames copied out as one bytes, starts relative to it:
+    (frames, starts, lengths, pos, status, value); see framing.pyx."""
+    starts, lengths, pos, status, value = scan_spans(buf, start, stop, check_crc, max_record_bytes, max_records)
+    return bytes(memoryview(buf).cast("B")[start:pos]), starts - start, lengths, pos, status, value
+
+
 def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
     mv = memoryview(buf).cast("B")
     if stop < 0 or stop > len(mv):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import glob
-import itertools
 import mmap
 import os
 import random
@@ -30,7 +29,7 @@ import numpy as np
 from .errors import TFRecordError
 from .io import normalize_compression
 from .progress import progress as progress_bar
-from .reader import ON_CORRUPT, RecordBatch, TFRecordReader
+from .reader import ON_CORRUPT, TFRecordReader, join_records, rebatch
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse", "to_numpy", "to_npy"]
 
@@ -376,7 +375,7 @@ class _Run:
                 self._skip = 0
             size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
             if size is not None:
-                chunks = _batch(chunks, size, ds.drop_remainder and ds.batch_size is not None)
+                chunks = rebatch(chunks, size, ds.drop_remainder and ds.batch_size is not None)
             if self._parse is None:
                 if ds.batch_size is None:
                     for chunk in chunks:
@@ -526,7 +525,7 @@ class _Run:
             slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
             self.records_read += count
-        return _join(parts)
+        return join_records(parts)
 
     def _drain_slots(self):
         for slot in self._slots:
@@ -559,31 +558,6 @@ def _unbatch(parsed, n, parse, records):
     if n == 1:
         return [parsed]
     return [_unbatch(parse([r]), 1, parse, [r])[0] for r in records]
-
-
-def _join(parts):
-    """Chunks of records as one: a RecordBatch of RecordBatches, else a list."""
-    if parts and all(type(p) is RecordBatch for p in parts):
-        return RecordBatch.concat(parts)
-    return list(itertools.chain.from_iterable(parts))
-
-
-def _batch(chunks, size, drop_remainder):
-    parts, have = [], 0
-    for chunk in chunks:
-        if not len(chunk):
-            continue
-        parts.append(chunk)
-        have += len(chunk)
-        while have >= size:
-            last = parts[-1]
-            extra = have - size  # records of the last chunk that go to the next batch
-            if extra:
-                parts[-1] = last[:len(last) - extra]
-            yield _join(parts)
-            parts, have = ([last[len(last) - extra:]] if extra else []), extra
-    if parts and not drop_remainder:
-        yield _join(parts)
 
 
 def _shuffle(chunks, size, rng):

@@ -137,10 +137,8 @@ def _fill(shape, dtype, default):
 # -- spec -> output, for columns with one row per record -----------------------------------
 
 def _dense(col, spec):
-    size = prod(spec.shape)
-    if col.uniform == (_KIND[spec.dtype], size):  # every record has it, with `size` values
-        return col.values(col.uniform[0]).reshape((col.batch,) + spec.shape)
     values, counts, present = col.typed(spec.dtype)
+    size = prod(spec.shape)
     every = present.all()
     if (counts != size).any():
         bad = np.flatnonzero(present & (counts != size))
@@ -252,35 +250,75 @@ def _check_specs(features, allowed, where):
                                    "in parse_example")
 
 
-def _plan(features):
-    """(keys to extract, raw sizes) for a spec mapping."""
-    keys, raw = [], {}
-    for name, spec in features.items():
-        for key in _keys_of(name, spec):
-            if key not in keys:
-                keys.append(key)
-        if isinstance(spec, RawTensorFeature):
-            raw[name] = spec.nbytes
-    shared = [k for k in raw if sum(k in _keys_of(n, s) for n, s in features.items()) > 1]
-    if shared:
-        raise FeatureSpecError(f"feature {shared[0]!r}: a RawTensorFeature key cannot be read by another spec")
-    return keys, raw
+class _Plan:
+    """A spec mapping checked and laid out once: the wire keys to extract, raw sizes, and
+    per output its column index and, for FixedLenFeature, the (kind, count) every record
+    has when no per-row work is needed."""
+
+    __slots__ = ("items", "keys", "raw", "outputs")
+
+    def __init__(self, features, allowed, where):
+        _check_specs(features, allowed, where)
+        self.items = tuple(features.items())
+        keys, raw = [], {}
+        for name, spec in self.items:
+            for key in _keys_of(name, spec):
+                if key not in keys:
+                    keys.append(key)
+            if isinstance(spec, RawTensorFeature):
+                raw[name] = spec.nbytes
+        shared = [k for k in raw if sum(k in _keys_of(n, s) for n, s in self.items) > 1]
+        if shared:
+            raise FeatureSpecError(f"feature {shared[0]!r}: a RawTensorFeature key cannot be read by another spec")
+        self.keys, self.raw = keys, raw
+        self.outputs = []
+        for name, spec in self.items:
+            uniform = None
+            if type(spec) is FixedLenFeature:
+                kind = _KIND[spec.dtype]
+                uniform = (kind, prod(spec.shape)), _VALUE_SLOT[kind]
+            self.outputs.append((name, spec, keys.index(_keys_of(name, spec)[0]), uniform))
+
+    def matches(self, features) -> bool:
+        return len(features) == len(self.items) and all(features.get(k) is v for k, v in self.items)
 
 
-def _build(features, names, raw_columns, batch):
-    cols = {k: _Column(k, c, batch) for k, c in zip(names, raw_columns)}
+_VALUE_SLOT = {FLOAT: 3, INT64: 4, BYTES: 5}  # where a column holds each kind's values
+_PLANS: dict = {}  # (id(features), where) -> _Plan, checked against the mapping's items
+
+
+def _plan(features, allowed, where):
+    """The cached _Plan of a spec mapping (specs are frozen, so identity of the items is
+    enough to know it is unchanged)."""
+    key = (id(features), where)
+    plan = _PLANS.get(key)
+    if plan is None or not plan.matches(features):
+        plan = _Plan(features, allowed, where)
+        if len(_PLANS) >= 64:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _build(plan, raw_columns, batch):
+    cols = None
     out = {}
-    for name, spec in features.items():
+    for name, spec, index, uniform in plan.outputs:
+        if uniform is not None and raw_columns[index][6] == uniform[0]:
+            out[name] = raw_columns[index][uniform[1]].reshape((batch,) + spec.shape)
+            continue
+        if cols is None:
+            cols = {k: _Column(k, c, batch) for k, c in zip(plan.keys, raw_columns)}
         if isinstance(spec, SparseFeature):
             out[name] = _sparse(cols, spec, batch)
         else:
-            col = cols[_keys_of(name, spec)[0]]
-            out[name] = _ONE_ROW[type(spec)](col, spec)
+            out[name] = _ONE_ROW[type(spec)](cols[plan.keys[index]], spec)
     return out
 
 
 _EXAMPLE_SPECS = (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature, FixedLenSequenceFeature,
                   RawTensorFeature)
+_CONTEXT_SPECS = (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature, RawTensorFeature)
 
 
 def parse_example(serialized, features) -> dict:
@@ -291,10 +329,9 @@ def parse_example(serialized, features) -> dict:
     RawTensorFeature -> (batch,) + shape array. Data that does not fit the spec raises
     FeatureSpecError naming the feature and record; malformed protobuf, ExampleDecodeError."""
     records = _records(serialized)
-    _check_specs(features, _EXAMPLE_SPECS, "parse_example")
-    keys, raw = _plan(features)
-    names, columns = _native.example.decode_examples(records, keys, raw)
-    return _build(features, names, columns, len(records))
+    plan = _plan(features, _EXAMPLE_SPECS, "parse_example")
+    _, columns = _native.example.decode_examples(records, plan.keys, plan.raw)
+    return _build(plan, columns, len(records))
 
 
 def _unbatch(spec, value):
@@ -358,18 +395,15 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
     records = _records(serialized)
     context_features = context_features or {}
     sequence_features = sequence_features or {}
-    _check_specs(context_features, (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature,
-                                    RawTensorFeature), "context_features")
-    _check_specs(sequence_features, tuple(_STEP_ROWS), "sequence_features")
-    keys, raw = _plan(context_features)
-    seq_keys, _ = _plan(sequence_features)
-    names, columns, seq_names, seq_columns = _native.example.decode_sequence_examples(records, keys, seq_keys, raw)
+    plan = _plan(context_features, _CONTEXT_SPECS, "context_features")
+    seq_plan = _plan(sequence_features, tuple(_STEP_ROWS), "sequence_features")
+    _, columns, _, seq_columns = _native.example.decode_sequence_examples(records, plan.keys, seq_plan.keys,
+                                                                         plan.raw)
     batch = len(records)
-    context = _build(context_features, names, columns, batch)
-    cols = {k: _Column(k, c, batch) for k, c in zip(seq_names, seq_columns)}
+    context = _build(plan, columns, batch)
     feature_lists, lengths = {}, {}
-    for name, spec in sequence_features.items():
-        col = cols[_keys_of(name, spec)[0]]
+    for name, spec, index, _ in seq_plan.outputs:
+        col = _Column(seq_plan.keys[index], seq_columns[index], batch)
         result = _STEP_ROWS[type(spec)](col, spec)
         if isinstance(spec, FixedLenSequenceFeature):
             feature_lists[name], lengths[name] = result

@@ -109,10 +109,21 @@ class TFRecordReader:
         way never re-encodes them (merge, split, cat)."""
         return self._start(self._scan(blocks=True))
 
-    def record_batches(self):
-        """Yield a :class:`RecordBatch` per buffered chunk: the same records as iterating the
-        reader, without a Python object per record (parse_example reads them in place)."""
-        return (RecordBatch(*block) for block in self.frame_blocks())
+    def record_batches(self, batch_size=None, drop_remainder=False):
+        """Yield :class:`RecordBatch` es: the same records as iterating the reader, without a
+        Python object per record (parse_example reads them in place). One per buffered chunk,
+        or exactly ``batch_size`` records each (the last one shorter unless
+        ``drop_remainder``)::
+
+            for batch in TFRecordReader(path).record_batches(1024):
+                arrays = parse_example(batch, features)
+        """
+        blocks = (RecordBatch(*block) for block in self.frame_blocks())
+        if batch_size is None:
+            return blocks
+        if int(batch_size) != batch_size or batch_size < 1:
+            raise TFRecordError(f"batch_size must be a positive integer, not {batch_size!r}")
+        return rebatch(blocks, int(batch_size), drop_remainder)
 
     def _start(self, gen):
         if self._gen is not None:
@@ -195,9 +206,8 @@ class TFRecordReader:
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
-                start = pos
                 if blocks:
-                    starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
+                    frames, starts, lengths, pos, status, value = F.scan_block(buf, pos, filled, check, limit, -1)
                     count = len(starts)
                 else:
                     records, pos, status, value = F.scan_frames(buf, pos, filled, check, limit, -1)
@@ -205,13 +215,7 @@ class TFRecordReader:
                 if count:
                     index += count
                     self.records_read += count
-                    if blocks:
-                        # Via a memoryview: one copy (a bytearray slice would make two).
-                        with memoryview(buf) as mv:
-                            frames = bytes(mv[start:pos])
-                        yield frames, starts - start, lengths
-                    else:
-                        yield records
+                    yield (frames, starts, lengths) if blocks else records
                 if status != F.FRAME_OK:
                     offset = base + pos
                     err = self._frame_error(status, value, offset, index)
@@ -363,6 +367,33 @@ class RecordBatch(Sequence):
 
     def __repr__(self):
         return f"RecordBatch({self._len} records in {len(self.segments)} blocks)"
+
+
+def join_records(parts):
+    """Chunks of records as one: a RecordBatch of RecordBatches, else a list."""
+    if parts and all(type(p) is RecordBatch for p in parts):
+        return RecordBatch.concat(parts)
+    return list(itertools.chain.from_iterable(parts))
+
+
+def rebatch(chunks, size, drop_remainder=False):
+    """Chunks of records (lists or RecordBatches) regrouped into batches of ``size``, the
+    last one shorter unless drop_remainder; chunks are sliced, never copied record by record."""
+    parts, have = [], 0
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        parts.append(chunk)
+        have += len(chunk)
+        while have >= size:
+            last = parts[-1]
+            extra = have - size  # records of the last chunk that go to the next batch
+            if extra:
+                parts[-1] = last[:len(last) - extra]
+            yield join_records(parts)
+            parts, have = ([last[len(last) - extra:]] if extra else []), extra
+    if parts and not drop_remainder:
+        yield join_records(parts)
 
 
 class _ReadInto:
