@@ -15,7 +15,9 @@ import os
 import numpy as np
 
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int64_t, uint32_t, uint64_t
@@ -300,6 +302,13 @@ cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
         if spans != batch:
             PyMem_Free(spans)
         PyBuffer_Release(&view)
+
+
+def new_buffer(Py_ssize_t n):
+    """A bytearray of n bytes left uninitialized (the reader fills it at once)."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    return PyByteArray_FromStringAndSize(NULL, n)
 
 
 def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):

@@ -1,6 +1,7 @@
 """Example/SequenceExample codec: hand-built wire encodings, merge semantics, round trips,
 backend parity and malformed input, for both backends."""
 
+import io
 import os
 import re
 import struct
@@ -297,3 +298,81 @@ def test_imports_alongside_tensorflow(order):
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tfl.__file__)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# -- records read in place (RecordBatch) and the spec plan -----------------------------------
+
+rows_st = st.lists(st.tuples(st.one_of(st.none(), int64s), st.lists(float32s, min_size=2, max_size=2),
+                             st.one_of(st.none(), st.binary(max_size=6)), st.lists(int64s, max_size=3)),
+                   max_size=30)
+ROW_SPEC = {"i": tfl.FixedLenFeature([], np.int64, default_value=-1), "f": tfl.FixedLenFeature([2], np.float32),
+            "s": tfl.FixedLenFeature([], bytes, default_value=b"?"), "v": tfl.VarLenFeature(np.int64)}
+
+
+def _row(i, f, s, v):
+    out = {"f": np.array(f, np.float32), "v": v}
+    if i is not None:
+        out["i"] = i
+    if s is not None:
+        out["s"] = s
+    return tfl.encode_example(out)
+
+
+def _same(a, b):
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, tfl.SparseTensorValue):
+            assert all(np.array_equal(p, q) for p, q in zip(x, y)), k
+        elif x.dtype == np.float32:
+            assert np.array_equal(x.view(np.uint32), y.view(np.uint32)), k
+        else:
+            assert x.dtype == y.dtype and x.tolist() == y.tolist(), k
+
+
+@SETTINGS
+@given(rows=rows_st, chunk=st.integers(64, 400), data=st.data())
+def test_record_batch_parses_like_the_record_list(backend, rows, chunk, data):
+    from tfrecord_lite import RecordBatch, TFRecordReader, TFRecordWriter
+
+    records = [_row(*r) for r in rows]
+    out = io.BytesIO()
+    with TFRecordWriter(out) as w:
+        w.write_many(records)
+    whole = RecordBatch.concat(list(TFRecordReader(io.BytesIO(out.getvalue()), chunk_size=chunk).record_batches()))
+    start, step = data.draw(st.integers(0, 5)), data.draw(st.integers(1, 3))
+    expected = tfl.parse_example(records[start::step], ROW_SPEC)
+    _same(tfl.parse_example(whole[start::step], ROW_SPEC), expected)
+    other = "python" if backend.name == "cython" else "cython"
+    with _native.use(other):
+        _same(tfl.parse_example(whole[start::step], ROW_SPEC), expected)
+    assert expected["i"].tolist() == [-1 if r[0] is None else r[0] for r in rows[start::step]]
+
+
+def test_record_batch_offsets_are_checked(backend):
+    from tfrecord_lite import RecordBatch
+
+    rec = tfl.encode_example({"a": 1})
+    bad = RecordBatch(rec, np.array([1], np.int64), np.array([len(rec)], np.int64))
+    with pytest.raises(ValueError, match="outside"):
+        tfl.parse_example(bad, {"a": tfl.FixedLenFeature([], np.int64)})
+
+
+def test_uniformly_wrong_columns_still_fail(backend):
+    recs = [tfl.encode_example({"a": [1.0, 2.0]})] * 3
+    with pytest.raises(FeatureSpecError, match="float32 but the spec expects int64") as info:
+        tfl.parse_example(recs, {"a": tfl.FixedLenFeature([2], np.int64)})
+    assert info.value.index == 0
+    with pytest.raises(FeatureSpecError, match="2 values but the shape \\[3\\] needs 3"):
+        tfl.parse_example(recs, {"a": tfl.FixedLenFeature([3], np.float32)})
+    assert tfl.parse_example(recs, {"a": tfl.FixedLenFeature([2, 1], np.float32)})["a"].shape == (3, 2, 1)
+
+
+def test_spec_changes_between_calls_are_seen(backend):
+    recs = [tfl.encode_example({"a": 1, "b": 2.5})]
+    spec = {"a": tfl.FixedLenFeature([], np.int64)}
+    assert list(tfl.parse_example(recs, spec)) == ["a"]
+    spec["b"] = tfl.FixedLenFeature([], np.float32)
+    assert tfl.parse_example(recs, spec)["b"].tolist() == [2.5]
+    spec["a"] = tfl.FixedLenFeature([], np.float32)
+    with pytest.raises(FeatureSpecError, match="int64 but the spec expects float32"):
+        tfl.parse_example(recs, spec)

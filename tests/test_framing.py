@@ -90,6 +90,12 @@ def test_backends_agree(backend, records):
     ours, twin = backend.framing.scan_spans(data), _framing_py.scan_spans(data)
     assert [a.tolist() for a in ours[:2]] == [a.tolist() for a in twin[:2]] and ours[2:] == twin[2:]
     assert [a.dtype for a in ours[:2]] == [np.dtype(np.int64)] * 2
+    skip = len(frames(backend, records[:1]))  # scan_block from the second frame on
+    frames_out, starts, lengths, pos, status, value = backend.framing.scan_block(b"pad" + data, 3 + skip)
+    twin = _framing_py.scan_block(b"pad" + data, 3 + skip)
+    assert frames_out == data[skip:] == twin[0] and (pos, status, value) == twin[3:]
+    assert [frames_out[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())] == records[1:]
+    assert starts.tolist() == twin[1].tolist() and lengths.tolist() == twin[2].tolist()
     appended = bytearray(b"prefix")
     sizes = [backend.framing.append_frame(appended, r) for r in records]
     assert bytes(appended) == b"prefix" + data
@@ -249,3 +255,37 @@ def test_truncated_compressed_stream(backend):
     for cut in (5, len(data) // 2, len(data) - 1):
         with pytest.raises(DataLossError):
             list(TFRecordReader(data[:cut]))
+
+
+# -- RecordBatch: records kept in their read blocks ----------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(records=records_st, chunk=st.integers(64, 700), data=st.data())
+def test_record_batches_behave_as_the_record_list(backend, records, chunk, data):
+    from tfrecord_lite import RecordBatch
+
+    blob = frames(backend, records)
+    blocks = list(TFRecordReader(io.BytesIO(blob), chunk_size=chunk).record_batches())
+    assert all(isinstance(b, RecordBatch) for b in blocks)
+    whole = RecordBatch.concat(blocks)
+    assert len(whole) == len(records) and list(whole) == records
+    assert [whole[i] for i in range(-len(records), len(records))] == records + records
+    start = data.draw(st.integers(-25, 25) | st.none())
+    stop = data.draw(st.integers(-25, 25) | st.none())
+    step = data.draw(st.integers(1, 4) | st.none())
+    sliced = whole[start:stop:step]
+    assert isinstance(sliced, RecordBatch) and list(sliced) == records[start:stop:step]
+    assert list(whole[::-1]) == records[::-1]  # negative steps give a list
+    assert list(sliced + whole) == records[start:stop:step] + records
+    with pytest.raises(IndexError):
+        whole[len(records)]
+    size = data.draw(st.integers(1, 7))
+    batches = list(TFRecordReader(io.BytesIO(blob), chunk_size=chunk).record_batches(size))
+    assert [list(b) for b in batches] == [records[i:i + size] for i in range(0, len(records), size)]
+    dropped = list(TFRecordReader(io.BytesIO(blob), chunk_size=chunk).record_batches(size, drop_remainder=True))
+    assert [len(b) for b in dropped] == [size] * (len(records) // size)
+
+
+def test_record_batches_rejects_bad_batch_size(backend):
+    with pytest.raises(TFRecordError, match="batch_size"):
+        TFRecordReader(b"").record_batches(0)

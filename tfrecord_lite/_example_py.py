@@ -209,10 +209,24 @@ def _parse(message_class, data, index):
     return message
 
 
+def _records(records):
+    """A list of bytes-likes, or a RecordBatch's records after the compiled core's bounds
+    checks."""
+    segments = None if type(records) is list else getattr(records, "segments", None)
+    if segments is None:
+        return records
+    for frames, starts, lengths in segments:
+        size = memoryview(frames).nbytes
+        for start, length in zip(starts.tolist(), lengths.tolist()):
+            if start < 0 or length < 0 or start > size - length:
+                raise ValueError(f"a RecordBatch record ({start}, {length}) lies outside its {size}-byte block")
+    return list(records)
+
+
 def decode_examples(records, keys=None, raw_sizes=None):
     """Columns of a batch of serialized Examples; see csrc/example.pyx."""
     table = _Table(keys, sequence=False)
-    for i, data in enumerate(records):
+    for i, data in enumerate(_records(records)):
         table.add(i, _parse(Example, data, i).features.feature)
     return table.output(raw_sizes)
 
@@ -221,7 +235,7 @@ def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw
     """Columns of a batch of serialized SequenceExamples; see csrc/example.pyx."""
     context = _Table(context_keys, sequence=False)
     lists = _Table(sequence_keys, sequence=True)
-    for i, data in enumerate(records):
+    for i, data in enumerate(_records(records)):
         message = _parse(SequenceExample, data, i)
         context.add(i, message.context.feature)
         lists.add(i, message.feature_lists.feature_list)

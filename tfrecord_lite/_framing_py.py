@@ -122,6 +122,13 @@ def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
         pos += HEADER_BYTES + length + FOOTER_BYTES
 
 
+def new_buffer(n):
+    """A bytearray of n bytes (zeroed here; the compiled core leaves it uninitialized)."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    return bytearray(n)
+
+
 def find_header(buf, start=0, stop=-1):
     """Offset of the first position >= start in buf[:stop] whose 12 bytes form a header with a
     valid masked CRC, or -1."""

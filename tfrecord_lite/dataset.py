@@ -6,8 +6,10 @@ Stages, in order: files (resolved, sharded, optionally shuffled per epoch) -> in
 ``cycle_length`` open files, ``block_length`` records at a time -> shuffle buffer -> batch
 -> parse. Reading (file I/O and CRC checks, which the core does without the GIL) and parsing
 run in a pool of ``num_threads`` worker threads; the interleave, shuffle and batch stages are
-list bookkeeping done on the consumer's thread, so the output order is a pure function of the
-files, the options, the seed and the epoch when ``deterministic=True``.
+bookkeeping done on the consumer's thread, so the output order is a pure function of the
+files, the options, the seed and the epoch when ``deterministic=True``. When parsing with a
+feature spec, records stay in their read blocks (RecordBatch) from the reader to the
+decoder, so those stages slice index arrays rather than handle a Python object per record.
 
 Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
 open file at most one piece being read and one waiting (a piece is a few hundred KiB of

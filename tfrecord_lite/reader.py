@@ -118,7 +118,7 @@ class TFRecordReader:
             for batch in TFRecordReader(path).record_batches(1024):
                 arrays = parse_example(batch, features)
         """
-        blocks = (RecordBatch(*block) for block in self.frame_blocks())
+        blocks = (RecordBatch(*block) for block in self._start(self._scan(blocks=True, in_place=True)))
         if batch_size is None:
             return blocks
         if int(batch_size) != batch_size or batch_size < 1:
@@ -181,17 +181,22 @@ class TFRecordReader:
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
 
-    def _scan(self, blocks=False):
+    def _scan(self, blocks=False, in_place=False):
+        """Records (lists of bytes), or blocks (frames, starts, lengths): frames a copy of
+        the verified frames, or with in_place the read buffer itself, which is then never
+        written again (the reader moves on to a fresh one)."""
         F = _native.framing
         stream, head, total = self._open_stream()
         check, limit = self.check_crc, self.max_record_bytes
         if stream is None:
             # In-memory and uncompressed: scan the caller's buffer in place, no copies.
             buf, filled, eof = self._buffer, len(self._buffer), True
+            in_place = in_place and isinstance(buf, bytes)  # never alias a mutable buffer
         else:
-            buf = bytearray(max(self.chunk_size, len(head)))
+            buf = F.new_buffer(max(self.chunk_size, len(head)))
             buf[: len(head)] = head
             filled, eof = len(head), False
+        handed_out = False  # buf is referenced by a yielded block: write to a fresh one
         base = 0  # stream offset of buf[0]
         pos = 0
         index = 0
@@ -206,7 +211,11 @@ class TFRecordReader:
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
-                if blocks:
+                if in_place:
+                    starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
+                    frames, count = buf, len(starts)
+                    handed_out = handed_out or count > 0
+                elif blocks:
                     frames, starts, lengths, pos, status, value = F.scan_block(buf, pos, filled, check, limit, -1)
                     count = len(starts)
                 else:
@@ -242,9 +251,15 @@ class TFRecordReader:
                     ))
                     return
             # Keep the unfinished tail, then read more.
-            if pos:
+            if pos or handed_out:
                 tail = filled - pos
-                buf[:tail] = buf[pos:filled]
+                if handed_out:
+                    fresh = F.new_buffer(len(buf))
+                    with memoryview(buf) as mv:
+                        fresh[:tail] = mv[pos:filled]
+                    buf, handed_out = fresh, False
+                else:
+                    buf[:tail] = buf[pos:filled]
                 base += pos
                 filled, pos = tail, 0
             if filled == len(buf):
@@ -317,6 +332,8 @@ class RecordBatch(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
+            if i.step is not None and i.step < 0:
+                return list(self)[i]
             return self._slice(*i.indices(self._len))
         n = self._len
         if not -n <= i < n:
@@ -345,8 +362,6 @@ class RecordBatch(Sequence):
         return RecordBatch(segments=self.segments + other.segments)
 
     def _slice(self, start, stop, step):
-        if step < 0:
-            return list(self)[start:stop:step]
         out, base = [], 0
         for frames, starts, lengths in self.segments:
             m = len(starts)
@@ -411,8 +426,9 @@ class _ReadInto:
 def _grow(buf: bytearray, filled: int) -> bytearray:
     # Doubling only when full of real data keeps allocation under 2x what was read,
     # whatever a (possibly hostile) length field claims.
-    bigger = bytearray(2 * len(buf))
-    bigger[:filled] = buf[:filled]
+    bigger = _native.framing.new_buffer(2 * len(buf))
+    with memoryview(buf) as mv:
+        bigger[:filled] = mv[:filled]
     return bigger
 
 
