@@ -136,6 +136,7 @@ cdef struct Column:
     Py_ssize_t row_floats      # value counts at the current row's start (oneof switch)
     Py_ssize_t row_ints
     Py_ssize_t row_spans
+    bint uniform               # after table_finish: every row has the same kind and count
 
 
 cdef struct Table:
@@ -310,11 +311,23 @@ cdef bint table_expect(Table *t, Py_ssize_t records, Py_ssize_t input_bytes) noe
 
 cdef bint table_finish(Table *t, Py_ssize_t records) noexcept nogil:
     """Absent rows for every column up to the end of the batch."""
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, j, nrows
+    cdef Column *c
+    cdef const uint8_t *kinds
+    cdef const int64_t *counts
     for i in range(t.n):
-        if not column_catch_up(&t.cols[i], records):
+        c = &t.cols[i]
+        if not column_catch_up(c, records):
             return False
-        t.cols[i].last = records - 1
+        c.last = records - 1
+        kinds = <const uint8_t *>c.kinds.data
+        counts = <const int64_t *>c.counts.data
+        nrows = c.kinds.len
+        c.uniform = nrows > 0
+        for j in range(1, nrows):
+            if kinds[j] != kinds[0] or counts[j] != counts[0]:
+                c.uniform = False
+                break
     return True
 
 
@@ -847,26 +860,56 @@ cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
 cdef object _uniform(Column *c):
     """(kind, count) when every row has the same kind and value count, else None: lets the
     spec layer skip its per-row checks for the common all-present column."""
-    cdef Py_ssize_t i, nrows = c.kinds.len
-    cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
-    cdef const int64_t *counts = <const int64_t *>c.counts.data
-    if nrows == 0:
+    if not c.uniform:
         return None
-    for i in range(1, nrows):
-        if kinds[i] != kinds[0] or counts[i] != counts[0]:
-            return None
-    return (kinds[0], counts[0])
+    return ((<const uint8_t *>c.kinds.data)[0], (<const int64_t *>c.counts.data)[0])
+
+
+cdef enum:
+    SHARE_SLOTS = 64     # recent short values remembered per column
+    SHARE_MAX = 16       # longest value shared
+
+
+cdef inline Py_ssize_t share_slot(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """A hash of a short value (n <= SHARE_MAX) from two overlapping words."""
+    cdef uint64_t x = 0, y = 0
+    if n >= 8:
+        memcpy(&x, p, 8)
+        memcpy(&y, p + n - 8, 8)
+    else:
+        memcpy(&x, p, n)
+    x = x * <uint64_t>0x9E3779B97F4A7C15 ^ y * <uint64_t>0xC2B2AE3D27D4EB4F ^ <uint64_t>n
+    return <Py_ssize_t>(x >> 58)
 
 
 cdef object _bytes_array(Column *c):
-    """The bytes values as a 1-D object array of bytes."""
+    """The bytes values as a 1-D object array of bytes. Repeated short values (categories,
+    labels) share one bytes object: making the objects is the part of decoding that needs
+    the GIL, and bytes are immutable."""
     cdef cnp.npy_intp i, n = c.spans.len // sizeof(Span)
     cdef Span *spans = <Span *>c.spans.data
     cdef cnp.ndarray out = np.empty(n, dtype=object)
     cdef PyObject **slots = <PyObject **>cnp.PyArray_DATA(out)
+    cdef PyObject *recent[SHARE_SLOTS]   # borrowed: out holds a reference to each
+    cdef PyObject *hit
+    cdef Py_ssize_t h, length
     cdef object value
+    memset(recent, 0, sizeof(recent))
     for i in range(n):
-        value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
+        length = spans[i].len
+        hit = NULL
+        if length <= SHARE_MAX:
+            h = share_slot(spans[i].ptr, length)
+            hit = recent[h]
+            if hit != NULL and not (PyBytes_GET_SIZE(<object>hit) == length and
+                                    memcmp(PyBytes_AS_STRING(<object>hit), spans[i].ptr, length) == 0):
+                hit = NULL
+        if hit != NULL:
+            value = <object>hit
+        else:
+            value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, length)
+            if length <= SHARE_MAX:
+                recent[h] = <PyObject *>value
         Py_INCREF(value)        # the slot's reference; the None it held loses one
         Py_XDECREF(slots[i])
         slots[i] = <PyObject *>value
@@ -960,14 +1003,19 @@ cdef class _Records:
             m = starts.shape[0]
             if lengths.shape[0] != m or k + m > self.n:
                 raise ValueError("a RecordBatch segment has mismatched starts and lengths")
-            for j in range(m):
-                if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
-                    raise ValueError(f"a RecordBatch record ({starts[j]}, {lengths[j]}) lies outside "
-                                     f"its {v.len}-byte block")
-                self.ptrs[k] = <const unsigned char *>v.buf + starts[j]
-                self.lens[k] = lengths[j]
-                self.total_bytes += lengths[j]
-                k += 1
+            bad = -1
+            with nogil:
+                for j in range(m):
+                    if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
+                        bad = j
+                        break
+                    self.ptrs[k + j] = <const unsigned char *>v.buf + starts[j]
+                    self.lens[k + j] = lengths[j]
+                    self.total_bytes += lengths[j]
+            if bad >= 0:
+                raise ValueError(f"a RecordBatch record ({starts[bad]}, {lengths[bad]}) lies outside "
+                                 f"its {v.len}-byte block")
+            k += m
 
     def __dealloc__(self):
         cdef Py_ssize_t i
