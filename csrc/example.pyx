@@ -1003,18 +1003,13 @@ cdef class _Records:
             m = starts.shape[0]
             if lengths.shape[0] != m or k + m > self.n:
                 raise ValueError("a RecordBatch segment has mismatched starts and lengths")
-            bad = -1
-            with nogil:
-                for j in range(m):
-                    if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
-                        bad = j
-                        break
-                    self.ptrs[k + j] = <const unsigned char *>v.buf + starts[j]
-                    self.lens[k + j] = lengths[j]
-                    self.total_bytes += lengths[j]
-            if bad >= 0:
-                raise ValueError(f"a RecordBatch record ({starts[bad]}, {lengths[bad]}) lies outside "
-                                 f"its {v.len}-byte block")
+            for j in range(m):   # a few us: not worth a GIL handoff
+                if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
+                    raise ValueError(f"a RecordBatch record ({starts[j]}, {lengths[j]}) lies outside "
+                                     f"its {v.len}-byte block")
+                self.ptrs[k + j] = <const unsigned char *>v.buf + starts[j]
+                self.lens[k + j] = lengths[j]
+                self.total_bytes += lengths[j]
             k += m
 
     def __dealloc__(self):
