@@ -39,6 +39,7 @@ _GLOB_CHARS = frozenset("*?[")
 _PIECE_RECORDS = 4096
 _PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
+_BLOCK_RUN = 256  # interleave block_length from which records stay in their read blocks
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _STATE_VERSION = 1
 
@@ -343,7 +344,10 @@ class _Run:
         # Records stay in their read blocks (RecordBatch) all the way to parse_example, which
         # reads them in place: no Python object per record on the way. A custom parse or the
         # raw output gets bytes, and so does the per-record shuffle buffer.
-        self._blocks = ds.features is not None and ds.parse is None and not ds.shuffle_buffer
+        # Only where the interleave hands over long runs of one file: alternating files record
+        # by record would cut blocks into one-record pieces, and then lists are cheaper.
+        self._blocks = (ds.features is not None and ds.parse is None and not ds.shuffle_buffer
+                        and (ds.cycle_length == 1 or ds.block_length >= _BLOCK_RUN or len(ds._positions) <= 1))
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
 
     def close(self) -> None:
