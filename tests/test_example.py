@@ -389,3 +389,14 @@ def test_repeated_short_strings_decode_exactly(backend, values):
     out = tfl.parse_example(recs, {"s": tfl.FixedLenFeature([], bytes)})["s"]
     assert out.dtype == object and out.tolist() == values
     assert all(type(v) is bytes for v in out)
+
+
+def test_long_bytes_values_are_filled_exactly(backend):
+    # Long values are allocated first and copied in afterwards (without the GIL once a
+    # column holds 64 KiB or more); each must hold exactly its own bytes.
+    rng = np.random.default_rng(7)
+    values = [rng.bytes(n) for n in (17, 70_000, 0, 1 << 17, 33)]
+    recs = [tfl.encode_example({"v": v, "w": [v, v[:5]]}) for v in values]
+    out = tfl.parse_example(recs, {"v": tfl.FixedLenFeature([], bytes), "w": tfl.FixedLenFeature([2], bytes)})
+    assert out["v"].tolist() == values
+    assert out["w"].tolist() == [[v, v[:5]] for v in values]
