@@ -30,11 +30,26 @@ def record_at(starts, offset):
     return max(i for i, s in enumerate(starts[:-1]) if s <= offset)
 
 
+def _open(data, on_corrupt, source):
+    return TFRecordReader(io.BytesIO(data) if source == "stream" else data, compression=None,
+                          on_corrupt=on_corrupt, chunk_size=64)
+
+
 def read(data, on_corrupt, source):
-    if source == "stream":
-        data = io.BytesIO(data)
-    reader = TFRecordReader(data, compression=None, on_corrupt=on_corrupt, chunk_size=64)
-    return list(reader), reader.skipped
+    """The reader's records and skipped errors; record_batches() must agree exactly."""
+    batches = _open(data, on_corrupt, source)
+    try:
+        in_place = ("ok", [r for b in batches.record_batches() for r in b], [str(e) for e in batches.skipped])
+    except DataLossError as exc:
+        in_place = ("error", type(exc), str(exc))
+    reader = _open(data, on_corrupt, source)
+    try:
+        records = list(reader)
+    except DataLossError as exc:
+        assert in_place == ("error", type(exc), str(exc))
+        raise
+    assert in_place == ("ok", records, [str(e) for e in reader.skipped])
+    return records, reader.skipped
 
 
 @pytest.mark.parametrize("source", ["buffer", "stream"])
