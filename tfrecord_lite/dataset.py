@@ -342,10 +342,9 @@ class _Run:
         self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
         self._parse = ds._parse_fn()
         # Records stay in their read blocks (RecordBatch) all the way to parse_example, which
-        # reads them in place: no Python object per record on the way. A custom parse or the
-        # raw output gets bytes, and so does the per-record shuffle buffer.
-        # Only where the interleave hands over long runs of one file: alternating files record
-        # by record would cut blocks into one-record pieces, and then lists are cheaper.
+        # reads them in place: no Python object per record on the way. Not for a custom parse
+        # or raw output (they get bytes), the per-record shuffle buffer, or an interleave that
+        # alternates files record by record (one-record blocks cost more than bytes).
         self._blocks = (ds.features is not None and ds.parse is None and not ds.shuffle_buffer
                         and (ds.cycle_length == 1 or ds.block_length >= _BLOCK_RUN or len(ds._positions) <= 1))
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))

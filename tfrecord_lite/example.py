@@ -17,7 +17,6 @@ import numpy as np
 
 from . import _native
 from .errors import FeatureSpecError
-from .reader import RecordBatch
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -26,6 +25,7 @@ from .features import (
     SparseFeature,
     VarLenFeature,
 )
+from .reader import RecordBatch
 
 __all__ = [
     "SparseTensorValue",
@@ -105,10 +105,8 @@ class _Column:
             if bad.size:
                 row = bad[0]
                 self.fail(f"data type {_KIND_NAME[int(self.kinds[row])]} but the spec expects {dtype}", row)
-        return self.values(want), self.counts, present
-
-    def values(self, kind):
-        return self.floats if kind == FLOAT else self.ints if kind == INT64 else self.bytes
+        values = self.floats if want == FLOAT else self.ints if want == INT64 else self.bytes
+        return values, self.counts, present
 
     def required(self, present, what="is required but could not be found"):
         missing = np.flatnonzero(~present)
