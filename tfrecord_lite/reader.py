@@ -1,5 +1,6 @@
 """Reading TFRecord files: sources (paths, file objects, in-memory buffers), bounded
-chunked buffering, compression detection, and the corrupt-record policy.
+chunked buffering, compression detection, the corrupt-record policy, and RecordBatch:
+records left in place in their read blocks, regrouped into batches without copies.
 
 The per-record work (header parse, length sanity, both CRCs, slicing) happens in
 ``_native.framing.scan_frames``; this module only moves chunks and decides what an error
