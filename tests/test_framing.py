@@ -289,3 +289,13 @@ def test_record_batches_behave_as_the_record_list(backend, records, chunk, data)
 def test_record_batches_rejects_bad_batch_size(backend):
     with pytest.raises(TFRecordError, match="batch_size"):
         TFRecordReader(b"").record_batches(0)
+
+
+def test_record_batch_indexing_is_strict(backend):
+    from tfrecord_lite import RecordBatch
+
+    whole = RecordBatch.concat(list(TFRecordReader(frames(backend, [b"a", b"bc"])).record_batches()))
+    assert whole[np.int64(1)] == b"bc" and whole[-2] == b"a"
+    with pytest.raises(TypeError):
+        whole[1.0]
+    assert tfrecord_lite.decode_examples(RecordBatch()) == []

@@ -450,7 +450,7 @@ def decode_examples(serialized) -> list:
     int64 array, or list of bytes (names sorted; an empty Feature gives [])."""
     records = _records(serialized)
     names, columns = _native.example.decode_examples(records)
-    out = [{} for _ in records]
+    out = [{} for _ in range(len(records))]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
         for record, value in zip(out, _split_rows(col)):
             if value is not None:

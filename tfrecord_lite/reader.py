@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import itertools
 import logging
+import operator
 import os
 import stat
 from collections.abc import Sequence
@@ -336,7 +337,7 @@ class RecordBatch(Sequence):
             if i.step is not None and i.step < 0:
                 return list(self)[i]
             return self._slice(*i.indices(self._len))
-        n = self._len
+        n, i = self._len, operator.index(i)
         if not -n <= i < n:
             raise IndexError("record index out of range")
         i %= n
