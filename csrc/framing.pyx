@@ -215,7 +215,7 @@ def scan_spans(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
                uint64_t max_record_bytes=0xFFFFFFFFFFFFFFFF, Py_ssize_t max_records=-1):
     """As scan_frames, but returns (starts, lengths, pos, status, value) where starts and
     lengths are int64 arrays locating each record's data in buf, instead of copies (indexing,
-    zero-copy parsing). The whole scan runs without the GIL."""
+    zero-copy parsing). Frames are verified without the GIL, as in scan_frames."""
     return _scan_into(buf, start, stop, check_crc, max_record_bytes, max_records, True)
 
 

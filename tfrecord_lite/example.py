@@ -82,7 +82,7 @@ class _Column:
 
     def __init__(self, name, raw, batch):
         self.name = name
-        self.steps, self.kinds, self.counts, self.floats, self.ints, self.bytes, self.uniform = raw
+        self.steps, self.kinds, self.counts, self.floats, self.ints, self.bytes, _ = raw  # _: see _build
         self.batch = batch
 
     def record_of(self, row: int) -> int:

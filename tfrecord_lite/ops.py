@@ -146,16 +146,16 @@ def _split_stream(path, compression, writers, sizes, bar):
     shard, room = 0, sizes[0]
     with TFRecordReader(path, compression, check_crc=False) as r:
         for frames, starts, lengths in r.frame_blocks():
-            start, done, count = 0, 0, len(starts)
-            while count:
+            start = done = 0  # byte and record where the block's next cut begins
+            while done < len(starts):
                 while not room:
                     shard += 1
                     room = sizes[shard]
-                take = min(count, room)
+                take = min(len(starts) - done, room)
                 last = done + take - 1
                 end = int(starts[last] + lengths[last]) + 4  # past the last frame's footer
                 writers[shard]._write_frames(memoryview(frames)[start:end], take)
-                start, done, count, room = end, done + take, count - take, room - take
+                start, done, room = end, done + take, room - take
                 bar.update(take)
 
 

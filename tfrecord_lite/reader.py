@@ -361,7 +361,7 @@ class RecordBatch(Sequence):
     def __add__(self, other):
         if not isinstance(other, RecordBatch):
             return NotImplemented
-        return RecordBatch(segments=self.segments + other.segments)
+        return RecordBatch.concat((self, other))
 
     def _slice(self, start, stop, step):
         out, base = [], 0
