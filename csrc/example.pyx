@@ -1001,7 +1001,7 @@ cdef class _Records:
     cdef Py_ssize_t n, got, total_bytes
 
     def __cinit__(self, records):
-        cdef Py_ssize_t i, j, k = 0, m
+        cdef Py_ssize_t j, k = 0, m
         cdef Py_buffer *v
         cdef const int64_t[:] starts, lengths   # strided: slices with a step
         segments = None if type(records) is list else getattr(records, "segments", None)
