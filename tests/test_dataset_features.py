@@ -6,6 +6,9 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from ._records import record, write_files
 
 import tfrecord_lite
@@ -42,6 +45,68 @@ def test_features_batches(backend, example_files):
 def test_features_unbatched(backend, example_files):
     items = list(TFRecordDataset(example_files, _spec()))
     assert [int(i["y"]) for i in items] == list(range(21)) and items[3]["x"].shape == (2,)
+
+
+def _mixed_example(f, j):
+    data = {"y": j, "x": [float(f), j / 4], "s": [f"{f}:{j}".encode()]}
+    if j % 3:
+        data["v"] = list(range(j % 4))
+    return tfrecord_lite.encode_example(data)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(counts=st.lists(st.integers(0, 40), min_size=1, max_size=4), batch=st.integers(1, 9),
+       drop=st.booleans(), cycle=st.integers(1, 3), block=st.sampled_from([1, 3, 300]),
+       threads=st.integers(1, 2), task_records=st.sampled_from([1, 5, 16]),
+       task_bytes=st.sampled_from([40, 1 << 20]))
+def test_batches_parsed_together_equal_batches_parsed_alone(backend, tmp_path_factory, monkeypatch, counts, batch,
+                                                            drop, cycle, block, threads, task_records, task_bytes):
+    # Small batches of a dense spec are parsed several at a time and split: each must be
+    # exactly parse_example of its own records, whatever the grouping limits.
+    import tfrecord_lite.dataset as dataset
+
+    monkeypatch.setattr(dataset, "_TASK_RECORDS", task_records)
+    monkeypatch.setattr(dataset, "_TASK_BYTES", task_bytes)
+    d = tmp_path_factory.mktemp("mixed")
+    paths = []
+    for f, n in enumerate(counts):
+        paths.append(str(d / f"m{f}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            w.write_many(_mixed_example(f, j) for j in range(n))
+    dense = {"x": tfrecord_lite.FixedLenFeature([2], np.float32), "y": tfrecord_lite.FixedLenFeature([], np.int64),
+             "s": tfrecord_lite.FixedLenFeature([], bytes), "r": tfrecord_lite.RawTensorFeature([3], np.uint8)}
+    dense_raw = {k: v for k, v in dense.items() if k != "r"}  # every record lacks "r": not all present
+    sparse = {**dense_raw, "v": tfrecord_lite.VarLenFeature(np.int64)}
+    options = dict(batch_size=batch, drop_remainder=drop, cycle_length=cycle, block_length=block,
+                   num_threads=threads, max_open_files=4)
+    raw = list(TFRecordDataset(paths, **options))
+    for spec in (dense_raw, sparse):
+        got = list(TFRecordDataset(paths, spec, **options))
+        assert len(got) == len(raw)
+        for parsed, records in zip(got, raw):
+            want = tfrecord_lite.parse_example(records, spec)
+            assert parsed.keys() == want.keys()
+            for key in want:
+                if isinstance(want[key], np.ndarray):
+                    assert parsed[key].dtype == want[key].dtype and parsed[key].tolist() == want[key].tolist()
+                else:
+                    assert all(np.array_equal(a, b) for a, b in zip(parsed[key], want[key]))
+    if raw:
+        with pytest.raises(tfrecord_lite.FeatureSpecError, match="'r'"):
+            list(TFRecordDataset(paths, dense, **options))
+
+
+def test_a_bad_record_in_a_group_fails_at_its_own_batch(backend, tmp_path):
+    path = str(tmp_path / "g.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write_many(_example(i) if i != 13 else tfrecord_lite.encode_example({"x": [1.0, 2.0]})
+                     for i in range(40))
+    got = []
+    with pytest.raises(tfrecord_lite.FeatureSpecError) as info:
+        for b in TFRecordDataset([path], _spec(), batch_size=4, num_threads=2):
+            got.append(b["y"].tolist())
+    # Records 0-11 parse in three batches; record 13 is the second of the fourth batch.
+    assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]] and info.value.index == 1
 
 
 def test_to_numpy_with_codec(backend, example_files, tmp_path):
