@@ -103,10 +103,11 @@ def run_rounds(plan, rounds: int = 1, timeout: float | None = None, log=None) ->
     """Run every peer of plan, a list of (key, label, "module:function", args), in its own
     process, `rounds` times in turn, and pool the timed runs of each key.
 
-    The function must return {"seconds": [...]} plus, optionally, "cpu_seconds" and any other
-    JSON values (the last round's are kept). Returns {key: {"label", "seconds", "cpu_seconds",
-    "result"}} in plan order. Taking turns spreads a burst of load from elsewhere on the
-    machine over all peers instead of one."""
+    The function must return {"seconds": [...]} plus, optionally, "cpu_seconds", other lists
+    of times named "..._seconds" (pooled too) and any other JSON values (the last round's are
+    kept). Returns {key: {"label", "seconds", "cpu_seconds", ..., "result"}} in plan order.
+    Taking turns spreads a burst of load from elsewhere on the machine over all peers
+    instead of one."""
     pooled = {}
     for rnd in range(rounds):
         for key, label, function, args in plan:
@@ -114,8 +115,9 @@ def run_rounds(plan, rounds: int = 1, timeout: float | None = None, log=None) ->
                 log(f"{label}" + (f" (round {rnd + 1}/{rounds})" if rounds > 1 else "") + " ...")
             res = run_in_subprocess(function, args, timeout=timeout)
             p = pooled.setdefault(key, {"label": label, "seconds": [], "cpu_seconds": []})
-            p["seconds"] += res["seconds"]
-            p["cpu_seconds"] += res.get("cpu_seconds") or []
+            for name, values in res.items():
+                if name.endswith("seconds") and isinstance(values, list):
+                    p.setdefault(name, []).extend(values)
             p["result"] = res
             if log:
                 log(f"    median {median(res['seconds']):.3f}s")

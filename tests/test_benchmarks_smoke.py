@@ -162,13 +162,14 @@ def test_bench_dataset_end_to_end(workloads, tmp_path):
     many = generate_data.generate_many_files(SCALE, os.path.dirname(os.path.dirname(workloads["w2"]["paths"][0])))
     assert len(many["paths"]) == generate_data.MANY_FILES and many["records"] == generate_data.MANY_FILES
     results = bench_dataset.run(workloads, many, repeats=1, warmup=1, timeout=600)
-    text = _check(results, bench_dataset, tmp_path, {"w1": ["lite1", "lite2", "tf", "tfrecord"],
-                                                      "w2": ["lite1", "lite2", "tf", "tfrecord"],
-                                                      "many": ["lite1", "lite2", "tf"]})
+    lite = ["lite1", "lite2", "lite1t", "lite2t"]
+    text = _check(results, bench_dataset, tmp_path, {"w1": lite + ["tf", "tfrecord"], "w2": lite + ["tf", "tfrecord"],
+                                                      "many": lite + ["tf"]})
     for m in results["measurements"]:
         assert m["peak_rss_mb"] > 0
     scaling = [r for r in results["ratios"] if r["workload"] == "w2" and r["what"].startswith("scaling")]
-    assert len(scaling) == 1 and scaling[0]["target"] == bench_dataset.SCALING_TARGET
+    assert [r["target"] for r in scaling] == [None, bench_dataset.SCALING_TARGET]
+    assert "taking turns" in scaling[1]["what"] and "1 thread taking turns with 2" in scaling[1]["denominator"]
     assert "peak RSS MB" in text and "### MANY" in text
 
 
