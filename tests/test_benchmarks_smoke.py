@@ -168,7 +168,7 @@ def test_bench_dataset_end_to_end(workloads, tmp_path):
     for m in results["measurements"]:
         assert m["peak_rss_mb"] > 0
     scaling = [r for r in results["ratios"] if r["workload"] == "w2" and r["what"].startswith("scaling")]
-    assert [r["target"] for r in scaling] == [None, bench_dataset.SCALING_TARGET]
+    assert [r["target"] for r in scaling] == [bench_dataset.SCALING_TARGET] * 2
     assert "taking turns" in scaling[1]["what"] and "1 thread taking turns with 2" in scaling[1]["denominator"]
     assert "peak RSS MB" in text and "### MANY" in text
 
