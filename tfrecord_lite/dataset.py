@@ -359,8 +359,8 @@ class _Run:
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
         # Small batches of a dense spec are parsed several at a time and the arrays split
         # after: every parse task costs GIL handoffs and future traffic, which with batches
-        # of 1,024 small records kept 2 threads at about 1.45x of one (1.65-1.7x grouped).
-        # Other outputs cannot be split (sparse indices, padding to the longest list).
+        # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
+        # be split (sparse indices, padding to the longest list).
         self._group = (ds.batch_size is not None and ds.features is not None and ds.parse is None
                        and all(type(s) in (FixedLenFeature, RawTensorFeature) for s in ds.features.values()))
 
@@ -446,14 +446,15 @@ class _Run:
             for batch in batches:
                 yield batch, [len(batch)]
             return
-        group, sizes, nbytes = [], [], 0
+        group, sizes, count, nbytes = [], [], 0, 0
         for batch in batches:
             group.append(batch)
             sizes.append(len(batch))
+            count += len(batch)
             nbytes += _held_bytes(batch)
-            if sum(sizes) >= _TASK_RECORDS or nbytes >= _TASK_BYTES:
+            if count >= _TASK_RECORDS or nbytes >= _TASK_BYTES:
                 yield join_records(group), sizes
-                group, sizes, nbytes = [], [], 0
+                group, sizes, count, nbytes = [], [], 0, 0
         if group:
             yield join_records(group), sizes
 
@@ -598,20 +599,17 @@ def _parse_task(parse, records, sizes):
         return _unbatch(parse(records), len(records), parse, records), None
     if len(sizes) == 1:
         return [parse(records)], None
+    starts = list(itertools.accumulate(sizes, initial=0))
     try:
         parsed = parse(records)
-    except Exception:
-        pass
-    else:
-        starts = itertools.accumulate(sizes, initial=0)
         return [{key: value[a:a + n] for key, value in parsed.items()} for a, n in zip(starts, sizes)], None
-    outputs, at = [], 0
-    for n in sizes:
+    except Exception:
+        outputs = []
+    for a, n in zip(starts, sizes):
         try:
-            outputs.append(parse(records[at:at + n]))
+            outputs.append(parse(records[a:a + n]))
         except Exception as exc:
             return outputs, exc
-        at += n
     return outputs, None  # only the group was too much (MemoryError)
 
 
