@@ -11,6 +11,7 @@ A frame is::
 The pure-Python twin is tfrecord_lite/_framing_py.py; both expose the same names.
 """
 import os
+import weakref
 
 import numpy as np
 
@@ -20,6 +21,10 @@ from cpython.bytearray cimport (
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.pythread cimport (
+    NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
+    PyThread_release_lock, PyThread_type_lock,
+)
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -98,6 +103,85 @@ def append_frame(bytearray out, record):
     finally:
         PyBuffer_Release(&view)
     return at + view.len + HEADER_BYTES + FOOTER_BYTES
+
+
+cdef class FrameBuffer:
+    """A writer's per-record path as one C call: ``write(record)`` frames the record onto
+    ``buf`` under the lock this object is (``with fb:``), counts it in ``records``, and once
+    ``buf`` holds ``flush_bytes`` runs the owner's ``_drain()`` still under the lock.
+    Everything else goes to the owner: when ``closed`` its ``_raise_closed()`` raises, with
+    ``per_record`` (each record needs more, such as an index line) its ``_write_one()``
+    takes the record, and a record that is not bytes-like raises its
+    ``_not_bytes(record, exc)``. The owner is held weakly: a writer discards itself when
+    collected, which a reference cycle would delay."""
+    cdef PyThread_type_lock _lock
+    cdef public bytearray buf
+    cdef public Py_ssize_t records
+    cdef public bint closed, per_record
+    cdef readonly Py_ssize_t flush_bytes
+    cdef object _owner
+
+    def __cinit__(self, owner, Py_ssize_t flush_bytes):
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError()
+        self.buf = bytearray()
+        self.flush_bytes = flush_bytes
+        self._owner = weakref.ref(owner)
+
+    def __dealloc__(self):
+        if self._lock != NULL:
+            PyThread_free_lock(self._lock)
+
+    def __enter__(self):
+        _take(self._lock)
+        return True
+
+    def __exit__(self, *exc):
+        PyThread_release_lock(self._lock)
+
+    def write(self, record):
+        """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
+        cdef Py_buffer view
+        cdef Py_ssize_t at, size
+        _take(self._lock)
+        try:
+            if self.closed or self.per_record:
+                _owner(self)._write_one(record)
+                return
+            try:
+                acquire(record, &view)
+            except (TypeError, ValueError, BufferError) as exc:
+                raise _owner(self)._not_bytes(record, exc) from None
+            try:
+                at = PyByteArray_GET_SIZE(self.buf)
+                size = at + view.len + HEADER_BYTES + FOOTER_BYTES
+                _reserve(self.buf, size)
+                _frame_into(<unsigned char *>PyByteArray_AS_STRING(self.buf) + at, &view)
+            finally:
+                PyBuffer_Release(&view)
+            self.records += 1
+            if size >= self.flush_bytes:
+                _owner(self)._drain()
+        finally:
+            PyThread_release_lock(self._lock)
+
+
+cdef inline void _take(PyThread_type_lock lock):
+    if not PyThread_acquire_lock(lock, NOWAIT_LOCK):
+        with nogil:  # the holder may need the GIL to let go
+            PyThread_acquire_lock(lock, WAIT_LOCK)
+
+
+cdef object _owner(FrameBuffer fb):
+    """The writer, which raises its own error when closed."""
+    owner = fb._owner()
+    if owner is None:
+        from .errors import TFRecordError
+        raise TFRecordError("write to a TFRecordWriter that no longer exists")
+    if fb.closed:
+        owner._raise_closed()
+    return owner
 
 
 def encode_frames(records, bytearray out=None):

@@ -201,3 +201,38 @@ def test_index_errors_and_file_objects(backend, tmp_path):
         with TFRecordWriter(f, index=tmp_path / "f.idx") as w:
             w.write_many([b"a", b"bb"])
     assert (tmp_path / "f.idx").read_text() == "0 17\n17 18\n"
+
+
+def test_writer_collected_unclosed_discards_and_its_write_fails(backend, tmp_path):
+    # The per-record path holds the writer weakly: dropping the last reference discards the
+    # temporary file at once (no cycle to wait for), and a write() kept past it raises.
+    import gc
+
+    w = TFRecordWriter(tmp_path / "a.tfrecord")
+    write = w.write
+    write(b"x" * 100)
+    with pytest.warns(ResourceWarning, match="never closed"):
+        del w
+    assert os.listdir(tmp_path) == []
+    gc.collect()
+    with pytest.raises(TFRecordError, match="no longer exists|closed"):
+        write(b"y")
+
+
+def test_write_drains_to_the_file_past_the_flush_size(backend, tmp_path):
+    # Records that cross the flush size reach the file during write(), whole and in order.
+    import tfrecord_lite.writer as writer_module
+
+    path = tmp_path / "a.tfrecord"
+    records = [bytes([i]) * (100 + 137 * i) for i in range(200)]
+    assert sum(map(len, records)) > 2 * writer_module.FLUSH_BYTES
+    with open(path, "wb") as f:
+        w = TFRecordWriter(f)
+        for r in records:
+            w.write(r)
+        on_disk = f.tell()
+        assert on_disk > writer_module.FLUSH_BYTES and len(w._buf) < writer_module.FLUSH_BYTES
+        assert on_disk + len(w._buf) == w.bytes_written == sum(len(r) + 16 for r in records)
+        assert w.records_written == 200
+        w.close()
+    assert list(TFRecordReader(path)) == records

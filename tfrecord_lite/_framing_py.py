@@ -7,6 +7,8 @@ package. Used when the compiled core is unavailable or TFRECORD_LITE_PURE_PYTHON
 from __future__ import annotations
 
 import struct
+import threading
+import weakref
 
 import crc32c as _crc32c_pkg
 import numpy as np
@@ -68,6 +70,51 @@ def append_frame(out: bytearray, record) -> int:
     """Append one frame for record (bytes-like) to out; return out's new length."""
     encode_frames((record,), out)
     return len(out)
+
+
+class FrameBuffer:
+    """A writer's per-record path: frames appended to buf under the lock this object is;
+    see framing.pyx."""
+
+    def __init__(self, owner, flush_bytes):
+        self._lock = threading.Lock()
+        self.buf = bytearray()
+        self.records = 0
+        self.closed = self.per_record = False
+        self.flush_bytes = flush_bytes
+        self._owner = weakref.ref(owner)
+
+    def __enter__(self):
+        return self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+    def write(self, record):
+        """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
+        with self._lock:
+            if self.closed or self.per_record:
+                _owner(self)._write_one(record)
+                return
+            try:
+                size = append_frame(self.buf, record)
+            except (TypeError, ValueError, BufferError) as exc:
+                raise _owner(self)._not_bytes(record, exc) from None
+            self.records += 1
+            if size >= self.flush_bytes:
+                _owner(self)._drain()
+
+
+def _owner(fb):
+    """The writer, which raises its own error when closed."""
+    owner = fb._owner()
+    if owner is None:
+        from .errors import TFRecordError
+
+        raise TFRecordError("write to a TFRecordWriter that no longer exists")
+    if fb.closed:
+        owner._raise_closed()
+    return owner
 
 
 def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):

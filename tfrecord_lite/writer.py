@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import warnings
 
 from . import _native
@@ -47,16 +46,17 @@ class TFRecordWriter(CommitOnExit):
 
     def __init__(self, path_or_fileobj, compression=None, *, atomic=True, fsync=False, index=False):
         self.compression = normalize_compression(compression)
-        self._lock = threading.Lock()
-        self._buf = bytearray()
+        # The per-record path is one C call: the instance's write is the core's, which
+        # frames into the buffer under the lock and comes back here to drain or for errors.
+        self._core = _native.framing.FrameBuffer(self, FLUSH_BYTES)
+        self._lock = self._core
+        self.write = self._core.write
         self._atomic = None
         self._renamed = False
         self._owned = False
         self._index = None
         self._index_buf = bytearray()
         self._index_path = None
-        self.closed = False
-        self.records_written = 0
         self._drained = 0  # stream bytes handed to the file
         if isinstance(path_or_fileobj, (str, os.PathLike)):
             self.path = os.fspath(path_or_fileobj)
@@ -80,6 +80,7 @@ class TFRecordWriter(CommitOnExit):
                                     "index='<sidecar path>' when writing to a file object", path=self.path)
             self._index_path = None if index is True else os.fspath(index)
             self._index = AtomicFile(self._index_path or self.path + ".index", fsync=fsync)
+            self._core.per_record = True  # each record also gets an index line
         try:
             if isinstance(path_or_fileobj, (str, os.PathLike)):
                 if atomic:
@@ -99,23 +100,13 @@ class TFRecordWriter(CommitOnExit):
 
     def write(self, record) -> None:
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
-        # acquire/release rather than `with`: half the cost, and this is the per-record path.
-        self._lock.acquire()
-        try:
-            if self.closed:
-                self._raise_closed()
-            if self._index is not None:
-                self._write_one(record)
-                return
-            try:
-                size = _native.framing.append_frame(self._buf, record)
-            except (TypeError, ValueError, BufferError) as exc:
-                raise self._not_bytes(record, exc) from None
-            self.records_written += 1
-            if size >= FLUSH_BYTES:
-                self._drain()
-        finally:
-            self._lock.release()
+        self._core.write(record)  # instances call the core directly; see __init__
+
+    # The buffer, the record count and the closed flag live in the core, beside its lock.
+    _buf = property(lambda self: self._core.buf, lambda self, value: setattr(self._core, "buf", value))
+    records_written = property(lambda self: self._core.records,
+                               lambda self, value: setattr(self._core, "records", value))
+    closed = property(lambda self: self._core.closed, lambda self, value: setattr(self._core, "closed", value))
 
     def write_many(self, records) -> None:
         """Append many records under one lock acquisition; they land contiguously. If one is
@@ -172,7 +163,9 @@ class TFRecordWriter(CommitOnExit):
         # Never commit from the garbage collector: it cannot tell a finished file from one
         # abandoned by an exception. Remove the temporary file and say so loudly.
         try:
-            if not self.closed and self._atomic is not None:
+            was_open = not self.closed
+            self.closed = True  # a write() kept past the writer must fail, not buffer
+            if was_open and self._atomic is not None:
                 self._discard()
                 warnings.warn(
                     f"TFRecordWriter({self.path!r}) was never closed, so its {self.records_written} "
