@@ -92,8 +92,12 @@ def masked_crc32c(data):
 
 
 def append_frame(bytearray out, record):
-    """Append one frame for record (bytes-like) to out; return out's new length. The
-    writer's per-record path: one call, no temporary sequence."""
+    """Append one frame for record (bytes-like) to out; return out's new length."""
+    return _append_frame(out, record)
+
+
+cdef Py_ssize_t _append_frame(bytearray out, record) except -1:
+    """out's new length; a record that is not bytes-like raises with nothing appended."""
     cdef Py_buffer view
     cdef Py_ssize_t at = PyByteArray_GET_SIZE(out)
     acquire(record, &view)
@@ -142,24 +146,16 @@ cdef class FrameBuffer:
 
     def write(self, record):
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
-        cdef Py_buffer view
-        cdef Py_ssize_t at, size
+        cdef Py_ssize_t size
         _take(self._lock)
         try:
             if self.closed or self.per_record:
                 _owner(self)._write_one(record)
                 return
             try:
-                acquire(record, &view)
+                size = _append_frame(self.buf, record)
             except (TypeError, ValueError, BufferError) as exc:
                 raise _owner(self)._not_bytes(record, exc) from None
-            try:
-                at = PyByteArray_GET_SIZE(self.buf)
-                size = at + view.len + HEADER_BYTES + FOOTER_BYTES
-                _reserve(self.buf, size)
-                _frame_into(<unsigned char *>PyByteArray_AS_STRING(self.buf) + at, &view)
-            finally:
-                PyBuffer_Release(&view)
             self.records += 1
             if size >= self.flush_bytes:
                 _owner(self)._drain()
@@ -186,18 +182,10 @@ cdef object _owner(FrameBuffer fb):
 
 def encode_frames(records, bytearray out=None):
     """Append one frame per record (bytes-like) to out (a new bytearray if None); return out."""
-    cdef Py_buffer view
-    cdef Py_ssize_t at
     if out is None:
         out = bytearray()
     for record in records:
-        acquire(record, &view)
-        try:
-            at = PyByteArray_GET_SIZE(out)
-            _reserve(out, at + view.len + HEADER_BYTES + FOOTER_BYTES)
-            _frame_into(<unsigned char *>PyByteArray_AS_STRING(out) + at, &view)
-        finally:
-            PyBuffer_Release(&view)
+        _append_frame(out, record)
     return out
 
 
