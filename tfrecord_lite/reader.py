@@ -256,16 +256,15 @@ class TFRecordReader:
             if pos or handed_out:
                 tail = filled - pos
                 if handed_out:
-                    fresh = F.new_buffer(len(buf))
-                    with memoryview(buf) as mv:
-                        fresh[:tail] = mv[pos:filled]
-                    buf, handed_out = fresh, False
+                    buf, handed_out = _moved(buf, pos, filled, len(buf)), False
                 else:
                     buf[:tail] = buf[pos:filled]
                 base += pos
                 filled, pos = tail, 0
             if filled == len(buf):
-                buf = _grow(buf, filled)
+                # Doubling only when full of real data keeps allocation under 2x what was
+                # read, whatever a (possibly hostile) length field claims.
+                buf = _moved(buf, 0, filled, 2 * len(buf))
             with memoryview(buf) as mv:
                 n = stream.readinto(mv[filled:])
             if not n:
@@ -425,13 +424,12 @@ class _ReadInto:
         return len(data)
 
 
-def _grow(buf: bytearray, filled: int) -> bytearray:
-    # Doubling only when full of real data keeps allocation under 2x what was read,
-    # whatever a (possibly hostile) length field claims.
-    bigger = _native.framing.new_buffer(2 * len(buf))
+def _moved(buf: bytearray, start: int, stop: int, size: int) -> bytearray:
+    """A fresh size-byte buffer that begins with buf[start:stop], the rest uninitialized."""
+    fresh = _native.framing.new_buffer(size)
     with memoryview(buf) as mv:
-        bigger[:filled] = mv[:filled]
-    return bigger
+        fresh[:stop - start] = mv[start:stop]
+    return fresh
 
 
 def _read_exact(f, n: int) -> bytes:
