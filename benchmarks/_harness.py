@@ -45,11 +45,12 @@ class PeerError(RuntimeError):
 
 
 def run_in_subprocess(function_path: str, args: dict | None = None, *, env: dict | None = None,
-                      timeout: float | None = None, quiet_tf: bool = True):
+                      timeout: float | None = None, quiet_tf: bool = True, prefix: list | None = None):
     """Call ``module:function(**args)`` in a new interpreter and return its JSON result.
 
     env: extra environment variables for the child. quiet_tf: silence TensorFlow's C++ log
-    lines. Raises PeerError (with the child's stderr tail) if the child fails."""
+    lines. prefix: a command that runs the interpreter (a profiler such as py-spy). Raises
+    PeerError (with the child's stderr tail) if the child fails."""
     child_env = dict(os.environ)
     if quiet_tf:
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -62,7 +63,7 @@ def run_in_subprocess(function_path: str, args: dict | None = None, *, env: dict
             json.dump({"function": function_path, "args": args or {}, "sys_path": _sys_path()}, f)
         try:
             proc = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), spec_path, out_path],
+                [*(prefix or ()), sys.executable, os.path.abspath(__file__), spec_path, out_path],
                 cwd=REPO_ROOT, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True, timeout=timeout,
             )

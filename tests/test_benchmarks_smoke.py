@@ -17,7 +17,8 @@ except ImportError:  # the repository root is not on sys.path; append it, not sh
 
 from benchmarks import _harness as H  # noqa: E402
 from benchmarks import __main__ as run_all  # noqa: E402
-from benchmarks import bench_dataset, bench_example, bench_framing, bench_to_npy, bench_write, generate_data  # noqa: E402
+from benchmarks import (bench_dataset, bench_example, bench_framing, bench_scaling, bench_to_npy,  # noqa: E402
+                        bench_write, generate_data)
 
 SCALE = 0.002  # W1: 8 files x 2-3 records, W2: 400 records
 
@@ -192,6 +193,32 @@ def test_bench_to_npy_end_to_end(tmp_path):
     text = bench_to_npy.report(results)
     assert "| bound | met |" in text and f"<= {bench_to_npy.BOUND_MB} MB" in text
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_bench_scaling_end_to_end(tmp_path):
+    workloads = bench_scaling.generate(0.002, str(tmp_path / "data"))
+    assert [w["records"] for w in workloads.values()] == [200 * bench_scaling.FILES, 2 * bench_scaling.FILES]
+    results = bench_scaling.run(workloads, cpus=2, repeats=1, warmup=0, timeout=600, gil=True)
+    got = {(r["workload"], r["sweep"], r["variant"], r["n"]) for r in results["rows"]}
+    for w in ("w1", "w2"):
+        for sweep in ("raw", "parse"):
+            for variant in bench_scaling.VARIANTS:
+                assert {(w, sweep, variant, 1), (w, sweep, variant, 2)} <= got
+        assert {(w, "loader", "defaults", 0), (w, "loader", "defaults", 2), (w, "reference", "defaults", 2)} <= got
+    assert (("w2", "write", "defaults", 2) in got) and not any(k[1] == "write" and k[0] == "w1" for k in got)
+    for r in results["rows"]:
+        assert r["records_per_s"] > 0 and math.isfinite(r["records_per_s"])
+        base = 0 if r["sweep"] == "loader" else 1
+        assert (r["vs_1"] == 1.0) if r["n"] == base else r["vs_1"] > 0
+    assert {t["what"] for t in results["targets"]} >= {"parse defaults, n=2 / n=1", "loader defaults, n=2 / n=0",
+                                                         "write defaults, n=2 / n=1"}
+    for t in results["targets"]:
+        assert t["met"] == (t["ratio"] >= t["target"])
+    for g in results["gil"]:  # measured by py-spy: some of the work holds the GIL, not all of it
+        assert 0 < g["gil_ms"] < g["cpu_ms"] and 0 < g["share"] < 1
+    text = bench_scaling.report(results)
+    assert "### GIL share" in text and "### Targets" in text and "| loader | defaults | 2 |" in text
+    assert bench_scaling.counts(12) == [1, 2, 4, 8, 12] and bench_scaling.counts(2, workers=True) == [0, 2]
 
 
 def test_run_all_knows_every_benchmark(capsys):
