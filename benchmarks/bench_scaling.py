@@ -160,10 +160,10 @@ def loader(paths, workload, records, n, repeats=2, warmup=1):
 
 
 def _encode_blocks(chunk):
-    from tfrecord_lite import encode_examples
+    """write_parallel's batched encoder: column blocks to one framed RecordBatch."""
+    from tfrecord_lite import RecordBatch, encode_examples
 
-    for block in chunk:
-        yield from encode_examples(block, deterministic=True)
+    return RecordBatch.concat([encode_examples(block, deterministic=True, as_batch=True) for block in chunk])
 
 
 def write(paths, workload, records, n, repeats=2, warmup=1):

@@ -29,12 +29,14 @@ arrays) are made afterwards from the recorded spans.
 
 The pure-Python twin is tfrecord_lite/_example_py.py; both expose the same names.
 """
+import os
 import sys
 
 cimport numpy as cnp
 import numpy as np
 from cpython.buffer cimport PyBuffer_Release
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -42,11 +44,15 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
-from cursor cimport Cursor, acquire, cursor_init, cursor_len, cursor_take, cursor_varint, tfl_load_le32
+from cursor cimport (Cursor, acquire, cursor_init, cursor_len, cursor_take, cursor_varint, tfl_crc32c, tfl_crc32c_init,
+                    tfl_load_le32, tfl_mask_crc, tfl_store_le32, tfl_store_le64)
 
 from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError
 
 cnp.import_array()
+# This extension carries its own copy of the CRC32C code (for framed encoding): pick its
+# backend by the same rule as the framing module.
+tfl_crc32c_init(os.environ.get("TFRECORD_LITE_CRC32C_TABLE") == "1")
 
 cdef enum Kind:          # a row's Feature kind; same values in the twin
     ABSENT = 0           # the key is not in this record
@@ -1125,12 +1131,21 @@ cdef struct Feat:
     int kind                   # Kind; RAW here means one bytes value of n bytes at data
     const char *data           # float32/int64 values, or raw bytes
     Py_ssize_t n               # value count (raw: byte count)
-    PyObject *values           # list of bytes (BYTES)
+    const char **bytes_at      # BYTES: the n values' data and sizes, borrowed from bytes
+    const Py_ssize_t *bytes_len  # objects that the caller keeps alive
     float scalar_f             # storage for a single Python float value
     int64_t scalar_i           # storage for a single Python int value
     Py_ssize_t packed          # packed varint bytes (INT64)
     Py_ssize_t list_size       # body of the *List message
     Py_ssize_t feat_size       # body of the Feature message
+
+
+cdef struct Col:
+    const char *base           # FLOAT / INT64 / RAW: row i's data at base + i * width
+    Py_ssize_t width
+    const char **bytes_at      # BYTES: every value of the column, row after row
+    Py_ssize_t *bytes_len
+    Py_ssize_t *rows           # BYTES: row i holds values rows[i]:rows[i + 1]
 
 
 cdef inline Py_ssize_t vsize(uint64_t v) noexcept nogil:
@@ -1156,11 +1171,10 @@ cdef inline Py_ssize_t framed(Py_ssize_t body) noexcept nogil:
     return 1 + vsize(body) + body
 
 
-cdef Py_ssize_t feat_sizes(Feat *f) except -1:
+cdef Py_ssize_t feat_sizes(Feat *f) noexcept nogil:
     """Fill f.list_size and f.feat_size; returns the map entry's body size."""
     cdef Py_ssize_t i, s = 0
     cdef const int64_t *iv
-    cdef object v
     if f.kind == FLOAT:
         s = framed(4 * f.n) if f.n else 0   # an empty packed field is not written
     elif f.kind == INT64:
@@ -1172,20 +1186,14 @@ cdef Py_ssize_t feat_sizes(Feat *f) except -1:
     elif f.kind == RAW:
         s = framed(f.n)
     elif f.kind == BYTES:
-        for v in <list>f.values:
-            if not PyBytes_Check(v):
-                raise FeatureSpecError(f"feature {_key(f)!r}: bytes values must be bytes, not {type(v).__name__}")
-            s += framed(PyBytes_GET_SIZE(v))
+        for i in range(f.n):
+            s += framed(f.bytes_len[i])
     f.list_size = s
     f.feat_size = 0 if f.kind == EMPTY else framed(s)
     return framed(f.key_len) + framed(f.feat_size)
 
 
-cdef object _key(Feat *f):
-    return PyUnicode_DecodeUTF8(<const char *>f.key, f.key_len, "replace")
-
-
-cdef unsigned char *put_feature(unsigned char *p, Feat *f):
+cdef unsigned char *put_feature(unsigned char *p, Feat *f) noexcept nogil:
     """Feature { oneof: bytes_list = 1 | float_list = 2 | int64_list = 3 }, lists packed."""
     cdef Py_ssize_t i
     cdef const int64_t *iv
@@ -1196,14 +1204,16 @@ cdef unsigned char *put_feature(unsigned char *p, Feat *f):
     if f.kind == RAW:
         p[0] = TAG_KEY
         p = put_varint(p + 1, f.n)
-        memcpy(p, f.data, f.n)
+        if f.n:
+            memcpy(p, f.data, f.n)
         return p + f.n
     if f.kind == BYTES:
-        for v in <list>f.values:
+        for i in range(f.n):
             p[0] = TAG_KEY
-            p = put_varint(p + 1, PyBytes_GET_SIZE(v))
-            memcpy(p, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v))
-            p += PyBytes_GET_SIZE(v)
+            p = put_varint(p + 1, f.bytes_len[i])
+            if f.bytes_len[i]:
+                memcpy(p, f.bytes_at[i], f.bytes_len[i])
+            p += f.bytes_len[i]
         return p
     if f.n == 0:
         return p
@@ -1226,7 +1236,7 @@ cdef unsigned char *put_feature(unsigned char *p, Feat *f):
     return p
 
 
-cdef unsigned char *put_entry(unsigned char *p, Feat *f, Py_ssize_t entry_size):
+cdef unsigned char *put_entry(unsigned char *p, Feat *f, Py_ssize_t entry_size) noexcept nogil:
     """Map entry {key = 1; value = 2}, both always written, as protobuf does."""
     p[0] = TAG_KEY
     p = put_varint(p + 1, entry_size)
@@ -1239,14 +1249,37 @@ cdef unsigned char *put_entry(unsigned char *p, Feat *f, Py_ssize_t entry_size):
     return put_feature(p, f)
 
 
+cdef Py_ssize_t features_body(Feat *feats, Py_ssize_t nf, Py_ssize_t *entry) noexcept nogil:
+    """Size of the map entries of Example {features = 1 {entries}}; entry receives each
+    entry's size. The Example is framed(body) bytes."""
+    cdef Py_ssize_t i, body = 0
+    for i in range(nf):
+        entry[i] = feat_sizes(&feats[i])
+        body += framed(entry[i])
+    return body
+
+
+cdef unsigned char *put_features(unsigned char *p, Feat *feats, Py_ssize_t nf,
+                                 const Py_ssize_t *entry, Py_ssize_t body) noexcept nogil:
+    """The Example features_body() measured, written at p; returns its end."""
+    cdef Py_ssize_t i
+    p[0] = TAG_KEY
+    p = put_varint(p + 1, body)
+    for i in range(nf):
+        p = put_entry(p, &feats[i], entry[i])
+    return p
+
+
 cdef class _Views:
-    """Buffers borrowed for one encode call, released together."""
+    """Buffers and scratch memory borrowed for one encode call, released together."""
     cdef Py_buffer *views
     cdef Py_ssize_t n, cap
+    cdef list blocks   # capsules of malloc'd scratch, freed with this object
 
     def __cinit__(self, Py_ssize_t cap):
         self.views = <Py_buffer *>calloc(cap if cap else 1, sizeof(Py_buffer))
         self.cap = cap
+        self.blocks = []
         if self.views == NULL:
             raise MemoryError()
 
@@ -1258,11 +1291,31 @@ cdef class _Views:
         nbytes[0] = self.views[self.n - 1].len
         return <const char *>self.views[self.n - 1].buf
 
+    cdef void *alloc(self, Py_ssize_t nbytes) except NULL:
+        cdef void *p = malloc(nbytes if nbytes > 0 else 1)
+        if p == NULL:
+            raise MemoryError()
+        self.blocks.append(PyCapsule_New(p, NULL, _free_capsule))
+        return p
+
+    cdef int bytes_values(self, Feat *f, list values) except -1:
+        """Point f at the bytes objects of values (kept alive by the caller)."""
+        cdef Py_ssize_t n = len(values)
+        cdef const char **at = <const char **>self.alloc(n * sizeof(char *))
+        cdef Py_ssize_t *size = <Py_ssize_t *>self.alloc(n * sizeof(Py_ssize_t))
+        _gather(f, values, at, size)
+        f.bytes_at, f.bytes_len, f.n = at, size, n
+        return 0
+
     def __dealloc__(self):
         cdef Py_ssize_t i
         for i in range(self.n):
             PyBuffer_Release(&self.views[i])
         free(self.views)
+
+
+cdef object _key(Feat *f):
+    return PyUnicode_DecodeUTF8(<const char *>f.key, f.key_len, "replace")
 
 
 cdef int _fill(Feat *f, bytes key, int kind, object values, _Views views) except -1:
@@ -1272,7 +1325,6 @@ cdef int _fill(Feat *f, bytes key, int kind, object values, _Views views) except
     f.key = <const unsigned char *>PyBytes_AS_STRING(key)
     f.key_len = PyBytes_GET_SIZE(key)
     f.kind = kind
-    f.values = <PyObject *>values
     f.n = 0
     if kind == FLOAT and type(values) is float:
         f.scalar_f = <float>(<double>values)
@@ -1288,30 +1340,17 @@ cdef int _fill(Feat *f, bytes key, int kind, object values, _Views views) except
     elif kind == RAW:
         f.data = views.get(values, &nbytes)
         f.n = nbytes
+    elif kind == BYTES:
+        views.bytes_values(f, <list?>values)
     return 0
 
 
-cdef bytes _write_features(Feat *feats, Py_ssize_t nf):
-    """Example {features = 1 {entries}} from nf filled Feats."""
-    cdef Py_ssize_t i, body = 0
-    cdef Py_ssize_t *entry = <Py_ssize_t *>malloc((nf if nf else 1) * sizeof(Py_ssize_t))
-    cdef unsigned char *p
-    cdef bytes out
-    if entry == NULL:
-        raise MemoryError()
-    try:
-        for i in range(nf):
-            entry[i] = feat_sizes(&feats[i])
-            body += framed(entry[i])
-        out = PyBytes_FromStringAndSize(NULL, framed(body))
-        p = <unsigned char *>PyBytes_AS_STRING(out)
-        p[0] = TAG_KEY
-        p = put_varint(p + 1, body)
-        for i in range(nf):
-            p = put_entry(p, &feats[i], entry[i])
-        return out
-    finally:
-        free(entry)
+cdef bytes _write_features(Feat *feats, Py_ssize_t nf, Py_ssize_t *entry):
+    """Example {features = 1 {entries}} from nf filled Feats; entry: nf sizes of scratch."""
+    cdef Py_ssize_t body = features_body(feats, nf, entry)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, framed(body))
+    put_features(<unsigned char *>PyBytes_AS_STRING(out), feats, nf, entry, body)
+    return out
 
 
 def encode_example(list keys, list kinds, list values):
@@ -1319,64 +1358,181 @@ def encode_example(list keys, list kinds, list values):
     (values a C-contiguous float32 array), KIND_INT64 (int64 array), KIND_BYTES (list of
     bytes), KIND_RAW (one bytes value: any buffer) or KIND_EMPTY (None)."""
     cdef Py_ssize_t i, nf = len(keys)
-    cdef Feat *feats = <Feat *>calloc(nf if nf else 1, sizeof(Feat))
     cdef _Views views = _Views(nf)
-    if feats == NULL:
-        raise MemoryError()
-    try:
-        for i in range(nf):
-            _fill(&feats[i], keys[i], kinds[i], values[i], views)
-        return _write_features(feats, nf)
-    finally:
-        free(feats)
+    cdef Feat *feats = <Feat *>views.alloc(nf * sizeof(Feat))
+    cdef Py_ssize_t *entry = <Py_ssize_t *>views.alloc(nf * sizeof(Py_ssize_t))
+    memset(feats, 0, nf * sizeof(Feat))
+    for i in range(nf):
+        _fill(&feats[i], keys[i], kinds[i], values[i], views)
+    return _write_features(feats, nf, entry)
+
+
+cdef int _columns(list keys, list kinds, list columns, Py_ssize_t n, Feat *feats, Col *cols,
+                  _Views views) except -1:
+    """Column sources for encode_examples: keys and kinds into feats, each column's data
+    into cols. BYTES columns are gathered into value arrays once, with the GIL, so that
+    rows can then be encoded without it."""
+    cdef Py_ssize_t i, j, v, nf = len(keys), nbytes, total
+    cdef list column
+    cdef object value
+    cdef int kind
+    for j in range(nf):
+        kind = kinds[j]
+        feats[j].key = <const unsigned char *>PyBytes_AS_STRING(keys[j])
+        feats[j].key_len = PyBytes_GET_SIZE(keys[j])
+        feats[j].kind = kind
+        if kind in (FLOAT, INT64, RAW):
+            cols[j].base = views.get(columns[j], &nbytes)
+            cols[j].width = nbytes // n if n else 0
+            feats[j].n = cols[j].width // (4 if kind == FLOAT else 8 if kind == INT64 else 1)
+            continue
+        if len(columns[j]) != n:
+            raise FeatureSpecError(f"feature {keys[j].decode()!r}: {len(columns[j])} rows, expected {n}")
+        if kind != BYTES:
+            continue
+        column = <list?>columns[j]
+        total = 0
+        for i in range(n):  # a row is one bytes value, or a list of them
+            total += 1 if PyBytes_Check(column[i]) else len(<list?>column[i])
+        cols[j].rows = <Py_ssize_t *>views.alloc((n + 1) * sizeof(Py_ssize_t))
+        cols[j].bytes_at = <const char **>views.alloc(total * sizeof(char *))
+        cols[j].bytes_len = <Py_ssize_t *>views.alloc(total * sizeof(Py_ssize_t))
+        v = 0
+        for i in range(n):
+            cols[j].rows[i] = v
+            value = column[i]
+            if PyBytes_Check(value):
+                cols[j].bytes_at[v] = PyBytes_AS_STRING(value)
+                cols[j].bytes_len[v] = PyBytes_GET_SIZE(value)
+                v += 1
+            else:
+                _gather(&feats[j], <list>value, cols[j].bytes_at + v, cols[j].bytes_len + v)
+                v += len(<list>value)
+        cols[j].rows[n] = v
+    return 0
+
+
+cdef int _gather(Feat *f, list row, const char **at, Py_ssize_t *size) except -1:
+    cdef Py_ssize_t i
+    cdef object v
+    for i in range(len(row)):
+        v = row[i]
+        if not PyBytes_Check(v):
+            raise FeatureSpecError(f"feature {_key(f)!r}: bytes values must be bytes, not {type(v).__name__}")
+        at[i] = PyBytes_AS_STRING(v)
+        size[i] = PyBytes_GET_SIZE(v)
+    return 0
+
+
+cdef inline void _row(Feat *feats, const Col *cols, const int *kinds, Py_ssize_t nf, Py_ssize_t i) noexcept nogil:
+    """Point the column features at row i."""
+    cdef Py_ssize_t j
+    for j in range(nf):
+        if kinds[j] == BYTES:
+            feats[j].bytes_at = cols[j].bytes_at + cols[j].rows[i]
+            feats[j].bytes_len = cols[j].bytes_len + cols[j].rows[i]
+            feats[j].n = cols[j].rows[i + 1] - cols[j].rows[i]
+        elif kinds[j] != ROWS:
+            feats[j].data = cols[j].base + i * cols[j].width
 
 
 def encode_examples(list keys, list kinds, list columns, Py_ssize_t n):
     """n serialized Examples from columns. kinds per column: KIND_FLOAT / KIND_INT64 (a
     C-contiguous (n, k) array), KIND_RAW (C-contiguous (n, nbytes) uint8 array: each row is
-    one bytes value), KIND_BYTES (list of n lists of bytes), KIND_ROWS (list of n
+    one bytes value), KIND_BYTES (list of n rows, each a bytes value or a list of bytes),
+    KIND_ROWS (list of n
     (kind, values) pairs as encode_example takes)."""
-    cdef Py_ssize_t i, j, nf = len(keys), nbytes
-    cdef Feat *feats = <Feat *>calloc(nf if nf else 1, sizeof(Feat))
-    cdef const char **base = <const char **>calloc(nf if nf else 1, sizeof(char *))
-    cdef Py_ssize_t *width = <Py_ssize_t *>calloc(nf if nf else 1, sizeof(Py_ssize_t))
+    cdef Py_ssize_t i, j, nf = len(keys)
     cdef _Views views = _Views(nf)
+    cdef Feat *feats = <Feat *>views.alloc(nf * sizeof(Feat))
+    cdef Col *cols = <Col *>views.alloc(nf * sizeof(Col))
+    cdef int *kind = <int *>views.alloc(nf * sizeof(int))
+    cdef Py_ssize_t *entry = <Py_ssize_t *>views.alloc(nf * sizeof(Py_ssize_t))
     cdef _Views row_views
     cdef list out = [None] * n
-    cdef int kind
-    try:
-        if feats == NULL or base == NULL or width == NULL:
-            raise MemoryError()
+    memset(feats, 0, nf * sizeof(Feat))
+    memset(cols, 0, nf * sizeof(Col))
+    for j in range(nf):
+        kind[j] = kinds[j]
+    _columns(keys, kinds, columns, n, feats, cols, views)
+    for i in range(n):
+        _row(feats, cols, kind, nf, i)
+        row_views = None
         for j in range(nf):
-            kind = kinds[j]
-            feats[j].key = <const unsigned char *>PyBytes_AS_STRING(keys[j])
-            feats[j].key_len = PyBytes_GET_SIZE(keys[j])
-            feats[j].kind = kind
-            if kind in (FLOAT, INT64, RAW):
-                base[j] = views.get(columns[j], &nbytes)
-                width[j] = nbytes // n if n else 0
-                feats[j].n = width[j] // (4 if kind == FLOAT else 8 if kind == INT64 else 1)
-            elif len(columns[j]) != n:
-                raise FeatureSpecError(f"feature {keys[j].decode()!r}: {len(columns[j])} rows, expected {n}")
+            if kind[j] == ROWS:
+                if row_views is None:
+                    row_views = _Views(nf)
+                pair = (<list>columns[j])[i]
+                _fill(&feats[j], keys[j], pair[0], pair[1], row_views)
+        out[i] = _write_features(feats, nf, entry)
+    return out
+
+
+def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
+    """encode_examples' n Examples as TFRecord frames in one buffer: returns (frames
+    bytearray, starts, lengths), the int64 arrays locating each record's data. Made without
+    the GIL, unless a KIND_ROWS column needs Python objects per row: then the records are
+    encoded one by one and framed."""
+    cdef Py_ssize_t i, j, nf = len(keys), total = 0, at
+    cdef _Views views = _Views(nf)
+    cdef Feat *feats = <Feat *>views.alloc(nf * sizeof(Feat))
+    cdef Col *cols = <Col *>views.alloc(nf * sizeof(Col))
+    cdef int *kind = <int *>views.alloc(nf * sizeof(int))
+    cdef Py_ssize_t *entry = <Py_ssize_t *>views.alloc(nf * sizeof(Py_ssize_t))
+    cdef cnp.ndarray starts = np.empty(n, np.int64)
+    cdef cnp.ndarray lengths = np.empty(n, np.int64)
+    cdef int64_t *start = <int64_t *>cnp.PyArray_DATA(starts)
+    cdef int64_t *length = <int64_t *>cnp.PyArray_DATA(lengths)
+    cdef bytearray frames
+    cdef unsigned char *base
+    cdef unsigned char *p
+    memset(feats, 0, nf * sizeof(Feat))
+    memset(cols, 0, nf * sizeof(Col))
+    if ROWS in kinds:
+        return _frame_records(encode_examples(keys, kinds, columns, n), starts, lengths)
+    for j in range(nf):
+        kind[j] = kinds[j]
+    _columns(keys, kinds, columns, n, feats, cols, views)
+    with nogil:
         for i in range(n):
-            row_views = None
-            for j in range(nf):
-                kind = kinds[j]
-                if kind in (FLOAT, INT64, RAW):
-                    feats[j].data = base[j] + i * width[j]
-                elif kind == BYTES:
-                    feats[j].values = <PyObject *>(<list>columns[j])[i]
-                else:
-                    if row_views is None:
-                        row_views = _Views(nf)
-                    pair = (<list>columns[j])[i]
-                    _fill(&feats[j], keys[j], pair[0], pair[1], row_views)
-            out[i] = _write_features(feats, nf)
-        return out
-    finally:
-        free(feats)
-        free(base)
-        free(width)
+            _row(feats, cols, kind, nf, i)
+            length[i] = framed(features_body(feats, nf, entry))
+            start[i] = total + 12
+            total += length[i] + 16
+    frames = PyByteArray_FromStringAndSize(NULL, total)
+    base = <unsigned char *>PyByteArray_AS_STRING(frames)
+    with nogil:
+        for i in range(n):
+            _row(feats, cols, kind, nf, i)
+            p = base + start[i]
+            put_features(p, feats, nf, entry, features_body(feats, nf, entry))
+            _frame_around(p, length[i])
+    return frames, starts, lengths
+
+
+cdef inline void _frame_around(unsigned char *data, int64_t n) noexcept nogil:
+    """The TFRecord header (length, its masked CRC) before n bytes of data, the data's
+    masked CRC after them."""
+    tfl_store_le64(data - 12, <uint64_t>n)
+    tfl_store_le32(data - 4, tfl_mask_crc(tfl_crc32c(0, data - 12, 8)))
+    tfl_store_le32(data + n, tfl_mask_crc(tfl_crc32c(0, data, n)))
+
+
+cdef tuple _frame_records(list records, cnp.ndarray starts, cnp.ndarray lengths):
+    """Frame bytes records into one buffer, filling starts and lengths."""
+    cdef Py_ssize_t i, total = 0
+    cdef int64_t *start = <int64_t *>cnp.PyArray_DATA(starts)
+    cdef int64_t *length = <int64_t *>cnp.PyArray_DATA(lengths)
+    for i in range(len(records)):
+        length[i] = PyBytes_GET_SIZE(records[i])
+        start[i] = total + 12
+        total += length[i] + 16
+    cdef bytearray frames = PyByteArray_FromStringAndSize(NULL, total)
+    cdef unsigned char *base = <unsigned char *>PyByteArray_AS_STRING(frames)
+    for i in range(len(records)):
+        memcpy(base + start[i], PyBytes_AS_STRING(records[i]), length[i])
+        _frame_around(base + start[i], length[i])
+    return frames, starts, lengths
 
 
 def encode_sequence_example(list context_keys, list context_kinds, list context_values,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from . import _framing_py
 from .errors import ExampleDecodeError, FeatureSpecError
 
 KIND_ABSENT = 0   # the key is not in this record
@@ -307,10 +308,24 @@ def encode_examples(keys, kinds, columns, n):
                 kind, value = column[i]
             else:
                 value = column[i]
+                if kind == KIND_BYTES and type(value) is bytes:  # a row of one value
+                    value = [value]
             row_kinds.append(kind)
             row_values.append(value)
         out.append(encode_example(keys, row_kinds, row_values))
     return out
+
+
+def encode_examples_framed(keys, kinds, columns, n):
+    """encode_examples' records framed in one buffer: (frames, starts, lengths); see
+    csrc/example.pyx."""
+    records = encode_examples(keys, kinds, columns, n)
+    frames = bytearray()
+    for record in records:
+        _framing_py.append_frame(frames, record)
+    lengths = np.array([len(r) for r in records], np.int64)
+    starts = np.cumsum(lengths + 16) - lengths - 4
+    return frames, starts, lengths
 
 
 def encode_sequence_example(context_keys, context_kinds, context_values, list_keys, list_steps):

@@ -17,6 +17,8 @@ import os
 import stat
 from collections.abc import Sequence
 
+import numpy as np
+
 from . import _native
 from .errors import CorruptRecordError, RecordTooLargeError, TFRecordError, TruncatedRecordError
 from .io import DecompressingStream, detect_compression, normalize_compression
@@ -120,7 +122,8 @@ class TFRecordReader:
             for batch in TFRecordReader(path).record_batches(1024):
                 arrays = parse_example(batch, features)
         """
-        blocks = (RecordBatch(*block) for block in self._start(self._scan(blocks=True, in_place=True)))
+        framed = self.check_crc
+        blocks = (RecordBatch(*block, framed=framed) for block in self._start(self._scan(blocks=True, in_place=True)))
         if batch_size is None:
             return blocks
         if int(batch_size) != batch_size or batch_size < 1:
@@ -318,14 +321,19 @@ class RecordBatch(Sequence):
     Indexing gives ``bytes``; slicing (positive steps) and ``+`` give new RecordBatches that
     share the blocks, so batching records costs no copy and no object per record. The
     parsers read the records straight from the blocks.
+
+    ``framed`` says that each record lies in its block inside its own TFRecord frame, both
+    CRCs checked: true for batches the reader made with ``check_crc=True`` and for
+    ``encode_examples(..., as_batch=True)``. Writers then copy such frames verbatim.
     """
 
-    __slots__ = ("segments", "_len")
+    __slots__ = ("segments", "framed", "_len")
 
-    def __init__(self, frames=None, starts=None, lengths=None, *, segments=None):
+    def __init__(self, frames=None, starts=None, lengths=None, *, segments=None, framed=False):
         if segments is None:
             segments = [] if frames is None else [(frames, starts, lengths)]
         self.segments = [s for s in segments if len(s[1])]
+        self.framed = bool(framed)
         self._len = sum(len(s[1]) for s in self.segments)
 
     def __len__(self):
@@ -374,12 +382,22 @@ class RecordBatch(Sequence):
             base += m
             if base >= stop:
                 break
-        return RecordBatch(segments=out)
+        return RecordBatch(segments=out, framed=self.framed)
 
     @classmethod
     def concat(cls, parts):
         """One RecordBatch of several, in order."""
-        return cls(segments=[s for p in parts for s in p.segments])
+        return cls(segments=[s for p in parts for s in p.segments], framed=all(p.framed for p in parts))
+
+    def append_frames(self, out: bytearray) -> None:
+        """Append the records to out as TFRecord frames. A ``framed`` batch's frames that
+        lie back to back in a block are copied verbatim; others are framed anew."""
+        for frames, starts, lengths in self.segments:
+            ends = starts + lengths + 4  # each frame's end: its data, then the 4-byte CRC
+            if self.framed and np.array_equal(starts[1:], ends[:-1] + 12):  # header follows
+                out += memoryview(frames)[int(starts[0]) - 12:int(ends[-1])]
+            else:
+                _native.framing.encode_frames(RecordBatch(frames, starts, lengths), out)
 
     def __repr__(self):
         return f"RecordBatch({self._len} records in {len(self.segments)} blocks)"

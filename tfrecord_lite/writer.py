@@ -14,6 +14,7 @@ import warnings
 from . import _native
 from .errors import TFRecordError
 from .io import AtomicFile, CommitOnExit, compressor, normalize_compression
+from .reader import RecordBatch
 
 __all__ = ["TFRecordWriter"]
 
@@ -110,9 +111,14 @@ class TFRecordWriter(CommitOnExit):
 
     def write_many(self, records) -> None:
         """Append many records under one lock acquisition; they land contiguously. If one is
-        not bytes-like, the ones before it are written and the error names its index."""
+        not bytes-like, the ones before it are written and the error names its index. A
+        ``framed`` RecordBatch (``encode_examples(..., as_batch=True)``, or read with CRC
+        checks) has its frames copied verbatim."""
         with self._lock:
             self._check_open()
+            if type(records) is RecordBatch:
+                self._append_frames(records)
+                return
             records = iter(records)
             n = 64
             while chunk := list(itertools.islice(records, n)):
@@ -179,12 +185,20 @@ class TFRecordWriter(CommitOnExit):
 
     def _write_frames(self, frames, count=None) -> None:
         """Append already framed, verified records verbatim (merge, split, workers that frame
-        in parallel); count, if known, saves counting them."""
+        in parallel); count, if known, saves counting them. frames may be a RecordBatch,
+        whose records are framed anew unless it is ``framed``."""
         with self._lock:
             self._check_open()
-            before = len(self._buf)
+            self._append_frames(frames, count)
+
+    def _append_frames(self, frames, count=None) -> None:
+        before = len(self._buf)
+        if type(frames) is RecordBatch:
+            frames.append_frames(self._buf)
+            count = len(frames)
+        else:
             self._buf += frames
-            self._appended(before, count)
+        self._appended(before, count)
 
     def _copy_raw(self, src, nbytes=None, count=0) -> int:
         """Append the next nbytes (default: the rest) of binary file src, known to be whole

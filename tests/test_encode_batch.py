@@ -1,0 +1,135 @@
+"""encode_examples(..., as_batch=True): records framed in one buffer without the GIL, and
+the writers that copy a framed RecordBatch's frames verbatim."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite import _native
+from tfrecord_lite.errors import FeatureSpecError
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+int64s = st.integers(-2**63, 2**63 - 1)
+float32s = st.floats(width=32, allow_nan=False)
+
+
+@st.composite
+def column_sets(draw):
+    """A dict of columns of n rows, of every kind encode_examples takes."""
+    n = draw(st.integers(0, 12))
+    kinds = draw(st.lists(st.sampled_from(["f", "i", "b", "bl", "raw", "ragged", "str"]), min_size=1, max_size=5))
+    cols = {}
+    for j, kind in enumerate(kinds):
+        name = f"{kind}{j}"
+        if kind == "f":
+            width = draw(st.integers(0, 3))
+            cols[name] = np.array(draw(st.lists(st.lists(float32s, min_size=width, max_size=width),
+                                                min_size=n, max_size=n)), np.float32).reshape(n, width)
+        elif kind == "i":
+            cols[name] = np.array(draw(st.lists(int64s, min_size=n, max_size=n)), np.int64)
+        elif kind == "b":  # one bytes value per row
+            cols[name] = draw(st.lists(st.binary(max_size=9), min_size=n, max_size=n))
+        elif kind == "bl":  # a list of bytes values per row
+            cols[name] = draw(st.lists(st.lists(st.binary(max_size=5), max_size=3), min_size=n, max_size=n))
+        elif kind == "raw":
+            cols[name] = np.frombuffer(draw(st.binary(min_size=3 * n, max_size=3 * n)), np.uint8).reshape(n, 3)
+        elif kind == "ragged":  # rows of different lengths and kinds: encoded per row
+            cols[name] = draw(st.lists(st.one_of(st.lists(int64s, max_size=3), st.lists(float32s, min_size=1, max_size=2)),
+                                       min_size=n, max_size=n))
+        else:
+            cols[name] = draw(st.lists(st.text(max_size=4), min_size=n, max_size=n))
+    raw = tuple(k for k in cols if k.startswith("raw"))
+    return cols, raw
+
+
+@SETTINGS
+@given(case=column_sets(), deterministic=st.booleans())
+def test_as_batch_equals_the_list_and_is_framed(backend, case, deterministic):
+    cols, raw = case
+    records = tfl.encode_examples(cols, deterministic, raw)
+    batch = tfl.encode_examples(cols, deterministic, raw, as_batch=True)
+    assert isinstance(batch, tfl.RecordBatch) and batch.framed
+    assert list(batch) == records
+    # The frames around the records are real TFRecord frames, back to back: reading the
+    # buffer gives the records again, CRCs checked.
+    for frames, starts, lengths in batch.segments:
+        assert list(tfl.TFRecordReader(bytes(frames))) == records
+        assert starts.dtype == lengths.dtype == np.int64
+    other = "python" if backend.name == "cython" else "cython"
+    with _native.use(other):
+        theirs = tfl.encode_examples(cols, deterministic, raw, as_batch=True)
+    assert [bytes(f) for f, _, _ in theirs.segments] == [bytes(f) for f, _, _ in batch.segments]
+
+
+def test_as_batch_errors_and_empty(backend):
+    assert len(tfl.encode_examples({}, as_batch=True)) == 0
+    with pytest.raises(FeatureSpecError, match="'s'.*bytes"):
+        tfl.encode_examples({"s": [b"a", [b"b", 3]]}, as_batch=True)
+    with pytest.raises(FeatureSpecError, match="rows"):
+        tfl.encode_examples({"a": np.zeros(3), "b": [b"x"]}, as_batch=True)
+
+
+def _file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_writers_copy_a_framed_batch_verbatim(backend, tmp_path, index):
+    cols = {"x": np.arange(50, dtype=np.int64), "s": [b"v%d" % i for i in range(50)]}
+    records = tfl.encode_examples(cols)
+    batch = tfl.encode_examples(cols, as_batch=True)
+    with tfl.TFRecordWriter(tmp_path / "list.tfrecord", index=index) as w:
+        w.write_many(records)
+        w.write_many(records[10:40:3])
+    with tfl.TFRecordWriter(tmp_path / "batch.tfrecord", index=index) as w:
+        w.write_many(batch)
+        w.write_many(batch[10:40:3])  # strided: not contiguous, framed anew
+        assert w.records_written == 50 + 10
+    assert _file_bytes(tmp_path / "batch.tfrecord") == _file_bytes(tmp_path / "list.tfrecord")
+    if index:
+        assert _file_bytes(tmp_path / "batch.tfrecord.index") == _file_bytes(tmp_path / "list.tfrecord.index")
+
+
+def test_reader_batches_are_framed_only_when_crcs_were_checked(backend, tmp_path):
+    path = tmp_path / "a.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many([b"r%d" % i for i in range(100)])
+    checked = list(tfl.TFRecordReader(path).record_batches(30))
+    unchecked = list(tfl.TFRecordReader(path, check_crc=False).record_batches(30))
+    assert all(b.framed for b in checked) and not any(b.framed for b in unchecked)
+    assert tfl.RecordBatch.concat(checked).framed and not (checked[0] + unchecked[0]).framed
+    # A batch whose frames were not checked is framed anew: damage in the source's data
+    # CRCs is not copied into a new file.
+    data = bytearray(_file_bytes(path))
+    data[-1] ^= 1
+    damaged = tmp_path / "damaged.tfrecord"
+    damaged.write_bytes(bytes(data))
+    with tfl.TFRecordWriter(tmp_path / "out.tfrecord") as w:
+        for batch in tfl.TFRecordReader(damaged, check_crc=False).record_batches(30):
+            w.write_many(batch)
+    assert list(tfl.TFRecordReader(tmp_path / "out.tfrecord")) == [b"r%d" % i for i in range(100)]
+
+
+def _batch_encoder(chunk):
+    return tfl.RecordBatch.concat([tfl.encode_examples(block, as_batch=True) for block in chunk])
+
+
+def _list_encoder(chunk):
+    return [r for block in chunk for r in tfl.encode_examples(block)]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_write_parallel_takes_framed_batches(backend, tmp_path, workers):
+    blocks = [{"x": np.arange(i * 7, i * 7 + 7, dtype=np.int64), "s": [b"%d" % i] * 7} for i in range(20)]
+    a = tfl.write_parallel(blocks, _batch_encoder, str(tmp_path / "a"), 3, workers, chunk_size=2,
+                           batched=True, progress=False, index=True)
+    b = tfl.write_parallel(blocks, _list_encoder, str(tmp_path / "b"), 3, workers, chunk_size=2,
+                           batched=True, progress=False, index=True)
+    assert [i.records for i in a] == [i.records for i in b] and sum(i.records for i in a) == 140
+    for x, y in zip(a, b):
+        assert _file_bytes(x.path) == _file_bytes(y.path)
+        assert _file_bytes(x.path + ".index") == _file_bytes(y.path + ".index")
