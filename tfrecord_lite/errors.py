@@ -43,13 +43,16 @@ class TFRecordError(Exception):
             text += f". {self.hint}"
         return text
 
+    def _keywords(self) -> dict:
+        return {"path": self.path, "offset": self.offset, "index": self.index, "hint": self.hint}
+
     def __reduce__(self):
         # Keep keyword attributes across pickling (process pools re-raise these).
-        return (_rebuild, (type(self), self.detail, self.path, self.offset, self.index, self.hint))
+        return (_rebuild, (type(self), self.detail, self._keywords()))
 
 
-def _rebuild(cls, detail, path, offset, index, hint):
-    return cls(detail, path=path, offset=offset, index=index, hint=hint)
+def _rebuild(cls, detail, keywords):
+    return cls(detail, **keywords)
 
 
 class DataLossError(TFRecordError, ValueError):
@@ -86,9 +89,5 @@ class EncodeError(TFRecordError):
         self.shard = shard
         super().__init__(message, path=path, offset=offset, index=index, hint=hint)
 
-    def __reduce__(self):
-        return (_rebuild_encode, (self.detail, self.item, self.shard, self.path, self.hint))
-
-
-def _rebuild_encode(detail, item, shard, path, hint):
-    return EncodeError(detail, item=item, shard=shard, path=path, hint=hint)
+    def _keywords(self) -> dict:
+        return {**super()._keywords(), "item": self.item, "shard": self.shard}

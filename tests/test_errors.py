@@ -1,0 +1,19 @@
+"""The error hierarchy: every error keeps its location and hint through pickling (process
+pools and DataLoader workers re-raise errors in another process)."""
+
+import pickle
+
+import pytest
+
+import tfrecord_lite as tfl
+
+
+@pytest.mark.parametrize("cls", [getattr(tfl, name) for name in tfl.errors.__all__])
+def test_errors_pickle_with_every_attribute(cls):
+    extra = {"item": 7, "shard": 2} if cls is tfl.EncodeError else {}
+    err = cls("it broke", path="a.tfrecord", offset=123, index=4, hint="do this", **extra)
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is cls and str(clone) == str(err)
+    for attr in ("detail", "path", "offset", "index", "hint", *extra):
+        assert getattr(clone, attr) == getattr(err, attr), attr
+    assert "a.tfrecord, record 4, byte offset 123: it broke. do this" == str(clone)
