@@ -81,7 +81,7 @@ def build_index(path, index_file=None, *, check_crc=True) -> str:
     index_file = index_file or index_path(path)
     offsets, lengths = scan_index(path, check_crc=check_crc)
     write_index(index_file, offsets, lengths)
-    return index_file
+    return os.fspath(index_file)
 
 
 def read_index(index_file):

@@ -8,13 +8,14 @@ default strategy), so compressed output is byte-identical to ``tf.io.TFRecordWri
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import zlib
 
 from .errors import DataLossError, TFRecordError
 
-__all__ = ["normalize_compression", "detect_compression", "AtomicFile", "CommitOnExit"]
+__all__ = ["normalize_compression", "detect_compression", "AtomicFile", "CommitOnExit", "make_parents"]
 
 # TensorFlow's ZlibCompressionOptions defaults.
 _LEVEL = zlib.Z_DEFAULT_COMPRESSION
@@ -128,17 +129,40 @@ class CommitOnExit:
             self.abort()
 
 
+def make_parents(path) -> None:
+    """Create the missing directories above an output path."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file stands where a directory must
+            while not os.path.exists(directory):
+                directory = os.path.dirname(directory)
+            raise NotADirectoryError(errno.ENOTDIR, f"{directory} is a file, not a directory, "
+                                     "so the output cannot go under it", os.fspath(path)) from None
+
+
+def _named(exc: OSError, path: str) -> OSError:
+    """The same OS error naming the user's path instead of a temporary file."""
+    return type(exc)(exc.errno, exc.strerror, path)
+
+
 class AtomicFile:
     """A binary file written under a temporary name in the destination's directory and
     renamed over the final name by commit(); discard() removes it. Readers never see a
-    half-written file under the final name."""
+    half-written file under the final name. Missing directories above it are created, and
+    OS errors name the final path, never the temporary one."""
 
     def __init__(self, path, fsync: bool = False):
         self.path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, self.temp_path = tempfile.mkstemp(
-            prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=directory
-        )
+        make_parents(self.path)
+        try:
+            fd, self.temp_path = tempfile.mkstemp(
+                prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
+                dir=os.path.dirname(os.path.abspath(self.path)),
+            )
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self.file = os.fdopen(fd, "wb", buffering=0)
         self._fsync = fsync
 
@@ -150,6 +174,9 @@ class AtomicFile:
             self.file.close()
             os.chmod(self.temp_path, 0o666 & ~_UMASK)
             os.replace(self.temp_path, self.path)
+        except OSError as exc:
+            self.discard()
+            raise _named(exc, self.path) from None
         except BaseException:
             self.discard()
             raise

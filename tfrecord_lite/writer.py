@@ -13,7 +13,7 @@ import warnings
 
 from . import _native
 from .errors import TFRecordError
-from .io import AtomicFile, CommitOnExit, compressor, normalize_compression
+from .io import AtomicFile, CommitOnExit, compressor, make_parents, normalize_compression
 
 __all__ = ["TFRecordWriter"]
 
@@ -87,6 +87,7 @@ class TFRecordWriter(CommitOnExit):
                     self._atomic = AtomicFile(self.path, fsync=fsync)
                     self._file = self._atomic.file
                 else:
+                    make_parents(self.path)
                     self._file = open(self.path, "wb", buffering=0)
                 self._owned = True
             else:
