@@ -36,6 +36,8 @@ __all__ = [
     "parse_single_sequence_example",
     "decode_example",
     "decode_examples",
+    "decode_sequence_example",
+    "decode_sequence_examples",
     "encode_example",
     "encode_examples",
     "encode_sequence_example",
@@ -461,6 +463,32 @@ def decode_examples(serialized) -> list:
 def decode_example(serialized) -> dict:
     """Every feature of one record, without a spec; see decode_examples."""
     return decode_examples([serialized])[0]
+
+
+def decode_sequence_examples(serialized) -> list:
+    """Every context feature and feature list of every SequenceExample, without a spec: a
+    list of (context, feature_lists) pairs. context is as decode_examples gives it;
+    feature_lists maps each list's name to its steps, each step a value as in context."""
+    records = _records(serialized)
+    names, columns, list_names, list_columns = _native.example.decode_sequence_examples(records)
+    out = [({}, {}) for _ in range(len(records))]
+    for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
+        for (context, _), value in zip(out, _split_rows(col)):
+            if value is not None:
+                context[name] = value
+    for name, col in sorted(zip(list_names, list_columns), key=lambda nc: nc[0]):
+        rows, at = _split_rows(col), 0
+        for (_, lists), steps in zip(out, col[0].tolist()):
+            if steps >= 0:
+                lists[name] = rows[at:at + steps]
+                at += steps
+    return out
+
+
+def decode_sequence_example(serialized) -> tuple:
+    """(context, feature_lists) of one SequenceExample, without a spec; see
+    decode_sequence_examples."""
+    return decode_sequence_examples([serialized])[0]
 
 
 # -- encoding ------------------------------------------------------------------------------

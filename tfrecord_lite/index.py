@@ -16,6 +16,7 @@ verify the CRCs of every frame they return.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 
@@ -24,6 +25,7 @@ import numpy as np
 from . import _native
 from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 from .io import AtomicFile, detect_compression
+from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
@@ -37,11 +39,12 @@ def index_path(path) -> str:
     return os.fspath(path) + ".index"
 
 
-def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES):
+def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
     by scanning it in chunks with the reader (no record copies; no mmap, which a file
     truncated meanwhile would turn into a crash). Corruption raises the reader's
-    DataLossError, naming the record and offset."""
+    DataLossError, naming the record and offset. progress: a bool (see tfrecord_lite.progress)
+    or an open bar to advance by the bytes scanned."""
     path = os.fspath(path)
     with open(path, "rb") as f:
         if detect_compression(f.read(12)) is not None:
@@ -52,11 +55,15 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
                 "it uncompressed",
             )
     starts, lengths, base = [], [], 0
-    with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes) as reader:
+    bar = progress if hasattr(progress, "update") else _progress(
+        os.path.getsize(path), desc="index", enabled=progress, unit="B")
+    with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes) as reader, \
+            contextlib.nullcontext() if bar is progress else bar:
         for frames, block_starts, block_lengths in reader.frame_blocks():
             starts.append(block_starts + base)
             lengths.append(block_lengths)
             base += len(frames)
+            bar.update(len(frames))
     starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     return starts - (OVERHEAD - 4), lengths + OVERHEAD
@@ -76,10 +83,11 @@ def write_index(index_file, offsets, lengths) -> None:
         raise
 
 
-def build_index(path, index_file=None, *, check_crc=True) -> str:
-    """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path."""
+def build_index(path, index_file=None, *, check_crc=True, progress=None) -> str:
+    """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path.
+    progress: as in scan_index."""
     index_file = index_file or index_path(path)
-    offsets, lengths = scan_index(path, check_crc=check_crc)
+    offsets, lengths = scan_index(path, check_crc=check_crc, progress=progress)
     write_index(index_file, offsets, lengths)
     return os.fspath(index_file)
 

@@ -11,7 +11,7 @@ import os
 
 from .errors import TFRecordError
 from .index import scan_index
-from .io import detect_compression, normalize_compression
+from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
 from .reader import TFRecordReader
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
@@ -51,6 +51,7 @@ def merge(inputs, output, *, compression=None, input_compression="auto", verify=
 def _append(writer, path, compression, verify, bar) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with open(path, "rb", buffering=0) as f:
+        check_tfrecord(f, path, compression)  # even a plain byte copy refuses a foreign file
         if compression == "auto":
             compression = detect_compression(f.read(12))
             f.seek(0)
@@ -99,8 +100,9 @@ def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=
     if prefix is None:
         prefix = _strip_extensions(path)
     input_compression = normalize_compression(input_compression, allow_auto=True)
-    if input_compression == "auto":
-        with open(path, "rb") as f:
+    with open(path, "rb") as f:
+        check_tfrecord(f, path, input_compression)
+        if input_compression == "auto":
             input_compression = detect_compression(f.read(12))
     out_compression = normalize_compression(compression)
 
