@@ -12,11 +12,16 @@ from __future__ import annotations
 import os
 from dataclasses import MISSING, dataclass, fields
 from math import prod
-from typing import NamedTuple
+from typing import Any, NamedTuple, Sequence, Union
 
 import numpy as np
 
+from ._typing import BinaryIO, PathLike, Records
 from .errors import FeatureSpecError
+
+# np.float32, np.int64, bytes, or "float32", "int64", "string" (and other spellings).
+DType = Union[str, type, "np.dtype[Any]"]
+Shape = Union[Sequence[int], int]
 
 __all__ = [
     "FixedLenFeature",
@@ -94,9 +99,9 @@ class FixedLenFeature:
     """A feature with exactly prod(shape) values per record -> dense array (batch,) + shape.
     A missing (or kind-less) feature takes default_value; without one it is an error."""
 
-    shape: tuple
-    dtype: str
-    default_value: object = None
+    shape: Shape
+    dtype: DType
+    default_value: Any = None
 
     def __post_init__(self):
         dtype = normalize_dtype(self.dtype)
@@ -113,7 +118,7 @@ class FixedLenFeature:
 class VarLenFeature:
     """Any number of values per record -> SparseTensorValue (indices, values, dense_shape)."""
 
-    dtype: str
+    dtype: DType
 
     def __post_init__(self):
         _frozen_set(self, dtype=normalize_dtype(self.dtype))
@@ -131,10 +136,10 @@ class RaggedFeature:
     Not supported: ``partitions`` (RowSplits, RowLengths, UniformRowLength, ...) and
     ``validate``; giving them raises FeatureSpecError."""
 
-    dtype: str
+    dtype: DType
     value_key: str | None = None
     partitions: tuple = ()
-    row_splits_dtype: object = "int32"
+    row_splits_dtype: Any = "int32"
     validate: bool = False
 
     def __post_init__(self):
@@ -159,10 +164,10 @@ class SparseFeature:
     SparseTensorValue with dense_shape (batch,) + size; entries sorted by index within each
     record unless already_sorted. index_key/size may be lists for several dimensions."""
 
-    index_key: object
+    index_key: Union[str, Sequence[str]]
     value_key: str
-    dtype: str
-    size: object
+    dtype: DType
+    size: Shape
     already_sorted: bool = False
 
     def __post_init__(self):
@@ -193,10 +198,10 @@ class FixedLenSequenceFeature:
     longest record; in parse_sequence_example each FeatureList step is one item, padded with
     zeros (or default_value, which TF does not allow there)."""
 
-    shape: tuple
-    dtype: str
+    shape: Shape
+    dtype: DType
     allow_missing: bool = False
-    default_value: object = None
+    default_value: Any = None
 
     def __post_init__(self):
         dtype = normalize_dtype(self.dtype)
@@ -218,9 +223,9 @@ class RawTensorFeature:
     once from the record. The value must be exactly prod(shape) * itemsize bytes. TF spells
     this FixedLenFeature([], tf.string) followed by tf.io.decode_raw and a reshape."""
 
-    shape: tuple
-    dtype: object
-    default_value: object = None
+    shape: Shape
+    dtype: Any  # any fixed-size numpy dtype or its spelling
+    default_value: Any = None
 
     def __post_init__(self):
         shape = _shape(self.shape, "RawTensorFeature")
@@ -325,7 +330,7 @@ def _shape_of(count: int) -> list:
     return [] if count == 1 else [count]
 
 
-def infer_schema(source, sample: int = 1000, progress=None):
+def infer_schema(source: PathLike | BinaryIO | Records, sample: int = 1000, progress: bool | None = None) -> Schema | SequenceSchema:
     """A spec for the first ``sample`` records of source (a list of serialized records, or
     a path or file readable by TFRecordReader).
 

@@ -12,6 +12,7 @@ import errno
 import os
 import tempfile
 import zlib
+from typing import TypeVar
 
 from .errors import DataLossError, NotTFRecordError, TFRecordError
 
@@ -22,6 +23,8 @@ __all__ = ["normalize_compression", "detect_compression", "check_tfrecord", "Ato
 _LEVEL = zlib.Z_DEFAULT_COMPRESSION
 _MEM_LEVEL = 9
 _WBITS = {"zlib": zlib.MAX_WBITS, "gzip": zlib.MAX_WBITS + 16}
+
+_T = TypeVar("_T")
 
 _NAMES = {
     None: None, "": None, "none": None, "NONE": None,
@@ -185,10 +188,10 @@ class CommitOnExit:
     """Context manager protocol for sinks: ``close()`` (commit) when the block succeeds,
     ``abort()`` (discard) when it raises, so an exception never publishes partial output."""
 
-    def __enter__(self):
+    def __enter__(self: _T) -> _T:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.close()
         else:
