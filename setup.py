@@ -3,6 +3,10 @@
 Environment switches:
   TFRECORD_LITE_DEBUG=1     -O0 -g and Cython bounds/wraparound checks on
   TFRECORD_LITE_SANITIZE=1  build with AddressSanitizer/UBSan
+Release builds (neither switch) carry no debug information.
+
+The extension is optional: without a working C compiler the build warns and installs the
+pure-Python package, which tfrecord_lite selects at import (with its own warning).
 """
 import os
 import sys
@@ -11,12 +15,18 @@ from glob import glob
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.errors import BaseError, CCompilerError
 
 DEBUG = os.environ.get("TFRECORD_LITE_DEBUG") == "1"
 SANITIZE = os.environ.get("TFRECORD_LITE_SANITIZE") == "1"
 
 compile_args = ["-O0", "-g"] if DEBUG else ["-O3"]
 link_args = []
+if not (DEBUG or SANITIZE):
+    compile_args.append("-g0")  # after Python's own CFLAGS (which carry -g), so it wins
+    if sys.platform.startswith("linux"):
+        link_args.append("-Wl,--strip-debug")
 if SANITIZE:
     compile_args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
     link_args += ["-fsanitize=address,undefined"]
@@ -47,7 +57,36 @@ def extension(pyx):
     )
 
 
+_BUILD_ERRORS = (CCompilerError, BaseError, OSError)
+
+
+class optional_build_ext(build_ext):
+    """build_ext that warns and leaves the pure-Python package when compiling fails."""
+
+    def run(self):
+        try:
+            super().run()
+        except _BUILD_ERRORS as exc:  # no compiler, no Python headers, CC=/bin/false
+            self._warn(exc)
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except _BUILD_ERRORS as exc:
+            self._warn(exc)
+
+    def _warn(self, exc):
+        sys.stderr.write(
+            "\n" + "*" * 78 + "\n"
+            f"WARNING: tfrecord_lite's compiled core could not be built ({exc}).\n"
+            "Installing the pure-Python implementation, which is much slower. Install a C\n"
+            "compiler and the Python headers, then reinstall, to get the compiled core.\n"
+            + "*" * 78 + "\n\n"
+        )
+
+
 setup(
+    cmdclass={"build_ext": optional_build_ext},
     ext_modules=cythonize(
         [extension(p) for p in sorted(glob("csrc/*.pyx"))],
         compiler_directives=directives,

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from tfrecord_lite import TFRecordWriter, merge, split, write_parallel
+from tfrecord_lite import TFRecordWriter, encode_example, infer_schema, merge, split, write_parallel
 from tfrecord_lite.cli import main
 from tfrecord_lite.progress import is_enabled, progress
 
@@ -29,6 +29,9 @@ def _operations(tmp_path):
     with TFRecordWriter(tmp_path / "in.tfrecord") as w:
         w.write_many([b"r"] * 300)
     src = tmp_path / "in.tfrecord"
+    with TFRecordWriter(tmp_path / "ex.tfrecord") as w:
+        w.write_many([encode_example({"label": i}) for i in range(300)])
+    flag = {True: ["--progress"], False: ["--no-progress"]}.get
     return {
         "write_parallel": lambda p: write_parallel(range(300), b"%d".__mod__, tmp_path / "wp", 2,
                                                    num_workers=1, progress=p),
@@ -36,10 +39,14 @@ def _operations(tmp_path):
         "split": lambda p: split(src, 2, tmp_path / "s", progress=p),
         "count": lambda p: main(["count", str(src)] + ({True: ["--progress"], False: ["--no-progress"]}.get(p, []))),
         "verify": lambda p: main(["verify", str(src)] + ({True: ["--progress"], False: ["--no-progress"]}.get(p, []))),
+        "index": lambda p: main(["index", str(src)] + flag(p, [])),
+        "head": lambda p: main(["head", str(src), "-n", "300"] + flag(p, [])),
+        "infer_schema": lambda p: infer_schema(tmp_path / "ex.tfrecord", progress=p),
     }
 
 
-@pytest.mark.parametrize("op", ["write_parallel", "merge", "split", "count", "verify"])
+@pytest.mark.parametrize("op", ["write_parallel", "merge", "split", "count", "verify", "index", "head",
+                                "infer_schema"])
 def test_progress_on_off(backend, tmp_path, capfd, op, monkeypatch):
     run = _operations(tmp_path)[op]
     run(None)

@@ -1,15 +1,130 @@
-"""The README's two Quick start commands are the ones CI and users run."""
+"""README.md is the user contract: its Quick start commands are the ones CI runs, and every
+```python snippet runs as written, each in a fresh empty directory.
+
+How snippets run
+----------------
+Each ```python fence is one test, run with exec() in a fresh temporary directory (the
+current directory during the run) and a fresh namespace. A snippet may be preceded (blank
+lines allowed) by one HTML comment, invisible on GitHub, holding space-separated directives:
+
+    <!-- readme-test: continues needs=s3,ray -->
+
+``continues``
+    The snippet follows on from the previous ```python snippet: the test runs that one first
+    (and whatever it continues from), in the same directory and namespace.
+``needs=NAME[,NAME...]``
+    The snippet needs something a plain directory lacks (a server, a cluster, credentials).
+    Each NAME is the pytest fixture ``readme_NAME`` (defined below or in a conftest.py),
+    requested before the chain runs. Such a fixture prepares the environment with
+    ``monkeypatch`` (``monkeypatch.setenv("AWS_ENDPOINT_URL", ...)``), may create files in
+    the current directory (the snippet's), cleans up after itself, and returns None or a dict
+    of names to predefine in the snippet's namespace. Fixtures that start servers listen on
+    127.0.0.1 only. An unknown directive or a NAME without a fixture fails the test.
+
+To add a snippet needing a new system, write its ``readme_<name>`` fixture and put the
+comment above the fence; nothing else changes.
+"""
 
 import os
 import re
+from dataclasses import dataclass
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+
+_FENCE = re.compile(
+    r"(?:<!--\s*readme-test:(?P<directives>[^>]*?)-->\s*\n(?:[ \t]*\n)*)?"
+    r"^```python[ \t]*\n(?P<code>.*?)^```[ \t]*$",
+    flags=re.S | re.M,
+)
+
+
+@dataclass
+class Snippet:
+    line: int  # of the ```python fence, 1-based
+    section: str  # the heading above it
+    code: str
+    continues: bool
+    needs: tuple
+
+
+def _readme() -> str:
+    with open(README, encoding="utf-8") as f:
+        return f.read()
+
+
+def python_snippets(text=None) -> list:
+    text = _readme() if text is None else text
+    snippets = []
+    for m in _FENCE.finditer(text):
+        continues, needs = False, ()
+        for word in (m.group("directives") or "").split():
+            if word == "continues":
+                continues = True
+            elif word.startswith("needs="):
+                needs += tuple(n for n in word[len("needs="):].split(",") if n)
+            else:
+                raise ValueError(f"README.md: unknown readme-test directive {word!r}")
+        fence = m.start("code") - len("```python\n")
+        headings = re.findall(r"^#+ (.+)$", text[:fence], flags=re.M)
+        snippets.append(Snippet(text.count("\n", 0, fence) + 1, headings[-1] if headings else "",
+                                m.group("code"), continues, needs))
+    return snippets
+
+
+def _chain(snippets, i) -> list:
+    """The snippet and those it continues from, in running order."""
+    chain = [snippets[i]]
+    while chain[0].continues:
+        i -= 1
+        assert i >= 0, f"README.md:{chain[0].line}: 'continues' but no ```python snippet before it"
+        chain.insert(0, snippets[i])
+    return chain
+
+
+SNIPPETS = python_snippets()
+
+
+def test_every_python_fence_is_found():
+    text = _readme()
+    assert len(SNIPPETS) == len(re.findall(r"^```python", text, flags=re.M)) >= 5
+    assert [s.line for s in SNIPPETS] == [n + 1 for n, line in enumerate(text.splitlines())
+                                          if line.startswith("```python")]
+
+
+def test_directives_parse():
+    text = ("# A\n```python\nx = 1\n```\n## B\n<!-- readme-test: continues needs=s3,ray -->\n\n"
+            "```python\ny = x\n```\n")
+    first, second = python_snippets(text)
+    assert (first.section, first.continues, first.needs, first.code) == ("A", False, (), "x = 1\n")
+    assert (second.section, second.line, second.continues, second.needs) == ("B", 8, True, ("s3", "ray"))
+    assert [s.line for s in _chain([first, second], 1)] == [2, 8]
+    with pytest.raises(ValueError, match="unknown readme-test directive 'bogus'"):
+        python_snippets("<!-- readme-test: bogus -->\n```python\npass\n```\n")
+
+
+@pytest.mark.parametrize("i", range(len(SNIPPETS)),
+                         ids=[f"L{s.line}-{re.sub(r'[^A-Za-z0-9]+', '-', s.section).strip('-')}"
+                              for s in SNIPPETS])
+def test_python_snippet_runs(i, tmp_path, monkeypatch, request):
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "__readme__"}
+    chain = _chain(SNIPPETS, i)
+    for need in dict.fromkeys(n for s in chain for n in s.needs):
+        try:
+            provided = request.getfixturevalue(f"readme_{need}")
+        except pytest.FixtureLookupError:
+            pytest.fail(f"README.md:{chain[-1].line}: needs={need}, but there is no readme_{need} fixture")
+        namespace.update(provided or {})
+    for snippet in chain:
+        # Padded so that tracebacks give README.md's own line numbers.
+        exec(compile("\n" * snippet.line + snippet.code, README, "exec"), namespace)
 
 
 def quick_start_commands():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    section = _readme().split("## Quick start", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
 
 

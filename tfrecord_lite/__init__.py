@@ -4,7 +4,10 @@ Public names live here; ``implementation`` says whether the compiled core ("cyth
 its pure-Python twin ("python") is active.
 """
 
+from typing import TYPE_CHECKING
+
 from . import _native, errors, example, features
+from ._typing import Buffer
 from .dataset import TFRecordDataset, to_npy, to_numpy
 from .errors import *  # noqa: F403 - each of these modules' __all__ is public as a whole
 from .example import *  # noqa: F403
@@ -38,20 +41,26 @@ __all__ = [
     "write_parallel",
     "merge",
     "split",
-] + example.__all__ + features.__all__ + errors.__all__
+]
+__all__ += example.__all__
+__all__ += features.__all__
+__all__ += errors.__all__
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC32C (Castagnoli) of a bytes-like object, optionally continuing from value."""
     return _native.framing.crc32c(data, value)
 
 
-def masked_crc32c(data) -> int:
+def masked_crc32c(data: Buffer) -> int:
     """TFRecord's masked CRC32C of a bytes-like object."""
     return _native.framing.masked_crc32c(data)
 
 
-def __getattr__(name):
-    if name == "implementation":
-        return _native.implementation
-    raise AttributeError(f"module 'tfrecord_lite' has no attribute {name!r}")
+implementation: str  # "cython" or "python", looked up when read (tests switch it)
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would accept any attribute
+    def __getattr__(name):
+        if name == "implementation":
+            return _native.implementation
+        raise AttributeError(f"module 'tfrecord_lite' has no attribute {name!r}")

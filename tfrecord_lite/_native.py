@@ -42,8 +42,9 @@ else:
     implementation = "python"
     warnings.warn(
         f"tfrecord_lite's compiled core could not be imported ({_import_error}); using the much "
-        "slower pure-Python implementation. Reinstall with a C compiler available "
-        "(pip install --force-reinstall --no-binary tfrecord_lite tfrecord_lite) to fix this.",
+        "slower pure-Python implementation. To fix this, install a C compiler and reinstall: "
+        "pip install --force-reinstall --no-deps . (from the source checkout), or "
+        "pip install --force-reinstall --no-binary tfrecordkit tfrecordkit.",
         RuntimeWarning,
         stacklevel=2,
     )

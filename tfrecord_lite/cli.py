@@ -7,26 +7,64 @@ Errors print one line saying what went wrong and what to do, and exit non-zero.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
 import tempfile
 import time
 
 from . import __version__, _native
-from .errors import TFRecordError
+from .errors import NotTFRecordError, TFRecordError
 from .index import build_index
+from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
 from .reader import TFRecordReader
 from .writer import TFRecordWriter
 
 
+_COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
+
+
 def _reader_args(p):
-    p.add_argument("--compression", default="auto", help="auto (default), none, gzip or zlib")
+    p.add_argument("--compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
+                   help="auto (default: detected), none, gzip or zlib")
+
+
+def _count(minimum):
+    """An argparse type: an int >= minimum."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+    return parse
+
+
+def _check(path, compression):
+    """Refuse a file that is not TFRecord at all before reading it as one."""
+    with open(path, "rb") as f:
+        check_tfrecord(f, path, normalize_compression(compression, allow_auto=True))
 
 
 def _open(path, args, **kw):
-    return TFRecordReader(path, compression=args.compression, **kw)
+    _check(path, args.compression)
+    return TFRecordReader(path, compression=normalize_compression(args.compression, allow_auto=True), **kw)
+
+
+@contextlib.contextmanager
+def _quiet_skips():
+    """Mute the reader's log line per skipped record: verify prints each problem itself."""
+    logger = logging.getLogger("tfrecord_lite")
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = disabled
 
 
 def _progress_args(p):
@@ -56,27 +94,34 @@ def cmd_count(args) -> int:
 
 def cmd_verify(args) -> int:
     """Check every CRC of every record; report each bad record; exit 1 if any."""
-    bad = 0
-    with _bar(args, "verify") as bar:
+    bad = foreign = 0
+    with _bar(args, "verify") as bar, _quiet_skips():
         results = []
         for path in args.files:
             try:
                 with _open(path, args, on_corrupt="skip") as r:
                     n = sum(len(starts) for _, starts, _ in tracked_blocks(r, bar))
                     problems = r.skipped
-            except TFRecordError as exc:  # damaged compressed stream: nothing more can be read
+            except TFRecordError as exc:  # not TFRecord, or a damaged compressed stream
                 n, problems = 0, [exc]
             results.append((path, n, problems))
     for path, n, problems in results:
+        if problems and isinstance(problems[0], NotTFRecordError):
+            print(f"NOT TFRECORD {problems[0]}")
+            print(f"not a TFRecord file\t{path}")
+            foreign += 1
+            continue
         for err in problems:
-            print(f"CORRUPT {err}", file=sys.stdout)
+            print(f"CORRUPT {err}")
         bad += len(problems)
         status = "OK" if not problems else f"{len(problems)} bad"
         print(f"{status}\t{n} good records\t{path}")
+    if foreign:
+        print(f"{foreign} file(s) are not TFRecord files.", file=sys.stderr)
     if bad:
         print(f"{bad} corrupt record(s) found. Re-create the damaged files, or read them with "
               "on_corrupt='skip' to keep the good records.", file=sys.stderr)
-    return 1 if bad else 0
+    return 1 if bad or foreign else 0
 
 
 def cmd_merge(args) -> int:
@@ -101,8 +146,12 @@ def cmd_split(args) -> int:
 
 def cmd_index(args) -> int:
     """Write the index sidecar (FILE.index: "offset length" per record) of each file."""
-    for path in args.files:
-        sidecar = build_index(path, check_crc=not args.no_crc)
+    with _bar(args, "index") as bar:
+        sidecars = []
+        for path in args.files:
+            _check(path, "auto")
+            sidecars.append(build_index(path, check_crc=not args.no_crc, progress=bar))
+    for sidecar in sidecars:
         with open(sidecar, "rb") as f:
             n = sum(1 for _ in f)
         print(f"{n}\t{sidecar}")
@@ -125,31 +174,48 @@ def cmd_cat(args) -> int:
 
 
 def cmd_head(args) -> int:
-    """Show the first N records: size, then the Example's features when the record is a
-    tf.train.Example, else a hex preview."""
-    with _open(args.file, args) as r:
+    """Show the first N records: size, then the features when the record is a
+    tf.train.Example (a SequenceExample's context and feature lists), else a hex preview."""
+    with _open(args.file, args) as r, progress(args.n, desc="head", enabled=args.progress) as bar:
         for i, record in enumerate(r):
             if i >= args.n:
                 break
             print(f"record {i}: {len(record)} bytes")
             print(_preview(record, args.width))
+            bar.update()
     return 0
 
 
 def _preview(record: bytes, width: int) -> str:
     from .errors import ExampleDecodeError
-    from .example import decode_example
+    from .example import decode_example, decode_sequence_example
 
-    try:
-        features = decode_example(record) if record else None
-    except ExampleDecodeError:
-        features = None
-    if features:
-        return "\n".join(f"  {name}: {_show_value(value, width)}" for name, value in features.items())
+    context = lists = None
+    if record:
+        try:
+            context, lists = decode_sequence_example(record)
+        except ExampleDecodeError:
+            try:
+                context = decode_example(record)
+            except ExampleDecodeError:
+                pass
+    if lists:
+        return "\n".join(["  context:"]
+                         + [f"    {name}: {_show_value(value, width)}" for name, value in context.items()]
+                         + ["  feature lists:"]
+                         + [f"    {name}: {_show_steps(steps, width)}" for name, steps in lists.items()])
+    if context:
+        return "\n".join(f"  {name}: {_show_value(value, width)}" for name, value in context.items())
     text = "  " + record[:width].hex(" ", 1)
     if len(record) > width:
         text += f" ... (+{len(record) - width} bytes)"
     return text
+
+
+def _show_steps(steps, width: int) -> str:
+    shown = "; ".join(_show_value(step, width) for step in steps[:3])
+    more = f"; ... ({len(steps)} steps)" if len(steps) > 3 else ""
+    return f"{len(steps)} step{'s' if len(steps) != 1 else ''} [{shown}{more}]"
 
 
 def _show_value(value, width: int) -> str:
@@ -274,8 +340,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="write, read back and verify a sample sharded dataset",
                        description=cmd_demo.__doc__)
-    p.add_argument("--records", type=int, default=20000, help="records in total (default 20000)")
-    p.add_argument("--shards", type=int, default=4, help="number of shard files (default 4)")
+    p.add_argument("--records", type=_count(1), default=20000, help="records in total (default 20000)")
+    p.add_argument("--shards", type=_count(1), default=4, help="number of shard files (default 4)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("count", help="count records in files", description=cmd_count.__doc__)
@@ -294,9 +360,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("head", help="show the first records of a file", description=cmd_head.__doc__)
     p.add_argument("file", metavar="FILE")
-    p.add_argument("-n", type=int, default=5, help="number of records (default 5)")
-    p.add_argument("--width", type=int, default=32, help="bytes of hex preview per record")
+    p.add_argument("-n", type=_count(0), default=5, help="number of records (default 5)")
+    p.add_argument("--width", type=_count(1), default=32, help="bytes of hex preview per record")
     _reader_args(p)
+    _progress_args(p)
     p.set_defaults(func=cmd_head)
 
     def add(name, func, help, epilog):
@@ -304,9 +371,9 @@ def _build_parser() -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
     def writing_args(p, what):
-        p.add_argument("--compression", default=None, choices=["none", "gzip", "zlib"],
+        p.add_argument("--compression", default=None, type=str.lower, choices=_COMPRESSIONS[1:],
                        help=f"compression of {what} (default none)")
-        p.add_argument("--input-compression", default="auto", choices=["auto", "none", "gzip", "zlib"],
+        p.add_argument("--input-compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
                        help="compression of the inputs (default: detected per file)")
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
@@ -322,7 +389,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = add("split", cmd_split, "split a file into N shards of contiguous records", _EPILOG_SPLIT)
     p.add_argument("file", metavar="FILE")
-    p.add_argument("-n", "--num-shards", type=int, required=True, metavar="N", help="number of shards")
+    p.add_argument("-n", "--num-shards", type=_count(1), required=True, metavar="N", help="number of shards")
     p.add_argument("--prefix", default=None,
                    help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
     p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
@@ -334,6 +401,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = add("index", cmd_index, "write FILE.index sidecars for random access", _EPILOG_INDEX)
     p.add_argument("files", nargs="+", metavar="FILE", help="uncompressed TFRecord files")
     p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
+    _progress_args(p)
     p.set_defaults(func=cmd_index)
 
     p = add("cat", cmd_cat, "write files as one TFRecord stream (decompresses by default)", _EPILOG_CAT)

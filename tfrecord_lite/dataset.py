@@ -28,9 +28,11 @@ import os
 import random
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any, Iterator
 
 import numpy as np
 
+from ._typing import Compression, Features, Files, ParseFn, PathLike, Progress
 from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
@@ -130,10 +132,13 @@ class TFRecordDataset:
     closes the files.
     """
 
-    def __init__(self, files, features=None, *, parse=None, batch_size=None, drop_remainder=False,
-                 num_threads=1, max_open_files=16, cycle_length=None, block_length=1,
-                 deterministic=True, shuffle_files=False, shuffle_buffer=0, seed=None, shard=None,
-                 compression="auto", on_corrupt="raise", prefetch=None, num_epochs=1, check_crc=True):
+    def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
+                 batch_size: int | None = None, drop_remainder: bool = False, num_threads: int = 1,
+                 max_open_files: int = 16, cycle_length: int | None = None, block_length: int = 1,
+                 deterministic: bool = True, shuffle_files: bool = False, shuffle_buffer: int = 0,
+                 seed: int | None = None, shard: tuple[int, int] | None = None,
+                 compression: Compression = "auto", on_corrupt: str = "raise", prefetch: int | None = None,
+                 num_epochs: int | None = 1, check_crc: bool = True) -> None:
         if features is not None and parse is not None:
             raise TFRecordError("pass features or parse, not both")
         if on_corrupt not in ON_CORRUPT:
@@ -172,7 +177,7 @@ class TFRecordDataset:
 
     # -- public ------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         if self._resume is not None:
             start, skip, stop = self._resume
         else:
@@ -189,7 +194,7 @@ class TFRecordDataset:
         self._next_epoch = int(epoch)
         self._resume = None
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """Where the newest iteration stands: the next ``iter()`` of a dataset built with the
         same files and options, after ``load_state_dict``, yields exactly what this one would
         have yielded next, shuffle included. Resuming re-reads (without parsing) the part of
@@ -208,7 +213,7 @@ class TFRecordDataset:
         return {"version": _STATE_VERSION, "epoch": epoch, "elements": elements, "stop_epoch": stop,
                 "seed": self.seed, "fingerprint": self._fingerprint()}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from ``state_dict()`` output on the next ``iter()``."""
         if state.get("version") != _STATE_VERSION:
             raise TFRecordError(f"unsupported dataset state version {state.get('version')!r}")
@@ -669,7 +674,8 @@ def _positive(name, value, allow_none=False):
     return v
 
 
-def to_numpy(files, features=None, *, parse=None, batch_size=4096, **options) -> dict:
+def to_numpy(files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
+             batch_size: int = 4096, **options: Any) -> dict[str, np.ndarray]:
     """Every record of ``files`` parsed into one dict of dense arrays (the data must fit in
     memory). Each value of ``parse_example``'s output must be an array with a leading batch
     dimension (FixedLenFeature); options go to TFRecordDataset."""
@@ -683,8 +689,9 @@ def to_numpy(files, features=None, *, parse=None, batch_size=4096, **options) ->
     return {key: np.concatenate(values) for key, values in parts.items()}
 
 
-def to_npy(files, features=None, out_dir=".", *, parse=None, batch_size=4096, progress=None,
-           **options) -> dict:
+def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = ".", *,
+           parse: ParseFn | None = None, batch_size: int = 4096, progress: Progress = None,
+           **options: Any) -> dict[str, np.memmap]:
     """Stream ``files`` into one ``<out_dir>/<feature>.npy`` per feature, chunk by chunk, and
     return them opened read-only as memory maps; memory use is one batch, whatever the
     dataset size. Two passes: the first counts records without parsing them (so each array is

@@ -14,6 +14,7 @@ __all__ = [
     "TruncatedRecordError",
     "RecordTooLargeError",
     "ExampleDecodeError",
+    "NotTFRecordError",
     "FeatureSpecError",
     "EncodeError",
 ]
@@ -73,6 +74,11 @@ class RecordTooLargeError(DataLossError):
 
 class ExampleDecodeError(DataLossError):
     """A well-framed record does not hold a valid Example/SequenceExample protobuf."""
+
+
+class NotTFRecordError(DataLossError):
+    """The input is not a TFRecord file at all (text, Parquet, an image, ...): no valid
+    record header where the file starts, nor anywhere in its first bytes."""
 
 
 class FeatureSpecError(TFRecordError, ValueError):

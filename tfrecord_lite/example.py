@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections import namedtuple
 from functools import cmp_to_key
 from math import prod
+from typing import Any, Mapping
 
 import numpy as np
 
 from . import _native
+from ._typing import Buffer, Features, Records
 from .errors import FeatureSpecError
 from .features import (
     FixedLenFeature,
@@ -36,6 +38,8 @@ __all__ = [
     "parse_single_sequence_example",
     "decode_example",
     "decode_examples",
+    "decode_sequence_example",
+    "decode_sequence_examples",
     "encode_example",
     "encode_examples",
     "encode_sequence_example",
@@ -56,11 +60,11 @@ class RaggedValue:
 
     __slots__ = ("values", "row_splits")
 
-    def __init__(self, values, row_splits):
+    def __init__(self, values: Any, row_splits: Any) -> None:
         self.values = values
         self.row_splits = row_splits
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.row_splits) - 1
 
     def to_list(self) -> list:
@@ -319,7 +323,7 @@ _EXAMPLE_SPECS = (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature, 
 _CONTEXT_SPECS = (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature, RawTensorFeature)
 
 
-def parse_example(serialized, features) -> dict:
+def parse_example(serialized: Records, features: Features) -> dict[str, Any]:
     """Parse a batch of serialized Examples (any sequence of bytes-like) like
     ``tf.io.parse_example``: FixedLenFeature -> (batch,) + shape array (bytes: object array),
     VarLenFeature/SparseFeature -> SparseTensorValue, RaggedFeature -> RaggedValue,
@@ -340,7 +344,7 @@ def _unbatch(spec, value):
     return value[0]
 
 
-def parse_single_example(serialized, features) -> dict:
+def parse_single_example(serialized: Buffer, features: Features) -> dict[str, Any]:
     """parse_example for one record, without the batch dimension (as TF's)."""
     parsed = parse_example([serialized], features)
     return {name: _unbatch(spec, parsed[name]) for name, spec in features.items()}
@@ -384,7 +388,9 @@ def _step_ragged(col, spec):
 _STEP_ROWS = {FixedLenSequenceFeature: _step_dense, VarLenFeature: _step_varlen, RaggedFeature: _step_ragged}
 
 
-def parse_sequence_example(serialized, context_features=None, sequence_features=None):
+def parse_sequence_example(serialized: Records, context_features: Features | None = None,
+                           sequence_features: Features | None = None
+                           ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Parse a batch of serialized SequenceExamples like ``tf.io.parse_sequence_example``:
     returns (context, feature_lists, lengths). Context specs are as in parse_example;
     sequence specs are FixedLenSequenceFeature -> (batch, steps) + shape array padded with
@@ -410,7 +416,9 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
     return context, feature_lists, lengths
 
 
-def parse_single_sequence_example(serialized, context_features=None, sequence_features=None):
+def parse_single_sequence_example(serialized: Buffer, context_features: Features | None = None,
+                                  sequence_features: Features | None = None
+                                  ) -> tuple[dict[str, Any], dict[str, Any]]:
     """parse_sequence_example for one record, without the batch dimension:
     (context, feature_lists) as ``tf.io.parse_single_sequence_example`` returns."""
     context, lists, _ = parse_sequence_example([serialized], context_features, sequence_features)
@@ -445,7 +453,7 @@ def _split_rows(col):
     return rows
 
 
-def decode_examples(serialized) -> list:
+def decode_examples(serialized: Records) -> list[dict[str, Any]]:
     """Every feature of every record, without a spec: a list of dicts name -> float32 or
     int64 array, or list of bytes (names sorted; an empty Feature gives [])."""
     records = _records(serialized)
@@ -458,9 +466,35 @@ def decode_examples(serialized) -> list:
     return out
 
 
-def decode_example(serialized) -> dict:
+def decode_example(serialized: Buffer) -> dict[str, Any]:
     """Every feature of one record, without a spec; see decode_examples."""
     return decode_examples([serialized])[0]
+
+
+def decode_sequence_examples(serialized: Records) -> list[tuple[dict[str, Any], dict[str, list[Any]]]]:
+    """Every context feature and feature list of every SequenceExample, without a spec: a
+    list of (context, feature_lists) pairs. context is as decode_examples gives it;
+    feature_lists maps each list's name to its steps, each step a value as in context."""
+    records = _records(serialized)
+    names, columns, list_names, list_columns = _native.example.decode_sequence_examples(records)
+    out = [({}, {}) for _ in range(len(records))]
+    for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
+        for (context, _), value in zip(out, _split_rows(col)):
+            if value is not None:
+                context[name] = value
+    for name, col in sorted(zip(list_names, list_columns), key=lambda nc: nc[0]):
+        rows, at = _split_rows(col), 0
+        for (_, lists), steps in zip(out, col[0].tolist()):
+            if steps >= 0:
+                lists[name] = rows[at:at + steps]
+                at += steps
+    return out
+
+
+def decode_sequence_example(serialized: Buffer) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """(context, feature_lists) of one SequenceExample, without a spec; see
+    decode_sequence_examples."""
+    return decode_sequence_examples([serialized])[0]
 
 
 # -- encoding ------------------------------------------------------------------------------
@@ -559,7 +593,7 @@ def _features_args(mapping, deterministic):
     return [key for _, key in pairs], [kind for kind, _ in normalized], [vals for _, vals in normalized]
 
 
-def encode_example(mapping, deterministic: bool = False) -> bytes:
+def encode_example(mapping: Mapping[str, Any], deterministic: bool = False) -> bytes:
     """Serialize {name: value} as a tf.train.Example. Values: scalars, lists or numpy
     arrays (flattened); float -> float_list, int/bool -> int64_list, bytes/str ->
     bytes_list. Features are written in mapping order; deterministic=True sorts them and
@@ -567,7 +601,8 @@ def encode_example(mapping, deterministic: bool = False) -> bytes:
     return _native.example.encode_example(*_features_args(mapping, deterministic))
 
 
-def encode_sequence_example(context, feature_lists, deterministic: bool = False) -> bytes:
+def encode_sequence_example(context: Mapping[str, Any], feature_lists: Mapping[str, Any],
+                            deterministic: bool = False) -> bytes:
     """Serialize a tf.train.SequenceExample: context {name: value} as in encode_example,
     feature_lists {name: sequence of step values} (a 2-D array gives one step per row)."""
     keys, kinds, values = _features_args(context or {}, deterministic)
@@ -578,7 +613,8 @@ def encode_sequence_example(context, feature_lists, deterministic: bool = False)
     return _native.example.encode_sequence_example(keys, kinds, values, list_keys, list_steps)
 
 
-def encode_examples(columns, deterministic: bool = False, raw=(), *, as_batch: bool = False):
+def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw: Iterable[str] = (), *,
+                    as_batch: bool = False) -> list[bytes] | RecordBatch:
     """Serialize a batch column by column: columns maps name -> numpy array with a leading
     batch dimension (each row flattened into one feature), or a sequence with one value per
     row (anything encode_example takes). Names in ``raw`` are written as one bytes value per

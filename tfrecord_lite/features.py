@@ -10,12 +10,18 @@ objects such as ``tf.float32`` also work, by name); specs store the string form.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from math import prod
+from typing import Any, NamedTuple, Sequence, Union
 
 import numpy as np
 
+from ._typing import BinaryIO, PathLike, Records
 from .errors import FeatureSpecError
+
+# np.float32, np.int64, bytes, or "float32", "int64", "string" (and other spellings).
+DType = Union[str, type, "np.dtype[Any]"]
+Shape = Union[Sequence[int], int]
 
 __all__ = [
     "FixedLenFeature",
@@ -25,6 +31,7 @@ __all__ = [
     "FixedLenSequenceFeature",
     "RawTensorFeature",
     "Schema",
+    "SequenceSchema",
     "infer_schema",
 ]
 
@@ -92,9 +99,9 @@ class FixedLenFeature:
     """A feature with exactly prod(shape) values per record -> dense array (batch,) + shape.
     A missing (or kind-less) feature takes default_value; without one it is an error."""
 
-    shape: tuple
-    dtype: str
-    default_value: object = None
+    shape: Shape
+    dtype: DType
+    default_value: Any = None
 
     def __post_init__(self):
         dtype = normalize_dtype(self.dtype)
@@ -111,7 +118,7 @@ class FixedLenFeature:
 class VarLenFeature:
     """Any number of values per record -> SparseTensorValue (indices, values, dense_shape)."""
 
-    dtype: str
+    dtype: DType
 
     def __post_init__(self):
         _frozen_set(self, dtype=normalize_dtype(self.dtype))
@@ -129,10 +136,10 @@ class RaggedFeature:
     Not supported: ``partitions`` (RowSplits, RowLengths, UniformRowLength, ...) and
     ``validate``; giving them raises FeatureSpecError."""
 
-    dtype: str
+    dtype: DType
     value_key: str | None = None
     partitions: tuple = ()
-    row_splits_dtype: object = "int32"
+    row_splits_dtype: Any = "int32"
     validate: bool = False
 
     def __post_init__(self):
@@ -157,10 +164,10 @@ class SparseFeature:
     SparseTensorValue with dense_shape (batch,) + size; entries sorted by index within each
     record unless already_sorted. index_key/size may be lists for several dimensions."""
 
-    index_key: object
+    index_key: Union[str, Sequence[str]]
     value_key: str
-    dtype: str
-    size: object
+    dtype: DType
+    size: Shape
     already_sorted: bool = False
 
     def __post_init__(self):
@@ -191,10 +198,10 @@ class FixedLenSequenceFeature:
     longest record; in parse_sequence_example each FeatureList step is one item, padded with
     zeros (or default_value, which TF does not allow there)."""
 
-    shape: tuple
-    dtype: str
+    shape: Shape
+    dtype: DType
     allow_missing: bool = False
-    default_value: object = None
+    default_value: Any = None
 
     def __post_init__(self):
         dtype = normalize_dtype(self.dtype)
@@ -216,9 +223,9 @@ class RawTensorFeature:
     once from the record. The value must be exactly prod(shape) * itemsize bytes. TF spells
     this FixedLenFeature([], tf.string) followed by tf.io.decode_raw and a reshape."""
 
-    shape: tuple
-    dtype: object
-    default_value: object = None
+    shape: Shape
+    dtype: Any  # any fixed-size numpy dtype or its spelling
+    default_value: Any = None
 
     def __post_init__(self):
         shape = _shape(self.shape, "RawTensorFeature")
@@ -242,7 +249,8 @@ class RawTensorFeature:
 
 
 class Schema(dict):
-    """name -> spec, as infer_schema returns it; ``to_tf_code()`` prints the TF equivalent."""
+    """name -> spec, as infer_schema returns it for Examples. ``to_tf_code()`` prints the
+    TensorFlow equivalent, ``to_code()`` the tfrecord_lite one."""
 
     def to_tf_code(self, variable: str = "features") -> str:
         lines = [f"{variable} = {{"]
@@ -250,33 +258,114 @@ class Schema(dict):
         lines.append("}")
         return "\n".join(lines)
 
+    def to_code(self, variable: str = "features", imports: bool = True) -> str:
+        """Python source that builds this spec with tfrecord_lite (imports included)."""
+        lines = [_IMPORTS] if imports else []
+        lines += [f"{variable} = {{"]
+        lines += [f"    {name!r}: {spec_code(spec)}," for name, spec in self.items()]
+        lines.append("}")
+        return "\n".join(lines)
 
-def infer_schema(source, sample: int = 1000) -> Schema:
-    """A spec for the first ``sample`` Examples of source (a list of serialized records, or
-    a path or file readable by TFRecordReader): FixedLenFeature where every sampled record
-    has the feature with the same number of values, VarLenFeature otherwise. Features whose
-    kind differs between records raise FeatureSpecError."""
+
+class SequenceSchema(NamedTuple):
+    """What infer_schema returns for SequenceExamples: the context's specs and the feature
+    lists' specs, the two spec arguments of ``parse_sequence_example``."""
+
+    context: Schema
+    feature_lists: Schema
+
+    def to_tf_code(self) -> str:
+        return (self.context.to_tf_code("context_features") + "\n"
+                + self.feature_lists.to_tf_code("sequence_features"))
+
+    def to_code(self) -> str:
+        return (self.context.to_code("context_features") + "\n"
+                + self.feature_lists.to_code("sequence_features", imports=False))
+
+
+_IMPORTS = "import numpy as np\nimport tfrecord_lite as tfl\n"
+_DTYPE_CODE = {"float32": "np.float32", "int64": "np.int64", "string": "bytes"}
+
+
+def spec_code(spec) -> str:
+    """A spec as tfrecord_lite source: required fields by position, others by keyword when
+    they differ from the default."""
+    args = []
+    for field in fields(spec):
+        value = getattr(spec, field.name)
+        if field.name == "dtype":
+            dtype = value if isinstance(value, str) else np.dtype(value)
+            text = (_DTYPE_CODE[dtype] if isinstance(dtype, str)
+                    else f"np.{dtype.name}" if dtype.isnative else f"np.dtype({dtype.str!r})")
+        elif field.name == "shape":
+            text = repr(list(value))
+        else:
+            text = repr(value.tolist() if isinstance(value, np.ndarray) else value)
+        if field.default is MISSING:
+            args.append(text)
+        elif not (value is field.default or (not isinstance(value, np.ndarray) and value == field.default)):
+            args.append(f"{field.name}={text}")
+    return f"tfl.{type(spec).__name__}({', '.join(args)})"
+
+
+_KIND_NAMES = {1: "string", 2: "float32", 3: "int64"}
+
+
+def _dtype_and_count(name, column, record_of):
+    """The dtype of a column's values, and the value count every row shares (None if the
+    counts differ or a row has no typed value); several dtypes raise FeatureSpecError."""
+    kinds, counts = column[1], column[2]
+    typed = kinds[(kinds >= 1) & (kinds <= 3)]
+    found = set(np.unique(typed).tolist())
+    if len(found) > 1:
+        at = int(np.flatnonzero(kinds == typed[np.flatnonzero(typed != typed[0])[0]])[0])
+        raise FeatureSpecError(f"feature {name!r} has values of more than one type "
+                               f"({', '.join(sorted(_KIND_NAMES[k] for k in found))})", index=record_of(at))
+    dtype = _KIND_NAMES[int(typed[0])] if typed.size else "float32"  # never typed: any works
+    uniform = len(typed) == len(kinds) and len(kinds) and np.all(counts == counts[0])
+    return dtype, int(counts[0]) if uniform else None
+
+
+def _shape_of(count: int) -> list:
+    return [] if count == 1 else [count]
+
+
+def infer_schema(source: PathLike | BinaryIO | Records, sample: int = 1000, progress: bool | None = None) -> Schema | SequenceSchema:
+    """A spec for the first ``sample`` records of source (a list of serialized records, or
+    a path or file readable by TFRecordReader).
+
+    Examples give a Schema: FixedLenFeature where every sampled record has the feature with
+    the same number of values, VarLenFeature otherwise. SequenceExamples (records with
+    feature lists) give a SequenceSchema(context, feature_lists): the context as for
+    Examples, and per feature list FixedLenSequenceFeature where every step has the same
+    number of values (allow_missing=True when some record lacks the list), VarLenFeature
+    otherwise. Features whose kind differs between records raise FeatureSpecError.
+    progress: a bar over the records read (see tfrecord_lite.progress)."""
     from . import _native
+    from .progress import progress as _progress
     from .reader import TFRecordReader
 
     if isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
-        with TFRecordReader(source) as reader:
-            records = [r for _, r in zip(range(sample), reader)]
+        with TFRecordReader(source) as reader, _progress(sample, desc="schema", enabled=progress) as bar:
+            records = []
+            for _, record in zip(range(sample), reader):
+                records.append(record)
+                bar.update()
     else:
         records = list(source)[:sample]
-    names, columns = _native.example.decode_examples(records)
-    schema = Schema()
-    kind_names = {1: "string", 2: "float32", 3: "int64"}
-    for name, (_, kinds, counts, *_) in sorted(zip(names, columns)):
-        typed = kinds[(kinds >= 1) & (kinds <= 3)]
-        found = set(np.unique(typed).tolist())
-        if len(found) > 1:
-            at = int(np.flatnonzero(kinds == typed[np.flatnonzero(typed != typed[0])[0]])[0])
-            raise FeatureSpecError(f"feature {name!r} has values of more than one type "
-                                   f"({', '.join(sorted(kind_names[k] for k in found))})", index=at)
-        dtype = kind_names[int(typed[0])] if typed.size else "float32"  # never typed: any works
-        if len(typed) == len(kinds) and len(kinds) and np.all(counts == counts[0]):
-            schema[name] = FixedLenFeature([] if counts[0] == 1 else [int(counts[0])], dtype)
-        else:
-            schema[name] = VarLenFeature(dtype)
-    return schema
+    # An Example parses as a SequenceExample with no feature lists (same field 1).
+    names, columns, list_names, list_columns = _native.example.decode_sequence_examples(records)
+    context = Schema()
+    for name, column in sorted(zip(names, columns), key=lambda nc: nc[0]):
+        dtype, count = _dtype_and_count(name, column, int)
+        context[name] = VarLenFeature(dtype) if count is None else FixedLenFeature(_shape_of(count), dtype)
+    if not list_names:
+        return context
+    lists = Schema()
+    for name, column in sorted(zip(list_names, list_columns), key=lambda nc: nc[0]):
+        steps = column[0]
+        ends = np.cumsum(np.maximum(steps, 0))
+        dtype, count = _dtype_and_count(name, column, lambda row: int(np.searchsorted(ends, row, side="right")))
+        lists[name] = (VarLenFeature(dtype) if count is None else
+                       FixedLenSequenceFeature(_shape_of(count), dtype, allow_missing=bool((steps < 0).any())))
+    return SequenceSchema(context, lists)

@@ -16,14 +16,18 @@ verify the CRCs of every frame they return.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
+from typing import Any
 
 import numpy as np
 
 from . import _native
+from ._typing import Features, Files, ParseFn, PathLike, Progress
 from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 from .io import AtomicFile, detect_compression
+from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
@@ -37,11 +41,12 @@ def index_path(path) -> str:
     return os.fspath(path) + ".index"
 
 
-def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES):
+def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
     by scanning it in chunks with the reader (no record copies; no mmap, which a file
     truncated meanwhile would turn into a crash). Corruption raises the reader's
-    DataLossError, naming the record and offset."""
+    DataLossError, naming the record and offset. progress: a bool (see tfrecord_lite.progress)
+    or an open bar to advance by the bytes scanned."""
     path = os.fspath(path)
     with open(path, "rb") as f:
         if detect_compression(f.read(12)) is not None:
@@ -52,11 +57,15 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
                 "it uncompressed",
             )
     starts, lengths, base = [], [], 0
-    with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes) as reader:
+    bar = progress if hasattr(progress, "update") else _progress(
+        os.path.getsize(path), desc="index", enabled=progress, unit="B")
+    with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes) as reader, \
+            contextlib.nullcontext() if bar is progress else bar:
         for frames, block_starts, block_lengths in reader.frame_blocks():
             starts.append(block_starts + base)
             lengths.append(block_lengths)
             base += len(frames)
+            bar.update(len(frames))
     starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     return starts - (OVERHEAD - 4), lengths + OVERHEAD
@@ -76,12 +85,14 @@ def write_index(index_file, offsets, lengths) -> None:
         raise
 
 
-def build_index(path, index_file=None, *, check_crc=True) -> str:
-    """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path."""
+def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
+                progress: Progress = None) -> str:
+    """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path.
+    progress: as in scan_index."""
     index_file = index_file or index_path(path)
-    offsets, lengths = scan_index(path, check_crc=check_crc)
+    offsets, lengths = scan_index(path, check_crc=check_crc, progress=progress)
     write_index(index_file, offsets, lengths)
-    return index_file
+    return os.fspath(index_file)
 
 
 def read_index(index_file):
@@ -125,7 +136,8 @@ class TFRecordFile:
     CRC). The descriptor opens on first read; the object pickles without it.
     """
 
-    def __init__(self, path, index_file=None, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES):
+    def __init__(self, path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         self.path = os.fspath(path)
         self.check_crc = bool(check_crc)
         self.max_record_bytes = int(max_record_bytes)
@@ -143,10 +155,10 @@ class TFRecordFile:
                 f"file has {size} bytes and max_record_bytes is {self.max_record_bytes}",
                 path=self.path, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.offsets)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         n = len(self.offsets)
         if isinstance(key, slice):
             start, stop, step = key.indices(n)
@@ -210,10 +222,10 @@ class TFRecordFile:
         if fd is not None and self._pid == os.getpid():
             os.close(fd)
 
-    def __enter__(self):
+    def __enter__(self) -> TFRecordFile:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self):
@@ -237,7 +249,8 @@ class IndexedDataset:
     descriptors are held, least recently used closed first. Safe to share between threads.
     """
 
-    def __init__(self, files, features=None, *, parse=None, check_crc=True, max_open_files=16):
+    def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
+                 check_crc: bool = True, max_open_files: int = 16) -> None:
         from .dataset import make_parse, resolve_files
 
         if features is not None and parse is not None:
@@ -251,7 +264,7 @@ class IndexedDataset:
         self._open = collections.OrderedDict()  # file number -> TFRecordFile with an open fd
         self._lock = threading.Lock()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return int(self.cumulative[-1]) if len(self.cumulative) else 0
 
     def locate(self, i: int):
@@ -260,7 +273,7 @@ class IndexedDataset:
         k = int(np.searchsorted(self.cumulative, i, side="right"))
         return k, i - (int(self.cumulative[k - 1]) if k else 0)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
             records = self.records(range(*key.indices(len(self))))
         elif isinstance(key, (int, np.integer)):

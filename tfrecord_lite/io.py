@@ -8,18 +8,23 @@ default strategy), so compressed output is byte-identical to ``tf.io.TFRecordWri
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import zlib
+from typing import TypeVar
 
-from .errors import DataLossError, TFRecordError
+from .errors import DataLossError, NotTFRecordError, TFRecordError
 
-__all__ = ["normalize_compression", "detect_compression", "AtomicFile", "CommitOnExit"]
+__all__ = ["normalize_compression", "detect_compression", "check_tfrecord", "AtomicFile", "CommitOnExit",
+           "make_parents"]
 
 # TensorFlow's ZlibCompressionOptions defaults.
 _LEVEL = zlib.Z_DEFAULT_COMPRESSION
 _MEM_LEVEL = 9
 _WBITS = {"zlib": zlib.MAX_WBITS, "gzip": zlib.MAX_WBITS + 16}
+
+_T = TypeVar("_T")
 
 _NAMES = {
     None: None, "": None, "none": None, "NONE": None,
@@ -53,6 +58,71 @@ def detect_compression(head: bytes):
     if len(head) >= 2 and head[0] & 0x0F == 8 and head[0] >> 4 <= 7 and (head[0] << 8 | head[1]) % 31 == 0:
         return "zlib"
     return None
+
+
+# Formats a mistaken input often has, by their first bytes.
+_MAGIC = (
+    (b"PAR1", "a Parquet file"),
+    (b"ARROW1", "an Arrow IPC file"),
+    (b"Obj\x01", "an Avro file"),
+    (b"\x93NUMPY", "a NumPy .npy file"),
+    (b"PK\x03\x04", "a ZIP archive (or .npz, .whl, .xlsx)"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"RIFF", "a RIFF file (WAV audio, WebP image, AVI video)"),
+    (b"%PDF", "a PDF document"),
+    (b"\x7fELF", "an ELF executable or library"),
+    (b"BZh", "bzip2-compressed data (decompress it first)"),
+    (b"\xfd7zXZ\x00", "xz-compressed data (decompress it first)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed data (decompress it first)"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+)
+SNIFF_BYTES = 1 << 16  # a TFRecord file has a valid record header within this many bytes
+
+
+def describe_head(head: bytes):
+    """What a stream that is not TFRecord looks like, from its first bytes; None when it is
+    no format known here (nor text)."""
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    text = head.decode("utf-8", errors="replace")
+    if len(head) >= SNIFF_BYTES:
+        text = text[:-4]  # the read may have cut a character in two
+    if text and "\ufffd" not in text and all(c.isprintable() or c in "\t\r\n\f" for c in text):
+        return f"text (starting {text.lstrip().split(chr(10), 1)[0][:40]!r})"
+    return None
+
+
+def check_tfrecord(f, path, compression="auto") -> None:
+    """Raise NotTFRecordError when the binary file object f (read from its start and left
+    there) does not start with a valid TFRecord header and its first bytes, decompressed
+    first when compression (or "auto" detection) says so, are text or a known other format.
+    Anything else, damaged TFRecord files included, passes: the reader reports the damage."""
+    from . import _native
+
+    raw = f.read(SNIFF_BYTES)
+    f.seek(0)
+    if compression == "auto":
+        compression = detect_compression(raw[:12])
+    head = raw
+    if compression is not None and raw:
+        try:
+            head = zlib.decompressobj(_WBITS[compression]).decompress(raw, SNIFF_BYTES)
+        except zlib.error:
+            return  # a damaged compressed stream: the reader reports it
+    if not head or (len(head) >= 12 and _native.framing.find_header(head, 0, 12) == 0):
+        return
+    what = describe_head(head)
+    if what is None:
+        return
+    inside = f"its {compression}-decompressed content looks like" if compression else "it looks like"
+    raise NotTFRecordError(f"not a TFRecord file: {inside} {what}", path=path,
+                           hint="Check that this is the file you meant: only TFRecord files "
+                           "(optionally gzip or zlib compressed) can be read")
 
 
 def compressor(compression):
@@ -118,27 +188,50 @@ class CommitOnExit:
     """Context manager protocol for sinks: ``close()`` (commit) when the block succeeds,
     ``abort()`` (discard) when it raises, so an exception never publishes partial output."""
 
-    def __enter__(self):
+    def __enter__(self: _T) -> _T:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.close()
         else:
             self.abort()
 
 
+def make_parents(path) -> None:
+    """Create the missing directories above an output path."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file stands where a directory must
+            while not os.path.exists(directory):
+                directory = os.path.dirname(directory)
+            raise NotADirectoryError(errno.ENOTDIR, f"{directory} is a file, not a directory, "
+                                     "so the output cannot go under it", os.fspath(path)) from None
+
+
+def _named(exc: OSError, path: str) -> OSError:
+    """The same OS error naming the user's path instead of a temporary file."""
+    return type(exc)(exc.errno, exc.strerror, path)
+
+
 class AtomicFile:
     """A binary file written under a temporary name in the destination's directory and
     renamed over the final name by commit(); discard() removes it. Readers never see a
-    half-written file under the final name."""
+    half-written file under the final name. Missing directories above it are created, and
+    OS errors name the final path, never the temporary one."""
 
     def __init__(self, path, fsync: bool = False):
         self.path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, self.temp_path = tempfile.mkstemp(
-            prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=directory
-        )
+        make_parents(self.path)
+        try:
+            fd, self.temp_path = tempfile.mkstemp(
+                prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
+                dir=os.path.dirname(os.path.abspath(self.path)),
+            )
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self.file = os.fdopen(fd, "wb", buffering=0)
         self._fsync = fsync
 
@@ -150,6 +243,9 @@ class AtomicFile:
             self.file.close()
             os.chmod(self.temp_path, 0o666 & ~_UMASK)
             os.replace(self.temp_path, self.path)
+        except OSError as exc:
+            self.discard()
+            raise _named(exc, self.path) from None
         except BaseException:
             self.discard()
             raise

@@ -8,10 +8,12 @@ asked. Outputs are committed atomically (split: all shards or none).
 from __future__ import annotations
 
 import os
+from typing import Iterable
 
+from ._typing import BinaryIO, Compression, PathLike, Progress
 from .errors import TFRecordError
 from .index import scan_index
-from .io import detect_compression, normalize_compression
+from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
 from .reader import TFRecordReader
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
@@ -22,8 +24,9 @@ __all__ = ["merge", "split", "tracked_blocks"]
 _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
 
 
-def merge(inputs, output, *, compression=None, input_compression="auto", verify=False,
-          index=False, fsync=False, progress=None) -> ShardInfo:
+def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *, compression: Compression = None,
+          input_compression: Compression = "auto", verify: bool = False, index: bool = False,
+          fsync: bool = False, progress: Progress = None) -> ShardInfo:
     """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
     binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
 
@@ -51,6 +54,7 @@ def merge(inputs, output, *, compression=None, input_compression="auto", verify=
 def _append(writer, path, compression, verify, bar) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with open(path, "rb", buffering=0) as f:
+        check_tfrecord(f, path, compression)  # even a plain byte copy refuses a foreign file
         if compression == "auto":
             compression = detect_compression(f.read(12))
             f.seek(0)
@@ -77,8 +81,9 @@ def tracked_blocks(reader, bar):
         bar.update(max(at - done, 0))
 
 
-def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=None,
-          input_compression="auto", verify=False, index=False, fsync=False, progress=None):
+def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, suffix: str = DEFAULT_SUFFIX,
+          compression: Compression = None, input_compression: Compression = "auto", verify: bool = False,
+          index: bool = False, fsync: bool = False, progress: Progress = None) -> list[ShardInfo]:
     """Split ``input`` into ``num_shards`` files of contiguous records; return a ShardInfo
     per shard.
 
@@ -99,8 +104,9 @@ def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=
     if prefix is None:
         prefix = _strip_extensions(path)
     input_compression = normalize_compression(input_compression, allow_auto=True)
-    if input_compression == "auto":
-        with open(path, "rb") as f:
+    with open(path, "rb") as f:
+        check_tfrecord(f, path, input_compression)
+        if input_compression == "auto":
             input_compression = detect_compression(f.read(12))
     out_compression = normalize_compression(compression)
 

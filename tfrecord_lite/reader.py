@@ -16,10 +16,12 @@ import operator
 import os
 import stat
 from collections.abc import Sequence
+from typing import Any, Iterator
 
 import numpy as np
 
 from . import _native
+from ._typing import BinaryIO, Buffer, Compression, PathLike
 from .errors import CorruptRecordError, RecordTooLargeError, TFRecordError, TruncatedRecordError
 from .io import DecompressingStream, detect_compression, normalize_compression
 
@@ -66,8 +68,9 @@ class TFRecordReader:
     Offsets in errors count bytes of the decompressed stream.
     """
 
-    def __init__(self, source, compression="auto", check_crc=True, on_corrupt="raise", *,
-                 max_record_bytes=DEFAULT_MAX_RECORD_BYTES, chunk_size=CHUNK_BYTES):
+    def __init__(self, source: PathLike | BinaryIO | Buffer, compression: Compression = "auto",
+                 check_crc: bool = True, on_corrupt: str = "raise", *,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int = CHUNK_BYTES) -> None:
         if on_corrupt not in ON_CORRUPT:
             raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
@@ -92,28 +95,28 @@ class TFRecordReader:
         self._iter = None
         self._gen = None  # the scanning generator, once reading has started
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         if self._iter is None:
             # chain flattens in C: no Python frame per record.
             self._iter = itertools.chain.from_iterable(self._start(self._scan()))
         return self._iter
 
-    def __next__(self):
+    def __next__(self) -> bytes:
         return next(iter(self))
 
-    def batches(self):
+    def batches(self) -> Iterator[list[bytes]]:
         """Yield lists of records, as many as each buffered chunk holds: the same records as
         iterating the reader, for bulk consumers that do not want per-record overhead."""
         return self._start(self._scan())
 
-    def frame_blocks(self):
+    def frame_blocks(self) -> Iterator[tuple[Any, Any, Any]]:
         """Yield ``(frames, starts, lengths)``: runs of whole frames exactly as stored
         (headers, data and CRCs verbatim, decompressed) as ``bytes``, checked like records
         are, with int64 arrays locating each record's data in ``frames``. Copying frames this
         way never re-encodes them (merge, split, cat)."""
         return self._start(self._scan(blocks=True))
 
-    def record_batches(self, batch_size=None, drop_remainder=False):
+    def record_batches(self, batch_size: int | None = None, drop_remainder: bool = False) -> Iterator[RecordBatch]:
         """Yield :class:`RecordBatch` es: the same records as iterating the reader, without a
         Python object per record (parse_example reads them in place). One per buffered chunk,
         or exactly ``batch_size`` records each (the last one shorter unless
@@ -138,7 +141,7 @@ class TFRecordReader:
         return gen
 
     @property
-    def input_offset(self):
+    def input_offset(self) -> int | None:
         """Bytes of the underlying file consumed so far (compressed bytes for a compressed
         file), for progress reporting; None for in-memory buffers and unseekable streams."""
         try:
@@ -146,10 +149,10 @@ class TFRecordReader:
         except (AttributeError, OSError, ValueError):
             return None
 
-    def __enter__(self):
+    def __enter__(self) -> TFRecordReader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -336,10 +339,10 @@ class RecordBatch(Sequence):
         self.framed = bool(framed)
         self._len = sum(len(s[1]) for s in self.segments)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._len
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             if i.step is not None and i.step < 0:
                 return list(self)[i]

@@ -14,9 +14,10 @@ import os
 import pickle
 import queue
 import threading
-from typing import NamedTuple
+from typing import Any, Callable, Hashable, Iterable, NamedTuple
 
 from . import _native
+from ._typing import Buffer, Compression, PathLike, Progress
 from .errors import EncodeError, TFRecordError
 from .io import CommitOnExit
 from .progress import progress as _progress
@@ -37,7 +38,7 @@ class ShardInfo(NamedTuple):
     """A committed shard: its path and record count. Usable wherever a path is (os.fspath)."""
 
     path: str
-    records: int
+    records: int | None  # None when merge copied bytes without counting
 
     def __fspath__(self) -> str:
         return self.path
@@ -80,8 +81,10 @@ class ShardedWriter(CommitOnExit):
     Thread-safe. After close, ``shards`` lists a ShardInfo per shard.
     """
 
-    def __init__(self, prefix, num_shards=None, *, max_records_per_shard=None, max_bytes_per_shard=None,
-                 suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False):
+    def __init__(self, prefix: PathLike, num_shards: int | None = None, *,
+                 max_records_per_shard: int | None = None, max_bytes_per_shard: int | None = None,
+                 suffix: str = DEFAULT_SUFFIX, compression: Compression = None, index: bool = False,
+                 fsync: bool = False) -> None:
         rolling = max_records_per_shard is not None or max_bytes_per_shard is not None
         if (num_shards is None) == (not rolling):
             raise TFRecordError(
@@ -119,12 +122,12 @@ class ShardedWriter(CommitOnExit):
     def records_written(self) -> int:
         return sum(w.records_written for w in self._writers)
 
-    def write(self, record, key=None) -> None:
+    def write(self, record: Buffer, key: Hashable | None = None) -> None:
         """Append one record, to the shard chosen by key (or round-robin, or the current one
         when rolling)."""
         self._writer_for(record, key).write(record)
 
-    def write_many(self, records, keys=None) -> None:
+    def write_many(self, records: Iterable[Buffer], keys: Iterable[Hashable] | None = None) -> None:
         """Append many records (with one key each, if keys is given)."""
         if self.rolling:
             for i, record in enumerate(records):
@@ -209,9 +212,11 @@ def _frame_bytes(record) -> int:
 
 # -- write_parallel ---------------------------------------------------------------------
 
-def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor="thread", *,
-                   suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False,
-                   chunk_size=256, batched=False, progress=None, mp_context=None) -> list[ShardInfo]:
+def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: PathLike, num_shards: int,
+                   num_workers: int | None = None, executor: Any = "thread", *, suffix: str = DEFAULT_SUFFIX,
+                   compression: Compression = None, index: bool = False, fsync: bool = False,
+                   chunk_size: int = 256, batched: bool = False, progress: Progress = None,
+                   mp_context: Any = None) -> list[ShardInfo]:
     """Encode ``items`` with ``encode(item) -> bytes`` in parallel and write them to
     ``num_shards`` shards; return a ShardInfo (path, records) per shard.
 

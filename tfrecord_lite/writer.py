@@ -10,10 +10,12 @@ from __future__ import annotations
 import itertools
 import os
 import warnings
+from typing import Iterable
 
 from . import _native
+from ._typing import BinaryIO, Buffer, Compression, PathLike
 from .errors import TFRecordError
-from .io import AtomicFile, CommitOnExit, compressor, normalize_compression
+from .io import AtomicFile, CommitOnExit, compressor, make_parents, normalize_compression
 from .reader import RecordBatch
 
 __all__ = ["TFRecordWriter"]
@@ -45,7 +47,8 @@ class TFRecordWriter(CommitOnExit):
     lands contiguously.
     """
 
-    def __init__(self, path_or_fileobj, compression=None, *, atomic=True, fsync=False, index=False):
+    def __init__(self, path_or_fileobj: PathLike | BinaryIO, compression: Compression = None, *,
+                 atomic: bool = True, fsync: bool = False, index: bool | PathLike = False) -> None:
         self.compression = normalize_compression(compression)
         # The per-record path is one C call: the instance's write is the core's, which
         # frames into the buffer under the lock and comes back here to drain or for errors.
@@ -88,6 +91,7 @@ class TFRecordWriter(CommitOnExit):
                     self._atomic = AtomicFile(self.path, fsync=fsync)
                     self._file = self._atomic.file
                 else:
+                    make_parents(self.path)
                     self._file = open(self.path, "wb", buffering=0)
                 self._owned = True
             else:
@@ -99,7 +103,7 @@ class TFRecordWriter(CommitOnExit):
         self._fsync = fsync
         self._z = compressor(self.compression) if self.compression else None
 
-    def write(self, record) -> None:
+    def write(self, record: Buffer) -> None:
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
         self._core.write(record)  # instances call the core directly; see __init__
 
@@ -109,7 +113,7 @@ class TFRecordWriter(CommitOnExit):
                                lambda self, value: setattr(self._core, "records", value))
     closed = property(lambda self: self._core.closed, lambda self, value: setattr(self._core, "closed", value))
 
-    def write_many(self, records) -> None:
+    def write_many(self, records: Iterable[Buffer]) -> None:
         """Append many records under one lock acquisition; they land contiguously. If one is
         not bytes-like, the ones before it are written and the error names its index. A
         ``framed`` RecordBatch (``encode_examples(..., as_batch=True)``, or read with CRC

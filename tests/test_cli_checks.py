@@ -1,0 +1,173 @@
+"""What the CLI (and merge/split underneath it) does with input that is not TFRecord, with
+damaged input, and with bad arguments; head on SequenceExamples."""
+
+import gzip
+import os
+import re
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEXT = b"id,label\n1,cat\n2,dog\n" * 50
+
+FOREIGN = {
+    "text": (TEXT, "it looks like text (starting 'id,label')"),
+    "parquet": (b"PAR1" + os.urandom(200) + b"PAR1", "it looks like a Parquet file"),
+    "png": (b"\x89PNG\r\n\x1a\n" + os.urandom(100), "it looks like a PNG image"),
+    "npy": (b"\x93NUMPY\x01\x00" + os.urandom(100), "it looks like a NumPy .npy file"),
+    "gzip-text": (gzip.compress(TEXT), "its gzip-decompressed content looks like text"),
+    "zlib-text": (zlib.compress(TEXT), "its zlib-decompressed content looks like text"),
+    "short-text": (b"hi\n", "it looks like text (starting 'hi')"),
+}
+
+
+def _write(path, records, compression=None):
+    with tfl.TFRecordWriter(path, compression) as w:
+        w.write_many(records)
+    return str(path)
+
+
+def _run(*argv):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.mark.parametrize("kind", sorted(FOREIGN))
+def test_a_file_that_is_not_tfrecord_is_named_as_such_by_every_command(backend, tmp_path, capfd, kind):
+    data, looks = FOREIGN[kind]
+    bad = tmp_path / f"input.{kind}"
+    bad.write_bytes(data)
+    good = _write(tmp_path / "good.tfrecord", [b"r1", b"r2"])
+    out = tmp_path / "out"
+    commands = [
+        ["count", str(bad)], ["verify", good, str(bad)], ["head", str(bad)], ["index", str(bad)],
+        ["cat", good, str(bad), "-o", str(out / "c.tfrecord")],
+        ["merge", good, str(bad), "-o", str(out / "m.tfrecord")],
+        ["merge", good, str(bad), "-o", str(out / "m.tfrecord.gz"), "--compression", "gzip", "--verify"],
+        ["split", str(bad), "-n", "2", "--prefix", str(out / "s")],
+    ]
+    for argv in commands:
+        assert main(argv) == 1, argv
+        captured = capfd.readouterr()
+        text = captured.out + captured.err
+        assert f"{bad}: not a TFRecord file: {looks}" in text, (argv, text)
+        assert text.count("not a TFRecord file:") == 1, (argv, text)
+        assert "on_corrupt" not in text and "corrupted record" not in text, (argv, text)
+    assert not out.exists() or os.listdir(out) == []
+    # Python's merge and split refuse it the same way.
+    for call in (lambda: tfl.merge([good, bad], tmp_path / "py.tfrecord"), lambda: tfl.split(bad, 2)):
+        with pytest.raises(tfl.NotTFRecordError, match=re.escape(f"not a TFRecord file: {looks}")) as info:
+            call()
+        assert info.value.path == str(bad)
+        assert isinstance(info.value, tfl.DataLossError)
+
+
+def test_verify_reports_good_files_and_lists_the_foreign_one(backend, tmp_path, capfd):
+    good = _write(tmp_path / "good.tfrecord", [b"r1", b"r2"])
+    (tmp_path / "notes.txt").write_bytes(TEXT)
+    assert main(["verify", good, str(tmp_path / "notes.txt")]) == 1
+    captured = capfd.readouterr()
+    assert f"OK\t2 good records\t{good}" in captured.out
+    assert f"not a TFRecord file\t{tmp_path / 'notes.txt'}" in captured.out
+    assert "1 file(s) are not TFRecord files" in captured.err
+
+
+def _damaged(tmp_path, first_header=False):
+    path = tmp_path / "damaged.tfrecord"
+    _write(path, [b"x" * 10, b"y" * 10, b"z" * 10, b"w" * 10])
+    data = bytearray(path.read_bytes())
+    data[2 if first_header else 26 + 12 + 3] ^= 0xFF  # record 0's length, or record 1's data
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+def test_a_damaged_tfrecord_file_is_still_reported_as_damaged(backend, tmp_path, capfd):
+    path = _damaged(tmp_path, first_header=True)
+    assert main(["verify", path]) == 1
+    out = capfd.readouterr().out
+    assert "not a TFRecord" not in out
+    assert "CORRUPT" in out and "record 0" in out and "3 good records" in out
+
+
+def test_verify_prints_each_problem_once(backend, tmp_path):
+    path = _damaged(tmp_path)
+    done = _run("verify", path)
+    assert done.returncode == 1
+    text = done.stdout + done.stderr
+    assert text.count("record 1, byte offset 26") == 1, text
+    assert "1 bad\t3 good records" in done.stdout
+
+
+def test_merge_and_cat_check_frames_on_the_way(backend, tmp_path, capfd):
+    path = _damaged(tmp_path)
+    good = _write(tmp_path / "good.tfrecord", [b"r1"])
+    for command in ("merge", "cat"):
+        out = tmp_path / f"{command}.tfrecord"
+        # --verify checks every data CRC: the bad record stops the copy, nothing is written.
+        assert main([command, good, path, "-o", str(out), "--verify"]) == 1
+        err = capfd.readouterr().err
+        assert f"{path}, record 1, byte offset 26" in err and "corrupted record" in err
+        assert not out.exists()
+    # Streaming through a decompressing or recompressing copy checks every header as well.
+    cut = tmp_path / "cut.tfrecord.gz"
+    cut.write_bytes(gzip.compress(open(path, "rb").read()[:-5]))
+    assert main(["merge", good, str(cut), "-o", str(tmp_path / "m2.tfrecord")]) == 1
+    assert "truncated" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["head", "FILE", "-n", "-1"], "argument -n: must be at least 0, not -1"),
+    (["head", "FILE", "-n", "two"], "argument -n: 'two' is not a whole number"),
+    (["head", "FILE", "--width", "0"], "argument --width: must be at least 1, not 0"),
+    (["split", "FILE", "-n", "0"], "argument -n/--num-shards: must be at least 1, not 0"),
+    (["count", "FILE", "--compression", "bogus"],
+     "argument --compression: invalid choice: 'bogus' (choose from 'auto', 'none', 'gzip', 'zlib')"),
+    (["merge", "FILE", "-o", "x", "--input-compression", "bogus"],
+     "invalid choice: 'bogus' (choose from 'auto', 'none', 'gzip', 'zlib')"),
+    (["cat", "FILE", "-o", "x", "--compression", "auto"],
+     "invalid choice: 'auto' (choose from 'none', 'gzip', 'zlib')"),
+])
+def test_bad_arguments_are_rejected_with_the_cli_spellings(tmp_path, capfd, argv, message):
+    path = _write(tmp_path / "f.tfrecord", [b"r"])
+    with pytest.raises(SystemExit) as info:
+        main([path if a == "FILE" else a for a in argv])
+    assert info.value.code == 2
+    err = capfd.readouterr().err
+    assert message in err, err
+    assert "None, ''" not in err and "'GZIP'" not in err
+
+
+def test_compression_names_are_case_insensitive(backend, tmp_path, capfd):
+    path = _write(tmp_path / "f.tfrecord.gz", [b"r1", b"r2"], "gzip")
+    assert main(["count", path, "--compression", "GZIP"]) == 0
+    assert capfd.readouterr().out == f"2\t{path}\n"
+    assert main(["cat", path, "-o", str(tmp_path / "z.tfrecord.zz"), "--compression", "ZLIB"]) == 0
+    assert list(tfl.TFRecordReader(tmp_path / "z.tfrecord.zz")) == [b"r1", b"r2"]
+    assert main(["head", path, "-n", "0"]) == 0
+    assert capfd.readouterr().out == ""
+
+
+def test_head_shows_a_sequence_examples_context_and_feature_lists(backend, tmp_path, capfd):
+    path = _write(tmp_path / "seq.tfrecord", [
+        tfl.encode_sequence_example({"id": 7, "name": b"clip"},
+                                    {"tokens": [[1, 2], [3]], "score": [[0.5], [1.5], [2.5], [3.5]]}),
+        tfl.encode_example({"label": 3}),
+    ])
+    assert main(["head", path]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert lines[0].startswith("record 0: ") and lines[1:7] == [
+        "  context:",
+        "    id: int64[1] [7]",
+        "    name: bytes[1] [b'clip']",
+        "  feature lists:",
+        "    score: 4 steps [float32[1] [0.5]; float32[1] [1.5]; float32[1] [2.5]; ... (4 steps)]",
+        "    tokens: 2 steps [int64[2] [1, 2]; int64[1] [3]]",
+    ]
+    assert lines[7].startswith("record 1: ") and lines[8:] == ["  label: int64[1] [3]"]

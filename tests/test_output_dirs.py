@@ -1,0 +1,110 @@
+"""Output paths: every writer creates missing parent directories, and no error names the
+hidden temporary file a write goes through (only the path the user gave)."""
+
+import os
+
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.cli import main
+
+
+def _records(n=5):
+    return [f"record {i}".encode() for i in range(n)]
+
+
+def _files_under(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_writer_creates_missing_directories(backend, tmp_path, atomic):
+    path = tmp_path / "a" / "b" / "c.tfrecord"
+    with tfl.TFRecordWriter(path, atomic=atomic, index=True) as w:
+        w.write_many(_records())
+    assert list(tfl.TFRecordReader(path)) == _records()
+    assert _files_under(tmp_path) == ["a/b/c.tfrecord", "a/b/c.tfrecord.index"]
+
+
+def test_sharded_writer_and_write_parallel_create_missing_directories(backend, tmp_path):
+    with tfl.ShardedWriter(tmp_path / "rolled" / "log", max_records_per_shard=2) as w:
+        w.write_many(_records())
+    with tfl.ShardedWriter(tmp_path / "fixed" / "deep" / "log", num_shards=2) as w:
+        w.write_many(_records())
+    shards = tfl.write_parallel(_records(), bytes, tmp_path / "par" / "train", num_shards=2, num_workers=2,
+                                chunk_size=1)
+    assert [os.path.relpath(s.path, tmp_path) for s in shards] == [
+        "par/train-00000-of-00002.tfrecord", "par/train-00001-of-00002.tfrecord"]
+    assert _files_under(tmp_path) == sorted(
+        [f"rolled/log-0000{i}-of-00003.tfrecord" for i in range(3)]
+        + [f"fixed/deep/log-0000{i}-of-00002.tfrecord" for i in range(2)]
+        + [f"par/train-0000{i}-of-00002.tfrecord" for i in range(2)])
+    for prefix, n in (("rolled/log", 3), ("fixed/deep/log", 2), ("par/train", 2)):
+        files = [tmp_path / f"{prefix}-0000{i}-of-0000{n}.tfrecord" for i in range(n)]
+        assert sorted(r for f in files for r in tfl.TFRecordReader(f)) == sorted(_records())
+
+
+def test_merge_split_index_and_cli_create_missing_directories(backend, tmp_path, capfd):
+    src = tmp_path / "in.tfrecord"
+    with tfl.TFRecordWriter(src) as w:
+        w.write_many(_records())
+    assert tfl.merge([src], tmp_path / "m" / "all.tfrecord", verify=True).records == 5
+    assert [s.records for s in tfl.split(src, 2, tmp_path / "s" / "part")] == [3, 2]
+    assert tfl.build_index(src, tmp_path / "idx" / "in.index") == str(tmp_path / "idx" / "in.index")
+    assert main(["merge", str(src), "-o", str(tmp_path / "cm" / "all.tfrecord.gz"), "--compression", "gzip"]) == 0
+    assert main(["split", str(src), "-n", "2", "--prefix", str(tmp_path / "cs" / "p")]) == 0
+    assert main(["cat", str(src), "-o", str(tmp_path / "cc" / "x.tfrecord")]) == 0
+    for out in ("m/all.tfrecord", "cm/all.tfrecord.gz", "cc/x.tfrecord"):
+        assert list(tfl.TFRecordReader(tmp_path / out)) == _records(), out
+    for prefix in ("s/part", "cs/p"):
+        parts = [tfl.TFRecordReader(tmp_path / f"{prefix}-0000{i}-of-00002.tfrecord") for i in range(2)]
+        assert [r for p in parts for r in p] == _records()
+    assert len(open(tmp_path / "idx" / "in.index").read().splitlines()) == 5
+
+
+def _no_temp_name(text):
+    assert ".tmp" not in text and "/." not in text, text
+
+
+def test_errors_name_the_users_path_never_the_temporary_file(backend, tmp_path, capfd):
+    (tmp_path / "afile").write_bytes(b"")
+    under_file = tmp_path / "afile" / "sub" / "x.tfrecord"
+    with pytest.raises(NotADirectoryError) as info:
+        tfl.TFRecordWriter(under_file)
+    assert info.value.filename == str(under_file)
+    assert f"{tmp_path / 'afile'} is a file, not a directory" in str(info.value)
+
+    # The final name is taken by a directory: the rename at close fails.
+    (tmp_path / "taken.tfrecord").mkdir()
+    w = tfl.TFRecordWriter(tmp_path / "taken.tfrecord")
+    w.write(b"x")
+    with pytest.raises(IsADirectoryError) as info:
+        w.close()
+    assert info.value.filename == str(tmp_path / "taken.tfrecord")
+    _no_temp_name(str(info.value))
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "train-00001-of-00002.tfrecord").mkdir()
+    with pytest.raises(IsADirectoryError) as info:
+        tfl.write_parallel(_records(), bytes, tmp_path / "out" / "train", num_shards=2, num_workers=1)
+    assert info.value.filename == str(tmp_path / "out" / "train-00001-of-00002.tfrecord")
+    _no_temp_name(str(info.value))
+    with pytest.raises(IsADirectoryError) as info:
+        with tfl.ShardedWriter(tmp_path / "out" / "train", num_shards=2) as sw:
+            sw.write_many(_records())
+    _no_temp_name(str(info.value))
+
+    src = tmp_path / "in.tfrecord"
+    with tfl.TFRecordWriter(src) as w:
+        w.write_many(_records())
+    for argv in (["merge", str(src), "-o", str(tmp_path / "taken.tfrecord")],
+                 ["merge", str(src), "-o", str(under_file)],
+                 ["split", str(src), "-n", "2", "--prefix", str(tmp_path / "out" / "train")],
+                 ["cat", str(src), "-o", str(tmp_path / "taken.tfrecord")]):
+        assert main(argv) == 1
+        err = capfd.readouterr().err
+        _no_temp_name(err)
+        assert str(tmp_path) in err, err
+    # Nothing was left behind: no temporary files, no shard under its final name.
+    leftovers = [f for f in _files_under(tmp_path) if f != "in.tfrecord" and f != "afile"]
+    assert leftovers == []

@@ -1,0 +1,146 @@
+"""infer_schema on Examples and SequenceExamples, and the code Schema emits (to_code for
+tfrecord_lite, to_tf_code for TensorFlow), exec'd and used to parse the records it came from."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite.features import spec_code
+
+_names = st.sampled_from(["a", "b", "label", "x y", "ü"])
+_VALUES = {
+    int: st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=4),
+    float: st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=4),
+    bytes: st.lists(st.binary(max_size=6), min_size=1, max_size=4),
+}
+
+
+def _kind(values):
+    return type(values[0])
+
+
+@st.composite
+def _examples(draw):
+    """Records whose features keep one kind each across records (as a schema needs)."""
+    kinds = draw(st.dictionaries(_names, st.sampled_from([int, float, bytes]), min_size=1, max_size=4))
+    rows = []
+    for _ in range(draw(st.integers(1, 5))):
+        row = {}
+        for name, kind in kinds.items():
+            if draw(st.booleans()) or not rows:
+                row[name] = draw(_VALUES[kind])
+        rows.append(row)
+    return rows
+
+
+def _exec(code):
+    namespace = {}
+    exec(code, namespace)
+    return namespace
+
+
+@given(_examples())
+def test_to_code_of_inferred_example_schema_parses_the_records(backend, rows):
+    records = [tfl.encode_example(row) for row in rows]
+    schema = tfl.infer_schema(records)
+    assert type(schema) is tfl.Schema
+    features = _exec(schema.to_code())["features"]
+    assert _exec(tfl.Schema(features).to_code())["features"].keys() == features.keys()
+    assert tfl.Schema(features).to_code() == schema.to_code()  # the emitted code rebuilds it exactly
+    parsed = tfl.parse_example(records, features)
+    for name, spec in features.items():
+        present = [i for i, row in enumerate(rows) if name in row]
+        if isinstance(spec, tfl.FixedLenFeature):
+            assert len(present) == len(rows)
+            got = [np.ravel(parsed[name][i]).tolist() for i in present]
+        else:
+            sparse = parsed[name]
+            got = [sparse.values[sparse.indices[:, 0] == i].tolist() for i in present]
+        want = [np.asarray(rows[i][name], dtype=np.float32).tolist() if _kind(rows[i][name]) is float
+                else list(rows[i][name]) for i in present]
+        assert got == want, name
+
+
+def _sequences():
+    return [
+        tfl.encode_sequence_example({"id": 1, "name": b"a"},
+                                    {"tokens": [[1, 2], [3], [4, 5, 6]], "score": [[0.5], [1.5]]}),
+        tfl.encode_sequence_example({"id": 2, "name": b"b"}, {"score": [[2.5]]}),
+        tfl.encode_sequence_example({"id": 3, "name": b"c"}, {"tokens": [[7]], "score": []}),
+    ]
+
+
+def test_sequence_examples_give_both_parts(backend, tmp_path):
+    path = tmp_path / "seq.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(_sequences())
+    schema = tfl.infer_schema(path)
+    assert isinstance(schema, tfl.SequenceSchema)
+    context, lists = schema  # unpacks as the two spec arguments of parse_sequence_example
+    assert context == {"id": tfl.FixedLenFeature([], np.int64), "name": tfl.FixedLenFeature([], bytes)}
+    assert lists == {"score": tfl.FixedLenSequenceFeature([], np.float32, allow_missing=False),
+                     "tokens": tfl.VarLenFeature(np.int64)}
+    assert schema.to_tf_code() == (
+        "context_features = {\n    'id': tf.io.FixedLenFeature([], tf.int64),\n"
+        "    'name': tf.io.FixedLenFeature([], tf.string),\n}\n"
+        "sequence_features = {\n"
+        "    'score': tf.io.FixedLenSequenceFeature([], tf.float32, allow_missing=False),\n"
+        "    'tokens': tf.io.VarLenFeature(tf.int64),\n}")
+
+    code = _exec(schema.to_code())
+    ctx, seq, lengths = tfl.parse_sequence_example(_sequences(), code["context_features"],
+                                                   code["sequence_features"])
+    assert ctx["id"].tolist() == [1, 2, 3] and ctx["name"].tolist() == [b"a", b"b", b"c"]
+    assert seq["score"].tolist() == [[0.5, 1.5], [2.5, 0.0], [0.0, 0.0]]
+    assert lengths["score"].tolist() == [2, 1, 0]
+    assert seq["tokens"].values.tolist() == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_sequence_schema_marks_lists_some_records_lack(backend):
+    records = _sequences()[:2]  # the second has no "tokens" list at all
+    _, lists = tfl.infer_schema(records)
+    assert lists["tokens"] == tfl.VarLenFeature(np.int64)
+    _, lists = tfl.infer_schema([tfl.encode_sequence_example({}, {"t": [[1], [2]]}),
+                                 tfl.encode_sequence_example({}, {"u": [[1.0]]})])
+    assert lists == {"t": tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True),
+                     "u": tfl.FixedLenSequenceFeature([], np.float32, allow_missing=True)}
+
+
+def test_sequence_list_of_mixed_kinds_names_the_record(backend):
+    records = [tfl.encode_sequence_example({}, {"t": [[1], [2]]}),
+               tfl.encode_sequence_example({}, {"t": [[1], [b"x"]]})]
+    with pytest.raises(tfl.FeatureSpecError, match="'t' has values of more than one type") as info:
+        tfl.infer_schema(records)
+    assert info.value.index == 1
+
+
+def test_decode_sequence_example(backend):
+    context, lists = tfl.decode_sequence_example(_sequences()[0])
+    assert context["id"].tolist() == [1] and context["name"] == [b"a"]
+    assert [s.tolist() for s in lists["tokens"]] == [[1, 2], [3], [4, 5, 6]]
+    assert [s.tolist() for s in lists["score"]] == [[0.5], [1.5]]
+    (_, lists), = tfl.decode_sequence_examples(_sequences()[2:])
+    assert lists["score"] == [] and [s.tolist() for s in lists["tokens"]] == [[7]]
+    assert tfl.decode_sequence_example(tfl.encode_example({"a": 1}))[1] == {}
+
+
+@pytest.mark.parametrize("spec", [
+    tfl.FixedLenFeature([2, 2], np.int64, default_value=7),
+    tfl.FixedLenFeature([], bytes, default_value=b"x"),
+    tfl.VarLenFeature(np.float32),
+    tfl.RaggedFeature(np.int64, value_key="a", row_splits_dtype="int64"),
+    tfl.SparseFeature(["r", "c"], "v", np.float32, [2, 3], already_sorted=True),
+    tfl.FixedLenSequenceFeature([3], np.float32, allow_missing=True, default_value=1.5),
+    tfl.RawTensorFeature((2, 3), np.uint8),
+    tfl.RawTensorFeature((4,), ">f4", default_value=0.5),
+])
+def test_spec_code_rebuilds_every_spec_type(spec):
+    code = spec_code(spec)
+    rebuilt = eval(code, {"tfl": tfl, "np": np})
+    assert type(rebuilt) is type(spec) and spec_code(rebuilt) == code
+    for field in ("shape", "dtype", "value_key", "index_key", "size", "allow_missing", "row_splits_dtype"):
+        assert getattr(rebuilt, field, None) == getattr(spec, field, None), field
+    if getattr(spec, "default_value", None) is not None:
+        assert np.array_equal(rebuilt.default_value, spec.default_value)
