@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import namedtuple
 from functools import cmp_to_key
 from math import prod
-from typing import Any, Mapping
+from typing import Any, Iterable, Literal, Mapping, overload
 
 import numpy as np
 
@@ -613,6 +613,12 @@ def encode_sequence_example(context: Mapping[str, Any], feature_lists: Mapping[s
     return _native.example.encode_sequence_example(keys, kinds, values, list_keys, list_steps)
 
 
+@overload
+def encode_examples(columns: Mapping[str, Any], deterministic: bool = ..., raw: Iterable[str] = ..., *,
+                    as_batch: Literal[False] = ...) -> list[bytes]: ...
+@overload
+def encode_examples(columns: Mapping[str, Any], deterministic: bool = ..., raw: Iterable[str] = ..., *,
+                    as_batch: Literal[True]) -> RecordBatch: ...
 def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw: Iterable[str] = (), *,
                     as_batch: bool = False) -> list[bytes] | RecordBatch:
     """Serialize a batch column by column: columns maps name -> numpy array with a leading
