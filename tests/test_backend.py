@@ -58,3 +58,23 @@ def test_library_never_imports_tensorflow_or_torch():
     out = run("import sys, tfrecord_lite, tfrecord_lite.cli; "
               "print([m for m in ('tensorflow', 'torch', 'jax') if m in sys.modules])")
     assert out.stdout.strip() == "[]"
+
+
+def test_compiled_install_needs_neither_protobuf_nor_crc32c_at_import():
+    # The twins (and the packages they need) are imported only when the twin is chosen.
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('google', 'crc32c'): raise ImportError('absent: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import numpy as np, tfrecord_lite as tfl\n"
+        "recs = tfl.encode_examples({'x': np.arange(3)})\n"
+        "frames = bytes(tfl._native.framing.encode_frames(recs))\n"
+        "print(tfl.implementation, tfl.parse_example(list(tfl.TFRecordReader(frames)),\n"
+        "      {'x': tfl.FixedLenFeature([], np.int64)})['x'].tolist(), tfl.masked_crc32c(b'a') > 0)\n"
+        "print(sorted(m for m in sys.modules if m.endswith('_py') or m.split('.')[0] in ('google', 'crc32c')))\n"
+    )
+    out = run(code)
+    assert out.stdout.split("\n")[:2] == ["cython [0, 1, 2] True", "[]"]
+    assert "RuntimeWarning" not in out.stderr

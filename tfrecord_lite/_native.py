@@ -19,9 +19,14 @@ import warnings
 CONCERNS = ("framing", "example")
 
 _compiled: dict = {}
-_python: dict = {}
-for _name in CONCERNS:
-    _python[_name] = importlib.import_module(f"tfrecord_lite._{_name}_py")
+_python: dict = {}  # the twins, imported only when chosen: they need protobuf and crc32c
+
+
+def _load_python() -> dict:
+    for name in CONCERNS:
+        if name not in _python:
+            _python[name] = importlib.import_module(f"tfrecord_lite._{name}_py")
+    return _python
 
 def _load_compiled() -> ImportError | None:
     """Import every compiled module into _compiled, all or none; the error if one fails."""
@@ -57,7 +62,7 @@ def available() -> tuple[str, ...]:
 
 def _activate(name: str) -> None:
     global implementation
-    modules = _compiled if name == "cython" else _python
+    modules = _compiled if name == "cython" else _load_python()
     if name == "cython" and not modules and _load_compiled() is not None:
         raise RuntimeError("the compiled core is not available in this installation")
     for concern in CONCERNS:
