@@ -47,7 +47,7 @@ from libc.string cimport memcmp, memcpy, memset
 from cursor cimport (Cursor, acquire, cursor_init, cursor_len, cursor_take, cursor_varint, tfl_crc32c, tfl_crc32c_init,
                     tfl_load_le32, tfl_mask_crc, tfl_store_le32, tfl_store_le64)
 
-from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError
+from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
 
 cnp.import_array()
 # This extension carries its own copy of the CRC32C code (for framed encoding): pick its
@@ -1033,10 +1033,10 @@ cdef class _Records:
             starts, lengths = item[1], item[2]
             m = starts.shape[0]
             if lengths.shape[0] != m or k + m > self.n:
-                raise ValueError("a RecordBatch segment has mismatched starts and lengths")
+                raise InvalidArgumentError("a RecordBatch segment has mismatched starts and lengths")
             for j in range(m):   # a few us: not worth a GIL handoff
                 if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
-                    raise ValueError(f"a RecordBatch record ({starts[j]}, {lengths[j]}) lies outside "
+                    raise InvalidArgumentError(f"a RecordBatch record ({starts[j]}, {lengths[j]}) lies outside "
                                      f"its {v.len}-byte block")
                 self.ptrs[k + j] = <const unsigned char *>v.buf + starts[j]
                 self.lens[k + j] = lengths[j]

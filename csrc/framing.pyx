@@ -15,6 +15,8 @@ import weakref
 
 import numpy as np
 
+from tfrecord_lite.errors import InvalidArgumentError
+
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport (
     PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
@@ -63,9 +65,9 @@ def crc32c_backend():
 def set_crc32c_backend(str name):
     """Select "hardware" (the CPU's instruction, if any) or "table"; returns the active name."""
     if name not in ("hardware", "table"):
-        raise ValueError(f"CRC32C backend must be 'hardware' or 'table', not {name!r}")
+        raise InvalidArgumentError(f"CRC32C backend must be 'hardware' or 'table', not {name!r}")
     if name == "hardware" and not tfl_crc32c_hw_available():
-        raise ValueError("this CPU has no CRC32C instruction; only the 'table' backend is available")
+        raise InvalidArgumentError("this CPU has no CRC32C instruction; only the 'table' backend is available")
     tfl_crc32c_init(name == "table")
     return crc32c_backend()
 
@@ -307,7 +309,7 @@ def scan_block(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
     acquire(buf, &view)
     try:
         if view.len < pos:
-            raise ValueError("the buffer shrank while it was scanned")
+            raise InvalidArgumentError("the buffer shrank while it was scanned")
         dst = PyBytes_AS_STRING(frames)
         with nogil:
             memcpy(dst, <const char *>view.buf + start, n)
@@ -335,7 +337,7 @@ cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
         if stop < 0 or stop > view.len:
             stop = view.len
         if start < 0 or start > stop:
-            raise ValueError(f"start {start} is outside the buffer (0..{stop})")
+            raise InvalidArgumentError(f"start {start} is outside the buffer (0..{stop})")
         base = <const unsigned char *>view.buf
         cursor_init(&c, base + start, stop - start)
         while True:
@@ -379,7 +381,7 @@ cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
 def new_buffer(Py_ssize_t n):
     """A bytearray of n bytes left uninitialized (the reader fills it at once)."""
     if n < 0:
-        raise ValueError("n must be >= 0")
+        raise InvalidArgumentError("n must be >= 0")
     return PyByteArray_FromStringAndSize(NULL, n)
 
 
@@ -395,7 +397,7 @@ def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):
         if stop < 0 or stop > view.len:
             stop = view.len
         if start < 0:
-            raise ValueError("start must be >= 0")
+            raise InvalidArgumentError("start must be >= 0")
         if stop - start < HEADER_BYTES:
             return -1
         p = <const unsigned char *>view.buf + start

@@ -17,3 +17,13 @@ def test_errors_pickle_with_every_attribute(cls):
     for attr in ("detail", "path", "offset", "index", "hint", *extra):
         assert getattr(clone, attr) == getattr(err, attr), attr
     assert "a.tfrecord, record 4, byte offset 123: it broke. do this" == str(clone)
+
+
+def test_bad_arguments_to_the_core_are_invalid_argument_errors(backend):
+    frames = bytes(backend.framing.encode_frames([b"a", b"bc"]))
+    for call in (lambda: backend.framing.scan_frames(frames, len(frames) + 1),
+                 lambda: backend.framing.scan_spans(frames, -1),
+                 lambda: backend.framing.scan_block(frames, 99)):
+        with pytest.raises(tfl.InvalidArgumentError, match="outside") as info:
+            call()
+        assert isinstance(info.value, ValueError)

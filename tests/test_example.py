@@ -353,7 +353,7 @@ def test_record_batch_offsets_are_checked(backend):
 
     rec = tfl.encode_example({"a": 1})
     bad = RecordBatch(rec, np.array([1], np.int64), np.array([len(rec)], np.int64))
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(tfl.InvalidArgumentError, match="outside"):
         tfl.parse_example(bad, {"a": tfl.FixedLenFeature([], np.int64)})
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from . import _framing_py
-from .errors import ExampleDecodeError, FeatureSpecError
+from .errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
 
 KIND_ABSENT = 0   # the key is not in this record
 KIND_BYTES = 1
@@ -220,7 +220,7 @@ def _records(records):
         size = memoryview(frames).nbytes
         for start, length in zip(starts.tolist(), lengths.tolist()):
             if start < 0 or length < 0 or start > size - length:
-                raise ValueError(f"a RecordBatch record ({start}, {length}) lies outside its {size}-byte block")
+                raise InvalidArgumentError(f"a RecordBatch record ({start}, {length}) lies outside its {size}-byte block")
     return list(records)
 
 

@@ -13,6 +13,8 @@ import weakref
 import crc32c as _crc32c_pkg
 import numpy as np
 
+from .errors import InvalidArgumentError
+
 HEADER_BYTES = 12
 FOOTER_BYTES = 4
 
@@ -34,7 +36,7 @@ def crc32c_backend():
 def set_crc32c_backend(name: str):
     """The crc32c package picks its own path; only validates name for signature parity."""
     if name not in ("hardware", "table"):
-        raise ValueError(f"CRC32C backend must be 'hardware' or 'table', not {name!r}")
+        raise InvalidArgumentError(f"CRC32C backend must be 'hardware' or 'table', not {name!r}")
     return crc32c_backend()
 
 
@@ -142,7 +144,7 @@ def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
     if stop < 0 or stop > len(mv):
         stop = len(mv)
     if start < 0 or start > stop:
-        raise ValueError(f"start {start} is outside the buffer (0..{stop})")
+        raise InvalidArgumentError(f"start {start} is outside the buffer (0..{stop})")
     records = []
     pos = start
     while True:
@@ -172,7 +174,7 @@ def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
 def new_buffer(n):
     """A bytearray of n bytes (zeroed here; the compiled core leaves it uninitialized)."""
     if n < 0:
-        raise ValueError("n must be >= 0")
+        raise InvalidArgumentError("n must be >= 0")
     return bytearray(n)
 
 
@@ -183,7 +185,7 @@ def find_header(buf, start=0, stop=-1):
     if stop < 0 or stop > len(mv):
         stop = len(mv)
     if start < 0:
-        raise ValueError("start must be >= 0")
+        raise InvalidArgumentError("start must be >= 0")
     for p in range(start, stop - HEADER_BYTES + 1):
         if _mask(_crc32c_pkg.crc32c(mv[p : p + 8])) == _u32.unpack(mv[p + 8 : p + 12])[0]:
             return p

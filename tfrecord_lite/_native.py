@@ -74,7 +74,9 @@ def _activate(name: str) -> None:
 def use(name: str):
     """Switch every concern to the "cython" or "python" backend inside the block (tests)."""
     if name not in ("cython", "python"):
-        raise ValueError(f"backend must be 'cython' or 'python', not {name!r}")
+        from .errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"backend must be 'cython' or 'python', not {name!r}")
     previous = implementation
     _activate(name)
     try:

@@ -17,6 +17,7 @@ __all__ = [
     "NotTFRecordError",
     "FeatureSpecError",
     "EncodeError",
+    "InvalidArgumentError",
 ]
 
 
@@ -83,6 +84,11 @@ class NotTFRecordError(DataLossError):
 
 class FeatureSpecError(TFRecordError, ValueError):
     """The data does not fit the user's feature spec (missing, wrong length, wrong type)."""
+
+
+class InvalidArgumentError(TFRecordError, ValueError):
+    """An argument is out of its range: a start offset outside the buffer, a RecordBatch
+    whose offsets lie outside its blocks, an unknown backend name (TensorFlow's name)."""
 
 
 class EncodeError(TFRecordError):
