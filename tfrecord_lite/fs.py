@@ -145,7 +145,7 @@ def read_bytes(path, storage_options=None) -> bytes:
 
 def read_range(fs, p, start: int, end: int) -> bytes:
     """Bytes [start, end) of a remote file: one ranged request."""
-    return fs.cat_file(p, start, end)
+    return fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
 
 
 def expand(spec: str, storage_options=None) -> list[str]:
