@@ -105,6 +105,16 @@ def test_directives_parse():
         python_snippets("<!-- readme-test: bogus -->\n```python\npass\n```\n")
 
 
+@pytest.fixture
+def readme_s3(s3_server):
+    """``needs=s3``: the loopback S3 server, found through the environment as a user's
+    AWS_ENDPOINT_URL would point at theirs, with an empty my-bucket/data/."""
+    fs = s3_server.filesystem()
+    if fs.exists("my-bucket/data"):
+        fs.rm("my-bucket/data", recursive=True)
+    fs.invalidate_cache()
+
+
 @pytest.mark.parametrize("i", range(len(SNIPPETS)),
                          ids=[f"L{s.line}-{re.sub(r'[^A-Za-z0-9]+', '-', s.section).strip('-')}"
                               for s in SNIPPETS])

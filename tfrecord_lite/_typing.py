@@ -25,8 +25,10 @@ Features = Mapping[str, Any]
 Records = Iterable[Buffer]
 # parsed batch -> anything, replacing parse_example in datasets.
 ParseFn = Callable[[Any], Any]
+# fsspec options for URLs (s3://, gs://, memory://, ...): credentials, endpoints.
+StorageOptions = Optional[Mapping[str, Any]]
 # True/False, or None for "when stderr is a terminal" (tfrecord_lite.progress).
 Progress = Optional[bool]
 
-__all__ = ["Buffer", "PathLike", "Files", "Compression", "Features", "Records", "ParseFn", "Progress",
+__all__ = ["Buffer", "PathLike", "Files", "Compression", "Features", "Records", "ParseFn", "Progress", "StorageOptions",
            "BinaryIO"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -15,13 +16,13 @@ import tempfile
 import time
 
 from . import __version__, _native
+from . import fs as _fs
 from .errors import NotTFRecordError, TFRecordError
 from .index import build_index
 from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
 from .reader import TFRecordReader
-from .writer import TFRecordWriter
 
 
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
@@ -45,15 +46,16 @@ def _count(minimum):
     return parse
 
 
-def _check(path, compression):
+def _check(path, compression, storage_options=None):
     """Refuse a file that is not TFRecord at all before reading it as one."""
-    with open(path, "rb") as f:
+    with _fs.open_input(path, storage_options) as f:
         check_tfrecord(f, path, normalize_compression(compression, allow_auto=True))
 
 
 def _open(path, args, **kw):
-    _check(path, args.compression)
-    return TFRecordReader(path, compression=normalize_compression(args.compression, allow_auto=True), **kw)
+    _check(path, args.compression, _storage(args))
+    return TFRecordReader(path, compression=normalize_compression(args.compression, allow_auto=True),
+                          storage_options=_storage(args), **kw)
 
 
 @contextlib.contextmanager
@@ -67,13 +69,43 @@ def _quiet_skips():
         logger.disabled = disabled
 
 
+def _storage_option(text):
+    """KEY=VALUE for --storage-option: VALUE is JSON when it parses (true, 3, {...}), else a
+    string; dots in KEY nest (client_kwargs.endpoint_url=...)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    try:
+        value = json.loads(value)
+    except ValueError:
+        pass
+    for part in reversed(key.split(".")[1:]):
+        value = {part: value}
+    return key.split(".")[0], value
+
+
+def _storage(args):
+    """The storage_options given with --storage-option, merged (None when there are none)."""
+    pairs = getattr(args, "storage_option", None)
+    if not pairs:
+        return None
+    out: dict = {}
+    for key, value in pairs:
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
 def _progress_args(p):
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar on stderr (default: when stderr is a terminal)")
 
 
 def _bar(args, desc):
-    return progress(sum(os.path.getsize(f) for f in args.files), desc=desc, enabled=args.progress, unit="B")
+    total = sum(_fs.size(f, _storage(args)) for f in args.files)
+    return progress(total, desc=desc, enabled=args.progress, unit="B")
 
 
 def cmd_count(args) -> int:
@@ -128,7 +160,7 @@ def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
     out = merge(args.files, args.output, compression=args.compression,
                 input_compression=args.input_compression, verify=args.verify, index=args.index,
-                progress=args.progress)
+                progress=args.progress, storage_options=_storage(args))
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
     return 0
@@ -138,7 +170,8 @@ def cmd_split(args) -> int:
     """Split a TFRecord file into N shards of contiguous records (shard 0 gets the first)."""
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
-                   verify=args.verify, index=args.index, progress=args.progress)
+                   verify=args.verify, index=args.index, progress=args.progress,
+                   storage_options=_storage(args))
     for s in shards:
         print(f"{s.records}\t{s.path}")
     return 0
@@ -149,11 +182,11 @@ def cmd_index(args) -> int:
     with _bar(args, "index") as bar:
         sidecars = []
         for path in args.files:
-            _check(path, "auto")
-            sidecars.append(build_index(path, check_crc=not args.no_crc, progress=bar))
+            _check(path, "auto", _storage(args))
+            sidecars.append(build_index(path, check_crc=not args.no_crc, progress=bar,
+                                        storage_options=_storage(args)))
     for sidecar in sidecars:
-        with open(sidecar, "rb") as f:
-            n = sum(1 for _ in f)
+        n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
         print(f"{n}\t{sidecar}")
     return 0
 
@@ -169,7 +202,8 @@ def cmd_cat(args) -> int:
     else:
         sink = args.output
     merge(args.files, sink, compression=args.compression,
-          input_compression=args.input_compression, verify=args.verify, progress=args.progress)
+          input_compression=args.input_compression, verify=args.verify, progress=args.progress,
+          storage_options=_storage(args))
     return 0
 
 
@@ -410,6 +444,13 @@ def _build_parser() -> argparse.ArgumentParser:
     writing_args(p, "the output")
     _progress_args(p)
     p.set_defaults(func=cmd_cat)
+
+    for p in sub.choices.values():  # every command that takes paths takes fsspec URLs
+        p.add_argument("--storage-option", type=_storage_option, action="append", metavar="KEY=VALUE",
+                       help="fsspec storage option for s3://, gs://... paths (repeatable; VALUE is "
+                       "JSON or a string; dots nest: client_kwargs.endpoint_url=URL). fsspec's "
+                       "FSSPEC_<PROTOCOL>_<KEY> and the cloud SDKs' variables (AWS_ENDPOINT_URL, "
+                       "credentials) are read too")
     return parser
 
 
