@@ -243,17 +243,27 @@ class TFRecordDataset:
 
 
 def make_parse(features, parse=None):
-    """The per-batch parse step: ``parse`` itself, ``parse_example(records, features)`` with
-    the codec imported at call time, or None for raw records."""
+    """The per-batch parse step: ``parse`` itself, a ``ParseFeatures`` for ``features``, or
+    None for raw records."""
     if parse is not None or features is None:
         return parse
+    return ParseFeatures(features)
 
-    def parse_features(records):
-        from . import parse_example  # the codec is optional until it is used
 
-        return parse_example(records, features)
+class ParseFeatures:
+    """``parse_example(records, features)`` as a top-level callable, so that datasets holding
+    it pickle (spawn and forkserver DataLoader workers). The codec is imported at call time:
+    it is optional until used."""
 
-    return parse_features
+    __slots__ = ("features",)
+
+    def __init__(self, features):
+        self.features = features
+
+    def __call__(self, records):
+        from . import parse_example
+
+        return parse_example(records, self.features)
 
 
 class _Slot:
