@@ -34,6 +34,7 @@ import numpy as np
 from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
+from ._resume import Cursor, piece_segment, start_state
 from .progress import progress as progress_bar
 from .reader import ON_CORRUPT, RecordBatch, TFRecordReader, join_records, rebatch
 
@@ -47,7 +48,7 @@ _BLOCK_RUN = 256  # interleave block_length from which records stay in their rea
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2 adds the file positions ("cursor"); version 1 states still load
 
 
 def resolve_files(files) -> list[str]:
@@ -167,20 +168,20 @@ class TFRecordDataset:
         self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
         self.num_epochs = _positive("num_epochs", num_epochs, allow_none=True)
         self._next_epoch = 0
-        self._resume = None  # (epoch, elements, stop epoch) for the next iter()
+        self._resume = None  # (epoch, elements, stop epoch, file positions) for the next iter()
         self._position = None  # the newest iterator's _Position
 
     # -- public ------------------------------------------------------------------------
 
     def __iter__(self):
         if self._resume is not None:
-            start, skip, stop = self._resume
+            start, skip, stop, cursor = self._resume
         else:
-            start, skip = self._next_epoch, 0
+            start, skip, cursor = self._next_epoch, 0, None
             stop = None if self.num_epochs is None else start + self.num_epochs
         self._resume = None
         self._next_epoch = start + 1 if stop is None else stop
-        it = _Iterator(self, start, stop, skip)
+        it = _Iterator(self, start, stop, skip, cursor)
         self._position = it.position
         return it
 
@@ -192,35 +193,62 @@ class TFRecordDataset:
     def state_dict(self) -> dict:
         """Where the newest iteration stands: the next ``iter()`` of a dataset built with the
         same files and options, after ``load_state_dict``, yields exactly what this one would
-        have yielded next, shuffle included. Resuming re-reads (without parsing) the part of
-        the current epoch already consumed."""
+        have yielded next, shuffle included.
+
+        The state holds, for each file open in the interleave, its record number and byte
+        offset, so resuming seeks there: its cost does not grow with the position. Compressed
+        files cannot seek, so their consumed part is decompressed again (not scanned). With a
+        ``shuffle_buffer`` the buffer's records are not in the state: resuming reads the
+        epoch's records up to the position again (without parsing them)."""
         if not self.deterministic:
             raise TFRecordError("state_dict() needs deterministic=True: otherwise the order "
                                 "depends on thread timing and cannot be replayed")
-        pos = self._position
-        if self._resume is not None:
-            epoch, elements, stop = self._resume
-        elif pos is not None and not pos.exhausted:
-            epoch, elements, stop = pos.epoch, pos.elements, pos.stop
-        else:
-            epoch, elements = self._next_epoch, 0
-            stop = None if self.num_epochs is None else epoch + self.num_epochs
+        epoch, elements, stop, cursor = self._resume_point()
         return {"version": _STATE_VERSION, "epoch": epoch, "elements": elements, "stop_epoch": stop,
-                "seed": self.seed, "fingerprint": self._fingerprint()}
+                "seed": self.seed, "fingerprint": self._fingerprint(), "cursor": cursor}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from ``state_dict()`` output on the next ``iter()``."""
-        if state.get("version") != _STATE_VERSION:
-            raise TFRecordError(f"unsupported dataset state version {state.get('version')!r}")
+        version = state.get("version")
+        if version not in (1, _STATE_VERSION):
+            raise TFRecordError(f"unsupported dataset state version {version!r}",
+                                hint=f"this tfrecord_lite reads state versions 1 to {_STATE_VERSION}; "
+                                "load it with the version that saved it")
         if state["fingerprint"] != self._fingerprint():
             raise TFRecordError("the state was saved by a dataset with different files or options",
                                 hint="build the dataset with the same files, shard, batching, "
                                 "interleave and shuffle options before loading its state")
+        cursor = state.get("cursor")
+        if cursor is not None and len(cursor["slots"]) != self.cycle_length:
+            raise TFRecordError("the state's file positions do not fit this dataset's cycle_length")
         self.seed = int(state["seed"])
         stop = state["stop_epoch"]
-        self._resume = (int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop))
+        self._resume = (int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor)
+
+    def __getstate__(self):
+        # A copy carries the position, not the running iteration: its iter() goes on from there.
+        state = self.__dict__.copy()
+        state["_position"] = None
+        if self.deterministic:
+            state["_resume"] = self._resume_point()
+        return state
 
     # -- internals ---------------------------------------------------------------------
+
+    def _resume_point(self):
+        """(epoch, elements, stop epoch, file positions or None) of the newest iteration."""
+        pos = self._position
+        if self._resume is not None:
+            return self._resume
+        if pos is not None and not pos.exhausted:
+            cursor = pos.cursor
+            if pos.elements and cursor is not None and cursor.epoch == pos.epoch:
+                cursor = cursor.snapshot(pos.elements * (self.batch_size or 1))
+            else:
+                cursor = None
+            return pos.epoch, pos.elements, pos.stop, cursor
+        epoch = self._next_epoch
+        return epoch, 0, None if self.num_epochs is None else epoch + self.num_epochs, None
 
     def _fingerprint(self):
         return [list(self.files), self.shard and list(self.shard), self.batch_size, self.drop_remainder,
@@ -270,10 +298,10 @@ class _Slot:
     """One open file of the interleave: its reader (touched only by the worker running its
     read) and its pieces of records."""
 
-    __slots__ = ("path", "position", "keep", "reader", "iter", "index", "future", "piece", "at",
-                 "ended", "error")
+    __slots__ = ("path", "position", "keep", "reader", "iter", "index", "offset", "future", "piece",
+                 "map", "at", "ended", "error")
 
-    def __init__(self, path, position, record_rule):
+    def __init__(self, path, position, record_rule, index=0, offset=0):
         self.path = path
         self.position = position
         # Record sharding: keep records j with (position + j) % count == index.
@@ -281,9 +309,11 @@ class _Slot:
                                                       record_rule[1])
         self.reader = None
         self.iter = None
-        self.index = 0  # records of the file read so far
+        self.index = index  # records of the file read so far (or skipped by a resume)
+        self.offset = offset  # where reading starts: a resume's byte offset
         self.future = None
         self.piece = []
+        self.map = None  # the piece's read batches (see _resume.piece_segment)
         self.at = 0
         self.ended = False
         self.error = None  # raised by the next read, after the records before it are delivered
@@ -297,10 +327,11 @@ class _Slot:
 class _Position:
     """What the consumer has received: epoch, elements of it, and whether all epochs ended."""
 
-    __slots__ = ("epoch", "elements", "stop", "exhausted")
+    __slots__ = ("epoch", "elements", "stop", "exhausted", "cursor")
 
     def __init__(self, epoch, elements, stop):
         self.epoch, self.elements, self.stop, self.exhausted = epoch, elements, stop, False
+        self.cursor = None  # the epoch's _resume.Cursor while the interleave tracks one
 
 
 class _Iterator:
@@ -308,8 +339,8 @@ class _Iterator:
     the _Run, never this object, so dropping the last reference to it (``break``) frees it at
     once and its ``__del__`` stops the run."""
 
-    def __init__(self, ds: TFRecordDataset, start, stop, skip):
-        self._run = _Run(ds, start, stop, skip)
+    def __init__(self, ds: TFRecordDataset, start, stop, skip, cursor=None):
+        self._run = _Run(ds, start, stop, skip, cursor)
         self._gen = self._run.generate()
         self.position = self._run.position
 
@@ -348,9 +379,12 @@ class _Iterator:
 class _Run:
     """One iteration over epochs [start, stop): owns the thread pool and the open files."""
 
-    def __init__(self, ds: TFRecordDataset, start, stop, skip):
+    def __init__(self, ds: TFRecordDataset, start, stop, skip, cursor=None):
         self.ds = ds
         self.position = _Position(start, skip, stop)
+        self._cursor = cursor  # file positions to start the first epoch at
+        # Positions are tracked only where they place the consumer: not behind a shuffle buffer.
+        self._track = ds.deterministic and not ds.shuffle_buffer
         self.finished = False
         self.records_read = 0  # raw records handed over by the workers (bounded read-ahead)
         self._stop = stop
@@ -378,6 +412,9 @@ class _Run:
         if self.finished:
             return
         self.finished = True
+        cursor = self.position.cursor
+        if cursor is not None and cursor.epoch == self.position.epoch:
+            cursor.freeze(self.position.elements * (self.ds.batch_size or 1))
         pending, self._pending = self._pending, collections.deque()
         for fut in pending:
             fut.cancel()
@@ -397,9 +434,12 @@ class _Run:
         epoch = self.position.epoch
         while self._stop is None or epoch < self._stop:
             self.position.epoch = epoch
-            chunks = self._interleave(ds._epoch_files(epoch))
+            start, self._cursor = self._cursor, None
+            chunks = self._interleave(ds._epoch_files(epoch), start)
             if ds.shuffle_buffer:
                 chunks = _shuffle(chunks, ds.shuffle_buffer, ds._rng(epoch, 1))
+            if start is not None:
+                self._skip = 0  # the files are opened where the position is
             if self._skip:
                 chunks = _skip(chunks, self._skip * (ds.batch_size or 1))
                 self._skip = 0
@@ -417,6 +457,7 @@ class _Run:
             epoch += 1
             self.position.epoch, self.position.elements = epoch, 0
         self.position.exhausted = True
+        self.position.cursor = None
         self.finished = True
         self._pool.shutdown(wait=True)
 
@@ -468,33 +509,55 @@ class _Run:
         if group:
             yield join_records(group), sizes
 
-    def _interleave(self, positions):
-        """Chunks (lists) of records in interleave order; see TFRecordDataset."""
+    def _interleave(self, positions, start=None):
+        """Chunks (lists) of records in interleave order; see TFRecordDataset. start: the
+        state (``_resume.Cursor.snapshot``) to begin at, else the epoch's beginning."""
         ds = self.ds
         files, rule = ds.files, ds._record_rule
-        todo = collections.deque(positions)
         cycle, block = ds.cycle_length, ds.block_length
+        # Records before this point of the epoch: those of a resumed position, else none.
+        produced = 0 if start is None else self.position.elements * (ds.batch_size or 1)
+        if start is None:
+            start = start_state(cycle)
+        todo = collections.deque(positions[start["opened"]:])
         try:
             if not ds.deterministic:
                 yield from self._interleave_any(todo)
                 return
             slots = self._slots = [None] * cycle
-            index = taken = 0  # cycle index; records taken from the current slot's block
-            num_open = 0
+            for c, s in enumerate(start["slots"]):
+                if s is not None:
+                    slots[c] = self._open(_Slot(files[s[0]], s[0], rule, s[1], s[2]))
+            num_open = cycle - slots.count(None)
+            index, taken = start["index"], start["taken"]
+            log = None
+            if self._track:
+                cursor = self.position.cursor = Cursor(self.position.epoch, start)
+                log = cursor.log.append
+                per_element = ds.batch_size or 1
             while todo or num_open:
+                if log is not None and len(cursor.log) > 1:
+                    # Apply what the consumer has passed: the log must not hold read pieces.
+                    cursor.commit(self.position.elements * per_element)
                 slot = slots[index]
                 if slot is None:
                     if todo:
                         p = todo.popleft()
                         slots[index] = self._open(_Slot(files[p], p, rule))
                         num_open += 1
+                        if log is not None:
+                            log((produced, 0, index, taken, index, (p, None, 0, (0, 0)), 1))
                         continue
                     index, taken = (index + 1) % cycle, 0
+                    if log is not None:
+                        log((produced, 0, index, 0, -1, None, 0))
                     continue
                 if slot.at == len(slot.piece) and not self._next_piece(slot):
                     slot.close()
                     slots[index] = None
                     num_open -= 1
+                    if log is not None:
+                        log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
                     index, taken = (index + 1) % cycle, 0
                     continue
                 # With one file left the cycle always comes back to it: take whole pieces.
@@ -503,8 +566,12 @@ class _Run:
                 chunk = slot.piece[slot.at:slot.at + want]
                 slot.at += len(chunk)
                 taken += len(chunk)
+                at_slot = index
                 if taken == block and cycle > 1:
                     index, taken = (index + 1) % cycle, 0
+                if log is not None:
+                    log((produced, len(chunk), index, taken, at_slot, (slot.position, slot.map, slot.at, None), 0))
+                    produced += len(chunk)
                 yield chunk
         finally:
             self._drain_slots()
@@ -520,7 +587,7 @@ class _Run:
                 slots.append(self._open(_Slot(files[p], p, rule)))
             wait([s.future for s in slots], return_when=FIRST_COMPLETED)
             for slot in [s for s in slots if s.future.done()]:
-                piece = slot.future.result()
+                piece, _ = slot.future.result()
                 if slot.ended:
                     slot.future = None
                     slot.close()
@@ -539,10 +606,10 @@ class _Run:
         while True:
             if slot.future is None:
                 return False
-            piece = slot.future.result()
+            piece, piece_map = slot.future.result()
             slot.future = None if slot.ended else self._pool.submit(self._read_piece, slot)
             if piece:
-                slot.piece, slot.at = piece, 0
+                slot.piece, slot.map, slot.at = piece, piece_map, 0
                 return True
 
     def _read_piece(self, slot):
@@ -551,17 +618,19 @@ class _Run:
         if slot.error is not None:
             raise slot.error
         if slot.reader is None:
-            slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt)
+            slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
+                                         start_offset=slot.offset, start_index=slot.index)
             slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
-        parts, count, nbytes, limit = [], 0, 0, self._piece_bytes
+        parts, piece_map, count, nbytes, limit = [], [], 0, 0, self._piece_bytes
         try:
             # Whole scanned chunks at a time: no Python work per record, so the GIL is free
             # for the other workers' parsing.
             for batch in slot.iter:
                 first = slot.index
                 slot.index += len(batch)
-                if slot.keep is not None:
-                    batch = batch[(slot.keep[0] - first) % slot.keep[1]::slot.keep[1]]
+                keep = None if slot.keep is None else ((slot.keep[0] - first) % slot.keep[1], slot.keep[1])
+                segment, batch = piece_segment(count, batch, slot.reader.batch_offset, first, keep)
+                piece_map.append(segment)
                 parts.append(batch)
                 count += len(batch)
                 nbytes += _held_bytes(batch)
@@ -576,7 +645,7 @@ class _Run:
             slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
             self.records_read += count
-        return join_records(parts)
+        return join_records(parts), piece_map
 
     def _drain_slots(self):
         for slot in self._slots:
