@@ -187,20 +187,22 @@ def _epoch_orders(paths, epochs, seed, **loader):
     from tfrecord_lite.torch import TFRecordIterableDataset
 
     ds = TFRecordIterableDataset(paths, shuffle_buffer=8, shuffle_files=True, seed=seed)
-    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True,
-                                     multiprocessing_context="fork", **loader)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork",
+                                     generator=torch.Generator().manual_seed(0), **loader)
     return [list(dl) for _ in range(epochs)]
 
 
-def test_persistent_workers_reshuffle_each_epoch(tmp_path):
+@pytest.mark.parametrize("persistent", [True, False])
+def test_workers_reshuffle_each_epoch(tmp_path, persistent):
     counts = [9, 14, 3, 11]
     paths = write_files(tmp_path, counts)
     everything = sorted(record(f, j) for f, n in enumerate(counts) for j in range(n))
-    orders = _epoch_orders(paths, 3, seed=5)
+    orders = _epoch_orders(paths, 3, seed=5, persistent_workers=persistent)
     assert all(sorted(order) == everything for order in orders)
     assert len({tuple(order) for order in orders}) == 3
-    assert _epoch_orders(paths, 3, seed=5) == orders  # reproducible for a seed
-    assert _epoch_orders(paths, 1, seed=6)[0] != orders[0]
+    # Reproducible for a seed (and the loader's generator, which seeds its workers).
+    assert _epoch_orders(paths, 3, seed=5, persistent_workers=persistent) == orders
+    assert _epoch_orders(paths, 1, seed=6, persistent_workers=persistent)[0] != orders[0]
 
 
 def test_set_epoch_wins_and_the_count_goes_on(tmp_path):
@@ -215,3 +217,54 @@ def test_set_epoch_wins_and_the_count_goes_on(tmp_path):
     assert list(ds) == second
     ds.set_epoch(1)
     assert list(ds) == second
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_resumes_mid_epoch(tmp_path, workers):
+    import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    counts = [30, 25, 41, 12]
+    paths = write_examples(tmp_path, counts)
+
+    def loader():
+        ds = TFRecordIterableDataset(paths, SPEC, batch_size=4, shuffle_files=True, seed=9, cycle_length=2)
+        extra = dict(multiprocessing_context="fork") if workers else {}
+        # The generator seeds the workers; with it, the runs shuffle alike.
+        return StatefulDataLoader(ds, batch_size=None, num_workers=workers,
+                                  generator=torch.Generator().manual_seed(1), **extra)
+
+    def ids(batches):
+        return [i for b in batches for i in b["id"].tolist()]
+
+    full = ids(loader())
+    assert sorted(full) == example_ids(counts)
+    dl = loader()
+    it = iter(dl)
+    head = [next(it) for _ in range(7)]
+    state = dl.state_dict()
+    del it
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert ids(head) + ids(rest) == full  # exactly the remaining elements, in order
+    cursors = list(_find(state, "cursor"))
+    assert cursors and all(c is not None for c in cursors)  # file positions: resume seeks
+    # The next epoch after a resumed one reshuffles the files.
+    again = ids(resumed)
+    assert again != full and sorted(again) == sorted(full)
+
+
+def _find(tree, key):
+    """Every value stored under key in nested dicts and lists."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if k == key:
+                yield v
+            else:
+                yield from _find(v, key)
+    elif isinstance(tree, (list, tuple)):
+        for v in tree:
+            yield from _find(v, key)

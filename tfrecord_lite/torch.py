@@ -80,8 +80,8 @@ def _build():
             self.files, self.features, self.as_tensors = files, features, bool(as_tensors)
             self.shard, self.options = shard, options
             self.epoch = 0  # the epoch the next iter() starts
-            self._seeded = options.get("seed") is not None
-            if not self._seeded:
+            self._epoch_set = False  # set_epoch() drives the epochs: shuffles follow seed and epoch only
+            if options.get("seed") is None:
                 # From torch's generator, as RandomSampler does: torch.manual_seed makes the
                 # shuffles reproducible, and every worker copy shares it.
                 import torch
@@ -93,12 +93,13 @@ def _build():
         def set_epoch(self, epoch: int) -> None:
             """Make the next iter() start at this epoch (it wins over the automatic count)."""
             self.epoch = int(epoch)
+            self._epoch_set = True
             self._loaded = None
 
         def dataset(self) -> TFRecordDataset:
             """A TFRecordDataset over this worker's shard, at the next epoch."""
             options = dict(self.options)
-            if not self._seeded:
+            if not self._epoch_set:
                 options["seed"] = _loader_seed(options["seed"])
             ds = TFRecordDataset(self.files, self.features, shard=worker_shard(self.shard), **options)
             ds.set_epoch(self.epoch)
