@@ -268,3 +268,32 @@ def _find(tree, key):
     elif isinstance(tree, (list, tuple)):
         for v in tree:
             yield from _find(v, key)
+
+
+def test_len_counts_once_and_keeps_the_count_in_sidecars(tmp_path):
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset
+
+    counts = [10, 0, 7, 26]
+    paths = write_files(tmp_path, counts[:3])
+    paths += write_files(tmp_path, counts[3:], compression="gzip", name="gz-{:02d}.tfrecord")
+    assert not any(os.path.exists(p + ".index") for p in paths)
+    ds = TFRecordIterableDataset(paths)
+    assert len(ds) == len(list(ds)) == 43
+    # Uncompressed files got a sidecar (compressed ones cannot be indexed).
+    assert [os.path.exists(p + ".index") for p in paths] == [True, True, True, False]
+    assert tfl.index.read_index(paths[2] + ".index")[0].tolist() == [16 * j + 4 * j for j in range(7)]
+    for options in (dict(batch_size=4), dict(batch_size=4, drop_remainder=True), dict(num_epochs=3),
+                    dict(shard=(1, 3), batch_size=2), dict(shard=(2, 7))):  # by file / by record
+        ds = TFRecordIterableDataset(paths, **options)
+        assert len(ds) == len(list(ds)), options
+    # A stale sidecar is not trusted: the file is counted again.
+    with tfl.TFRecordWriter(paths[0]) as w:
+        w.write_many([b"a", b"b"])
+    assert len(TFRecordIterableDataset(paths[:1])) == 2
+    with pytest.raises(TypeError, match="num_epochs=None"):
+        len(TFRecordIterableDataset(paths, num_epochs=None))
+    # With DataLoader: a map-style dataset's len, and the loader's for the iterable one.
+    assert len(TFRecordMapDataset(paths[:3])) == 2 + 0 + 7  # the recount rewrote the sidecar
+    loader = torch.utils.data.DataLoader(TFRecordIterableDataset(paths), batch_size=5)
+    assert len(loader) == len(list(loader)) == 7  # 35 records, 5 a batch

@@ -190,6 +190,24 @@ class TFRecordDataset:
         self._next_epoch = int(epoch)
         self._resume = None
 
+    def num_elements(self) -> int:
+        """Elements one epoch yields for this dataset's shard: records, or batches when
+        batch_size is set (the last short one counted unless drop_remainder). Each file's
+        record count comes from its index sidecar, else from one scan whose result is kept
+        as the sidecar (see ``count_records``). Records dropped by ``on_corrupt`` are counted."""
+        from .index import count_records
+
+        total = 0
+        for p in self._positions:
+            n = count_records(self.files[p])
+            if self._record_rule is not None:
+                index, count = self._record_rule
+                n = len(range((index - p) % count, n, count))
+            total += n
+        if self.batch_size is None:
+            return total
+        return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)
+
     def state_dict(self) -> dict:
         """Where the newest iteration stands: the next ``iter()`` of a dataset built with the
         same files and options, after ``load_state_dict``, yields exactly what this one would

@@ -27,9 +27,10 @@ from .io import AtomicFile, detect_compression
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
-           "TFRecordFile", "IndexedDataset"]
+           "count_records", "TFRecordFile", "IndexedDataset"]
 
 OVERHEAD = 16  # frame bytes around the data
+_COUNTS: dict = {}  # (path, size, mtime) -> records, for files counted without a sidecar
 
 
 def index_path(path) -> str:
@@ -114,6 +115,38 @@ def load_index(path, index_file=None, *, check_crc=True):
     if os.path.exists(index_file):
         return read_index(index_file)
     return scan_index(path, check_crc=check_crc)
+
+
+def count_records(path) -> int:
+    """Records in a TFRecord file, counted once: from its sidecar when that matches the file's
+    size, else by scanning. The scan of an uncompressed file is kept as its sidecar (so later
+    counts, and random access, read it); where the sidecar cannot be written, and for
+    compressed files, the count is kept in memory for the file's size and mtime."""
+    path = os.fspath(path)
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    if key in _COUNTS:
+        return _COUNTS[key]
+    sidecar = index_path(path)
+    if os.path.exists(sidecar):
+        offsets, lengths = read_index(sidecar)
+        if (int(offsets[-1] + lengths[-1]) if len(offsets) else 0) == st.st_size:
+            return len(offsets)
+    with open(path, "rb") as f:
+        compressed = detect_compression(f.read(12)) is not None
+    if compressed:
+        with TFRecordReader(path) as reader:
+            count = sum(len(batch) for batch in reader.batches())
+    else:
+        offsets, lengths = scan_index(path)
+        count = len(offsets)
+        try:
+            write_index(sidecar, offsets, lengths)
+            return count
+        except OSError:
+            pass  # a read-only directory: remember it here instead
+    _COUNTS[key] = count
+    return count
 
 
 class TFRecordFile:

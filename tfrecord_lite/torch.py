@@ -116,6 +116,14 @@ def _build():
             self._current = ds
             return self._items(it)
 
+        def __len__(self):
+            """Elements that iter() yields here: one epoch (times num_epochs) of the shard this
+            worker and rank read (module doc)."""
+            epochs = self.options.get("num_epochs", 1)
+            if epochs is None:
+                raise TypeError("a TFRecordIterableDataset with num_epochs=None has no length")
+            return self.dataset().num_elements() * epochs
+
         def _items(self, it):
             try:
                 for item in it:
