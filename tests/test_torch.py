@@ -110,6 +110,38 @@ def test_jax_device_put(tmp_path):
     assert [int(b["len"].sum()) for b in out] == [16, 16, 8]
 
 
+def test_jax_helper_moves_numbers_and_keeps_or_drops_bytes(tmp_path):
+    import jax
+
+    from tfrecord_lite.jax import device_put
+
+    spec = {**SPEC, "score": tfl.RaggedFeature(np.float32), "words": tfl.VarLenFeature(bytes)}
+    records = [tfl.encode_example({"id": i, "name": f"n{i}", "tags": list(range(i % 3)),
+                                   "score": [i / 2] * (i % 2), "words": [b"w"] * i}) for i in range(5)]
+    batch = tfl.parse_example(records, spec)
+    with pytest.raises(TypeError):
+        jax.device_put(batch)  # what the helper is for
+    cpu = jax.devices("cpu")[0]
+    kept = device_put(batch, cpu)
+    assert isinstance(kept["id"], jax.Array) and kept["id"].tolist() == list(range(5))
+    assert kept["id"].devices() == {cpu}
+    assert isinstance(kept["tags"], tfl.SparseTensorValue)
+    assert all(isinstance(part, jax.Array) for part in kept["tags"])
+    assert kept["tags"].values.tolist() == batch["tags"].values.tolist()
+    assert isinstance(kept["score"].row_splits, jax.Array) and kept["score"].to_list() == batch["score"].to_list()
+    assert kept["name"] is batch["name"]  # bytes stay on the host, as NumPy
+    assert kept["words"].values is batch["words"].values and isinstance(kept["words"].indices, jax.Array)
+    dropped = device_put(batch, bytes="drop")
+    assert sorted(dropped) == ["id", "score", "tags"]
+    # Lists and tuples (raw records beside arrays, sequence examples) go through too.
+    pair = device_put(([b"raw", b"records"], {"x": np.ones(3, np.float32)}), bytes="drop")
+    assert isinstance(pair, tuple) and len(pair) == 1 and float(pair[0]["x"].sum()) == 3.0
+    with pytest.raises(tfl.errors.TFRecordError, match="'host' or 'drop'"):
+        device_put(batch, bytes="keep")
+    code = "import tfrecord_lite.jax, sys; assert 'jax' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)  # jax waits for the first call
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_every_start_method_reads_each_record_once(tmp_path, method):
     import torch
