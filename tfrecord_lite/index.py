@@ -10,7 +10,9 @@ how to get an indexable file.
 
 Random access: ``TFRecordFile`` (one file: len, [i], slices) and ``IndexedDataset`` (many
 files, one global index) read frames with ``os.pread`` at indexed offsets, never scanning, and
-verify the CRCs of every frame they return.
+verify the CRCs of every frame they return. Both are Grain random-access data sources
+(``__len__``, thread-safe ``__getitem__``, ``_getitems`` for batched reads, picklable, and a
+``__repr__`` that names the data, which Grain's checkpoints compare).
 """
 
 from __future__ import annotations
@@ -189,6 +191,13 @@ class TFRecordFile:
         i = _position(key, n, self.path)
         return self.read_range(i, i + 1)[0]
 
+    def _getitems(self, indices) -> list:
+        """Records at indices (Grain's batched read)."""
+        return [self[i] for i in indices]
+
+    def __repr__(self):
+        return f"TFRecordFile({self.path!r}, records={len(self)})"
+
     def read_range(self, start: int, stop: int) -> list:
         """Records start..stop-1 (contiguous, so one read)."""
         if stop <= start:
@@ -297,15 +306,24 @@ class IndexedDataset:
         if isinstance(key, slice):
             records = self.records(range(*key.indices(len(self))))
         elif isinstance(key, (int, np.integer)):
-            record = self.records([key])
-            if self._parse_fn is None:
-                return record[0]
-            from .dataset import _unbatch
-
-            return _unbatch(self._parse_fn(record), 1, self._parse_fn, record)[0]
+            return self._getitems([key])[0]
         else:
             records = self.records(key)
         return records if self._parse_fn is None else self._parse_fn(records)
+
+    def _getitems(self, indices) -> list:
+        """One item (record or parsed example) per index, read with coalesced reads and
+        parsed as one batch: Grain's batched read."""
+        records = self.records(indices)
+        if self._parse_fn is None:
+            return records
+        from .dataset import _unbatch
+
+        return _unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+
+    def __repr__(self):
+        paths = [f.path for f in self.files]
+        return f"IndexedDataset({paths!r}, features={self.features!r}, records={len(self)})"
 
     def records(self, indices) -> list:
         """Raw records at global indices, in that order; runs of consecutive records in one
