@@ -8,13 +8,23 @@ Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` 
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
 into tensors with ``torch.from_numpy`` (zero copy); raw records stay ``bytes``.
 
-For a new shuffle each epoch, call ``set_epoch(epoch)`` before iterating (DataLoader workers
-get a fresh copy of the dataset every epoch unless they are persistent).
+Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
 
-JAX: batches are plain NumPy, so they go to a device as they are::
+Epochs: each ``iter()`` starts the next epoch, so persistent workers reshuffle. Workers that
+are not persistent get a fresh copy each epoch; they reshuffle because, unless
+``set_epoch`` drives the epochs, the seed is mixed with the loader's per-epoch worker seed
+(reproducible under ``torch.manual_seed`` or ``DataLoader(generator=...)``). After
+``set_epoch(e)`` shuffles depend on ``seed`` and ``e`` only.
 
-    for batch in TFRecordDataset(files, features, batch_size=256):
-        batch = jax.device_put(batch)
+``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
+batches with ``batch_size`` (honouring ``drop_remainder``), of the shard of the worker and
+rank that asks (in the main process, the rank's). Counts come from index sidecars, or from
+one scan kept as a sidecar (``TFRecordDataset.num_elements``).
+
+``state_dict()`` / ``load_state_dict()``: torchdata's ``StatefulDataLoader`` resumes
+mid-epoch from them, per worker; the state holds file byte offsets, so resuming seeks.
+
+JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes kept on the host.
 """
 
 from __future__ import annotations
