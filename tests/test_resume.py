@@ -53,6 +53,7 @@ def test_resume_anywhere_continues_exactly(backend, raw_files, example_files, da
     full = [_plain(x) for x in TFRecordDataset(files, spec, **opts)]
     k = data.draw(st.integers(0, len(full)))
     ds = TFRecordDataset(files, spec, **opts)
+    ds.state_dict()  # file positions are tracked from here on
     it = iter(ds)
     head = [_plain(next(it)) for _ in range(k)]
     state = ds.state_dict()
@@ -71,6 +72,7 @@ def test_resume_seeks_instead_of_rereading(backend, tmp_path, cycle):
     opts = dict(cycle_length=cycle, block_length=2, batch_size=10, max_open_files=4)
     total = sum(counts)
     ds = TFRecordDataset(paths, **opts)
+    assert ds.state_dict()["cursor"] is None  # at the start; positions are tracked from here on
     it = iter(ds)
     for _ in range((total - 100) // 10):
         next(it)
@@ -107,6 +109,9 @@ def test_resume_with_a_shuffle_buffer_replays(tmp_path):
 def test_state_version_and_positions_are_checked(tmp_path):
     paths = write_files(tmp_path, [5, 5])
     ds = TFRecordDataset(paths, cycle_length=2)
+    it = iter(ds)
+    next(it)
+    assert ds.state_dict()["cursor"] is None  # an epoch that started untracked: replayed
     it = iter(ds)
     next(it)
     state = ds.state_dict()

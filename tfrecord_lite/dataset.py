@@ -49,6 +49,7 @@ _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
 _STATE_VERSION = 2  # 2 adds the file positions ("cursor"); version 1 states still load
+_LOG_COMMIT = 1024  # interleave log entries kept before the consumed ones are applied
 
 
 def resolve_files(files) -> list[str]:
@@ -170,6 +171,9 @@ class TFRecordDataset:
         self._next_epoch = 0
         self._resume = None  # (epoch, elements, stop epoch, file positions) for the next iter()
         self._position = None  # the newest iterator's _Position
+        # File positions are tracked (a small cost per chunk of records) once state_dict() or
+        # load_state_dict() has been called, from the next epoch that starts.
+        self._track_positions = False
 
     # -- public ------------------------------------------------------------------------
 
@@ -217,10 +221,16 @@ class TFRecordDataset:
         offset, so resuming seeks there: its cost does not grow with the position. Compressed
         files cannot seek, so their consumed part is decompressed again (not scanned). With a
         ``shuffle_buffer`` the buffer's records are not in the state: resuming reads the
-        epoch's records up to the position again (without parsing them)."""
+        epoch's records up to the position again (without parsing them).
+
+        Positions are tracked from the first epoch that starts after a call of state_dict()
+        or load_state_dict() (tracking costs a little per chunk of records, so it waits until
+        a state is wanted). Call it once before iterating; a state taken in an epoch that ran
+        untracked resumes by reading again, exactly all the same."""
         if not self.deterministic:
             raise TFRecordError("state_dict() needs deterministic=True: otherwise the order "
                                 "depends on thread timing and cannot be replayed")
+        self._track_positions = True
         epoch, elements, stop, cursor = self._resume_point()
         return {"version": _STATE_VERSION, "epoch": epoch, "elements": elements, "stop_epoch": stop,
                 "seed": self.seed, "fingerprint": self._fingerprint(), "cursor": cursor}
@@ -240,6 +250,7 @@ class TFRecordDataset:
         if cursor is not None and len(cursor["slots"]) != self.cycle_length:
             raise TFRecordError("the state's file positions do not fit this dataset's cycle_length")
         self.seed = int(state["seed"])
+        self._track_positions = True
         stop = state["stop_epoch"]
         self._resume = (int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor)
 
@@ -549,14 +560,13 @@ class _Run:
             num_open = cycle - slots.count(None)
             index, taken = start["index"], start["taken"]
             log = None
-            if self._track:
+            if self._track and ds._track_positions:
                 cursor = self.position.cursor = Cursor(self.position.epoch, start)
                 log = cursor.log.append
                 per_element = ds.batch_size or 1
             while todo or num_open:
-                if log is not None and len(cursor.log) > 1:
-                    # Apply what the consumer has passed: the log must not hold read pieces.
-                    cursor.commit(self.position.elements * per_element)
+                if log is not None and len(cursor.log) > _LOG_COMMIT:
+                    cursor.commit(self.position.elements * per_element)  # what the consumer passed
                 slot = slots[index]
                 if slot is None:
                     if todo:
