@@ -121,6 +121,9 @@ def _build():
                 state, self._loaded = self._loaded, None
                 if state["dataset"] is not None:
                     ds.load_state_dict(state["dataset"])
+            # StatefulDataLoader asks for states only once the epoch runs: track positions from
+            # its start, so that any state resumes by seeking.
+            ds._track_positions = True
             it = iter(ds)
             self.epoch = ds._next_epoch  # each iter() continues the count: a new shuffle
             self._current = ds
