@@ -9,6 +9,12 @@ count. Byte offsets are worked out only when a state is asked for: a chunk refer
 piece's map (the read batches it came from and the offset of each batch's first frame), and
 a record's offset is that batch offset plus the frames before it in the batch (the map keeps
 the batch's record lengths, not its records).
+
+Resuming opens each file at its offset: the cost does not grow with the position. A
+compressed file cannot seek, so its part before the offset is decompressed again (not
+scanned). Behind a shuffle buffer the interleave is ahead of the consumer by the buffer's
+records, which the state does not hold: there the state has no positions and resuming reads
+the epoch up to the position again (without parsing), as version 1 states do.
 """
 
 from __future__ import annotations
@@ -18,11 +24,31 @@ import itertools
 
 import numpy as np
 
+from .errors import TFRecordError
 from .reader import RecordBatch
 
-__all__ = ["Cursor", "start_state", "piece_segment"]
+__all__ = ["Cursor", "check_state", "start_state", "piece_segment"]
 
 _FRAME_OVERHEAD = 16  # header and footer bytes around each record's data
+
+
+def check_state(state: dict, version: int, fingerprint, cycle_length: int):
+    """(epoch, elements, stop epoch, positions or None) of a state_dict() to resume from,
+    after checking that it fits the dataset (version 1 states have no positions)."""
+    if state.get("version") not in (1, version):
+        raise TFRecordError(f"unsupported dataset state version {state.get('version')!r}",
+                            hint=f"this tfrecord_lite reads state versions 1 to {version}; "
+                            "load it with the version that saved it")
+    if state["fingerprint"] != fingerprint:
+        raise TFRecordError("the state was saved by a dataset with different files or options",
+                            hint="build the dataset with the same files, shard, batching, "
+                            "interleave and shuffle options before loading its state")
+    cursor = state.get("cursor")
+    if cursor is not None and len(cursor["slots"]) != cycle_length:
+        raise TFRecordError("the state's file positions do not fit this dataset's cycle_length",
+                            hint="build the dataset with the cycle_length that saved the state")
+    stop = state["stop_epoch"]
+    return int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor
 
 
 def start_state(cycle_length: int) -> dict:

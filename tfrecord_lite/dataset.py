@@ -34,7 +34,7 @@ import numpy as np
 from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
-from ._resume import Cursor, piece_segment, start_state
+from ._resume import Cursor, check_state, piece_segment, start_state
 from .progress import progress as progress_bar
 from .reader import ON_CORRUPT, RecordBatch, TFRecordReader, join_records, rebatch
 
@@ -199,15 +199,9 @@ class TFRecordDataset:
         batch_size is set (the last short one counted unless drop_remainder). Each file's
         record count comes from its index sidecar, else from one scan whose result is kept
         as the sidecar (see ``count_records``). Records dropped by ``on_corrupt`` are counted."""
-        from .index import count_records
+        from .index import count_shard
 
-        total = 0
-        for p in self._positions:
-            n = count_records(self.files[p])
-            if self._record_rule is not None:
-                index, count = self._record_rule
-                n = len(range((index - p) % count, n, count))
-            total += n
+        total = count_shard(self.files, self._positions, self._record_rule)
         if self.batch_size is None:
             return total
         return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)
@@ -215,18 +209,9 @@ class TFRecordDataset:
     def state_dict(self) -> dict:
         """Where the newest iteration stands: the next ``iter()`` of a dataset built with the
         same files and options, after ``load_state_dict``, yields exactly what this one would
-        have yielded next, shuffle included.
-
-        The state holds, for each file open in the interleave, its record number and byte
-        offset, so resuming seeks there: its cost does not grow with the position. Compressed
-        files cannot seek, so their consumed part is decompressed again (not scanned). With a
-        ``shuffle_buffer`` the buffer's records are not in the state: resuming reads the
-        epoch's records up to the position again (without parsing them).
-
-        Positions are tracked from the first epoch that starts after a call of state_dict()
-        or load_state_dict() (tracking costs a little per chunk of records, so it waits until
-        a state is wanted). Call it once before iterating; a state taken in an epoch that ran
-        untracked resumes by reading again, exactly all the same."""
+        have yielded next, shuffle included. How resuming seeks: ``tfrecord_lite._resume``.
+        Positions are tracked in epochs that start after the first call of state_dict() or
+        load_state_dict(); a state from an untracked epoch resumes by reading again."""
         if not self.deterministic:
             raise TFRecordError("state_dict() needs deterministic=True: otherwise the order "
                                 "depends on thread timing and cannot be replayed")
@@ -237,22 +222,9 @@ class TFRecordDataset:
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from ``state_dict()`` output on the next ``iter()``."""
-        version = state.get("version")
-        if version not in (1, _STATE_VERSION):
-            raise TFRecordError(f"unsupported dataset state version {version!r}",
-                                hint=f"this tfrecord_lite reads state versions 1 to {_STATE_VERSION}; "
-                                "load it with the version that saved it")
-        if state["fingerprint"] != self._fingerprint():
-            raise TFRecordError("the state was saved by a dataset with different files or options",
-                                hint="build the dataset with the same files, shard, batching, "
-                                "interleave and shuffle options before loading its state")
-        cursor = state.get("cursor")
-        if cursor is not None and len(cursor["slots"]) != self.cycle_length:
-            raise TFRecordError("the state's file positions do not fit this dataset's cycle_length")
+        self._resume = check_state(state, _STATE_VERSION, self._fingerprint(), self.cycle_length)
         self.seed = int(state["seed"])
         self._track_positions = True
-        stop = state["stop_epoch"]
-        self._resume = (int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor)
 
     def __getstate__(self):
         # A copy carries the position, not the running iteration: its iter() goes on from there.

@@ -29,7 +29,7 @@ from .io import AtomicFile, detect_compression
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
-           "count_records", "TFRecordFile", "IndexedDataset"]
+           "count_records", "count_shard", "TFRecordFile", "IndexedDataset"]
 
 OVERHEAD = 16  # frame bytes around the data
 _COUNTS: dict = {}  # (path, size, mtime) -> records, for files counted without a sidecar
@@ -149,6 +149,18 @@ def count_records(path) -> int:
             pass  # a read-only directory: remember it here instead
     _COUNTS[key] = count
     return count
+
+
+def count_shard(files, positions, record_rule=None) -> int:
+    """Records that a shard (``dataset.shard_plan``'s file positions and record rule) reads."""
+    total = 0
+    for p in positions:
+        n = count_records(files[p])
+        if record_rule is not None:
+            index, count = record_rule
+            n = len(range((index - p) % count, n, count))  # records j with (p + j) % count == index
+        total += n
+    return total
 
 
 class TFRecordFile:
