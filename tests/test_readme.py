@@ -3,23 +3,25 @@
 
 How snippets run
 ----------------
-Each ```python fence is one test, run with exec() in a fresh temporary directory (the
-current directory during the run) and a fresh namespace. A snippet may be preceded (blank
-lines allowed) by one HTML comment, invisible on GitHub, holding space-separated directives:
+Each ```python fence is one test, run as a script in a fresh interpreter (as a user would
+run it: ``if __name__ == "__main__":`` guards work, spawned workers re-import it, and no
+state or thread is shared with the test process) with a fresh empty temporary directory as
+its current directory. Line numbers in its tracebacks are README.md's. A snippet may be
+preceded (blank lines allowed) by one HTML comment, invisible on GitHub, holding
+space-separated directives:
 
     <!-- readme-test: continues needs=s3,ray -->
 
 ``continues``
     The snippet follows on from the previous ```python snippet: the test runs that one first
-    (and whatever it continues from), in the same directory and namespace.
+    (and whatever it continues from) in the same script.
 ``needs=NAME[,NAME...]``
     The snippet needs something a plain directory lacks (a server, a cluster, credentials).
     Each NAME is the pytest fixture ``readme_NAME`` (defined below or in a conftest.py),
-    requested before the chain runs. Such a fixture prepares the environment with
-    ``monkeypatch`` (``monkeypatch.setenv("AWS_ENDPOINT_URL", ...)``), may create files in
-    the current directory (the snippet's), cleans up after itself, and returns None or a dict
-    of names to predefine in the snippet's namespace. Fixtures that start servers listen on
-    127.0.0.1 only. An unknown directive or a NAME without a fixture fails the test.
+    requested before the chain runs. Such a fixture prepares what the snippet needs (a server
+    it finds through the environment, as a user's would), cleans up after itself, and returns
+    None or a dict of environment variables for the script. Fixtures that start servers
+    listen on 127.0.0.1 only. An unknown directive or a NAME without a fixture fails the test.
 
 To add a snippet needing a new system, write its ``readme_<name>`` fixture and put the
 comment above the fence; nothing else changes.
@@ -27,6 +29,8 @@ comment above the fence; nothing else changes.
 
 import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -113,24 +117,33 @@ def readme_s3(s3_server):
     if fs.exists("my-bucket/data"):
         fs.rm("my-bucket/data", recursive=True)
     fs.invalidate_cache()
+    return s3_server.env
 
 
 @pytest.mark.parametrize("i", range(len(SNIPPETS)),
                          ids=[f"L{s.line}-{re.sub(r'[^A-Za-z0-9]+', '-', s.section).strip('-')}"
                               for s in SNIPPETS])
-def test_python_snippet_runs(i, tmp_path, monkeypatch, request):
-    monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": "__readme__"}
+def test_python_snippet_runs(i, tmp_path, request):
     chain = _chain(SNIPPETS, i)
+    provided = {}
     for need in dict.fromkeys(n for s in chain for n in s.needs):
         try:
-            provided = request.getfixturevalue(f"readme_{need}")
+            provided.update(request.getfixturevalue(f"readme_{need}") or {})
         except pytest.FixtureLookupError:
             pytest.fail(f"README.md:{chain[-1].line}: needs={need}, but there is no readme_{need} fixture")
-        namespace.update(provided or {})
-    for snippet in chain:
-        # Padded so that tracebacks give README.md's own line numbers.
-        exec(compile("\n" * snippet.line + snippet.code, README, "exec"), namespace)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+           **provided}
+    script, lines = [], 0
+    for snippet in chain:  # padded so that line numbers are README.md's
+        script.append("\n" * (snippet.line - lines) + snippet.code)
+        lines = snippet.line + snippet.code.count("\n")
+    (tmp_path / "script").mkdir()
+    (tmp_path / "cwd").mkdir()
+    path = tmp_path / "script" / "README.md.py"
+    path.write_text("".join(script), encoding="utf-8")
+    out = subprocess.run([sys.executable, str(path)], cwd=tmp_path / "cwd", env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, f"README.md:{chain[-1].line} failed:\n{out.stderr[-5000:]}"
 
 
 def quick_start_commands():

@@ -37,6 +37,7 @@ from ._typing import Compression, Features, Files, ParseFn, PathLike, Progress, 
 from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
+from ._resume import Cursor, check_state, piece_segment, start_state
 from .progress import progress as progress_bar
 from .reader import ON_CORRUPT, RecordBatch, TFRecordReader, join_records, rebatch
 
@@ -50,7 +51,8 @@ _BLOCK_RUN = 256  # interleave block_length from which records stay in their rea
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2 adds the file positions ("cursor"); version 1 states still load
+_LOG_COMMIT = 1024  # interleave log entries kept before the consumed ones are applied
 
 
 def resolve_files(files, storage_options=None) -> list[str]:
@@ -183,20 +185,23 @@ class TFRecordDataset:
         self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
         self.num_epochs = _positive("num_epochs", num_epochs, allow_none=True)
         self._next_epoch = 0
-        self._resume = None  # (epoch, elements, stop epoch) for the next iter()
+        self._resume = None  # (epoch, elements, stop epoch, file positions) for the next iter()
         self._position = None  # the newest iterator's _Position
+        # File positions are tracked (a small cost per chunk of records) once state_dict() or
+        # load_state_dict() has been called, from the next epoch that starts.
+        self._track_positions = False
 
     # -- public ------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
         if self._resume is not None:
-            start, skip, stop = self._resume
+            start, skip, stop, cursor = self._resume
         else:
-            start, skip = self._next_epoch, 0
+            start, skip, cursor = self._next_epoch, 0, None
             stop = None if self.num_epochs is None else start + self.num_epochs
         self._resume = None
         self._next_epoch = start + 1 if stop is None else stop
-        it = _Iterator(self, start, stop, skip)
+        it = _Iterator(self, start, stop, skip, cursor)
         self._position = it.position
         return it
 
@@ -205,38 +210,62 @@ class TFRecordDataset:
         self._next_epoch = int(epoch)
         self._resume = None
 
+    def num_elements(self) -> int:
+        """Elements one epoch yields for this dataset's shard: records, or batches when
+        batch_size is set (the last short one counted unless drop_remainder). Each file's
+        record count comes from its index sidecar, else from one scan whose result is kept
+        as the sidecar (see ``count_records``). Records dropped by ``on_corrupt`` are counted."""
+        from .index import count_shard
+
+        total = count_shard(self.files, self._positions, self._record_rule, self.storage_options)
+        if self.batch_size is None:
+            return total
+        return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)
+
     def state_dict(self) -> dict[str, Any]:
         """Where the newest iteration stands: the next ``iter()`` of a dataset built with the
         same files and options, after ``load_state_dict``, yields exactly what this one would
-        have yielded next, shuffle included. Resuming re-reads (without parsing) the part of
-        the current epoch already consumed."""
+        have yielded next, shuffle included. How resuming seeks: ``tfrecord_lite._resume``.
+        Positions are tracked in epochs that start after the first call of state_dict() or
+        load_state_dict(); a state from an untracked epoch resumes by reading again."""
         if not self.deterministic:
             raise TFRecordError("state_dict() needs deterministic=True: otherwise the order "
                                 "depends on thread timing and cannot be replayed")
-        pos = self._position
-        if self._resume is not None:
-            epoch, elements, stop = self._resume
-        elif pos is not None and not pos.exhausted:
-            epoch, elements, stop = pos.epoch, pos.elements, pos.stop
-        else:
-            epoch, elements = self._next_epoch, 0
-            stop = None if self.num_epochs is None else epoch + self.num_epochs
+        self._track_positions = True
+        epoch, elements, stop, cursor = self._resume_point()
         return {"version": _STATE_VERSION, "epoch": epoch, "elements": elements, "stop_epoch": stop,
-                "seed": self.seed, "fingerprint": self._fingerprint()}
+                "seed": self.seed, "fingerprint": self._fingerprint(), "cursor": cursor}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from ``state_dict()`` output on the next ``iter()``."""
-        if state.get("version") != _STATE_VERSION:
-            raise TFRecordError(f"unsupported dataset state version {state.get('version')!r}")
-        if state["fingerprint"] != self._fingerprint():
-            raise TFRecordError("the state was saved by a dataset with different files or options",
-                                hint="build the dataset with the same files, shard, batching, "
-                                "interleave and shuffle options before loading its state")
+        self._resume = check_state(state, _STATE_VERSION, self._fingerprint(), self.cycle_length)
         self.seed = int(state["seed"])
-        stop = state["stop_epoch"]
-        self._resume = (int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop))
+        self._track_positions = True
+
+    def __getstate__(self):
+        # A copy carries the position, not the running iteration: its iter() goes on from there.
+        state = self.__dict__.copy()
+        state["_position"] = None
+        if self.deterministic:
+            state["_resume"] = self._resume_point()
+        return state
 
     # -- internals ---------------------------------------------------------------------
+
+    def _resume_point(self):
+        """(epoch, elements, stop epoch, file positions or None) of the newest iteration."""
+        pos = self._position
+        if self._resume is not None:
+            return self._resume
+        if pos is not None and not pos.exhausted:
+            cursor = pos.cursor
+            if pos.elements and cursor is not None and cursor.epoch == pos.epoch:
+                cursor = cursor.snapshot(pos.elements * (self.batch_size or 1))
+            else:
+                cursor = None
+            return pos.epoch, pos.elements, pos.stop, cursor
+        epoch = self._next_epoch
+        return epoch, 0, None if self.num_epochs is None else epoch + self.num_epochs, None
 
     def _fingerprint(self):
         return [list(self.files), self.shard and list(self.shard), self.batch_size, self.drop_remainder,
@@ -259,27 +288,37 @@ class TFRecordDataset:
 
 
 def make_parse(features, parse=None):
-    """The per-batch parse step: ``parse`` itself, ``parse_example(records, features)`` with
-    the codec imported at call time, or None for raw records."""
+    """The per-batch parse step: ``parse`` itself, a ``ParseFeatures`` for ``features``, or
+    None for raw records."""
     if parse is not None or features is None:
         return parse
+    return ParseFeatures(features)
 
-    def parse_features(records):
-        from . import parse_example  # the codec is optional until it is used
 
-        return parse_example(records, features)
+class ParseFeatures:
+    """``parse_example(records, features)`` as a top-level callable, so that datasets holding
+    it pickle (spawn and forkserver DataLoader workers). The codec is imported at call time:
+    it is optional until used."""
 
-    return parse_features
+    __slots__ = ("features",)
+
+    def __init__(self, features):
+        self.features = features
+
+    def __call__(self, records):
+        from . import parse_example
+
+        return parse_example(records, self.features)
 
 
 class _Slot:
     """One open file of the interleave: its reader (touched only by the worker running its
     read) and its pieces of records."""
 
-    __slots__ = ("path", "position", "keep", "reader", "iter", "index", "future", "piece", "at",
-                 "ended", "error")
+    __slots__ = ("path", "position", "keep", "reader", "iter", "index", "offset", "future", "piece",
+                 "map", "at", "ended", "error")
 
-    def __init__(self, path, position, record_rule):
+    def __init__(self, path, position, record_rule, index=0, offset=0):
         self.path = path
         self.position = position
         # Record sharding: keep records j with (position + j) % count == index.
@@ -287,9 +326,11 @@ class _Slot:
                                                       record_rule[1])
         self.reader = None
         self.iter = None
-        self.index = 0  # records of the file read so far
+        self.index = index  # records of the file read so far (or skipped by a resume)
+        self.offset = offset  # where reading starts: a resume's byte offset
         self.future = None
         self.piece = []
+        self.map = None  # the piece's read batches (see _resume.piece_segment)
         self.at = 0
         self.ended = False
         self.error = None  # raised by the next read, after the records before it are delivered
@@ -303,10 +344,11 @@ class _Slot:
 class _Position:
     """What the consumer has received: epoch, elements of it, and whether all epochs ended."""
 
-    __slots__ = ("epoch", "elements", "stop", "exhausted")
+    __slots__ = ("epoch", "elements", "stop", "exhausted", "cursor")
 
     def __init__(self, epoch, elements, stop):
         self.epoch, self.elements, self.stop, self.exhausted = epoch, elements, stop, False
+        self.cursor = None  # the epoch's _resume.Cursor while the interleave tracks one
 
 
 class _Iterator:
@@ -314,8 +356,8 @@ class _Iterator:
     the _Run, never this object, so dropping the last reference to it (``break``) frees it at
     once and its ``__del__`` stops the run."""
 
-    def __init__(self, ds: TFRecordDataset, start, stop, skip):
-        self._run = _Run(ds, start, stop, skip)
+    def __init__(self, ds: TFRecordDataset, start, stop, skip, cursor=None):
+        self._run = _Run(ds, start, stop, skip, cursor)
         self._gen = self._run.generate()
         self.position = self._run.position
 
@@ -354,9 +396,12 @@ class _Iterator:
 class _Run:
     """One iteration over epochs [start, stop): owns the thread pool and the open files."""
 
-    def __init__(self, ds: TFRecordDataset, start, stop, skip):
+    def __init__(self, ds: TFRecordDataset, start, stop, skip, cursor=None):
         self.ds = ds
         self.position = _Position(start, skip, stop)
+        self._cursor = cursor  # file positions to start the first epoch at
+        # Positions are tracked only where they place the consumer: not behind a shuffle buffer.
+        self._track = ds.deterministic and not ds.shuffle_buffer
         self.finished = False
         self.records_read = 0  # raw records handed over by the workers (bounded read-ahead)
         self._stop = stop
@@ -384,6 +429,9 @@ class _Run:
         if self.finished:
             return
         self.finished = True
+        cursor = self.position.cursor
+        if cursor is not None and cursor.epoch == self.position.epoch:
+            cursor.freeze(self.position.elements * (self.ds.batch_size or 1))
         pending, self._pending = self._pending, collections.deque()
         for fut in pending:
             fut.cancel()
@@ -403,9 +451,12 @@ class _Run:
         epoch = self.position.epoch
         while self._stop is None or epoch < self._stop:
             self.position.epoch = epoch
-            chunks = self._interleave(ds._epoch_files(epoch))
+            start, self._cursor = self._cursor, None
+            chunks = self._interleave(ds._epoch_files(epoch), start)
             if ds.shuffle_buffer:
                 chunks = _shuffle(chunks, ds.shuffle_buffer, ds._rng(epoch, 1))
+            if start is not None:
+                self._skip = 0  # the files are opened where the position is
             if self._skip:
                 chunks = _skip(chunks, self._skip * (ds.batch_size or 1))
                 self._skip = 0
@@ -423,6 +474,7 @@ class _Run:
             epoch += 1
             self.position.epoch, self.position.elements = epoch, 0
         self.position.exhausted = True
+        self.position.cursor = None
         self.finished = True
         self._pool.shutdown(wait=True)
 
@@ -474,33 +526,54 @@ class _Run:
         if group:
             yield join_records(group), sizes
 
-    def _interleave(self, positions):
-        """Chunks (lists) of records in interleave order; see TFRecordDataset."""
+    def _interleave(self, positions, start=None):
+        """Chunks (lists) of records in interleave order; see TFRecordDataset. start: the
+        state (``_resume.Cursor.snapshot``) to begin at, else the epoch's beginning."""
         ds = self.ds
         files, rule = ds.files, ds._record_rule
-        todo = collections.deque(positions)
         cycle, block = ds.cycle_length, ds.block_length
+        # Records before this point of the epoch: those of a resumed position, else none.
+        produced = 0 if start is None else self.position.elements * (ds.batch_size or 1)
+        if start is None:
+            start = start_state(cycle)
+        todo = collections.deque(positions[start["opened"]:])
         try:
             if not ds.deterministic:
                 yield from self._interleave_any(todo)
                 return
             slots = self._slots = [None] * cycle
-            index = taken = 0  # cycle index; records taken from the current slot's block
-            num_open = 0
+            for c, s in enumerate(start["slots"]):
+                if s is not None:
+                    slots[c] = self._open(_Slot(files[s[0]], s[0], rule, s[1], s[2]))
+            num_open = cycle - slots.count(None)
+            index, taken = start["index"], start["taken"]
+            log = None
+            if self._track and ds._track_positions:
+                cursor = self.position.cursor = Cursor(self.position.epoch, start)
+                log = cursor.log.append
+                per_element = ds.batch_size or 1
             while todo or num_open:
+                if log is not None and len(cursor.log) > _LOG_COMMIT:
+                    cursor.commit(self.position.elements * per_element)  # what the consumer passed
                 slot = slots[index]
                 if slot is None:
                     if todo:
                         p = todo.popleft()
                         slots[index] = self._open(_Slot(files[p], p, rule))
                         num_open += 1
+                        if log is not None:
+                            log((produced, 0, index, taken, index, (p, None, 0, (0, 0)), 1))
                         continue
                     index, taken = (index + 1) % cycle, 0
+                    if log is not None:
+                        log((produced, 0, index, 0, -1, None, 0))
                     continue
                 if slot.at == len(slot.piece) and not self._next_piece(slot):
                     slot.close()
                     slots[index] = None
                     num_open -= 1
+                    if log is not None:
+                        log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
                     index, taken = (index + 1) % cycle, 0
                     continue
                 # With one file left the cycle always comes back to it: take whole pieces.
@@ -509,8 +582,12 @@ class _Run:
                 chunk = slot.piece[slot.at:slot.at + want]
                 slot.at += len(chunk)
                 taken += len(chunk)
+                at_slot = index
                 if taken == block and cycle > 1:
                     index, taken = (index + 1) % cycle, 0
+                if log is not None:
+                    log((produced, len(chunk), index, taken, at_slot, (slot.position, slot.map, slot.at, None), 0))
+                    produced += len(chunk)
                 yield chunk
         finally:
             self._drain_slots()
@@ -526,7 +603,7 @@ class _Run:
                 slots.append(self._open(_Slot(files[p], p, rule)))
             wait([s.future for s in slots], return_when=FIRST_COMPLETED)
             for slot in [s for s in slots if s.future.done()]:
-                piece = slot.future.result()
+                piece, _ = slot.future.result()
                 if slot.ended:
                     slot.future = None
                     slot.close()
@@ -545,10 +622,10 @@ class _Run:
         while True:
             if slot.future is None:
                 return False
-            piece = slot.future.result()
+            piece, piece_map = slot.future.result()
             slot.future = None if slot.ended else self._pool.submit(self._read_piece, slot)
             if piece:
-                slot.piece, slot.at = piece, 0
+                slot.piece, slot.map, slot.at = piece, piece_map, 0
                 return True
 
     def _read_piece(self, slot):
@@ -558,17 +635,19 @@ class _Run:
             raise slot.error
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
-                                         storage_options=ds.storage_options)
+                                         storage_options=ds.storage_options,
+                                         start_offset=slot.offset, start_index=slot.index)
             slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
-        parts, count, nbytes, limit = [], 0, 0, self._piece_bytes
+        parts, piece_map, count, nbytes, limit = [], [], 0, 0, self._piece_bytes
         try:
             # Whole scanned chunks at a time: no Python work per record, so the GIL is free
             # for the other workers' parsing.
             for batch in slot.iter:
                 first = slot.index
                 slot.index += len(batch)
-                if slot.keep is not None:
-                    batch = batch[(slot.keep[0] - first) % slot.keep[1]::slot.keep[1]]
+                keep = None if slot.keep is None else ((slot.keep[0] - first) % slot.keep[1], slot.keep[1])
+                segment, batch = piece_segment(count, batch, slot.reader.batch_offset, first, keep)
+                piece_map.append(segment)
                 parts.append(batch)
                 count += len(batch)
                 nbytes += _held_bytes(batch)
@@ -583,7 +662,7 @@ class _Run:
             slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
             self.records_read += count
-        return join_records(parts)
+        return join_records(parts), piece_map
 
     def _drain_slots(self):
         for slot in self._slots:

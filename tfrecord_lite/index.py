@@ -12,7 +12,9 @@ Random access: ``TFRecordFile`` (one file: len, [i], slices) and ``IndexedDatase
 files, one global index) read frames with ``os.pread`` at indexed offsets, never scanning, and
 verify the CRCs of every frame they return. fsspec URLs work everywhere here (with
 ``storage_options``): sidecars are read and written beside the remote file, and a random
-read is one ranged request.
+read is one ranged request. Both are Grain random-access data sources
+(``__len__``, thread-safe ``__getitem__``, ``_getitems`` for batched reads, picklable, and a
+``__repr__`` that names the data, which Grain's checkpoints compare).
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
-           "TFRecordFile", "IndexedDataset"]
+           "count_records", "count_shard", "TFRecordFile", "IndexedDataset"]
 
 OVERHEAD = 16  # frame bytes around the data
+_COUNTS: dict = {}  # (path, size, mtime) -> records, for files counted without a sidecar
 
 
 def index_path(path) -> str:
@@ -131,6 +134,53 @@ def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
     return scan_index(path, check_crc=check_crc, storage_options=storage_options)
 
 
+def count_records(path, storage_options=None) -> int:
+    """Records in a TFRecord file, counted once: from its sidecar when that matches the file's
+    size, else by scanning. The scan of an uncompressed file is kept as its sidecar (so later
+    counts, and random access, read it); where the sidecar cannot be written, and for
+    compressed files, the count is kept in memory for the file's size (and local mtime)."""
+    path = os.fspath(path)
+    if _fs.is_url(path):
+        size, key = _fs.size(path, storage_options), (path, _fs.size(path, storage_options))
+    else:
+        st = os.stat(path)
+        size, key = st.st_size, (path, st.st_size, st.st_mtime_ns)
+    if key in _COUNTS:
+        return _COUNTS[key]
+    sidecar = index_path(path)
+    if _fs.exists(sidecar, storage_options):
+        offsets, lengths = read_index(sidecar, storage_options=storage_options)
+        if (int(offsets[-1] + lengths[-1]) if len(offsets) else 0) == size:
+            return len(offsets)
+    with _fs.open_input(path, storage_options) as f:
+        compressed = detect_compression(f.read(12)) is not None
+    if compressed:
+        with TFRecordReader(path, storage_options=storage_options) as reader:
+            count = sum(len(batch) for batch in reader.batches())
+    else:
+        offsets, lengths = scan_index(path, storage_options=storage_options)
+        count = len(offsets)
+        try:
+            write_index(sidecar, offsets, lengths, storage_options=storage_options)
+            return count
+        except OSError:
+            pass  # a read-only directory: remember it here instead
+    _COUNTS[key] = count
+    return count
+
+
+def count_shard(files, positions, record_rule=None, storage_options=None) -> int:
+    """Records that a shard (``dataset.shard_plan``'s file positions and record rule) reads."""
+    total = 0
+    for p in positions:
+        n = count_records(files[p], storage_options)
+        if record_rule is not None:
+            index, count = record_rule
+            n = len(range((index - p) % count, n, count))  # records j with (p + j) % count == index
+        total += n
+    return total
+
+
 class TFRecordFile:
     """Random access to the records of one uncompressed TFRecord file.
 
@@ -176,6 +226,13 @@ class TFRecordFile:
             return [self.read_range(i, i + 1)[0] for i in range(start, stop, step)]
         i = _position(key, n, self.path)
         return self.read_range(i, i + 1)[0]
+
+    def _getitems(self, indices) -> list:
+        """Records at indices (Grain's batched read)."""
+        return [self[i] for i in indices]
+
+    def __repr__(self):
+        return f"TFRecordFile({self.path!r}, records={len(self)})"
 
     def read_range(self, start: int, stop: int) -> list:
         """Records start..stop-1 (contiguous, so one read)."""
@@ -292,15 +349,24 @@ class IndexedDataset:
         if isinstance(key, slice):
             records = self.records(range(*key.indices(len(self))))
         elif isinstance(key, (int, np.integer)):
-            record = self.records([key])
-            if self._parse_fn is None:
-                return record[0]
-            from .dataset import _unbatch
-
-            return _unbatch(self._parse_fn(record), 1, self._parse_fn, record)[0]
+            return self._getitems([key])[0]
         else:
             records = self.records(key)
         return records if self._parse_fn is None else self._parse_fn(records)
+
+    def _getitems(self, indices) -> list:
+        """One item (record or parsed example) per index, read with coalesced reads and
+        parsed as one batch: Grain's batched read."""
+        records = self.records(indices)
+        if self._parse_fn is None:
+            return records
+        from .dataset import _unbatch
+
+        return _unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+
+    def __repr__(self):
+        paths = [f.path for f in self.files]
+        return f"IndexedDataset({paths!r}, features={self.features!r}, records={len(self)})"
 
     def records(self, indices) -> list:
         """Raw records at global indices, in that order; runs of consecutive records in one

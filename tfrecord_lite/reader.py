@@ -23,7 +23,7 @@ import numpy as np
 from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
-from .errors import CorruptRecordError, RecordTooLargeError, TFRecordError, TruncatedRecordError
+from .errors import CorruptRecordError, InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError
 from .io import DecompressingStream, detect_compression, normalize_compression
 
 __all__ = ["TFRecordReader", "RecordBatch", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
@@ -67,14 +67,19 @@ class TFRecordReader:
     valid header, log it and keep going; dropped records are in ``.skipped``) or "stop"
     (end quietly at the first bad record, like TF's ``ignore_errors()``).
     max_record_bytes: a length field above this is reported as RecordTooLargeError.
+    start_offset / start_index: begin at the frame at this byte offset, counting it as record
+    ``start_index`` in errors. An uncompressed file or buffer seeks
+    there; a compressed stream has no seekable record offsets, so the bytes before it are
+    decompressed and discarded (not scanned).
 
-    Offsets in errors count bytes of the decompressed stream.
+    Offsets in errors count bytes of the decompressed stream. ``batch_offset`` is the offset
+    of the first frame of the batch (or block) yielded last.
     """
 
     def __init__(self, source: PathLike | BinaryIO | Buffer, compression: Compression = "auto",
                  check_crc: bool = True, on_corrupt: str = "raise", *,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int = CHUNK_BYTES,
-                 storage_options: StorageOptions = None) -> None:
+                 start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None) -> None:
         if on_corrupt not in ON_CORRUPT:
             raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
@@ -84,6 +89,10 @@ class TFRecordReader:
         self.chunk_size = max(int(chunk_size), 64)
         self.skipped: list[TFRecordError] = []  # errors for records dropped under "skip"
         self.records_read = 0
+        self.start_offset, self.start_index = int(start_offset), int(start_index)
+        if self.start_offset < 0 or self.start_index < 0:
+            raise InvalidArgumentError("start_offset and start_index must be >= 0")
+        self.batch_offset = self.start_offset
         self._owned = None
         self._buffer = None
         self._file = None
@@ -177,18 +186,28 @@ class TFRecordReader:
 
     def _open_stream(self):
         """(readinto-able stream or None for an in-place buffer, bytes already read from it,
-        total stream size when known)."""
+        total stream size when known), the stream positioned at ``start_offset``."""
         in_memory = self._buffer is not None
+        start = self.start_offset
         head = bytes(self._buffer[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
         compression = detect_compression(head) if self.compression == "auto" else self.compression
         if compression is not None:
-            if in_memory:
-                return DecompressingStream(io.BytesIO(self._buffer), compression, path=self.path), b"", None
-            return DecompressingStream(self._file, compression, prefix=head, path=self.path), b"", None
+            raw = io.BytesIO(self._buffer) if in_memory else self._file
+            stream = DecompressingStream(raw, compression, prefix=b"" if in_memory else head, path=self.path)
+            if start:
+                _discard(stream, start, self.path)
+            return stream, b"", None
         if in_memory:
             return None, b"", len(self._buffer)
+        if start:
+            if start > len(head):
+                self._file.seek(start)
+                head = b""
+            else:
+                head = head[start:]
         stream = self._file if hasattr(self._file, "readinto") else _ReadInto(self._file)
-        return stream, head, _remaining_size(self._file, len(head))
+        total = _remaining_size(self._file, len(head))
+        return stream, head, None if total is None else start + total
 
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
@@ -204,14 +223,14 @@ class TFRecordReader:
             # In-memory and uncompressed: scan the caller's buffer in place, no copies.
             buf, filled, eof = self._buffer, len(self._buffer), True
             in_place = in_place and isinstance(buf, bytes)  # never alias a mutable buffer
+            base, pos = 0, min(self.start_offset, filled)
         else:
             buf = F.new_buffer(max(self.chunk_size, len(head)))
             buf[: len(head)] = head
             filled, eof = len(head), False
+            base, pos = self.start_offset, 0  # base: stream offset of buf[0]
         handed_out = False  # buf is referenced by a yielded block: write to a fresh one
-        base = 0  # stream offset of buf[0]
-        pos = 0
-        index = 0
+        index = self.start_index
         resyncing = False
         while True:
             if resyncing:
@@ -223,6 +242,7 @@ class TFRecordReader:
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
+                self.batch_offset = base + pos
                 if in_place:
                     starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
                     frames, count = buf, len(starts)
@@ -455,6 +475,18 @@ def _moved(buf: bytearray, start: int, stop: int, size: int) -> bytearray:
     with memoryview(buf) as mv:
         fresh[:stop - start] = mv[start:stop]
     return fresh
+
+
+def _discard(stream, n: int, path) -> None:
+    """Read and drop the first n bytes of a (decompressing) stream."""
+    buf = bytearray(min(n, 1 << 20))
+    with memoryview(buf) as view:
+        while n:
+            got = stream.readinto(view[:min(n, len(buf))])
+            if not got:
+                raise TruncatedRecordError(f"the stream ends before start_offset (short by {n} bytes)",
+                                           path=path, hint="pass an offset saved from this same file")
+            n -= got
 
 
 def _read_exact(f, n: int) -> bytes:

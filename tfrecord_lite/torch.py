@@ -8,13 +8,23 @@ Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` 
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
 into tensors with ``torch.from_numpy`` (zero copy); raw records stay ``bytes``.
 
-For a new shuffle each epoch, call ``set_epoch(epoch)`` before iterating (DataLoader workers
-get a fresh copy of the dataset every epoch unless they are persistent).
+Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
 
-JAX: batches are plain NumPy, so they go to a device as they are::
+Epochs: each ``iter()`` starts the next epoch, so persistent workers reshuffle. Workers that
+are not persistent get a fresh copy each epoch; they reshuffle because, unless
+``set_epoch`` drives the epochs, the seed is mixed with the loader's per-epoch worker seed
+(reproducible under ``torch.manual_seed`` or ``DataLoader(generator=...)``). After
+``set_epoch(e)`` shuffles depend on ``seed`` and ``e`` only.
 
-    for batch in TFRecordDataset(files, features, batch_size=256):
-        batch = jax.device_put(batch)
+``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
+batches with ``batch_size`` (honouring ``drop_remainder``), of the shard of the worker and
+rank that asks (in the main process, the rank's). Counts come from index sidecars, or from
+one scan kept as a sidecar (``TFRecordDataset.num_elements``).
+
+``state_dict()`` / ``load_state_dict()``: torchdata's ``StatefulDataLoader`` resumes
+mid-epoch from them, per worker; the state holds file byte offsets, so resuming seeks.
+
+JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes kept on the host.
 """
 
 from __future__ import annotations
@@ -44,6 +54,20 @@ def worker_shard(shard=None):
     return index, count
 
 
+def _loader_seed(seed: int) -> int:
+    """seed mixed with this DataLoader iterator's base seed, which torch draws anew for each
+    epoch's workers: so workers that are not persistent reshuffle each epoch too."""
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    if info is None:
+        return seed
+    import numpy as np
+
+    base = (info.seed - info.id) % 2**64
+    return int(np.random.SeedSequence([seed, base]).generate_state(1, np.uint64)[0] >> 1)
+
+
 def _to_tensors(value):
     import numpy as np
     import torch
@@ -65,29 +89,78 @@ def _build():
             super().__init__()
             self.files, self.features, self.as_tensors = files, features, bool(as_tensors)
             self.shard, self.options = shard, options
-            self.epoch = 0
-            if options.get("seed") is None and (options.get("shuffle_buffer") or options.get("shuffle_files")):
-                # One seed for every worker copy, so they shuffle alike.
-                import random
+            self.epoch = 0  # the epoch the next iter() starts
+            self._epoch_set = False  # set_epoch() drives the epochs: shuffles follow seed and epoch only
+            if options.get("seed") is None:
+                # From torch's generator, as RandomSampler does: torch.manual_seed makes the
+                # shuffles reproducible, and every worker copy shares it.
+                import torch
 
-                self.options["seed"] = random.SystemRandom().randrange(2**63)
+                self.options["seed"] = int(torch.empty((), dtype=torch.int64).random_().item())
+            self._loaded = None  # a state_dict() for the next iter()
+            self._current = None  # the TFRecordDataset of the newest iter()
 
         def set_epoch(self, epoch: int) -> None:
+            """Make the next iter() start at this epoch (it wins over the automatic count)."""
             self.epoch = int(epoch)
+            self._epoch_set = True
+            self._loaded = None
 
         def dataset(self) -> TFRecordDataset:
-            """The TFRecordDataset this worker reads."""
-            ds = TFRecordDataset(self.files, self.features, shard=worker_shard(self.shard), **self.options)
+            """A TFRecordDataset over this worker's shard, at the next epoch."""
+            options = dict(self.options)
+            if not self._epoch_set:
+                options["seed"] = _loader_seed(options["seed"])
+            ds = TFRecordDataset(self.files, self.features, shard=worker_shard(self.shard), **options)
             ds.set_epoch(self.epoch)
             return ds
 
         def __iter__(self):
-            it = iter(self.dataset())
+            ds = self.dataset()
+            if self._loaded is not None:
+                state, self._loaded = self._loaded, None
+                if state["dataset"] is not None:
+                    ds.load_state_dict(state["dataset"])
+            # StatefulDataLoader asks for states only once the epoch runs: track positions from
+            # its start, so that any state resumes by seeking.
+            ds._track_positions = True
+            it = iter(ds)
+            self.epoch = ds._next_epoch  # each iter() continues the count: a new shuffle
+            self._current = ds
+            return self._items(it)
+
+        def __len__(self):
+            """Elements that iter() yields here: one epoch (times num_epochs) of the shard this
+            worker and rank read (module doc)."""
+            epochs = self.options.get("num_epochs", 1)
+            if epochs is None:
+                raise TypeError("a TFRecordIterableDataset with num_epochs=None has no length")
+            return self.dataset().num_elements() * epochs
+
+        def _items(self, it):
             try:
                 for item in it:
                     yield _to_tensors(item) if self.as_tensors else item
             finally:
                 it.close()
+
+        def state_dict(self) -> dict:
+            """Where this copy's newest iteration stands (per DataLoader worker under
+            torchdata's StatefulDataLoader); see TFRecordDataset.state_dict."""
+            if self._loaded is not None:
+                return self._loaded
+            current = None if self._current is None else self._current.state_dict()
+            return {"epoch": self.epoch, "dataset": current}
+
+        def load_state_dict(self, state: dict) -> None:
+            """Make the next iter() resume from a state_dict()."""
+            self.epoch = int(state["epoch"])
+            self._loaded = state
+
+        def __getstate__(self):
+            state = self.__dict__.copy()
+            state["_current"] = None  # the running iteration stays with this copy
+            return state
 
     class TFRecordMapDataset(Dataset):
         """Map-style dataset over indexed files: ``ds[i]`` is one record or parsed example."""

@@ -1,0 +1,75 @@
+"""JAX: batches go to a device with jax.device_put, and tfrecord_lite.jax.device_put takes
+batches with bytes features too.
+
+JAX starts threads when imported, and a process that has them must not fork (the torch
+DataLoader tests fork workers), so each test runs its body in a fresh interpreter."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tfrecord_lite as tfl
+from tests._records import write_files
+from tests.test_torch import SPEC
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _isolated(name, tmp_path):
+    code = f"import pathlib; from tests import test_jax; test_jax.{name}(pathlib.Path({str(tmp_path)!r}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_jax_device_put(tmp_path):
+    _isolated("_check_device_put", tmp_path)
+
+
+def test_jax_helper_moves_numbers_and_keeps_or_drops_bytes(tmp_path):
+    _isolated("_check_helper_moves_numbers_and_keeps_or_drops_bytes", tmp_path)
+
+
+def _check_device_put(tmp_path):
+    import jax  # a test dependency: missing jax fails this test rather than skipping it
+
+    from tfrecord_lite import TFRecordDataset
+
+    paths = write_files(tmp_path, [10])
+    ds = TFRecordDataset(paths, batch_size=4,
+                         parse=lambda recs: {"len": np.array([len(r) for r in recs], np.int32)})
+    out = [jax.device_put(b) for b in ds]
+    assert [int(b["len"].sum()) for b in out] == [16, 16, 8]
+
+
+def _check_helper_moves_numbers_and_keeps_or_drops_bytes(tmp_path):
+    import jax
+
+    from tfrecord_lite.jax import device_put
+
+    spec = {**SPEC, "score": tfl.RaggedFeature(np.float32), "words": tfl.VarLenFeature(bytes)}
+    records = [tfl.encode_example({"id": i, "name": f"n{i}", "tags": list(range(i % 3)),
+                                   "score": [i / 2] * (i % 2), "words": [b"w"] * i}) for i in range(5)]
+    batch = tfl.parse_example(records, spec)
+    with pytest.raises(TypeError):
+        jax.device_put(batch)  # what the helper is for
+    cpu = jax.devices("cpu")[0]
+    kept = device_put(batch, cpu)
+    assert isinstance(kept["id"], jax.Array) and kept["id"].tolist() == list(range(5))
+    assert kept["id"].devices() == {cpu}
+    assert isinstance(kept["tags"], tfl.SparseTensorValue)
+    assert all(isinstance(part, jax.Array) for part in kept["tags"])
+    assert kept["tags"].values.tolist() == batch["tags"].values.tolist()
+    assert isinstance(kept["score"].row_splits, jax.Array) and kept["score"].to_list() == batch["score"].to_list()
+    assert kept["name"] is batch["name"]  # bytes stay on the host, as NumPy
+    assert kept["words"].values is batch["words"].values and isinstance(kept["words"].indices, jax.Array)
+    dropped = device_put(batch, bytes="drop")
+    assert sorted(dropped) == ["id", "score", "tags"]
+    # Lists and tuples (raw records beside arrays, sequence examples) go through too.
+    pair = device_put(([b"raw", b"records"], {"x": np.ones(3, np.float32)}), bytes="drop")
+    assert isinstance(pair, tuple) and len(pair) == 1 and float(pair[0]["x"].sum()) == 3.0
+    with pytest.raises(tfl.errors.TFRecordError, match="'host' or 'drop'"):
+        device_put(batch, bytes="keep")

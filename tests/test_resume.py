@@ -1,0 +1,145 @@
+"""Resuming TFRecordDataset: the state holds file positions, so resume seeks instead of
+re-reading; every mode (raw, parsed in place, record sharding, compressed) resumes exactly."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite import TFRecordDataset
+from tfrecord_lite.errors import TFRecordError
+
+from ._records import record, write_files
+
+COUNTS = [13, 0, 40, 7, 22]
+SPEC = {"id": tfl.FixedLenFeature([], np.int64)}
+
+
+@pytest.fixture(scope="module")
+def raw_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("raw")
+    return {None: write_files(d, COUNTS, size=5),
+            "gzip": write_files(d, COUNTS, size=5, compression="gzip", name="gz-{:02d}.tfrecord")}
+
+
+@pytest.fixture(scope="module")
+def example_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ex")
+    paths = []
+    for f, n in enumerate(COUNTS):
+        paths.append(str(d / f"ex-{f}.tfrecord"))
+        with tfl.TFRecordWriter(paths[-1]) as w:
+            w.write_many(tfl.encode_example({"id": 1000 * f + j}) for j in range(n))
+    return paths
+
+
+def _plain(item):
+    if isinstance(item, dict):
+        return {k: v.tolist() for k, v in item.items()}
+    return item
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), compression=st.sampled_from([None, "gzip"]), parsed=st.booleans(),
+       batch=st.sampled_from([None, 4]), cycle=st.sampled_from([1, 2, 3]), block=st.sampled_from([1, 3, 300]),
+       shard=st.sampled_from([None, (1, 2), (2, 7)]), epochs=st.sampled_from([1, 2]), threads=st.sampled_from([1, 2]))
+def test_resume_anywhere_continues_exactly(backend, raw_files, example_files, data, compression, parsed, batch,
+                                           cycle, block, shard, epochs, threads):
+    files = example_files if parsed else raw_files[compression]
+    opts = dict(batch_size=batch, cycle_length=cycle, block_length=block, shard=shard, num_epochs=epochs,
+                shuffle_files=True, seed=4, num_threads=threads, max_open_files=3)
+    spec = SPEC if parsed else None
+    full = [_plain(x) for x in TFRecordDataset(files, spec, **opts)]
+    k = data.draw(st.integers(0, len(full)))
+    ds = TFRecordDataset(files, spec, **opts)
+    ds.state_dict()  # file positions are tracked from here on
+    it = iter(ds)
+    head = [_plain(next(it)) for _ in range(k)]
+    state = ds.state_dict()
+    it.close()
+    assert state["version"] == 2
+    fresh = TFRecordDataset(files, spec, **{**opts, "seed": None})
+    fresh.load_state_dict(state)
+    assert head + [_plain(x) for x in fresh] == full
+    assert backend.name in ("cython", "python")
+
+
+@pytest.mark.parametrize("cycle", [1, 3])
+def test_resume_seeks_instead_of_rereading(backend, tmp_path, cycle):
+    counts = [3000, 2500, 2000, 1500]
+    paths = write_files(tmp_path, counts, size=20)
+    opts = dict(cycle_length=cycle, block_length=2, batch_size=10, max_open_files=4)
+    total = sum(counts)
+    ds = TFRecordDataset(paths, **opts)
+    assert ds.state_dict()["cursor"] is None  # at the start; positions are tracked from here on
+    it = iter(ds)
+    for _ in range((total - 100) // 10):
+        next(it)
+    state = ds.state_dict()
+    rest_want = list(it)
+    fresh = TFRecordDataset(paths, **opts)
+    fresh.load_state_dict(state)
+    it = iter(fresh)
+    rest = list(it)
+    assert rest == rest_want and sum(map(len, rest)) == 100
+    assert it.records_read == 100  # only what was left: the files were opened at their offsets
+    # The same position saved in the old format (version 1) replays the epoch instead.
+    old = {k: v for k, v in state.items() if k != "cursor"}
+    fresh = TFRecordDataset(paths, **opts)
+    fresh.load_state_dict({**old, "version": 1})
+    it = iter(fresh)
+    assert list(it) == rest_want and it.records_read == total
+    assert backend.name in ("cython", "python")
+
+
+def test_resume_with_a_shuffle_buffer_replays(tmp_path):
+    paths = write_files(tmp_path, [30, 30])
+    opts = dict(shuffle_buffer=8, seed=3, cycle_length=2)
+    ds = TFRecordDataset(paths, **opts)
+    it = iter(ds)
+    head = [next(it) for _ in range(41)]
+    state = ds.state_dict()
+    assert state["cursor"] is None
+    fresh = TFRecordDataset(paths, **opts)
+    fresh.load_state_dict(state)
+    assert head + list(fresh) == list(TFRecordDataset(paths, **opts))
+
+
+def test_state_version_and_positions_are_checked(tmp_path):
+    paths = write_files(tmp_path, [5, 5])
+    ds = TFRecordDataset(paths, cycle_length=2)
+    it = iter(ds)
+    next(it)
+    assert ds.state_dict()["cursor"] is None  # an epoch that started untracked: replayed
+    it = iter(ds)
+    next(it)
+    state = ds.state_dict()
+    assert state["cursor"]["slots"][0] == [0, 1, len(record(0, 0)) + 16]
+    with pytest.raises(TFRecordError, match="state version 3") as err:
+        TFRecordDataset(paths, cycle_length=2).load_state_dict({**state, "version": 3})
+    assert "version" in err.value.hint
+    bad = {**state, "cursor": {**state["cursor"], "slots": [None] * 3}}
+    with pytest.raises(TFRecordError, match="cycle_length"):
+        TFRecordDataset(paths, cycle_length=2).load_state_dict(bad)
+
+
+def test_reader_start_offset(backend, tmp_path):
+    recs = [bytes([i]) * (i % 40) for i in range(200)]
+    offsets = np.cumsum([0] + [16 + len(r) for r in recs]).tolist()
+    for compression in (None, "gzip"):
+        path = str(tmp_path / f"r-{compression}.tfrecord")
+        with tfl.TFRecordWriter(path, compression=compression) as w:
+            w.write_many(recs)
+        for k in (0, 1, 77, 199, 200):
+            reader = tfl.TFRecordReader(path, start_offset=offsets[k], start_index=k)
+            assert list(reader) == recs[k:]
+    with open(str(tmp_path / "r-None.tfrecord"), "rb") as f:
+        data = f.read()
+    assert list(tfl.TFRecordReader(data, start_offset=offsets[50])) == recs[50:]
+    with pytest.raises(tfl.errors.TruncatedRecordError, match="start_offset"):
+        list(tfl.TFRecordReader(str(tmp_path / "r-gzip.tfrecord"), start_offset=offsets[-1] + 5))
+    with pytest.raises(tfl.errors.CorruptRecordError) as err:  # mid-record: the error says where
+        list(tfl.TFRecordReader(str(tmp_path / "r-None.tfrecord"), start_offset=offsets[3] + 1, start_index=3))
+    assert err.value.offset == offsets[3] + 1 and err.value.index == 3
+    assert backend.name in ("cython", "python")

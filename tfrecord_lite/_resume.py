@@ -1,0 +1,141 @@
+"""Resumable positions of ``TFRecordDataset``: where each open file of the interleave stands
+at the record the consumer has reached, as (record index, byte offset) pairs that a reader
+can seek to, so that resuming costs the same wherever the position is.
+
+The interleave runs ahead of the consumer (read-ahead, parse prefetch), so its own state is
+not the consumer's. It logs what it hands downstream instead, one small tuple per chunk of
+records or per file opened or closed; ``Cursor`` applies the log up to the consumer's record
+count. Byte offsets are worked out only when a state is asked for: a chunk refers to its
+piece's map (the read batches it came from and the offset of each batch's first frame), and
+a record's offset is that batch offset plus the frames before it in the batch (the map keeps
+the batch's record lengths, not its records).
+
+Resuming opens each file at its offset: the cost does not grow with the position. A
+compressed file cannot seek, so its part before the offset is decompressed again (not
+scanned). Behind a shuffle buffer the interleave is ahead of the consumer by the buffer's
+records, which the state does not hold: there the state has no positions and resuming reads
+the epoch up to the position again (without parsing), as version 1 states do.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+import numpy as np
+
+from .errors import TFRecordError
+from .reader import RecordBatch
+
+__all__ = ["Cursor", "check_state", "start_state", "piece_segment"]
+
+_FRAME_OVERHEAD = 16  # header and footer bytes around each record's data
+
+
+def check_state(state: dict, version: int, fingerprint, cycle_length: int):
+    """(epoch, elements, stop epoch, positions or None) of a state_dict() to resume from,
+    after checking that it fits the dataset (version 1 states have no positions)."""
+    if state.get("version") not in (1, version):
+        raise TFRecordError(f"unsupported dataset state version {state.get('version')!r}",
+                            hint=f"this tfrecord_lite reads state versions 1 to {version}; "
+                            "load it with the version that saved it")
+    if state["fingerprint"] != fingerprint:
+        raise TFRecordError("the state was saved by a dataset with different files or options",
+                            hint="build the dataset with the same files, shard, batching, "
+                            "interleave and shuffle options before loading its state")
+    cursor = state.get("cursor")
+    if cursor is not None and len(cursor["slots"]) != cycle_length:
+        raise TFRecordError("the state's file positions do not fit this dataset's cycle_length",
+                            hint="build the dataset with the cycle_length that saved the state")
+    stop = state["stop_epoch"]
+    return int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor
+
+
+def start_state(cycle_length: int) -> dict:
+    """The interleave state at the start of an epoch."""
+    return {"opened": 0, "index": 0, "taken": 0, "slots": [None] * cycle_length}
+
+
+def piece_segment(count_before, batch, first_offset, first_raw, keep):
+    """One read batch of a piece as the map records it, and the batch's kept records.
+
+    count_before: records of the piece before this batch; batch: records as read; first_offset
+    and first_raw: the byte offset and record number (in the file) of its first record; keep:
+    (first kept index, step) of the record sharding rule, or None for every record."""
+    first, step = keep or (0, 1)
+    kept = batch if keep is None else batch[first::step]
+    # Lengths, not records: records the consumer is done with must not stay alive for it.
+    data = _lengths(batch, len(batch))
+    return (count_before, first_offset, first_raw, first, step, data), kept
+
+
+def _lengths(data, stop):
+    """Data lengths of the first ``stop`` records of a batch."""
+    if type(data) is RecordBatch:
+        segments = data.segments
+        if len(segments) == 1:
+            return segments[0][2][:stop]
+        return np.concatenate([lengths for _, _, lengths in segments])[:stop]
+    return np.fromiter(map(len, itertools.islice(data, stop)), np.int64, stop)
+
+
+def _resolve(value):
+    """(record number, byte offset) of the next record of a slot value
+    (position, piece map, records of the piece taken, (record, offset) when no piece yet)."""
+    _, piece_map, at, start = value
+    if piece_map is None:
+        return start
+    if at == 0:
+        _, offset, raw, _, _, _ = piece_map[0]
+        return raw, offset
+    for count_before, offset, raw, first, step, data in reversed(piece_map):
+        if count_before < at:
+            break
+    i = first + (at - 1 - count_before) * step  # the last record taken, within its batch
+    lengths = data[:i + 1]
+    offset += int(lengths[:i].sum()) + _FRAME_OVERHEAD * i
+    return raw + i + 1, offset + _FRAME_OVERHEAD + int(lengths[i])
+
+
+class Cursor:
+    """The interleave state at the consumer's position in one epoch.
+
+    ``log`` holds events not yet consumed: (records before it, records in it, cycle index
+    after, records taken from the block after, slot changed or -1, that slot's new value,
+    files opened by it). ``commit(consumed)`` applies those the consumer has passed."""
+
+    __slots__ = ("epoch", "opened", "index", "taken", "slots", "log", "_frozen")
+
+    def __init__(self, epoch: int, state: dict):
+        self.epoch = epoch
+        self.opened, self.index, self.taken = state["opened"], state["index"], state["taken"]
+        self.slots = [None if s is None else (s[0], None, 0, (s[1], s[2])) for s in state["slots"]]
+        self.log = collections.deque()
+        self._frozen = None
+
+    def commit(self, consumed: int) -> None:
+        log, slots = self.log, self.slots
+        while log and log[0][0] + log[0][1] <= consumed:
+            _, _, self.index, self.taken, changed, value, opened = log.popleft()
+            if changed >= 0:
+                slots[changed] = value
+            self.opened += opened
+
+    def snapshot(self, consumed: int) -> dict:
+        """The state after ``consumed`` records of the epoch: plain ints, for state_dict()."""
+        if self._frozen is not None:
+            return self._frozen
+        self.commit(consumed)
+        slots, taken = list(self.slots), self.taken
+        if self.log and self.log[0][0] < consumed:  # a chunk the consumer is inside
+            before, n, _, _, changed, (p, piece_map, at, start), _ = self.log[0]
+            slots[changed] = (p, piece_map, at - n + consumed - before, start)
+            taken += consumed - before
+        return {"opened": self.opened, "index": self.index, "taken": taken,
+                "slots": [None if s is None else [s[0], *_resolve(s)] for s in slots]}
+
+    def freeze(self, consumed: int) -> None:
+        """Keep only the state at ``consumed`` (the iteration stopped): drop the pieces."""
+        self._frozen = self.snapshot(consumed)
+        self.log.clear()
+        self.slots = []
