@@ -101,6 +101,9 @@ class TFRecordDataset:
     features: a feature spec for ``tfrecord_lite.parse_example``; None yields raw ``bytes``.
     parse: instead of ``features``, any callable taking a list of records and returning a
         batch (run in the worker threads).
+    bytes_output: "column" gives bytes features as BytesColumn (see ``parse_example``).
+    output: "arrow" yields ``pyarrow.RecordBatch`` batches (``tfrecord_lite.arrow.to_arrow``;
+        needs features and batch_size).
     batch_size / drop_remainder: yield lists of records (raw) or parsed batches; unbatched
         parsed output is one dict per record.
     num_threads: worker threads for reading, CRC checks and parsing.
@@ -130,7 +133,8 @@ class TFRecordDataset:
     closes the files.
     """
 
-    def __init__(self, files, features=None, *, parse=None, batch_size=None, drop_remainder=False,
+    def __init__(self, files, features=None, *, parse=None, bytes_output="object", output="numpy",
+                 batch_size=None, drop_remainder=False,
                  num_threads=1, max_open_files=16, cycle_length=None, block_length=1,
                  deterministic=True, shuffle_files=False, shuffle_buffer=0, seed=None, shard=None,
                  compression="auto", on_corrupt="raise", prefetch=None, num_epochs=1, check_crc=True):
@@ -142,6 +146,13 @@ class TFRecordDataset:
         self.features = features
         self.parse = parse
         self.batch_size = _positive("batch_size", batch_size, allow_none=True)
+        if output not in ("numpy", "arrow") or bytes_output not in ("object", "column"):
+            raise TFRecordError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
+                                f"not {output!r} and {bytes_output!r}")
+        if output == "arrow" and (features is None or self.batch_size is None):
+            raise TFRecordError("output='arrow' yields RecordBatches parsed with a spec",
+                                hint="pass features= and batch_size=")
+        self.bytes_output, self.output = bytes_output, output
         self.drop_remainder = bool(drop_remainder)
         self.num_threads = _positive("num_threads", num_threads)
         self.max_open_files = _positive("max_open_files", max_open_files)
@@ -239,10 +250,10 @@ class TFRecordDataset:
         return positions
 
     def _parse_fn(self):
-        return make_parse(self.features, self.parse)
+        return make_parse(self.features, self.parse, self.bytes_output, self.output)
 
 
-def make_parse(features, parse=None):
+def make_parse(features, parse=None, bytes_output="object", output="numpy"):
     """The per-batch parse step: ``parse`` itself, ``parse_example(records, features)`` with
     the codec imported at call time, or None for raw records."""
     if parse is not None or features is None:
@@ -251,7 +262,7 @@ def make_parse(features, parse=None):
     def parse_features(records):
         from . import parse_example  # the codec is optional until it is used
 
-        return parse_example(records, features)
+        return parse_example(records, features, bytes_output=bytes_output, output=output)
 
     return parse_features
 
@@ -602,6 +613,8 @@ def _parse_task(parse, records, sizes):
     starts = list(itertools.accumulate(sizes, initial=0))
     try:
         parsed = parse(records)
+        if not isinstance(parsed, dict):  # a pyarrow.RecordBatch
+            return [parsed.slice(a, n) for a, n in zip(starts, sizes)], None
         return [{key: value[a:a + n] for key, value in parsed.items()} for a, n in zip(starts, sizes)], None
     except Exception:
         outputs = []
