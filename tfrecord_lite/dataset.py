@@ -258,11 +258,15 @@ def make_parse(features, parse=None, bytes_output="object", output="numpy"):
     the codec imported at call time, or None for raw records."""
     if parse is not None or features is None:
         return parse
+    # Only options that differ from the defaults are passed: parse_example(records, features)
+    # stays the whole call for the common case.
+    options = {k: v for k, v in (("bytes_output", bytes_output), ("output", output))
+               if v not in ("object", "numpy")}
 
     def parse_features(records):
         from . import parse_example  # the codec is optional until it is used
 
-        return parse_example(records, features, bytes_output=bytes_output, output=output)
+        return parse_example(records, features, **options)
 
     return parse_features
 
