@@ -320,3 +320,17 @@ def test_import_tfrecord_lite_imports_no_optional_dependency():
             "import tfrecord_lite.arrow; print('pyarrow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "True"]
+
+
+def test_readme_arrow_section_runs(tmp_path):
+    import os
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        section = f.read().split("## Arrow, pandas, polars and Hugging Face datasets", 1)[1].split("\n## ", 1)[0]
+    snippets = re.findall(r"```python\n(.+?)\n```", section, flags=re.S)
+    assert snippets
+    script = "\n".join(snippets) + "\nassert hf.num_rows == len(df) == frame.height == 1000\n"
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True)
+    assert sorted(p.name for p in tmp_path.iterdir())[:2] == ["copy.tfrecord", "people-00000-of-00004.tfrecord"]
