@@ -47,7 +47,7 @@ from .features import (
     infer_schema,
 )
 
-__all__ = ["arrow_schema", "to_arrow", "read_table", "write_arrow"]
+__all__ = ["arrow_schema", "to_arrow", "iter_batches", "read_table", "write_arrow", "write_parquet"]
 
 _VALUE_TYPES = {"float32": pa.float32(), "int64": pa.int64(), "string": pa.large_binary()}
 _READ_BATCH = 65536  # records per RecordBatch that read_table asks for
@@ -155,6 +155,28 @@ def to_arrow(records, features) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(features))
 
 
+def _spec_for(paths, features, columns):
+    """The spec to read: features (inferred from the first file when None), cut to columns."""
+    if features is None:
+        features = infer_schema(paths[0]) if paths else {}
+    if columns is not None:
+        missing = [c for c in columns if c not in features]
+        if missing:
+            raise FeatureSpecError(f"column {missing[0]!r} is not in the features ({', '.join(features)})",
+                                   hint="pick columns among the spec's names")
+        features = {c: features[c] for c in columns}
+    return features
+
+
+def iter_batches(files, features=None, columns=None, **dataset_options):
+    """(schema, iterator of RecordBatches) of files, as read_table reads them."""
+    paths = resolve_files(files)
+    features = _spec_for(paths, features, columns)
+    dataset_options.setdefault("batch_size", _READ_BATCH)
+    batches = TFRecordDataset(paths, features, output="arrow", **dataset_options) if paths else iter(())
+    return arrow_schema(features), batches
+
+
 def read_table(files, features=None, columns=None, **dataset_options) -> pa.Table:
     """Every record of files (paths, a glob, a directory) as one ``pyarrow.Table``.
 
@@ -164,19 +186,35 @@ def read_table(files, features=None, columns=None, **dataset_options) -> pa.Tabl
     dataset_options: passed to ``TFRecordDataset`` (num_threads, shard, compression, ...;
         batch_size sets the records per RecordBatch, 65,536 by default).
     """
-    paths = resolve_files(files)
-    if features is None:
-        features = infer_schema(paths[0]) if paths else {}
-    if columns is not None:
-        missing = [c for c in columns if c not in features]
-        if missing:
-            raise FeatureSpecError(f"column {missing[0]!r} is not in the features ({', '.join(features)})",
-                                   hint="pick columns among the spec's names")
-        features = {c: features[c] for c in columns}
-    schema = arrow_schema(features)
-    dataset_options.setdefault("batch_size", _READ_BATCH)
-    batches = TFRecordDataset(paths, features, output="arrow", **dataset_options) if paths else []
+    schema, batches = iter_batches(files, features, columns, **dataset_options)
     return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def write_parquet(files, path, features=None, columns=None, *, codec="snappy", progress=None,
+                  **dataset_options) -> int:
+    """Convert TFRecord files to one Parquet file, a RecordBatch at a time (memory stays
+    about one batch); arguments as in read_table, codec is Parquet's compression. The file
+    appears under ``path`` only when complete. Returns the number of rows written."""
+    import pyarrow.parquet as pq
+
+    from .io import AtomicFile
+    from .progress import progress as progress_bar
+
+    schema, batches = iter_batches(files, features, columns, **dataset_options)
+    out = AtomicFile(path)
+    rows = 0
+    try:
+        with progress_bar(desc="to-parquet", enabled=progress) as bar, \
+                pq.ParquetWriter(out.file, schema, compression=codec) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                rows += batch.num_rows
+                bar.update(batch.num_rows)
+    except BaseException:
+        out.discard()
+        raise
+    out.commit()
+    return rows
 
 
 # -- Arrow -> Examples ---------------------------------------------------------------------
