@@ -206,6 +206,7 @@ def tables(draw, nulls=True):
         plain[name] = [None if v is None else as_plain(v) for v in values]
 
     column("i", ints, pa.int64(), lambda v: np.int64(v))
+    column("ni", nullable(st.integers(-2**31, 2**31 - 1)), pa.int32(), lambda v: np.int64(v))
     column("u8", st.integers(0, 255), pa.uint8(), lambda v: np.int64(v))
     column("f", floats, pa.float32(), lambda v: np.float32(v))
     column("d", st.floats(-1e30, 1e30), pa.float64(), lambda v: np.float32(v))
@@ -215,6 +216,8 @@ def tables(draw, nulls=True):
     column("fx", st.lists(floats, min_size=2, max_size=2), pa.list_(pa.float32(), 2),
            lambda v: np.array(v, np.float32))
     column("fb", st.lists(blobs, min_size=2, max_size=2), pa.list_(pa.binary(), 2), lambda v: v)
+    column("nfx", nullable(st.lists(floats, min_size=2, max_size=2)), pa.list_(pa.float32(), 2),
+           lambda v: np.array(v, np.float32))
     column("li", nullable(st.lists(ints, max_size=3)), pa.large_list(pa.int64()), lambda v: np.array(v, np.int64))
     column("lb", nullable(st.lists(blobs, max_size=3)), pa.list_(pa.binary()), lambda v: v)
     column("lf", nullable(st.lists(st.lists(floats, min_size=2, max_size=2), max_size=2)),
@@ -230,7 +233,7 @@ def test_write_arrow_is_byte_identical_to_encode_examples(backend, tmp_path_fact
     path = str(tmp_path_factory.mktemp("w") / "t.tfrecord")
     assert write_arrow(table.to_batches(max_chunksize=chunk) if n else table, path,
                        deterministic=deterministic) == n
-    columns = {k: np.array(v) if k in ("i", "u8", "f", "d", "flag") else v for k, v in plain.items()}
+    columns = {k: np.array(v) if k in ("i", "ni", "u8", "f", "d", "flag") else v for k, v in plain.items()}
     expected = tfl.encode_examples(columns, deterministic) if n else []
     assert list(TFRecordReader(path)) == expected
     assert backend.name == tfl.implementation
@@ -245,6 +248,7 @@ def test_arrow_tfrecord_arrow_round_trip(backend, tmp_path_factory, case):
     spec = {"i": tfl.FixedLenFeature([], np.int64), "u8": tfl.FixedLenFeature([], np.int64),
             "f": tfl.FixedLenFeature([], np.float32), "d": tfl.FixedLenFeature([], np.float32),
             "flag": tfl.FixedLenFeature([], np.int64), "b": tfl.VarLenFeature(bytes),
+            "ni": tfl.VarLenFeature(np.int64), "nfx": tfl.VarLenFeature(np.float32),
             "s": tfl.RaggedFeature(bytes), "fx": tfl.FixedLenFeature([2], np.float32),
             "fb": tfl.FixedLenFeature([2], bytes), "li": tfl.VarLenFeature(np.int64),
             "lb": tfl.VarLenFeature(bytes),
@@ -254,6 +258,8 @@ def test_arrow_tfrecord_arrow_round_trip(backend, tmp_path_factory, case):
     for name, values in plain.items():
         if name in ("b", "s"):
             expected[name] = [None if v is None else [v] for v in values]
+        elif name == "ni":
+            expected[name] = [None if v is None else [int(v)] for v in values]
         elif name == "lf":
             expected[name] = [None if v is None else v.reshape(-1, 2).tolist() for v in values]
         else:

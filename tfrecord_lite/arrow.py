@@ -93,14 +93,15 @@ def arrow_schema(features) -> pa.Schema:
 
 # -- numpy / BytesColumn -> Arrow, without a copy of the values ----------------------------
 
-def _flat(values) -> pa.Array:
+def _flat(values, value_type=None) -> pa.Array:
     """A flat primitive or large_binary array over the values' buffers."""
     if isinstance(values, _ex.BytesColumn):
         offsets = np.ascontiguousarray(values.offsets)
         return pa.Array.from_buffers(pa.large_binary(), values.size,
                                      [None, pa.py_buffer(offsets), pa.py_buffer(values.values)])
     values = np.ascontiguousarray(values).reshape(-1)
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+    value_type = value_type or pa.from_numpy_dtype(values.dtype)
+    return pa.Array.from_buffers(value_type, len(values), [None, pa.py_buffer(values)])
 
 
 def _nest(flat: pa.Array, shape) -> pa.Array:
@@ -116,11 +117,11 @@ def _lists(flat: pa.Array, counts, absent) -> pa.Array:
     return pa.LargeListArray.from_arrays(pa.array(offsets), flat, mask=mask)
 
 
-def _column_array(col, spec, batch) -> pa.Array:
+def _column_array(col, spec, value_type) -> pa.Array:
     if isinstance(spec, FixedLenFeature):
-        return _nest(_flat(_ex._dense(col, spec)), spec.shape)
+        return _nest(_flat(_ex._dense(col, spec), value_type), spec.shape)
     if isinstance(spec, RawTensorFeature):
-        return _nest(_flat(_ex._raw(col, spec)), spec.shape)
+        return _nest(_flat(_ex._raw(col, spec), value_type), spec.shape)
     values, counts, _ = col.typed(spec.dtype)
     absent = col.kinds == _ex.ABSENT
     if isinstance(spec, FixedLenSequenceFeature):
@@ -130,8 +131,28 @@ def _column_array(col, spec, batch) -> pa.Array:
         bad = np.flatnonzero(counts % stride)
         if bad.size:
             col.fail(f"{counts[bad[0]]} values is not a multiple of the item size {stride}", bad[0])
-        return _lists(_nest(_flat(values), spec.shape), counts // stride, absent)
-    return _lists(_flat(values), counts, absent)
+        return _lists(_nest(_flat(values, value_type), spec.shape), counts // stride, absent)
+    return _lists(_flat(values, value_type), counts, absent)
+
+
+def _value_type(t):
+    while pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
+        t = t.value_type
+    return t
+
+
+_LAYOUTS: dict = {}  # parse plan -> (schema, value type per field): built once per spec
+
+
+def _layout(plan, features):
+    layout = _LAYOUTS.get(plan)
+    if layout is None:
+        schema = arrow_schema(features)
+        layout = schema, [_value_type(field.type) for field in schema]
+        if len(_LAYOUTS) >= 64:
+            _LAYOUTS.clear()
+        _LAYOUTS[plan] = layout
+    return layout
 
 
 def to_arrow(records, features) -> pa.RecordBatch:
@@ -140,19 +161,21 @@ def to_arrow(records, features) -> pa.RecordBatch:
     taken from the core's buffers (bytes as one values buffer plus offsets) without a Python
     object per value. Also ``parse_example(records, features, output="arrow")``."""
     for name, spec in features.items():
-        _check_spec(name, spec)
+        if isinstance(spec, SparseFeature):
+            _check_spec(name, spec)
     records = _ex._records(records)
     plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
+    schema, value_types = _layout(plan, features)
     columns, _ = _ex._decode(records, plan, bytes_output="column")
     batch = len(records)
     arrays = []
-    for name, spec, index, uniform in plan.outputs:
+    for (name, spec, index, uniform), value_type in zip(plan.outputs, value_types):
         raw = columns[index]
         if uniform is not None and raw[6] == uniform[0]:  # every record has it: no per-row work
-            arrays.append(_nest(_flat(raw[uniform[1]]), spec.shape))
+            arrays.append(_nest(_flat(raw[uniform[1]], value_type), spec.shape))
         else:
-            arrays.append(_column_array(_ex._Column(plan.keys[index], raw, batch), spec, batch))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(features))
+            arrays.append(_column_array(_ex._Column(plan.keys[index], raw, batch), spec, value_type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _spec_for(paths, features, columns):

@@ -48,6 +48,13 @@ class BytesColumn:
         self.values, self.offsets, self.shape = values, offsets, shape
 
     @classmethod
+    def _of(cls, values, offsets) -> BytesColumn:
+        """A 1-D column over buffers the core made, without the checks (they hold)."""
+        col = object.__new__(cls)
+        col.values, col.offsets, col.shape = values, offsets, (len(offsets) - 1,)
+        return col
+
+    @classmethod
     def from_list(cls, items, shape=None) -> BytesColumn:
         """A column of the given bytes values (a flat iterable; ``shape`` defaults to its length)."""
         items = [bytes(v) for v in items]
@@ -138,10 +145,7 @@ class BytesColumn:
 
     def to_list(self):
         """Nested lists of ``bytes`` with the column's shape (a 0-d column gives ``bytes``)."""
-        flat = [self._value(i) for i in range(self.size)]
-        if not self.shape:
-            return flat[0]
-        return np.array(flat + [None], dtype=object)[:-1].reshape(self.shape).tolist()
+        return self.to_numpy().tolist()
 
     tolist = to_list  # the numpy spelling, so code written for object arrays keeps working
 

@@ -331,7 +331,7 @@ def _decode(records, plan, seq_plan=None, bytes_output="object"):
 
 
 def _wrap_bytes(keys, columns, raw):
-    return [c if k in raw else c[:5] + (BytesColumn(*c[5]),) + c[6:] for k, c in zip(keys, columns)]
+    return [c if k in raw else c[:5] + (BytesColumn._of(*c[5]),) + c[6:] for k, c in zip(keys, columns)]
 
 
 def _build(plan, raw_columns, batch):
