@@ -29,9 +29,9 @@ NUMPY_TARGET = 0.8   # to_arrow vs parse_example to numpy, same records
 PYDICT_TARGET = 5.0  # to_arrow vs decode_example dicts + pyarrow.Table.from_pydict
 
 PEERS = [
-    ("lite_arrow", "tfrecord_lite to_arrow", "arrow_lite"),
-    ("lite_numpy", "tfrecord_lite parse_example (numpy)", "numpy_lite"),
-    ("lite_pydict", "decode_examples + Table.from_pydict", "pydict_lite"),
+    ("lite_arrow", "tfrecord_lite to_arrow", "parse_lite", {"output": "arrow"}),
+    ("lite_numpy", "tfrecord_lite parse_example (numpy)", "parse_lite", {"output": "numpy"}),
+    ("lite_pydict", "decode_examples + Table.from_pydict", "pydict_lite", {}),
 ]
 
 
@@ -53,35 +53,23 @@ def _checked(run, paths, records, repeats, warmup):
     return result
 
 
-def arrow_lite(paths, records, repeats=5, warmup=1):
+def parse_lite(paths, records, output, repeats=5, warmup=1):
+    """to_arrow (output "arrow") or parse_example (output "numpy") over the W2 batches."""
+    from tfrecord_lite import parse_example
     from tfrecord_lite.arrow import to_arrow
 
     spec = lite_features("w2")
     key = CHECK_KEY["w2"]
+    arrow = output == "arrow"
+    parse = to_arrow if arrow else parse_example
 
     def run():
         n = total = 0
         for batch in _batches(paths):
-            table = to_arrow(batch, spec)
-            n += table.num_rows
-            total += int(table.column(key).to_numpy().sum())
-        return n, total
-
-    return _checked(run, paths, records, repeats, warmup)
-
-
-def numpy_lite(paths, records, repeats=5, warmup=1):
-    from tfrecord_lite import parse_example
-
-    spec = lite_features("w2")
-    key = CHECK_KEY["w2"]
-
-    def run():
-        n = total = 0
-        for batch in _batches(paths):
-            arrays = parse_example(batch, spec)
-            n += len(arrays[key])
-            total += int(arrays[key].sum())
+            parsed = parse(batch, spec)
+            column = parsed.column(key).to_numpy() if arrow else parsed[key]
+            n += len(column)
+            total += int(column.sum())
         return n, total
 
     return _checked(run, paths, records, repeats, warmup)
@@ -114,8 +102,8 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, timeout: float | Non
     machine = H.machine_info()
     w = workloads["w2"]
     plan = [(key, label, f"benchmarks.bench_arrow:{func}",
-             {"paths": w["paths"], "records": w["records"], "repeats": repeats, "warmup": warmup})
-            for key, label, func in PEERS]
+             {"paths": w["paths"], "records": w["records"], "repeats": repeats, "warmup": warmup, **extra})
+            for key, label, func, extra in PEERS]
     pooled = H.run_rounds(plan, rounds, timeout, log)
     ms = {k: H.measurement(p, "w2", "parse", w["records"], w["bytes"]) | {"key": k} for k, p in pooled.items()}
     if len({m["checksum"] for m in ms.values()}) != 1:
