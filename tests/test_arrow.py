@@ -132,7 +132,8 @@ def test_errors_name_the_feature(backend):
         to_arrow([], {"sp": tfl.SparseFeature("i", "v", np.float32, 4)})
     assert "VarLenFeature" in info.value.hint
     with pytest.raises(FeatureSpecError, match="'x'.*required") as info:
-        to_arrow([tfl.encode_example({"x": 1})] * 2 + [tfl.encode_example({})], {"x": tfl.FixedLenFeature([], np.int64)})
+        to_arrow([tfl.encode_example({"x": 1})] * 2 + [tfl.encode_example({})],
+                 {"x": tfl.FixedLenFeature([], np.int64)})
     assert info.value.index == 2
     with pytest.raises(FeatureSpecError, match="'r'"):
         arrow_schema({"r": tfl.RawTensorFeature([2], np.complex64)})

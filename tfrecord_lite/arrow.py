@@ -446,6 +446,7 @@ def write_arrow(table_or_batches, path_or_prefix, *, num_shards=None, determinis
     from .sharded import ShardedWriter
     from .writer import TFRecordWriter
 
+    writer: TFRecordWriter | ShardedWriter
     if num_shards is None:
         writer = TFRecordWriter(path_or_prefix, **writer_options)
     else:
