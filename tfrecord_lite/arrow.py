@@ -101,9 +101,10 @@ def _flat(values, value_type=None) -> pa.Array:
         offsets = np.ascontiguousarray(values.offsets)
         return pa.Array.from_buffers(pa.large_binary(), values.size,
                                      [None, pa.py_buffer(offsets), pa.py_buffer(values.values)])
-    values = np.ascontiguousarray(values).reshape(-1)
+    if not values.flags.c_contiguous:
+        values = np.ascontiguousarray(values)
     value_type = value_type or pa.from_numpy_dtype(values.dtype)
-    return pa.Array.from_buffers(value_type, len(values), [None, pa.py_buffer(values)])
+    return pa.Array.from_buffers(value_type, values.size, [None, pa.py_buffer(values)])
 
 
 def _nest(flat: pa.Array, shape) -> pa.Array:
