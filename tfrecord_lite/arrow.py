@@ -144,29 +144,39 @@ def _value_type(t):
     return t
 
 
-_LAYOUTS: dict = {}  # parse plan -> (schema, value type per field): built once per spec
+_LAYOUTS: dict = {}  # parse plan -> (schema, per output: value type, dims innermost first)
 
 
 def _layout(plan, features):
     layout = _LAYOUTS.get(plan)
     if layout is None:
         schema = arrow_schema(features)
-        layout = schema, [_value_type(field.type) for field in schema]
+        layout = schema, [(_value_type(field.type), tuple(reversed(getattr(spec, "shape", ()))))
+                          for field, spec in zip(schema, features.values())]
         if len(_LAYOUTS) >= 64:
             _LAYOUTS.clear()
         _LAYOUTS[plan] = layout
     return layout
 
 
-def _arrays(plan, columns, value_types, batch) -> list:
-    """One Arrow array per output of an Example (or context) plan."""
+def _arrays(plan, columns, types, batch) -> list:
+    """One Arrow array per output of an Example (or context) plan. The common case, a
+    FixedLenFeature every record holds, is inlined: it runs once per column of every batch."""
     arrays = []
-    for (name, spec, index, uniform), value_type in zip(plan.outputs, value_types):
+    from_buffers, py_buffer, fixed = pa.Array.from_buffers, pa.py_buffer, pa.FixedSizeListArray.from_arrays
+    for (name, spec, index, uniform), (value_type, dims) in zip(plan.outputs, types):
         raw = columns[index]
         if uniform is not None and raw[6] == uniform[0]:  # every record has it: no per-row work
-            arrays.append(_nest(_flat(raw[uniform[1]], value_type), spec.shape))
+            values = raw[uniform[1]]
+            if type(values) is np.ndarray:  # from the core: 1-D and contiguous
+                array = from_buffers(value_type, values.size, [None, py_buffer(values)], 0)
+            else:
+                array = _flat(values)
+            for dim in dims:
+                array = fixed(array, dim)
         else:
-            arrays.append(_column_array(_ex._Column(plan.keys[index], raw, batch), spec, value_type))
+            array = _column_array(_ex._Column(plan.keys[index], raw, batch), spec, value_type)
+        arrays.append(array)
     return arrays
 
 
@@ -184,9 +194,9 @@ def to_arrow(records, features) -> pa.RecordBatch:
     _no_sparse(features)
     records = _ex._records(records)
     plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
-    schema, value_types = _layout(plan, features)
+    schema, types = _layout(plan, features)
     columns, _ = _ex._decode(records, plan, bytes_output="column")
-    return pa.RecordBatch.from_arrays(_arrays(plan, columns, value_types, len(records)), schema=schema)
+    return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
 
 
 # -- SequenceExample -----------------------------------------------------------------------
@@ -233,10 +243,10 @@ def sequence_to_arrow(records, context_features=None, sequence_features=None) ->
     records = _ex._records(records)
     plan = _ex._plan(context_features, _ex._CONTEXT_SPECS, "context_features")
     seq_plan = _ex._plan(sequence_features, tuple(_ex._STEP_ROWS), "sequence_features")
-    schema, value_types = _layout(plan, context_features)
+    schema, types = _layout(plan, context_features)
     columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
     batch = len(records)
-    arrays = _arrays(plan, columns, value_types, batch)
+    arrays = _arrays(plan, columns, types, batch)
     fields = list(schema)
     for name, spec, index, _ in seq_plan.outputs:
         field = _step_field(name, spec)
