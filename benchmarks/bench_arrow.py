@@ -20,6 +20,8 @@ from __future__ import annotations
 import itertools
 import sys
 
+import numpy as np
+
 from . import _harness as H
 from .bench_example import BATCH, CHECK_KEY, _parse_result
 from .generate_data import generate, lite_features
@@ -67,7 +69,8 @@ def parse_lite(paths, records, output, repeats=5, warmup=1):
         n = total = 0
         for batch in _batches(paths):
             parsed = parse(batch, spec)
-            column = parsed.column(key).to_numpy() if arrow else parsed[key]
+            # np.asarray views the Arrow buffer; Array.to_numpy() costs ~80 us a call here
+            column = np.asarray(parsed.column(key)) if arrow else parsed[key]
             n += len(column)
             total += int(column.sum())
         return n, total
