@@ -947,10 +947,55 @@ cdef object _bytes_array(Column *c):
         free(fill)
 
 
-cdef object _column_output(Column *c, Py_ssize_t raw):
+# -- bytes values as one buffer plus offsets -----------------------------------------------
+#
+# The opt-in bytes output (``bytes_column=True``): every bytes value of a column copied back
+# to back into one uint8 array, with int64 offsets (n + 1, starting at 0) marking where each
+# begins and ends. No Python object is made per value, and the buffers can be handed to Arrow
+# (large_binary) as they are.
+
+cdef Py_ssize_t fill_column(unsigned char *dst, int64_t *offsets, const Span *spans,
+                            Py_ssize_t n) noexcept nogil:
+    """Copy n spans back to back into dst and write their n + 1 offsets; returns the bytes
+    copied (dst is NULL to only count them)."""
+    cdef Py_ssize_t i, at = 0
+    for i in range(n):
+        if dst != NULL:
+            offsets[i] = at
+            memcpy(dst + at, spans[i].ptr, spans[i].len)
+        at += spans[i].len
+    if dst != NULL:
+        offsets[n] = at
+    return at
+
+
+cdef object _bytes_column(Column *c):
+    """The bytes values as (values, offsets): one uint8 array and int64 offsets."""
+    cdef Py_ssize_t n = c.spans.len // sizeof(Span), total
+    cdef const Span *spans = <const Span *>c.spans.data
+    cdef cnp.ndarray values, offsets
+    cdef unsigned char *dst
+    cdef int64_t *op
+    total = fill_column(NULL, NULL, spans, n)
+    values = np.empty(total, dtype=np.uint8)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    dst = <unsigned char *>cnp.PyArray_DATA(values)
+    op = <int64_t *>cnp.PyArray_DATA(offsets)
+    if total >= NOGIL_MIN_BYTES:
+        with nogil:
+            fill_column(dst, op, spans, n)
+    else:
+        fill_column(dst, op, spans, n)
+    return values, offsets
+
+
+# -- column output -------------------------------------------------------------------------
+
+cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
     """(steps or None, kinds, counts, floats, ints, bytes values, uniform) for one column:
-    bytes values as an object array, or for a raw column (uint8 array (records, raw), byte
-    length per row or -1); uniform as _uniform gives it."""
+    bytes values as an object array, as (values, offsets) when bytes_column, or for a raw
+    column (uint8 array (records, raw), byte length per row or -1); uniform as _uniform
+    gives it."""
     cdef Py_ssize_t i, nrows = c.kinds.len, s = 0
     cdef Span *spans = <Span *>c.spans.data
     cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
@@ -972,6 +1017,8 @@ cdef object _column_output(Column *c, Py_ssize_t raw):
                             memcpy(dst + i * raw, spans[s].ptr, raw)
                     s += counts[i]
         byte_values = (raw_out, lengths)
+    elif bytes_column:
+        byte_values = _bytes_column(c)
     else:
         byte_values = _bytes_array(c)
     uniform = _uniform(c)
@@ -1052,7 +1099,7 @@ cdef class _Records:
         free(self.lens)
 
 
-def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
+def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_column):
     cdef Parser p
     cdef Py_ssize_t n, i
     cdef _Records recs = _Records(records)
@@ -1094,17 +1141,18 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence):
             )
         raw = raw_sizes or {}
         ctx_keys = _table_keys(&p.ctx)
-        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1)) for i in range(p.ctx.n)]
+        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1), bytes_column) for i in range(p.ctx.n)]
         if not sequence:
             return ctx_keys, ctx
         seq_keys = _table_keys(&p.seq)
-        return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1) for i in range(p.seq.n)]
+        return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1, bytes_column)
+                                             for i in range(p.seq.n)]
     finally:
         table_free(&p.ctx)
         table_free(&p.seq)
 
 
-def decode_examples(records, keys=None, raw_sizes=None):
+def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
     """Columns of a batch of serialized Examples: a list of bytes-likes, or a RecordBatch
     (anything with ``segments``), read in place.
 
@@ -1112,15 +1160,18 @@ def decode_examples(records, keys=None, raw_sizes=None):
     raw_sizes: {name: nbytes} for names whose single bytes value is copied straight into a
     (records, nbytes) uint8 array. Returns (keys, columns); each column is
     (None, kinds, counts, floats, ints, bytes_values, uniform) with one row per record:
-    bytes_values an object array of bytes, uniform (kind, count) when every row agrees."""
-    return _decode(records, keys, raw_sizes, None, False)
+    bytes_values an object array of bytes, or with bytes_column (values, offsets): a uint8
+    array of all values back to back and n + 1 int64 offsets; uniform (kind, count) when
+    every row agrees."""
+    return _decode(records, keys, raw_sizes, None, False, bytes_column)
 
 
-def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None):
+def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None,
+                             bytes_column=False):
     """Columns of a batch of serialized SequenceExamples: (context_keys, context_columns,
     sequence_keys, sequence_columns). A sequence column's rows are FeatureList steps and its
     first item gives the steps per record (-1 where the key is absent)."""
-    return _decode(records, context_keys, raw_sizes, sequence_keys, True)
+    return _decode(records, context_keys, raw_sizes, sequence_keys, True, bytes_column)
 
 
 # -- encoding ------------------------------------------------------------------------------

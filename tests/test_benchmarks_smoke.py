@@ -17,8 +17,8 @@ except ImportError:  # the repository root is not on sys.path; append it, not sh
 
 from benchmarks import _harness as H  # noqa: E402
 from benchmarks import __main__ as run_all  # noqa: E402
-from benchmarks import (bench_cloud, bench_dataset, bench_example, bench_framing, bench_scaling, bench_to_npy,  # noqa: E402
-                        bench_write, generate_data)
+from benchmarks import (bench_arrow, bench_cloud, bench_dataset, bench_example, bench_framing, bench_scaling,  # noqa: E402
+                        bench_to_npy, bench_write, generate_data)
 
 SCALE = 0.002  # W1: 8 files x 2-3 records, W2: 400 records
 
@@ -227,6 +227,26 @@ def test_bench_cloud_end_to_end(workloads, tmp_path):
     text = _check(results, bench_cloud, tmp_path, {"w1": ["lite", "lite_s3", "ceiling"]})
     assert [r["target"] for r in results["ratios"]] == [bench_cloud.TARGET, None]
     assert "s3:// on loopback" in text and "vs local" in text
+
+
+def test_bench_arrow_end_to_end(workloads, tmp_path):
+    results = bench_arrow.run(workloads, repeats=1, warmup=1, timeout=600)
+    ms = results["measurements"]
+    assert sorted(m["key"] for m in ms) == sorted(key for key, *_ in bench_arrow.PEERS)
+    for m in ms:
+        assert m["records"] == workloads["w2"]["records"] and len(m["seconds"]) == 1
+        assert m["records_per_s"] > 0 and math.isfinite(m["records_per_s"])
+        assert m["implementation"] == "cython" and "tensorflow" not in m["imported"]
+    assert [r["target"] for r in results["ratios"]] == [bench_arrow.NUMPY_TARGET, bench_arrow.PYDICT_TARGET]
+    for r in results["ratios"]:
+        assert r["ratio"] > 0 and r["met"] == (r["ratio"] >= r["target"])
+    text = bench_arrow.report(results)
+    assert "vs parse_example" in text and "vs from_pydict" in text and "### Targets" in text
+    for r in results["ratios"]:
+        assert f"| {r['ratio']:.2f}x | >= {r['target']:g}x |" in text
+    results_md = tmp_path / "RESULTS.md"
+    H.update_results_section(bench_arrow.SECTION, text, path=str(results_md))
+    assert results_md.read_text().count("<!-- begin bench_arrow -->") == 1
 
 
 def test_run_all_knows_every_benchmark(capsys):

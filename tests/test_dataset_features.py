@@ -129,7 +129,7 @@ def stand_in_parse_example(records, features):
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    monkeypatch.setattr(tfrecord_lite, "parse_example", stand_in_parse_example, raising=False)
+    monkeypatch.setattr(tfrecord_lite.example, "parse_example", stand_in_parse_example)
 
 
 def test_features_call_parse_example_per_batch(stand_in, tmp_path):

@@ -127,10 +127,14 @@ class _Column:
             values = ()
         self.counts.append(len(values))
 
-    def output(self, raw):
+    def output(self, raw, bytes_column=False):
         kinds = np.array(self.kinds, dtype=np.uint8)
         counts = np.array(self.counts, dtype=np.int64)
-        if raw is None or raw < 0:
+        if bytes_column and (raw is None or raw < 0):
+            offsets = np.zeros(len(self.bytes) + 1, dtype=np.int64)
+            np.cumsum([len(v) for v in self.bytes], out=offsets[1:])
+            byte_values = np.frombuffer(bytearray(b"".join(self.bytes)), dtype=np.uint8), offsets
+        elif raw is None or raw < 0:
             byte_values = np.empty(len(self.bytes), dtype=object)
             byte_values[:] = self.bytes
         else:
@@ -196,9 +200,9 @@ class _Table:
             else:
                 column.add_feature(mapping[key])
 
-    def output(self, raw_sizes):
+    def output(self, raw_sizes, bytes_column):
         raw = raw_sizes or {}
-        return list(self.columns), [c.output(raw.get(k, -1)) for k, c in self.columns.items()]
+        return list(self.columns), [c.output(raw.get(k, -1), bytes_column) for k, c in self.columns.items()]
 
 
 def _parse(message_class, data, index):
@@ -224,15 +228,16 @@ def _records(records):
     return list(records)
 
 
-def decode_examples(records, keys=None, raw_sizes=None):
+def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
     """Columns of a batch of serialized Examples; see csrc/example.pyx."""
     table = _Table(keys, sequence=False)
     for i, data in enumerate(_records(records)):
         table.add(i, _parse(Example, data, i).features.feature)
-    return table.output(raw_sizes)
+    return table.output(raw_sizes, bytes_column)
 
 
-def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None):
+def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None,
+                             bytes_column=False):
     """Columns of a batch of serialized SequenceExamples; see csrc/example.pyx."""
     context = _Table(context_keys, sequence=False)
     lists = _Table(sequence_keys, sequence=True)
@@ -240,7 +245,7 @@ def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw
         message = _parse(SequenceExample, data, i)
         context.add(i, message.context.feature)
         lists.add(i, message.feature_lists.feature_list)
-    return (*context.output(raw_sizes), *lists.output(None))
+    return (*context.output(raw_sizes, bytes_column), *lists.output(None, bytes_column))
 
 
 # -- encoding ------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ Errors print one line saying what went wrong and what to do, and exit non-zero.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -364,6 +366,175 @@ examples:
 """
 
 
+# -- schema / stats / to-parquet -----------------------------------------------------------
+
+def _sample_records(args) -> list:
+    records: list = []
+    for path in args.files:
+        with _open(path, args) as r:
+            records.extend(itertools.islice(r, args.sample))
+    return records
+
+
+def _spec_row(spec) -> tuple:
+    """(spec type, dtype, shape as a list or None) of an inferred spec."""
+    shape = getattr(spec, "shape", None)
+    return type(spec).__name__, spec.dtype, None if shape is None else list(shape)
+
+
+def _print_table(header, rows) -> None:
+    rows = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def cmd_schema(args) -> int:
+    """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
+    as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code."""
+    from .features import infer_schema
+
+    schema = infer_schema(_sample_records(args), sample=len(args.files) * args.sample)
+    if args.format == "tf":
+        print(schema.to_tf_code())
+    elif args.format == "json":
+        print(json.dumps({n: dict(zip(("type", "dtype", "shape"), _spec_row(s))) for n, s in schema.items()},
+                         indent=2))
+    elif args.format == "python":
+        print("import tfrecord_lite as tfl\n\nfeatures = {")
+        for name, spec in schema.items():
+            print(f"    {name!r}: tfl.{spec!r},")
+        print("}")
+    else:
+        _print_table(("feature", "spec", "dtype", "shape"),
+                     [(n, kind, dtype, "" if shape is None else shape)
+                      for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in schema.items())])
+    return 0
+
+
+class _FeatureStats:
+    """What stats counts for one feature name."""
+
+    def __init__(self):
+        self.present = 0          # records holding the key (an empty Feature included)
+        self.kinds = set()        # dtype names seen
+        self.values = 0           # values over all records
+        self.least = None         # fewest / most values in a record holding the key
+        self.most = 0
+
+    def add(self, kinds, counts):
+        from .example import ABSENT, _KIND_NAME
+
+        held = kinds != ABSENT
+        if not held.any():
+            return
+        self.present += int(held.sum())
+        self.kinds.update(_KIND_NAME[k] for k in set(kinds[held].tolist()) if k in _KIND_NAME)
+        counts = counts[held]
+        self.values += int(counts.sum())
+        least, most = int(counts.min()), int(counts.max())
+        self.least = least if self.least is None else min(self.least, least)
+        self.most = max(self.most, most)
+
+
+def cmd_stats(args) -> int:
+    """Count the records and bytes of FILEs and, per feature, the records holding it and
+    its values (total, fewest and most per record). Records that are not Examples fail."""
+    from .reader import RecordBatch
+
+    records = 0
+    features: dict = collections.defaultdict(_FeatureStats)
+    with _bar(args, "stats") as bar:
+        for path in args.files:
+            in_file = 0
+            with _open(path, args) as r:
+                for block in tracked_blocks(r, bar):
+                    batch = RecordBatch(*block)
+                    try:
+                        names, columns = _native.example.decode_examples(batch)
+                    except TFRecordError as exc:  # name the file and the record within it
+                        raise type(exc)(exc.detail, path=path, index=in_file + (exc.index or 0),
+                                        hint="stats reads tf.train.Example records") from None
+                    for name, column in zip(names, columns):
+                        features[name].add(column[1], column[2])
+                    in_file += len(batch)
+            records += in_file
+    nbytes = sum(_fs.size(f, _storage(args)) for f in args.files)
+    rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, f"{s.present / records:.1%}" if records else "-",
+             s.values, s.least if s.least is not None else "-", s.most)
+            for name, s in sorted(features.items())]
+    if args.format == "json":
+        keys = ("dtype", "present", "share", "values", "min_values", "max_values")
+        print(json.dumps({"files": len(args.files), "records": records, "bytes": nbytes,
+                          "features": {row[0]: dict(zip(keys, row[1:])) for row in rows}}, indent=2))
+        return 0
+    print(f"{records} records, {nbytes} bytes in {len(args.files)} file(s)")
+    _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"), rows)
+    return 0
+
+
+def cmd_to_parquet(args) -> int:
+    """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow).
+    The spec is inferred from the first FILE's first records; OUT appears only when complete."""
+    try:
+        from .arrow import write_parquet
+    except ImportError:
+        raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
+
+    columns = args.columns.split(",") if args.columns else None
+    rows = write_parquet(args.files, args.output, columns=columns, codec=args.codec, progress=args.progress,
+                         compression=args.compression, batch_size=args.batch_size, storage_options=_storage(args))
+    print(f"{rows} rows, {len(args.files)} file(s) -> {args.output}", file=sys.stderr)
+    return 0
+
+
+_EPILOG_SCHEMA = """\
+Features present in every sampled record with the same number of values become
+FixedLenFeature, the others VarLenFeature.
+
+examples:
+  tfrecord-lite schema train-*.tfrecord
+  tfrecord-lite schema train.tfrecord --format python > spec.py
+"""
+
+_EPILOG_TO_PARQUET = """\
+Lists become Arrow large_list columns and bytes large_binary (see tfrecord_lite.arrow).
+
+examples:
+  tfrecord-lite to-parquet train-*.tfrecord -o train.parquet
+  tfrecord-lite to-parquet data.tfrecord.gz -o small.parquet --columns id,label --codec zstd
+"""
+
+
+def _add_table_commands(sub, add) -> None:
+    """The subcommands that read Examples as a table: schema, stats, to-parquet."""
+    p = add("schema", cmd_schema, "print the feature spec inferred from files", _EPILOG_SCHEMA)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--format", default="table", choices=["table", "tf", "json", "python"],
+                   help="table (default), tf (TensorFlow code), json, python (tfrecord_lite code)")
+    p.add_argument("--sample", type=int, default=1000, help="records read per file (default 1000)")
+    _reader_args(p)
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("stats", help="records, bytes and per-feature counts of files",
+                       description=cmd_stats.__doc__)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--format", default="table", choices=["table", "json"], help="table (default) or json")
+    _reader_args(p)
+    _progress_args(p)
+    p.set_defaults(func=cmd_stats)
+
+    p = add("to-parquet", cmd_to_parquet, "convert files to one Parquet file", _EPILOG_TO_PARQUET)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file")
+    p.add_argument("--columns", default=None, help="comma-separated features to keep (default: all)")
+    p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
+    p.add_argument("--batch-size", type=int, default=65536, help="rows per Parquet row group (default 65536)")
+    _reader_args(p)
+    _progress_args(p)
+    p.set_defaults(func=cmd_to_parquet)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecord-lite",
@@ -444,6 +615,7 @@ def _build_parser() -> argparse.ArgumentParser:
     writing_args(p, "the output")
     _progress_args(p)
     p.set_defaults(func=cmd_cat)
+    _add_table_commands(sub, add)
 
     for p in sub.choices.values():  # every command that takes paths takes fsspec URLs
         p.add_argument("--storage-option", type=_storage_option, action="append", metavar="KEY=VALUE",

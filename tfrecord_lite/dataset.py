@@ -113,6 +113,9 @@ class TFRecordDataset:
     features: a feature spec for ``tfrecord_lite.parse_example``; None yields raw ``bytes``.
     parse: instead of ``features``, any callable taking a list of records and returning a
         batch (run in the worker threads).
+    bytes_output: "column" gives bytes features as BytesColumn (see ``parse_example``).
+    output: "arrow" yields ``pyarrow.RecordBatch`` batches (``tfrecord_lite.arrow.to_arrow``;
+        needs features and batch_size).
     batch_size / drop_remainder: yield lists of records (raw) or parsed batches; unbatched
         parsed output is one dict per record.
     num_threads: worker threads for reading, CRC checks and parsing.
@@ -144,6 +147,7 @@ class TFRecordDataset:
     """
 
     def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
+                 bytes_output: str = "object", output: str = "numpy",
                  batch_size: int | None = None, drop_remainder: bool = False, num_threads: int = 1,
                  max_open_files: int = 16, cycle_length: int | None = None, block_length: int = 1,
                  deterministic: bool = True, shuffle_files: bool = False, shuffle_buffer: int = 0,
@@ -160,6 +164,13 @@ class TFRecordDataset:
         self.features = features
         self.parse = parse
         self.batch_size = _positive("batch_size", batch_size, allow_none=True)
+        if output not in ("numpy", "arrow") or bytes_output not in ("object", "column"):
+            raise TFRecordError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
+                                f"not {output!r} and {bytes_output!r}")
+        if output == "arrow" and (features is None or self.batch_size is None):
+            raise TFRecordError("output='arrow' yields RecordBatches parsed with a spec",
+                                hint="pass features= and batch_size=")
+        self.bytes_output, self.output = bytes_output, output
         self.drop_remainder = bool(drop_remainder)
         self.num_threads = _positive("num_threads", num_threads)
         self.max_open_files = _positive("max_open_files", max_open_files)
@@ -284,31 +295,36 @@ class TFRecordDataset:
         return positions
 
     def _parse_fn(self):
-        return make_parse(self.features, self.parse)
+        return make_parse(self.features, self.parse, self.bytes_output, self.output)
 
 
-def make_parse(features, parse=None):
+def make_parse(features, parse=None, bytes_output="object", output="numpy"):
     """The per-batch parse step: ``parse`` itself, a ``ParseFeatures`` for ``features``, or
     None for raw records."""
     if parse is not None or features is None:
         return parse
-    return ParseFeatures(features)
+    # Only options that differ from the defaults are passed: parse_example(records, features)
+    # stays the whole call for the common case.
+    options = {k: v for k, v in (("bytes_output", bytes_output), ("output", output))
+               if v not in ("object", "numpy")}
+    return ParseFeatures(features, options)
 
 
 class ParseFeatures:
-    """``parse_example(records, features)`` as a top-level callable, so that datasets holding
-    it pickle (spawn and forkserver DataLoader workers). The codec is imported at call time:
-    it is optional until used."""
+    """``parse_example(records, features, **options)`` as a top-level callable, so that
+    datasets holding it pickle (spawn and forkserver DataLoader workers). The codec is
+    imported at call time: it is optional until used."""
 
-    __slots__ = ("features",)
+    __slots__ = ("features", "options")
 
-    def __init__(self, features):
+    def __init__(self, features, options=None):
         self.features = features
+        self.options = options or {}
 
     def __call__(self, records):
-        from . import parse_example
+        from .example import parse_example
 
-        return parse_example(records, self.features)
+        return parse_example(records, self.features, **self.options)
 
 
 class _Slot:
@@ -698,6 +714,8 @@ def _parse_task(parse, records, sizes):
     starts = list(itertools.accumulate(sizes, initial=0))
     try:
         parsed = parse(records)
+        if not isinstance(parsed, dict):  # a pyarrow.RecordBatch
+            return [parsed.slice(a, n) for a, n in zip(starts, sizes)], None
         return [{key: value[a:a + n] for key, value in parsed.items()} for a, n in zip(starts, sizes)], None
     except Exception:
         outputs = []

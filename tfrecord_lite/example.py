@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _native
 from ._typing import Buffer, Features, Records
+from .bytes_column import BytesColumn, scatter
 from .errors import FeatureSpecError
 from .features import (
     FixedLenFeature,
@@ -30,6 +31,7 @@ from .features import (
 from .reader import RecordBatch
 
 __all__ = [
+    "BytesColumn",
     "SparseTensorValue",
     "RaggedValue",
     "parse_example",
@@ -68,7 +70,7 @@ class RaggedValue:
         return len(self.row_splits) - 1
 
     def to_list(self) -> list:
-        inner = self.values.to_list() if isinstance(self.values, RaggedValue) else self.values.tolist()
+        inner = self.values.to_list() if isinstance(self.values, (RaggedValue, BytesColumn)) else self.values.tolist()
         s = self.row_splits.tolist()
         return [inner[s[i]:s[i + 1]] for i in range(len(s) - 1)]
 
@@ -151,6 +153,8 @@ def _dense(col, spec):
     shape = (col.batch,) + spec.shape
     if every:
         return values.reshape(shape)
+    if isinstance(values, BytesColumn):
+        return scatter(shape, np.flatnonzero(np.repeat(present, size)), values, spec.default_value)
     out = _fill(shape, spec.dtype, spec.default_value)
     out[present] = values.reshape((-1,) + spec.shape)
     return out
@@ -201,9 +205,12 @@ def _item_sequence(col, spec):
         col.fail(f"{counts[bad[0]]} values is not a multiple of the item size {stride}", bad[0])
     items = counts // stride
     longest = int(items.max()) if items.size else 0
-    out = _fill((col.batch, longest) + spec.shape, spec.dtype, spec.default_value)
-    flat = out.reshape(col.batch * longest * stride)
-    flat[np.repeat(np.arange(col.batch) * (longest * stride), counts) + _within(counts)] = values
+    shape = (col.batch, longest) + spec.shape
+    positions = np.repeat(np.arange(col.batch) * (longest * stride), counts) + _within(counts)
+    if isinstance(values, BytesColumn):
+        return scatter(shape, positions, values, spec.default_value)
+    out = _fill(shape, spec.dtype, spec.default_value)
+    out.reshape(-1)[positions] = values
     return out
 
 
@@ -302,6 +309,35 @@ def _plan(features, allowed, where):
     return plan
 
 
+_BYTES_OUTPUTS = ("object", "column")
+
+
+def _bytes_column(bytes_output) -> bool:
+    if bytes_output not in _BYTES_OUTPUTS:
+        raise FeatureSpecError(f"bytes_output must be one of {_BYTES_OUTPUTS}, not {bytes_output!r}")
+    return bytes_output == "column"
+
+
+def _decode(records, plan, seq_plan=None, bytes_output="object"):
+    """The core's columns for a plan (and a sequence plan: SequenceExamples), with bytes
+    values as BytesColumn when bytes_output is "column"."""
+    column = _bytes_column(bytes_output)
+    if seq_plan is None:
+        _, columns = _native.example.decode_examples(records, plan.keys, plan.raw, column)
+        seq_columns = None
+    else:
+        _, columns, _, seq_columns = _native.example.decode_sequence_examples(
+            records, plan.keys, seq_plan.keys, plan.raw, column)
+    if column:
+        columns = _wrap_bytes(plan.keys, columns, plan.raw)
+        seq_columns = seq_columns and _wrap_bytes(seq_plan.keys, seq_columns, {})
+    return columns, seq_columns
+
+
+def _wrap_bytes(keys, columns, raw):
+    return [c if k in raw else c[:5] + (BytesColumn._of(*c[5]),) + c[6:] for k, c in zip(keys, columns)]
+
+
 def _build(plan, raw_columns, batch):
     cols = None
     out = {}
@@ -323,16 +359,33 @@ _EXAMPLE_SPECS = (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature, 
 _CONTEXT_SPECS = (FixedLenFeature, VarLenFeature, RaggedFeature, SparseFeature, RawTensorFeature)
 
 
-def parse_example(serialized: Records, features: Features) -> dict[str, Any]:
+@overload
+def parse_example(serialized: Records, features: Features, *, bytes_output: str = ...,
+                  output: Literal["numpy"] = ...) -> dict[str, Any]: ...
+@overload
+def parse_example(serialized: Records, features: Features, *, bytes_output: str = ...,
+                  output: Literal["arrow"]) -> Any: ...
+def parse_example(serialized: Records, features: Features, *, bytes_output: str = "object",
+                  output: str = "numpy") -> Any:
     """Parse a batch of serialized Examples (any sequence of bytes-like) like
     ``tf.io.parse_example``: FixedLenFeature -> (batch,) + shape array (bytes: object array),
     VarLenFeature/SparseFeature -> SparseTensorValue, RaggedFeature -> RaggedValue,
     FixedLenSequenceFeature(allow_missing=True) -> padded (batch, items) + shape array,
     RawTensorFeature -> (batch,) + shape array. Data that does not fit the spec raises
-    FeatureSpecError naming the feature and record; malformed protobuf, ExampleDecodeError."""
+    FeatureSpecError naming the feature and record; malformed protobuf, ExampleDecodeError.
+
+    bytes_output="column" gives bytes values as a BytesColumn (one uint8 buffer plus int64
+    offsets, no Python object per value) wherever "object" gives an object array of bytes.
+    output="arrow" returns a ``pyarrow.RecordBatch`` instead (see ``tfrecord_lite.arrow``)."""
+    if output == "arrow":
+        from .arrow import to_arrow  # pyarrow is optional until it is used
+
+        return to_arrow(serialized, features)
+    if output != "numpy":
+        raise FeatureSpecError(f"output must be 'numpy' or 'arrow', not {output!r}")
     records = _records(serialized)
     plan = _plan(features, _EXAMPLE_SPECS, "parse_example")
-    _, columns = _native.example.decode_examples(records, plan.keys, plan.raw)
+    columns, _ = _decode(records, plan, bytes_output=bytes_output)
     return _build(plan, columns, len(records))
 
 
@@ -344,9 +397,9 @@ def _unbatch(spec, value):
     return value[0]
 
 
-def parse_single_example(serialized: Buffer, features: Features) -> dict[str, Any]:
+def parse_single_example(serialized: Buffer, features: Features, *, bytes_output: str = "object") -> dict[str, Any]:
     """parse_example for one record, without the batch dimension (as TF's)."""
-    parsed = parse_example([serialized], features)
+    parsed = parse_example([serialized], features, bytes_output=bytes_output)
     return {name: _unbatch(spec, parsed[name]) for name, spec in features.items()}
 
 
@@ -363,8 +416,12 @@ def _step_dense(col, spec):
         col.fail(f"step has {counts[bad[0]]} values but the shape {list(spec.shape)} needs {stride}", bad[0])
     steps = np.maximum(col.steps, 0)
     longest = int(steps.max()) if steps.size else 0
-    out = _fill((col.batch, longest) + spec.shape, spec.dtype, spec.default_value)
+    shape = (col.batch, longest) + spec.shape
     rows = np.repeat(np.arange(col.batch) * longest, steps) + _within(steps)
+    if isinstance(values, BytesColumn):
+        positions = (rows[:, None] * stride + np.arange(stride)).reshape(-1)
+        return scatter(shape, positions, values, spec.default_value), steps
+    out = _fill(shape, spec.dtype, spec.default_value)
     out.reshape((col.batch * longest,) + spec.shape)[rows] = values.reshape((-1,) + spec.shape)
     return out, steps
 
@@ -389,20 +446,20 @@ _STEP_ROWS = {FixedLenSequenceFeature: _step_dense, VarLenFeature: _step_varlen,
 
 
 def parse_sequence_example(serialized: Records, context_features: Features | None = None,
-                           sequence_features: Features | None = None
+                           sequence_features: Features | None = None, *, bytes_output: str = "object"
                            ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Parse a batch of serialized SequenceExamples like ``tf.io.parse_sequence_example``:
     returns (context, feature_lists, lengths). Context specs are as in parse_example;
     sequence specs are FixedLenSequenceFeature -> (batch, steps) + shape array padded with
     zeros (lengths[name] gives the steps per record), VarLenFeature -> 3-D
-    SparseTensorValue, RaggedFeature -> RaggedValue of RaggedValue."""
+    SparseTensorValue, RaggedFeature -> RaggedValue of RaggedValue. bytes_output as in
+    parse_example."""
     records = _records(serialized)
     context_features = context_features or {}
     sequence_features = sequence_features or {}
     plan = _plan(context_features, _CONTEXT_SPECS, "context_features")
     seq_plan = _plan(sequence_features, tuple(_STEP_ROWS), "sequence_features")
-    _, columns, _, seq_columns = _native.example.decode_sequence_examples(records, plan.keys, seq_plan.keys,
-                                                                         plan.raw)
+    columns, seq_columns = _decode(records, plan, seq_plan, bytes_output)
     batch = len(records)
     context = _build(plan, columns, batch)
     feature_lists, lengths = {}, {}
@@ -417,11 +474,12 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
 
 
 def parse_single_sequence_example(serialized: Buffer, context_features: Features | None = None,
-                                  sequence_features: Features | None = None
+                                  sequence_features: Features | None = None, *, bytes_output: str = "object"
                                   ) -> tuple[dict[str, Any], dict[str, Any]]:
     """parse_sequence_example for one record, without the batch dimension:
     (context, feature_lists) as ``tf.io.parse_single_sequence_example`` returns."""
-    context, lists, _ = parse_sequence_example([serialized], context_features, sequence_features)
+    context, lists, _ = parse_sequence_example([serialized], context_features, sequence_features,
+                                               bytes_output=bytes_output)
     context = {n: _unbatch(s, context[n]) for n, s in (context_features or {}).items()}
     out = {}
     for name, spec in (sequence_features or {}).items():

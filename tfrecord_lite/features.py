@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import MISSING, dataclass, fields
 from math import prod
-from typing import Any, NamedTuple, Sequence, Union
+from typing import Any, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -330,7 +330,8 @@ def _shape_of(count: int) -> list:
     return [] if count == 1 else [count]
 
 
-def infer_schema(source: PathLike | BinaryIO | Records, sample: int = 1000, progress: bool | None = None) -> Schema | SequenceSchema:
+def infer_schema(source: PathLike | BinaryIO | Records, sample: int = 1000, progress: bool | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> Schema | SequenceSchema:
     """A spec for the first ``sample`` records of source (a list of serialized records, or
     a path or file readable by TFRecordReader).
 
@@ -340,13 +341,15 @@ def infer_schema(source: PathLike | BinaryIO | Records, sample: int = 1000, prog
     Examples, and per feature list FixedLenSequenceFeature where every step has the same
     number of values (allow_missing=True when some record lacks the list), VarLenFeature
     otherwise. Features whose kind differs between records raise FeatureSpecError.
-    progress: a bar over the records read (see tfrecord_lite.progress)."""
+    progress: a bar over the records read (see tfrecord_lite.progress). storage_options: for
+    an fsspec URL."""
     from . import _native
     from .progress import progress as _progress
     from .reader import TFRecordReader
 
     if isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
-        with TFRecordReader(source) as reader, _progress(sample, desc="schema", enabled=progress) as bar:
+        with TFRecordReader(source, storage_options=storage_options) as reader, \
+                _progress(sample, desc="schema", enabled=progress) as bar:
             records = []
             for _, record in zip(range(sample), reader):
                 records.append(record)

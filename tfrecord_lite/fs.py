@@ -38,7 +38,8 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
 _GLOB_CHARS = frozenset("*?[")
-_HINT_INSTALL = "install the cloud extra: pip install 'tfrecord_lite[cloud]' (fsspec, s3fs, gcsfs)"
+_HINT_INSTALL = ("install the cloud extra: pip install 'tfrecordkit[cloud]' (or '.[cloud]' from a checkout): "
+                 "fsspec, s3fs, gcsfs")
 
 
 def is_url(path) -> bool:

@@ -1,0 +1,374 @@
+"""tfrecord_lite.arrow: Examples -> pyarrow RecordBatch/Table (to_arrow, parse_example
+output="arrow", TFRecordDataset output="arrow", read_table), Arrow -> Examples (write_arrow,
+byte-identical to encode_examples), round trips, and the pandas / polars / datasets hand-offs."""
+
+import subprocess
+import sys
+from math import prod
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite import TFRecordDataset, TFRecordReader, TFRecordWriter
+from tfrecord_lite.arrow import arrow_schema, read_table, sequence_to_arrow, to_arrow, write_arrow
+from tfrecord_lite.errors import FeatureSpecError, TFRecordError
+
+floats = st.floats(width=32, allow_nan=False)
+ints = st.integers(-2**63, 2**63 - 1)
+blobs = st.binary(max_size=10)
+VALUES = {"float32": floats, "int64": ints, "string": blobs}
+
+
+@st.composite
+def spec_and_records(draw):
+    """A random spec of every type Arrow output takes, and records fitting it."""
+    spec, makers = {}, []
+    for i in range(draw(st.integers(1, 5))):
+        name, dtype = f"f{i}", draw(st.sampled_from(list(VALUES)))
+        what = draw(st.sampled_from(["fixed", "varlen", "ragged", "sequence", "raw"]))
+        if what == "fixed":
+            shape = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+            default = draw(st.none() | st.lists(VALUES[dtype], min_size=prod(shape), max_size=prod(shape)))
+            spec[name] = tfl.FixedLenFeature(shape, dtype, default_value=default)
+            makers.append((name, dtype, prod(shape), default is not None, 1))
+        elif what == "sequence":
+            k = draw(st.integers(1, 2))
+            spec[name] = tfl.FixedLenSequenceFeature([k], dtype, allow_missing=True)
+            makers.append((name, dtype, None, True, k))
+        elif what == "raw":
+            spec[name] = tfl.RawTensorFeature([2], np.int16, default_value=7)
+            makers.append((name, "raw", 4, True, 1))
+        else:
+            spec[name] = tfl.VarLenFeature(dtype) if what == "varlen" else tfl.RaggedFeature(dtype)
+            makers.append((name, dtype, None, True, 1))
+    records = []
+    for _ in range(draw(st.integers(0, 6))):
+        mapping = {}
+        for name, dtype, size, optional, k in makers:
+            if optional and draw(st.booleans()):
+                continue
+            if dtype == "raw":
+                mapping[name] = draw(st.binary(min_size=4, max_size=4))
+            elif size is not None:
+                mapping[name] = draw(st.lists(VALUES[dtype], min_size=size, max_size=size))
+            else:
+                mapping[name] = draw(st.lists(VALUES[dtype], max_size=3).map(lambda v, k=k: v * k))
+            if dtype == "float32":
+                mapping[name] = np.array(mapping[name], np.float32)
+            elif dtype == "int64":
+                mapping[name] = np.array(mapping[name], np.int64)
+        records.append(tfl.encode_example(mapping))
+    return spec, records
+
+
+def _expected_rows(spec, records):
+    """Column name -> per-record Python values, from parse_example and decode_examples."""
+    parsed = tfl.parse_example(records, spec)
+    decoded = tfl.decode_examples(records)
+    out = {}
+    for name, spec_ in spec.items():
+        if isinstance(spec_, (tfl.FixedLenFeature, tfl.RawTensorFeature)):
+            out[name] = parsed[name].tolist()
+            continue
+        rows = []
+        for record in decoded:
+            value = record.get(name)
+            if value is not None:
+                value = list(value) if isinstance(value, list) else value.tolist()
+                if isinstance(spec_, tfl.FixedLenSequenceFeature):
+                    k = spec_.shape[0]
+                    value = [value[i:i + k] for i in range(0, len(value), k)]
+            rows.append(value)
+        out[name] = rows
+    return out
+
+
+@settings(max_examples=120)
+@given(case=spec_and_records())
+def test_to_arrow_holds_what_parse_example_gives(backend, case):
+    spec, records = case
+    batch = to_arrow(records, spec)
+    assert batch.schema == arrow_schema(spec) and batch.num_rows == len(records)
+    batch.validate(full=True)
+    assert batch.to_pydict() == _expected_rows(spec, records)
+    assert parse_arrow(records, spec).equals(batch)
+    assert backend.name == tfl.implementation
+
+
+def parse_arrow(records, spec):
+    return tfl.parse_example(records, spec, output="arrow")
+
+
+def test_types_nulls_and_defaults(backend):
+    records = [tfl.encode_example({"x": 1.5, "v": [1, 2], "s": b"ab"}), tfl.encode_example({"v": []})]
+    spec = {"x": tfl.FixedLenFeature([], np.float32, default_value=-1.0), "v": tfl.VarLenFeature(np.int64),
+            "s": tfl.RaggedFeature(bytes), "i": tfl.FixedLenFeature([2], bytes, default_value=[b"p", b"q"])}
+    batch = to_arrow(records, spec)
+    assert batch.schema.field("x").type == pa.float32() and not batch.schema.field("x").nullable
+    assert batch.schema.field("v").type == pa.large_list(pa.int64())
+    assert batch.schema.field("s").type == pa.large_list(pa.large_binary())
+    assert batch.schema.field("i").type == pa.list_(pa.large_binary(), 2)
+    assert batch.to_pydict() == {"x": [1.5, -1.0], "v": [[1, 2], []], "s": [[b"ab"], None],
+                                 "i": [[b"p", b"q"], [b"p", b"q"]]}
+
+
+def test_bytes_reach_arrow_without_a_copy(backend):
+    from tfrecord_lite.arrow import _flat
+
+    column = tfl.parse_example([tfl.encode_example({"b": b"x" * 1000})] * 3,
+                               {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="column")["b"]
+    array = _flat(column)
+    assert array.buffers()[2].address == column.values.ctypes.data
+    assert array.buffers()[1].address == column.offsets.ctypes.data
+    assert array.to_pylist() == [b"x" * 1000] * 3 and backend.name == tfl.implementation
+
+
+def test_errors_name_the_feature(backend):
+    with pytest.raises(FeatureSpecError, match="'sp'.*SparseFeature") as info:
+        to_arrow([], {"sp": tfl.SparseFeature("i", "v", np.float32, 4)})
+    assert "VarLenFeature" in info.value.hint
+    with pytest.raises(FeatureSpecError, match="'x'.*required") as info:
+        to_arrow([tfl.encode_example({"x": 1})] * 2 + [tfl.encode_example({})],
+                 {"x": tfl.FixedLenFeature([], np.int64)})
+    assert info.value.index == 2
+    with pytest.raises(FeatureSpecError, match="'r'"):
+        arrow_schema({"r": tfl.RawTensorFeature([2], np.complex64)})
+    with pytest.raises(FeatureSpecError, match="'x'.*float32"):
+        to_arrow([tfl.encode_example({"x": 1.0})], {"x": tfl.VarLenFeature(np.int64)})
+    assert backend.name == tfl.implementation
+
+
+@settings(max_examples=60)
+@given(rows=st.lists(st.tuples(st.integers(-5, 5),
+                               st.none() | st.lists(st.lists(blobs, min_size=2, max_size=2), max_size=3),
+                               st.none() | st.lists(st.lists(floats, max_size=3), max_size=3)), max_size=5))
+def test_sequence_to_arrow(backend, rows):
+    records = []
+    for label, pairs, floats_ in rows:
+        lists = {}
+        if pairs is not None:
+            lists["pair"] = pairs
+        if floats_ is not None:
+            lists["f"] = [np.array(step, np.float32) for step in floats_]
+        records.append(tfl.encode_sequence_example({"label": label}, lists))
+    context = {"label": tfl.FixedLenFeature([], np.int64)}
+    sequence = {"pair": tfl.FixedLenSequenceFeature([2], bytes, allow_missing=True),
+                "f": tfl.VarLenFeature(np.float32), "g": tfl.RaggedFeature(np.float32, value_key="f")}
+    batch = sequence_to_arrow(records, context, sequence)
+    batch.validate(full=True)
+    assert batch.schema.field("pair").type == pa.large_list(pa.list_(pa.large_binary(), 2))
+    assert batch.schema.field("f").type == pa.large_list(pa.large_list(pa.float32()))
+    floats_out = [None if f is None else [[float(np.float32(x)) for x in step] for step in f] for _, _, f in rows]
+    assert batch.to_pydict() == {"label": [r[0] for r in rows], "pair": [r[1] for r in rows],
+                                 "f": floats_out, "g": floats_out}
+    if any(r[1] is None for r in rows):  # without allow_missing, a record lacking the list fails
+        with pytest.raises(FeatureSpecError, match="'pair'.*required"):
+            sequence_to_arrow(records, {}, {"pair": tfl.FixedLenSequenceFeature([2], bytes)})
+    with pytest.raises(FeatureSpecError, match="'label'.*both"):
+        sequence_to_arrow(records, context, {"label": tfl.VarLenFeature(np.int64)})
+    assert backend.name == tfl.implementation
+
+
+@pytest.fixture
+def files(tmp_path):
+    paths = []
+    for f in range(3):
+        path = str(tmp_path / f"part{f}.tfrecord")
+        with TFRecordWriter(path) as w:
+            for j in range(40):
+                i = 40 * f + j
+                w.write(tfl.encode_example({"id": i, "x": [i / 2, -i], "name": f"n{i}", "tags": [b"t"] * (i % 3)}))
+        paths.append(path)
+    return paths
+
+
+SPEC = {"id": tfl.FixedLenFeature([], np.int64), "x": tfl.FixedLenFeature([2], np.float32),
+        "name": tfl.FixedLenFeature([], bytes), "tags": tfl.VarLenFeature(bytes)}
+
+
+def test_dataset_yields_record_batches(backend, files):
+    records = [r for p in files for r in TFRecordReader(p)]
+    expected = to_arrow(records, SPEC)
+    for options in ({}, {"num_threads": 2, "cycle_length": 1}):
+        batches = list(TFRecordDataset(files, SPEC, batch_size=7, output="arrow", **options))
+        assert all(isinstance(b, pa.RecordBatch) and b.schema == expected.schema for b in batches)
+        assert [b.num_rows for b in batches] == [7] * 17 + [1]
+        assert pa.Table.from_batches(batches).equals(pa.Table.from_batches([expected]))
+    # a dense spec is parsed several batches at a time, then sliced
+    dense = {k: SPEC[k] for k in ("id", "x")}
+    batches = list(TFRecordDataset(files, dense, batch_size=5, output="arrow", num_threads=2, cycle_length=1))
+    assert pa.Table.from_batches(batches).column("id").to_pylist() == list(range(120))
+    with pytest.raises(TFRecordError, match="batch_size"):
+        TFRecordDataset(files, SPEC, output="arrow")
+    assert backend.name == tfl.implementation
+
+
+def test_read_table(backend, files):
+    table = read_table(files, SPEC)
+    assert table.num_rows == 120 and table.column("id").to_pylist() == list(range(120))
+    assert table.column("tags").to_pylist()[:4] == [[], [b"t"], [b"t", b"t"], []]
+    inferred = read_table(files)  # infer_schema: tags vary in count, so a list column
+    assert inferred.schema.field("tags").type == pa.large_list(pa.large_binary())
+    assert inferred.schema.field("x").type == pa.list_(pa.float32(), 2)
+    assert inferred.select(table.column_names).equals(table)
+    picked = read_table(files[0], columns=["name", "id"], num_threads=2)
+    assert picked.column_names == ["name", "id"] and picked.column("name").to_pylist()[:2] == [b"n0", b"n1"]
+    with pytest.raises(FeatureSpecError, match="'nope'"):
+        read_table(files, columns=["nope"])
+    assert backend.name == tfl.implementation
+
+
+# -- writing -------------------------------------------------------------------------------
+
+@st.composite
+def tables(draw, nulls=True):
+    """A table of every column type write_arrow takes, with the values encode_examples gets
+    for the same data (None where a row is null)."""
+    n = draw(st.integers(0, 6))
+    cols, plain = {}, {}
+    nullable = (lambda s: st.none() | s) if nulls else (lambda s: s)
+
+    def column(name, strategy, type_, as_plain):
+        values = draw(st.lists(strategy, min_size=n, max_size=n))
+        cols[name] = pa.array(values, type_)
+        plain[name] = [None if v is None else as_plain(v) for v in values]
+
+    column("i", ints, pa.int64(), lambda v: np.int64(v))
+    column("ni", nullable(st.integers(-2**31, 2**31 - 1)), pa.int32(), lambda v: np.int64(v))
+    column("u8", st.integers(0, 255), pa.uint8(), lambda v: np.int64(v))
+    column("f", floats, pa.float32(), lambda v: np.float32(v))
+    column("d", st.floats(-1e30, 1e30), pa.float64(), lambda v: np.float32(v))
+    column("flag", st.booleans(), pa.bool_(), lambda v: np.int64(v))
+    column("b", nullable(blobs), pa.binary(), lambda v: v)
+    column("s", nullable(st.text(max_size=5)), pa.large_string(), lambda v: v.encode())
+    column("fx", st.lists(floats, min_size=2, max_size=2), pa.list_(pa.float32(), 2),
+           lambda v: np.array(v, np.float32))
+    column("fb", st.lists(blobs, min_size=2, max_size=2), pa.list_(pa.binary(), 2), lambda v: v)
+    column("nfx", nullable(st.lists(floats, min_size=2, max_size=2)), pa.list_(pa.float32(), 2),
+           lambda v: np.array(v, np.float32))
+    column("li", nullable(st.lists(ints, max_size=3)), pa.large_list(pa.int64()), lambda v: np.array(v, np.int64))
+    column("lb", nullable(st.lists(blobs, max_size=3)), pa.list_(pa.binary()), lambda v: v)
+    column("lf", nullable(st.lists(st.lists(floats, min_size=2, max_size=2), max_size=2)),
+           pa.list_(pa.list_(pa.float32(), 2)), lambda v: np.array(v, np.float32).reshape(-1))
+    names = draw(st.permutations(list(cols)))
+    return pa.table({k: cols[k] for k in names}), {k: plain[k] for k in names}, n
+
+
+@settings(max_examples=60)
+@given(case=tables(nulls=False), deterministic=st.booleans(), chunk=st.integers(1, 4))
+def test_write_arrow_is_byte_identical_to_encode_examples(backend, tmp_path_factory, case, deterministic, chunk):
+    table, plain, n = case
+    path = str(tmp_path_factory.mktemp("w") / "t.tfrecord")
+    assert write_arrow(table.to_batches(max_chunksize=chunk) if n else table, path,
+                       deterministic=deterministic) == n
+    columns = {k: np.array(v) if k in ("i", "ni", "u8", "f", "d", "flag") else v for k, v in plain.items()}
+    expected = tfl.encode_examples(columns, deterministic) if n else []
+    assert list(TFRecordReader(path)) == expected
+    assert backend.name == tfl.implementation
+
+
+@settings(max_examples=60)
+@given(case=tables())
+def test_arrow_tfrecord_arrow_round_trip(backend, tmp_path_factory, case):
+    table, plain, n = case
+    path = str(tmp_path_factory.mktemp("r") / "t.tfrecord")
+    write_arrow(table, path)
+    spec = {"i": tfl.FixedLenFeature([], np.int64), "u8": tfl.FixedLenFeature([], np.int64),
+            "f": tfl.FixedLenFeature([], np.float32), "d": tfl.FixedLenFeature([], np.float32),
+            "flag": tfl.FixedLenFeature([], np.int64), "b": tfl.VarLenFeature(bytes),
+            "ni": tfl.VarLenFeature(np.int64), "nfx": tfl.VarLenFeature(np.float32),
+            "s": tfl.RaggedFeature(bytes), "fx": tfl.FixedLenFeature([2], np.float32),
+            "fb": tfl.FixedLenFeature([2], bytes), "li": tfl.VarLenFeature(np.int64),
+            "lb": tfl.VarLenFeature(bytes),
+            "lf": tfl.FixedLenSequenceFeature([2], np.float32, allow_missing=True)}
+    back = read_table(path, {k: spec[k] for k in table.column_names})
+    expected = {}
+    for name, values in plain.items():
+        if name in ("b", "s"):
+            expected[name] = [None if v is None else [v] for v in values]
+        elif name == "ni":
+            expected[name] = [None if v is None else [int(v)] for v in values]
+        elif name == "lf":
+            expected[name] = [None if v is None else v.reshape(-1, 2).tolist() for v in values]
+        else:
+            expected[name] = [v if v is None or isinstance(v, (list, bytes)) else v.tolist() for v in values]
+    assert back.to_pydict() == expected
+    # Arrow -> TFRecord -> Arrow -> TFRecord gives the same file
+    again = str(tmp_path_factory.mktemp("r") / "again.tfrecord")
+    write_arrow(back, again)
+    assert back.equals(read_table(again, {k: spec[k] for k in table.column_names}))
+    assert backend.name == tfl.implementation
+
+
+def test_write_arrow_shards_and_dictionary_columns(backend, tmp_path):
+    table = pa.table({"k": pa.array(["a", "b", "a", None]).dictionary_encode(), "v": [1, 2, 3, 4]})
+    (tmp_path / "out").mkdir()
+    assert write_arrow(table, str(tmp_path / "out" / "data"), num_shards=2) == 4
+    shards = sorted((tmp_path / "out").iterdir())
+    assert [p.name for p in shards] == ["data-00000-of-00002.tfrecord", "data-00001-of-00002.tfrecord"]
+    back = read_table([str(p) for p in shards], {"k": tfl.VarLenFeature(bytes), "v": tfl.FixedLenFeature([], np.int64)})
+    assert sorted(zip(back.column("v").to_pylist(), back.column("k").to_pylist())) == [
+        (1, [b"a"]), (2, [b"b"]), (3, [b"a"]), (4, None)]
+    assert backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("column, type_name", [
+    (pa.array([{"a": 1}]), "struct"),
+    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "map"),
+    (pa.array([0], pa.timestamp("s")), "timestamp"),
+    (pa.array([[[1]]]), "list<item: list"),
+    (pa.array([None], pa.null()), "null"),
+])
+def test_write_arrow_rejects_what_an_example_cannot_hold(tmp_path, column, type_name):
+    path = tmp_path / "x.tfrecord"
+    with pytest.raises(FeatureSpecError, match=f"column 'bad'.*{type_name}") as info:
+        write_arrow(pa.table({"ok": [1], "bad": column}), str(path))
+    assert info.value.hint and not path.exists()
+    with pytest.raises(FeatureSpecError, match="column 'l'.*null value"):
+        write_arrow(pa.table({"l": pa.array([[1, None]])}), str(path))
+    assert not path.exists()
+
+
+# -- the data stack ------------------------------------------------------------------------
+
+def test_pandas_polars_and_datasets(backend, files):
+    import datasets
+    import polars as pl
+
+    table = read_table(files, SPEC)
+    df = table.to_pandas()
+    assert df["id"].tolist() == list(range(120)) and df["name"][3] == b"n3" and list(df["x"][2]) == [1.0, -2.0]
+    frame = pl.from_arrow(table)
+    assert frame.shape == (120, 4) and frame["id"].sum() == sum(range(120))
+    assert frame["tags"].list.len().to_list()[:3] == [0, 1, 2]
+    ds = datasets.Dataset(table)
+    assert len(ds) == 120 and ds[5]["id"] == 5 and ds[5]["tags"] == [b"t", b"t"] and ds[5]["x"] == [2.5, -5.0]
+    assert backend.name == tfl.implementation
+
+
+def test_import_tfrecord_lite_imports_no_optional_dependency():
+    code = ("import sys, tfrecord_lite as tfl; "
+            "tfl.parse_example([tfl.encode_example({'a': 1})], {'a': tfl.FixedLenFeature([], 'int64')}); "
+            "heavy = sorted(m for m in ('pyarrow', 'fsspec', 'ray', 'torch', 'tensorflow', 'jax', 'polars', "
+            "'pandas', 'datasets') if m in sys.modules); print(heavy); "
+            "import tfrecord_lite.arrow; print('pyarrow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"]
+
+
+def test_readme_arrow_section_runs(tmp_path):
+    import os
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        section = f.read().split("## Arrow, pandas, polars and Hugging Face datasets", 1)[1].split("\n## ", 1)[0]
+    snippets = re.findall(r"```python\n(.+?)\n```", section, flags=re.S)
+    assert snippets
+    script = "\n".join(snippets) + "\nassert hf.num_rows == len(df) == frame.height == 1000\n"
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True)
+    assert sorted(p.name for p in tmp_path.iterdir())[:2] == ["copy.tfrecord", "people-00000-of-00004.tfrecord"]

@@ -1,0 +1,166 @@
+"""bytes_output="column": bytes values as one uint8 buffer plus int64 offsets (BytesColumn),
+equal to the default object-array output for every spec type, on both backends."""
+
+from math import prod
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite import BytesColumn, TFRecordDataset, TFRecordWriter
+from tfrecord_lite.errors import FeatureSpecError
+
+values_st = st.binary(max_size=12)
+
+
+@st.composite
+def spec_and_records(draw):
+    """A random spec of bytes features (every spec type parse_example takes) and records
+    that fit it."""
+    spec, makers = {}, []
+    for i in range(draw(st.integers(1, 4))):
+        name = f"f{i}"
+        what = draw(st.sampled_from(["fixed", "varlen", "ragged", "sequence", "sparse"]))
+        if what == "fixed":
+            shape = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))  # size 0: an empty Feature, "missing"
+            default = draw(st.none() | st.lists(values_st, min_size=prod(shape), max_size=prod(shape)))
+            spec[name] = tfl.FixedLenFeature(shape, bytes, default_value=default)
+            makers.append((name, "fixed", prod(shape), default is not None))
+        elif what in ("varlen", "ragged"):
+            spec[name] = tfl.VarLenFeature(bytes) if what == "varlen" else tfl.RaggedFeature(bytes)
+            makers.append((name, "list", 1, True))
+        elif what == "sequence":
+            k = draw(st.integers(1, 2))
+            default = draw(st.none() | values_st)
+            spec[name] = tfl.FixedLenSequenceFeature([k], bytes, allow_missing=True, default_value=default)
+            makers.append((name, "list", k, True))
+        else:
+            spec[name] = tfl.SparseFeature(f"{name}_i", f"{name}_v", bytes, 6, already_sorted=draw(st.booleans()))
+            makers.append((name, "sparse", 1, True))
+    records = []
+    for _ in range(draw(st.integers(0, 6))):
+        mapping = {}
+        for name, what, size, optional in makers:
+            if optional and draw(st.booleans()):
+                continue
+            if what == "fixed":
+                mapping[name] = draw(st.lists(values_st, min_size=size, max_size=size))
+            elif what == "list":
+                mapping[name] = draw(st.lists(values_st, max_size=3).map(lambda v, k=size: v * k))
+            else:
+                n = draw(st.integers(0, 3))
+                mapping[f"{name}_i"] = np.array(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), np.int64)
+                mapping[f"{name}_v"] = draw(st.lists(values_st, min_size=n, max_size=n))
+        records.append(tfl.encode_example(mapping))
+    return spec, records
+
+
+def _plain(value, column):
+    """Outputs as lists, checking that bytes values are BytesColumns in column output and
+    object arrays otherwise."""
+    if isinstance(value, (BytesColumn, np.ndarray)):
+        assert isinstance(value, BytesColumn) == (column and value.dtype == object)
+        return ("values", value.tolist(), value.shape)
+    if isinstance(value, tfl.SparseTensorValue):
+        return ("sparse", value.indices.tolist(), _plain(value.values, column), value.dense_shape.tolist())
+    if isinstance(value, tfl.RaggedValue):
+        return ("ragged", _plain(value.values, column), value.row_splits.tolist())
+    return value
+
+
+def _same(got, expected):
+    """got (column output) holds what expected (object output) holds."""
+    assert _plain(got, True) == _plain(expected, False)
+
+
+@settings(max_examples=150)
+@given(case=spec_and_records())
+def test_column_output_equals_object_output(backend, case):
+    spec, records = case
+    assert backend.name == tfl.implementation
+    expected = tfl.parse_example(records, spec)
+    got = tfl.parse_example(records, spec, bytes_output="column")
+    assert got.keys() == expected.keys()
+    for name in spec:
+        _same(got[name], expected[name])
+        if isinstance(spec[name], tfl.FixedLenFeature):
+            assert isinstance(got[name], BytesColumn)
+    for record in records:
+        one = tfl.parse_single_example(record, spec, bytes_output="column")
+        ref = tfl.parse_single_example(record, spec)
+        for name in spec:
+            if isinstance(ref[name], bytes):
+                assert one[name] == ref[name]
+            else:
+                _same(one[name], ref[name])
+
+
+@settings(max_examples=60)
+@given(steps=st.lists(st.none() | st.lists(st.lists(values_st, min_size=2, max_size=2), max_size=3), max_size=5),
+       context=st.lists(values_st, min_size=5, max_size=5))
+def test_sequence_column_output_equals_object_output(backend, steps, context):
+    records = [tfl.encode_sequence_example({"c": [context[i]]}, {} if s is None else {"s": s, "v": s})
+               for i, s in enumerate(steps)]
+    ctx_spec = {"c": tfl.FixedLenFeature([], bytes)}
+    seq_spec = {"s": tfl.FixedLenSequenceFeature([2], bytes, allow_missing=True),
+                "v": tfl.VarLenFeature(bytes), "r": tfl.RaggedFeature(bytes, value_key="v")}
+    expected = tfl.parse_sequence_example(records, ctx_spec, seq_spec)
+    got = tfl.parse_sequence_example(records, ctx_spec, seq_spec, bytes_output="column")
+    _same(got[0]["c"], expected[0]["c"])
+    for name in seq_spec:
+        _same(got[1][name], expected[1][name])
+    assert {k: v.tolist() for k, v in got[2].items()} == {k: v.tolist() for k, v in expected[2].items()}
+    if records:
+        one = tfl.parse_single_sequence_example(records[0], ctx_spec, seq_spec, bytes_output="column")
+        assert one[0]["c"] == context[0]
+
+
+def test_core_gives_one_buffer_and_offsets(backend):
+    records = [tfl.encode_example({"b": [b"ab", b"", b"cde"]}), tfl.encode_example({}),
+               tfl.encode_example({"b": [b"x" * 70000]})]
+    _, columns = backend.example.decode_examples(records, ["b"], None, True)
+    values, offsets = columns[0][5]
+    assert values.dtype == np.uint8 and offsets.dtype == np.int64
+    assert offsets.tolist() == [0, 2, 2, 5, 70005]
+    assert values.tobytes() == b"abcde" + b"x" * 70000
+
+
+def test_bytes_column_behaves_like_an_object_array():
+    col = BytesColumn.from_list([b"a", b"bc", b"", b"def", b"g", b"hi"]).reshape(3, 2)
+    arr = col.to_numpy()
+    assert col.shape == (3, 2) and len(col) == 3 and col.ndim == 2 and col.size == 6 and col.nbytes == 9
+    assert col[1].to_list() == [b"", b"def"] and col[1][1] == b"def" and col[-1, 0] == b"g"
+    assert col[1:].to_list() == arr[1:].tolist() and col[::2].to_list() == arr[::2].tolist()
+    assert col[np.array([2, 0])].to_list() == arr[[2, 0]].tolist()
+    assert col[np.array([True, False, True])].to_list() == arr[[True, False, True]].tolist()
+    assert [c.to_list() for c in col] == arr.tolist() and col.tolist() == arr.tolist()
+    assert np.asarray(col).tolist() == arr.tolist() and np.asarray(col).dtype == object
+    assert col.lengths().tolist() == [[1, 2], [0, 3], [1, 2]]
+    assert col[1:].equals(arr[1:]) and col[1:] == BytesColumn.from_list([b"", b"def", b"g", b"hi"], (2, 2))
+    assert not col.equals(arr[:2]) and col != BytesColumn.from_list([b"a"] * 6, (3, 2))
+    assert col.reshape(-1)[3] == b"def" and BytesColumn.from_list([b"q"], ()).to_list() == b"q"
+    with pytest.raises(IndexError):
+        col[3]
+    with pytest.raises(ValueError):
+        BytesColumn(np.zeros(3, np.uint8), np.array([0, 1], np.int64), (2,))
+
+
+def test_bytes_output_is_checked(backend):
+    with pytest.raises(FeatureSpecError, match="bytes_output"):
+        tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")
+
+
+def test_dataset_passes_bytes_output_through(backend, tmp_path):
+    path = str(tmp_path / "b.tfrecord")
+    values = [bytes([i]) * i for i in range(10)]
+    with TFRecordWriter(path) as w:
+        for v in values:
+            w.write(tfl.encode_example({"b": v, "n": len(v)}))
+    spec = {"b": tfl.FixedLenFeature([], bytes), "n": tfl.FixedLenFeature([], np.int64)}
+    batches = list(TFRecordDataset(path, spec, batch_size=4, bytes_output="column"))
+    assert all(isinstance(b["b"], BytesColumn) for b in batches)
+    assert [v for b in batches for v in b["b"]] == values
+    items = list(TFRecordDataset(path, spec, bytes_output="column"))
+    assert [item["b"] for item in items] == values

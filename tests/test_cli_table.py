@@ -1,0 +1,100 @@
+"""The table subcommands of tfrecord-lite: schema, stats, to-parquet, through main(argv)
+in-process on both backends and as a real program."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.arrow import read_table
+from tfrecord_lite.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def files(tmp_path):
+    paths = []
+    for f in range(2):
+        path = str(tmp_path / f"part{f}.tfrecord")
+        with tfl.TFRecordWriter(path) as w:
+            for j in range(50):
+                i = 50 * f + j
+                mapping = {"id": i, "xy": [i / 4, 1.0], "name": f"n{i}"}
+                if i % 5:
+                    mapping["tags"] = [b"t"] * (i % 5)
+                w.write(tfl.encode_example(mapping))
+        paths.append(path)
+    return paths
+
+
+def test_schema_formats(backend, files, capfd):
+    assert main(["schema", *files]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert lines[0].split() == ["feature", "spec", "dtype", "shape"]
+    assert [line.split() for line in lines[1:]] == [
+        ["id", "FixedLenFeature", "int64", "[]"], ["name", "FixedLenFeature", "string", "[]"],
+        ["tags", "VarLenFeature", "string"], ["xy", "FixedLenFeature", "float32", "[2]"]]
+    assert main(["schema", files[0], "--format", "tf"]) == 0
+    assert "'xy': tf.io.FixedLenFeature([2], tf.float32)," in capfd.readouterr().out
+    assert main(["schema", *files, "--format", "json"]) == 0
+    assert json.loads(capfd.readouterr().out)["tags"] == {"type": "VarLenFeature", "dtype": "string", "shape": None}
+    assert main(["schema", *files, "--format", "python"]) == 0
+    scope = {}
+    exec(capfd.readouterr().out, scope)
+    assert scope["features"] == tfl.infer_schema(files[0]) and backend.name == tfl.implementation
+
+
+def test_stats(backend, files, tmp_path, capfd):
+    assert main(["stats", *files, "--progress"]) == 0
+    out, err = capfd.readouterr()
+    lines = out.splitlines()
+    nbytes = sum(os.path.getsize(p) for p in files)
+    assert lines[0] == f"100 records, {nbytes} bytes in 2 file(s)" and "stats" in err
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert rows["tags"] == ["string", "80", "80.0%", str(sum(i % 5 for i in range(100))), "1", "4"]
+    assert rows["xy"] == ["float32", "100", "100.0%", "200", "2", "2"]
+    assert main(["stats", files[1], "--format", "json"]) == 0
+    report = json.loads(capfd.readouterr().out)
+    assert report["records"] == 50 and report["features"]["id"]["values"] == 50
+    bad = str(tmp_path / "bad.tfrecord")
+    with tfl.TFRecordWriter(bad) as w:
+        w.write_many([tfl.encode_example({"a": 1}), b"\xff\xff"])
+    assert main(["stats", bad]) == 1
+    err = capfd.readouterr().err
+    assert f"{bad}, record 1" in err and backend.name == tfl.implementation
+
+
+def test_to_parquet(backend, files, tmp_path, capfd):
+    out = str(tmp_path / "all.parquet")
+    assert main(["to-parquet", *files, "-o", out, "--batch-size", "30"]) == 0
+    assert "100 rows, 2 file(s)" in capfd.readouterr().err
+    table = pq.read_table(out)
+    assert table.equals(read_table(files, tfl.infer_schema(files[0])))
+    assert pq.ParquetFile(out).metadata.num_row_groups == 4
+    some = str(tmp_path / "some.parquet")
+    assert main(["to-parquet", files[1], "-o", some, "--columns", "name,id", "--codec", "zstd"]) == 0
+    picked = pq.read_table(some)
+    assert picked.column_names == ["name", "id"] and picked.column("id").to_pylist() == list(range(50, 100))
+    assert pq.ParquetFile(some).metadata.row_group(0).column(0).compression == "ZSTD"
+    nothing = tmp_path / "nothing.parquet"
+    assert main(["to-parquet", *files, "-o", str(nothing), "--columns", "id,nope"]) == 1
+    assert "'nope'" in capfd.readouterr().err and not nothing.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert backend.name == tfl.implementation
+
+
+def test_commands_as_a_program(files, tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = str(tmp_path / "t.parquet")
+    for argv in (["schema", files[0], "--format", "tf"], ["stats", *files], ["to-parquet", *files, "-o", out]):
+        done = subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], capture_output=True, text=True,
+                              env=env, check=True)
+        assert done.stdout or done.stderr
+    assert pq.read_table(out).column("id").to_pylist() == list(range(100))
+    assert np.array_equal(pq.read_table(out).column("xy").to_pylist()[3], [0.75, 1.0])

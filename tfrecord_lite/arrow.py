@@ -1,0 +1,473 @@
+"""Apache Arrow in and out: parsed Examples as ``pyarrow.RecordBatch`` / ``Table``, and
+Arrow tables written as TFRecord files of Examples. The only module that imports pyarrow
+(the ``arrow`` extra).
+
+Reading maps a feature spec to Arrow types (``arrow_schema``):
+
+=============================================  ================================================
+spec                                           Arrow type
+=============================================  ================================================
+FixedLenFeature, shape ()                      float32 / int64 / large_binary, never null
+FixedLenFeature, shape (a, b, ...)             fixed_size_list<...>[b] nested in ...[a]
+VarLenFeature, RaggedFeature                   large_list<float32 / int64 / large_binary>
+FixedLenSequenceFeature (allow_missing=True)   large_list<fixed_size_list<...>[shape]> (items)
+RawTensorFeature                               fixed_size_list of its numpy dtype, as shaped
+=============================================  ================================================
+
+Lists are always ``large_list`` and bytes always ``large_binary`` (64-bit offsets): the core
+produces int64 offsets, so bytes values reach Arrow without a copy and no column is limited
+to 2 GiB. A FixedLenFeature takes its default where a record lacks it, as in
+``parse_example``; a list column is null where the record lacks the key and ``[]`` where it
+holds an empty list. SequenceExamples go through ``sequence_to_arrow``: context features as
+above, each sequence feature a ``large_list`` of steps. SparseFeature has no Arrow form (read
+its index and value keys as VarLenFeature) and raises FeatureSpecError.
+
+Writing (``write_arrow``) takes numeric, bool, binary and string columns, fixed-size and
+variable lists of them (dictionary columns are decoded first), one Feature per column and
+row; a null row omits the feature from that record. The records are byte-identical to
+``encode_examples`` of the same values.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+import pyarrow as pa
+
+from . import example as _ex
+from .dataset import TFRecordDataset, resolve_files
+from .errors import FeatureSpecError
+from .features import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    RawTensorFeature,
+    SparseFeature,
+    VarLenFeature,
+    infer_schema,
+)
+
+__all__ = ["arrow_schema", "to_arrow", "sequence_to_arrow", "iter_batches", "read_table", "write_arrow",
+           "write_parquet"]
+
+_VALUE_TYPES = {"float32": pa.float32(), "int64": pa.int64(), "string": pa.large_binary()}
+_READ_BATCH = 65536  # records per RecordBatch that read_table asks for
+
+
+def _fixed_type(value_type, shape):
+    for dim in reversed(shape):
+        value_type = pa.list_(value_type, dim)
+    return value_type
+
+
+def _check_spec(name, spec):
+    if isinstance(spec, SparseFeature):
+        raise FeatureSpecError(f"feature {name!r}: SparseFeature has no Arrow form",
+                               hint=f"read {spec.index_key!r} and {spec.value_key!r} as VarLenFeature "
+                               "columns instead")
+    if not isinstance(spec, (FixedLenFeature, VarLenFeature, RaggedFeature, FixedLenSequenceFeature,
+                             RawTensorFeature)):
+        raise FeatureSpecError(f"feature {name!r}: {type(spec).__name__} is not a feature spec Arrow output takes")
+
+
+def _field(name, spec) -> pa.Field:
+    _check_spec(name, spec)
+    if isinstance(spec, RawTensorFeature):
+        try:
+            value_type = pa.from_numpy_dtype(spec.dtype)
+        except (pa.ArrowNotImplementedError, NotImplementedError, TypeError):
+            raise FeatureSpecError(f"feature {name!r}: RawTensorFeature dtype {spec.dtype} has no Arrow type",
+                                   hint="use a numeric dtype") from None
+        return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False)
+    value_type = _VALUE_TYPES[spec.dtype]
+    if isinstance(spec, FixedLenFeature):
+        return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False)
+    if isinstance(spec, FixedLenSequenceFeature):
+        return pa.field(name, pa.large_list(_fixed_type(value_type, spec.shape)))
+    return pa.field(name, pa.large_list(value_type))
+
+
+def arrow_schema(features) -> pa.Schema:
+    """The ``pyarrow.Schema`` of ``to_arrow(records, features)`` (see the module docstring)."""
+    return pa.schema([_field(name, spec) for name, spec in features.items()])
+
+
+# -- numpy / BytesColumn -> Arrow, without a copy of the values ----------------------------
+
+def _flat(values, value_type=None) -> pa.Array:
+    """A flat primitive or large_binary array over the values' buffers."""
+    if isinstance(values, _ex.BytesColumn):
+        offsets = np.ascontiguousarray(values.offsets)
+        return pa.Array.from_buffers(pa.large_binary(), values.size,
+                                     [None, pa.py_buffer(offsets), pa.py_buffer(values.values)])
+    if not values.flags.c_contiguous:
+        values = np.ascontiguousarray(values)
+    value_type = value_type or pa.from_numpy_dtype(values.dtype)
+    return pa.Array.from_buffers(value_type, values.size, [None, pa.py_buffer(values)])
+
+
+def _nest(flat: pa.Array, shape) -> pa.Array:
+    """Fixed-size lists of flat's values, innermost dimension first."""
+    for dim in reversed(shape):
+        flat = pa.FixedSizeListArray.from_arrays(flat, dim)
+    return flat
+
+
+def _lists(flat: pa.Array, counts, absent) -> pa.Array:
+    offsets = _ex._splits(counts)
+    mask = pa.array(absent) if absent.any() else None
+    return pa.LargeListArray.from_arrays(pa.array(offsets), flat, mask=mask)
+
+
+def _column_array(col, spec, value_type) -> pa.Array:
+    if isinstance(spec, FixedLenFeature):
+        return _nest(_flat(_ex._dense(col, spec), value_type), spec.shape)
+    if isinstance(spec, RawTensorFeature):
+        return _nest(_flat(_ex._raw(col, spec), value_type), spec.shape)
+    values, counts, _ = col.typed(spec.dtype)
+    absent = col.kinds == _ex.ABSENT
+    if isinstance(spec, FixedLenSequenceFeature):
+        stride = prod(spec.shape)
+        if stride == 0:
+            col.fail("a FixedLenSequenceFeature needs a shape with at least one value")
+        bad = np.flatnonzero(counts % stride)
+        if bad.size:
+            col.fail(f"{counts[bad[0]]} values is not a multiple of the item size {stride}", bad[0])
+        return _lists(_nest(_flat(values, value_type), spec.shape), counts // stride, absent)
+    return _lists(_flat(values, value_type), counts, absent)
+
+
+def _value_type(t):
+    while pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
+        t = t.value_type
+    return t
+
+
+_LAYOUTS: dict = {}  # parse plan -> (schema, per output: value type, dims innermost first)
+
+
+def _layout(plan, features):
+    layout = _LAYOUTS.get(plan)
+    if layout is None:
+        schema = arrow_schema(features)
+        layout = schema, [(_value_type(field.type), tuple(reversed(getattr(spec, "shape", ()))))
+                          for field, spec in zip(schema, features.values())]
+        if len(_LAYOUTS) >= 64:
+            _LAYOUTS.clear()
+        _LAYOUTS[plan] = layout
+    return layout
+
+
+def _arrays(plan, columns, types, batch) -> list:
+    """One Arrow array per output of an Example (or context) plan. The common case, a
+    FixedLenFeature every record holds, is inlined: it runs once per column of every batch."""
+    arrays = []
+    from_buffers, py_buffer, fixed = pa.Array.from_buffers, pa.py_buffer, pa.FixedSizeListArray.from_arrays
+    for (name, spec, index, uniform), (value_type, dims) in zip(plan.outputs, types):
+        raw = columns[index]
+        if uniform is not None and raw[6] == uniform[0]:  # every record has it: no per-row work
+            values = raw[uniform[1]]
+            if type(values) is np.ndarray:  # from the core: 1-D and contiguous
+                array = from_buffers(value_type, values.size, [None, py_buffer(values)], 0)
+            else:
+                array = _flat(values)
+            for dim in dims:
+                array = fixed(array, dim)
+        else:
+            array = _column_array(_ex._Column(plan.keys[index], raw, batch), spec, value_type)
+        arrays.append(array)
+    return arrays
+
+
+def _no_sparse(features):
+    for name, spec in features.items():
+        if isinstance(spec, SparseFeature):
+            _check_spec(name, spec)
+
+
+def to_arrow(records, features) -> pa.RecordBatch:
+    """Parse a batch of serialized Examples into a ``pyarrow.RecordBatch`` with the schema
+    ``arrow_schema(features)``: the same checks and defaults as ``parse_example``, values
+    taken from the core's buffers (bytes as one values buffer plus offsets) without a Python
+    object per value. Also ``parse_example(records, features, output="arrow")``."""
+    _no_sparse(features)
+    records = _ex._records(records)
+    plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
+    schema, types = _layout(plan, features)
+    columns, _ = _ex._decode(records, plan, bytes_output="column")
+    return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
+
+
+# -- SequenceExample -----------------------------------------------------------------------
+
+def _step_field(name, spec) -> pa.Field:
+    """A sequence feature: a list of steps, each a fixed-size item or a list of values."""
+    if not isinstance(spec, (FixedLenSequenceFeature, VarLenFeature, RaggedFeature)):
+        raise FeatureSpecError(f"feature {name!r}: {type(spec).__name__} is not a sequence feature spec")
+    value_type = _VALUE_TYPES[spec.dtype]
+    step = (_fixed_type(value_type, spec.shape) if isinstance(spec, FixedLenSequenceFeature)
+            else pa.large_list(value_type))
+    return pa.field(name, pa.large_list(step))
+
+
+def _steps_array(col, spec, value_type) -> pa.Array:
+    values, counts, _ = col.typed(spec.dtype)
+    absent = col.steps < 0
+    if isinstance(spec, FixedLenSequenceFeature):
+        if not spec.allow_missing:
+            col.required(~absent, "feature list is required but could not be found")
+        stride = prod(spec.shape)
+        bad = np.flatnonzero(counts != stride)
+        if bad.size:
+            col.fail(f"step has {counts[bad[0]]} values but the shape {list(spec.shape)} needs {stride}", bad[0])
+        steps = _nest(_flat(values, value_type), spec.shape)
+    else:
+        steps = _lists(_flat(values, value_type), counts, np.zeros(len(counts), dtype=bool))
+    return _lists(steps, np.maximum(col.steps, 0), absent)
+
+
+def sequence_to_arrow(records, context_features=None, sequence_features=None) -> pa.RecordBatch:
+    """Parse a batch of serialized SequenceExamples into one ``pyarrow.RecordBatch``: the
+    context features as ``to_arrow`` gives them, then each sequence feature as a
+    ``large_list`` of steps (null where the record lacks the feature list), a step being a
+    (nested) ``fixed_size_list`` for FixedLenSequenceFeature and a ``large_list`` of values
+    for VarLenFeature / RaggedFeature. Checks as in ``parse_sequence_example``."""
+    context_features = context_features or {}
+    sequence_features = sequence_features or {}
+    both = sorted(set(context_features) & set(sequence_features))
+    if both:
+        raise FeatureSpecError(f"feature {both[0]!r} is both a context and a sequence feature",
+                               hint="give one of them another name")
+    _no_sparse(context_features)
+    records = _ex._records(records)
+    plan = _ex._plan(context_features, _ex._CONTEXT_SPECS, "context_features")
+    seq_plan = _ex._plan(sequence_features, tuple(_ex._STEP_ROWS), "sequence_features")
+    schema, types = _layout(plan, context_features)
+    columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
+    batch = len(records)
+    arrays = _arrays(plan, columns, types, batch)
+    fields = list(schema)
+    for name, spec, index, _ in seq_plan.outputs:
+        field = _step_field(name, spec)
+        col = _ex._Column(seq_plan.keys[index], seq_columns[index], batch)
+        arrays.append(_steps_array(col, spec, _value_type(field.type)))
+        fields.append(field)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _spec_for(paths, features, columns, storage_options=None):
+    """The spec to read: features (inferred from the first file when None), cut to columns."""
+    if features is None:
+        features = infer_schema(paths[0], storage_options=storage_options) if paths else {}
+    if columns is not None:
+        missing = [c for c in columns if c not in features]
+        if missing:
+            raise FeatureSpecError(f"column {missing[0]!r} is not in the features ({', '.join(features)})",
+                                   hint="pick columns among the spec's names")
+        features = {c: features[c] for c in columns}
+    return features
+
+
+def iter_batches(files, features=None, columns=None, **dataset_options):
+    """(schema, iterator of RecordBatches) of files, as read_table reads them."""
+    storage_options = dataset_options.get("storage_options")
+    paths = resolve_files(files, storage_options)
+    features = _spec_for(paths, features, columns, storage_options)
+    dataset_options.setdefault("batch_size", _READ_BATCH)
+    batches = TFRecordDataset(paths, features, output="arrow", **dataset_options) if paths else iter(())
+    return arrow_schema(features), batches
+
+
+def read_table(files, features=None, columns=None, **dataset_options) -> pa.Table:
+    """Every record of files (paths, a glob, a directory) as one ``pyarrow.Table``.
+
+    features: the spec; None infers one with ``infer_schema`` from the first file's first
+        1,000 records (pass a spec when later records differ).
+    columns: names to keep (in this order); others are not parsed.
+    dataset_options: passed to ``TFRecordDataset`` (num_threads, shard, compression, ...;
+        batch_size sets the records per RecordBatch, 65,536 by default).
+    """
+    schema, batches = iter_batches(files, features, columns, **dataset_options)
+    return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def write_parquet(files, path, features=None, columns=None, *, codec="snappy", progress=None,
+                  **dataset_options) -> int:
+    """Convert TFRecord files to one Parquet file, a RecordBatch at a time (memory stays
+    about one batch); arguments as in read_table, codec is Parquet's compression. The file
+    appears under ``path`` (a local path or an fsspec URL) only when complete. Returns the
+    number of rows written."""
+    import pyarrow.parquet as pq
+
+    from . import fs as _fs
+    from .progress import progress as progress_bar
+
+    schema, batches = iter_batches(files, features, columns, **dataset_options)
+    out = _fs.open_output(path, dataset_options.get("storage_options"))
+    rows = 0
+    try:
+        with progress_bar(desc="to-parquet", enabled=progress) as bar, \
+                pq.ParquetWriter(out.file, schema, compression=codec) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                rows += batch.num_rows
+                bar.update(batch.num_rows)
+    except BaseException:
+        out.discard()
+        raise
+    out.commit()
+    return rows
+
+
+# -- Arrow -> Examples ---------------------------------------------------------------------
+
+def _unsupported(name, type_):
+    return FeatureSpecError(f"column {name!r}: Arrow type {type_} cannot be held by a tf.train.Example",
+                            hint="cast it to numbers, strings or binary, or lists of those "
+                                 "(e.g. table.cast(...)), or drop the column")
+
+
+def _leaf(name, arr: pa.Array):
+    """(numpy array or list of bytes, values per item): the values under any fixed-size
+    lists, flattened, checked to hold no nulls."""
+    size = 1
+    while pa.types.is_fixed_size_list(arr.type):
+        k = arr.type.list_size
+        arr = arr.values.slice(arr.offset * k, len(arr) * k)
+        size *= k
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    t = arr.type
+    if arr.null_count:
+        raise FeatureSpecError(f"column {name!r}: a list holds a null value, which an Example cannot hold",
+                               hint="fill or drop the nulls inside the lists (pyarrow.compute.fill_null)")
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+        return arr.to_numpy(zero_copy_only=False), size
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return arr.to_pylist(), size
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return [v.encode() for v in arr.to_pylist()], size
+    raise _unsupported(name, t)
+
+
+def _encodable(name, arr: pa.Array):
+    """The column as encode_examples takes it: an (n, k) numeric array, or one value per row
+    (a list of bytes, or a list of arrays / bytes lists); null rows hold a placeholder."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    n = len(arr)
+    if arr.null_count and not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        arr = _fill_nulls(name, arr)
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        offsets = arr.offsets.to_numpy()
+        first = int(offsets[0]) if n else 0
+        values, size = _leaf(name, arr.values.slice(first, int(offsets[-1]) - first if n else 0))
+        bounds = ((offsets - first) * size).tolist()
+        return [values[bounds[i]:bounds[i + 1]] for i in range(n)]
+    values, size = _leaf(name, arr)
+    if isinstance(values, np.ndarray):
+        return values.reshape(n, size)
+    if size == 1:
+        return values
+    return [values[i * size:(i + 1) * size] for i in range(n)]
+
+
+def _fill_nulls(name, arr):
+    """A placeholder in each null row (the rows are encoded again without the feature)."""
+    t = arr.type
+    leaf = t
+    while pa.types.is_fixed_size_list(leaf):
+        leaf = leaf.value_type
+    if pa.types.is_dictionary(leaf):
+        leaf = leaf.value_type
+    if not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
+            or pa.types.is_binary(leaf) or pa.types.is_large_binary(leaf) or pa.types.is_string(leaf)
+            or pa.types.is_large_string(leaf)):
+        raise _unsupported(name, t)
+    zero = pa.array([b"" if pa.types.is_binary(leaf) or pa.types.is_large_binary(leaf)
+                     else "" if pa.types.is_string(leaf) or pa.types.is_large_string(leaf) else 0], leaf)
+    fill = zero
+    for size in _fixed_sizes(t)[::-1]:
+        fill = pa.FixedSizeListArray.from_arrays(pa.concat_arrays([fill] * size), size)
+    return arr.fill_null(fill[0])
+
+
+def _fixed_sizes(t):
+    sizes = []
+    while pa.types.is_fixed_size_list(t):
+        sizes.append(t.list_size)
+        t = t.value_type
+    return sizes
+
+
+def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
+    """The batch's rows as serialized Examples."""
+    names = batch.schema.names
+    if len(set(names)) != len(names):
+        raise FeatureSpecError("a table written as Examples needs distinct column names")
+    for field in batch.schema:
+        if not _holdable(field.type):
+            raise _unsupported(field.name, field.type)
+    columns = {name: _encodable(name, batch.column(i)) for i, name in enumerate(names)}
+    if not columns:
+        return [_ex.encode_example({})] * batch.num_rows
+    records = _ex.encode_examples(columns, deterministic)
+    nulls = [(name, batch.column(i).is_null().to_numpy(zero_copy_only=False))
+             for i, name in enumerate(names) if batch.column(i).null_count]
+    if nulls:
+        any_null = np.logical_or.reduce([mask for _, mask in nulls])
+        null_of = dict(nulls)
+        for row in np.flatnonzero(any_null).tolist():
+            mapping = {name: columns[name][row] for name in names
+                       if name not in null_of or not null_of[name][row]}
+            records[row] = _ex.encode_example(mapping, deterministic)
+    return records
+
+
+def _holdable(t) -> bool:
+    """Whether an Example can hold a column of this Arrow type (one Feature per row)."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = t.value_type
+    while pa.types.is_fixed_size_list(t):
+        t = t.value_type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t))
+
+
+def _batches(data):
+    if isinstance(data, pa.Table):
+        return data.to_batches()
+    if isinstance(data, pa.RecordBatch):
+        return [data]
+    return data  # an iterable of RecordBatches, or a RecordBatchReader
+
+
+def write_arrow(table_or_batches, path_or_prefix, *, num_shards=None, deterministic=False, **writer_options) -> int:
+    """Write the rows of a ``pyarrow.Table``, a RecordBatch or an iterable of RecordBatches
+    as tf.train.Examples, one Feature per column (see the module docstring for the types);
+    returns the number of records written.
+
+    Without num_shards, one file through ``TFRecordWriter(path, **writer_options)``
+    (compression, index, fsync, ...); with it, shards ``<prefix>-0000i-of-0000n.tfrecord``
+    through ``ShardedWriter(prefix, num_shards, **writer_options)``. deterministic sorts the
+    features as ``encode_examples(..., deterministic=True)`` does. The writers are atomic: on
+    an error nothing appears under the final names."""
+    from .sharded import ShardedWriter
+    from .writer import TFRecordWriter
+
+    writer: TFRecordWriter | ShardedWriter
+    if num_shards is None:
+        writer = TFRecordWriter(path_or_prefix, **writer_options)
+    else:
+        writer = ShardedWriter(path_or_prefix, num_shards, **writer_options)
+    count = 0
+    with writer:
+        for batch in _batches(table_or_batches):
+            records = _batch_records(batch, deterministic)
+            writer.write_many(records)
+            count += len(records)
+    return count
