@@ -14,7 +14,7 @@ import importlib
 import sys
 import time
 
-BENCHMARKS = ("framing", "example", "dataset", "write", "to_npy", "arrow")
+BENCHMARKS = ("framing", "example", "dataset", "write", "to_npy", "arrow", "cloud")
 
 
 def main(argv=None):

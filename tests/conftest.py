@@ -38,3 +38,7 @@ def backend(request):
     with _native.use(request.param):
         assert _native.implementation == request.param
         yield Backend(request.param)
+
+
+# The loopback S3 server (moto) and memory:// prefixes for the remote-path tests.
+from tests._s3 import memfs, s3, s3_server  # noqa: E402,F401

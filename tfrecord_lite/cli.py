@@ -16,6 +16,7 @@ import tempfile
 import time
 
 from . import __version__, _native
+from . import fs as _fs
 from .errors import TFRecordError
 from .index import build_index
 from .ops import merge, split, tracked_blocks
@@ -29,7 +30,36 @@ def _reader_args(p):
 
 
 def _open(path, args, **kw):
-    return TFRecordReader(path, compression=args.compression, **kw)
+    return TFRecordReader(path, compression=args.compression, storage_options=_storage(args), **kw)
+
+
+def _storage_option(text):
+    """KEY=VALUE for --storage-option: VALUE is JSON when it parses (true, 3, {...}), else a
+    string; dots in KEY nest (client_kwargs.endpoint_url=...)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    try:
+        value = json.loads(value)
+    except ValueError:
+        pass
+    for part in reversed(key.split(".")[1:]):
+        value = {part: value}
+    return key.split(".")[0], value
+
+
+def _storage(args):
+    """The storage_options given with --storage-option, merged (None when there are none)."""
+    pairs = getattr(args, "storage_option", None)
+    if not pairs:
+        return None
+    out: dict = {}
+    for key, value in pairs:
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
 
 
 def _progress_args(p):
@@ -38,7 +68,8 @@ def _progress_args(p):
 
 
 def _bar(args, desc):
-    return progress(sum(os.path.getsize(f) for f in args.files), desc=desc, enabled=args.progress, unit="B")
+    total = sum(_fs.size(f, _storage(args)) for f in args.files)
+    return progress(total, desc=desc, enabled=args.progress, unit="B")
 
 
 def cmd_count(args) -> int:
@@ -86,7 +117,7 @@ def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
     out = merge(args.files, args.output, compression=args.compression,
                 input_compression=args.input_compression, verify=args.verify, index=args.index,
-                progress=args.progress)
+                progress=args.progress, storage_options=_storage(args))
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
     return 0
@@ -96,7 +127,8 @@ def cmd_split(args) -> int:
     """Split a TFRecord file into N shards of contiguous records (shard 0 gets the first)."""
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
-                   verify=args.verify, index=args.index, progress=args.progress)
+                   verify=args.verify, index=args.index, progress=args.progress,
+                   storage_options=_storage(args))
     for s in shards:
         print(f"{s.records}\t{s.path}")
     return 0
@@ -105,9 +137,8 @@ def cmd_split(args) -> int:
 def cmd_index(args) -> int:
     """Write the index sidecar (FILE.index: "offset length" per record) of each file."""
     for path in args.files:
-        sidecar = build_index(path, check_crc=not args.no_crc)
-        with open(sidecar, "rb") as f:
-            n = sum(1 for _ in f)
+        sidecar = build_index(path, check_crc=not args.no_crc, storage_options=_storage(args))
+        n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
         print(f"{n}\t{sidecar}")
     return 0
 
@@ -123,7 +154,8 @@ def cmd_cat(args) -> int:
     else:
         sink = args.output
     merge(args.files, sink, compression=args.compression,
-          input_compression=args.input_compression, verify=args.verify, progress=args.progress)
+          input_compression=args.input_compression, verify=args.verify, progress=args.progress,
+          storage_options=_storage(args))
     return 0
 
 
@@ -515,6 +547,13 @@ def _build_parser() -> argparse.ArgumentParser:
     _progress_args(p)
     p.set_defaults(func=cmd_cat)
     _add_table_commands(sub, add)
+
+    for p in sub.choices.values():  # every command that takes paths takes fsspec URLs
+        p.add_argument("--storage-option", type=_storage_option, action="append", metavar="KEY=VALUE",
+                       help="fsspec storage option for s3://, gs://... paths (repeatable; VALUE is "
+                       "JSON or a string; dots nest: client_kwargs.endpoint_url=URL). fsspec's "
+                       "FSSPEC_<PROTOCOL>_<KEY> and the cloud SDKs' variables (AWS_ENDPOINT_URL, "
+                       "credentials) are read too")
     return parser
 
 

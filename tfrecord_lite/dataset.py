@@ -31,6 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from . import fs as _fs
 from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
@@ -50,29 +51,34 @@ _TASK_BYTES = 4 << 20
 _STATE_VERSION = 1
 
 
-def resolve_files(files) -> list[str]:
-    """Paths from a list of paths, a glob pattern, a directory, or a single file.
+def resolve_files(files, storage_options=None) -> list[str]:
+    """Paths from a list of paths, a glob pattern, a directory, or a single file; any of
+    them may be an fsspec URL (``s3://bucket/train-*.tfrecord``), resolved remotely with
+    ``storage_options``. ``file://`` URLs become local paths.
 
     A list keeps its order (as TensorFlow does); glob matches and directory entries are
     sorted. Directories list their regular, non-hidden files, ignoring ``.index`` sidecars."""
     if isinstance(files, (str, os.PathLike)):
         spec = os.fspath(files)
-        if os.path.isdir(spec):
-            paths = sorted(
-                os.path.join(spec, name) for name in os.listdir(spec)
-                if not name.startswith(".") and not name.endswith(".index")
-                and os.path.isfile(os.path.join(spec, name))
-            )
-        elif _GLOB_CHARS & set(spec):
-            paths = sorted(p for p in glob.glob(spec) if not p.endswith(".index") and os.path.isfile(p))
-        else:
-            paths = [spec]
+        paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
     else:
-        paths = [os.fspath(p) for p in files]
+        paths = [p if _fs.is_url(p) else _fs.local_path(p) for p in map(os.fspath, files)]
     if not paths:
         raise TFRecordError(f"no TFRecord files found for {files!r}",
                             hint="pass a list of paths, a glob pattern or a directory that holds files")
     return paths
+
+
+def _local_files(spec: str) -> list[str]:
+    if os.path.isdir(spec):
+        return sorted(
+            os.path.join(spec, name) for name in os.listdir(spec)
+            if not name.startswith(".") and not name.endswith(".index")
+            and os.path.isfile(os.path.join(spec, name))
+        )
+    if _GLOB_CHARS & set(spec):
+        return sorted(p for p in glob.glob(spec) if not p.endswith(".index") and os.path.isfile(p))
+    return [spec]
 
 
 def shard_plan(num_files: int, shard):
@@ -97,7 +103,9 @@ def shard_plan(num_files: int, shard):
 class TFRecordDataset:
     """Records of many TFRecord files as one stream of records, parsed examples, or batches.
 
-    files: list of paths, glob pattern, directory, or one path.
+    files: list of paths, glob pattern, directory, or one path; fsspec URLs
+        (``s3://bucket/train-*``) too, resolved and read through fsspec with
+        ``storage_options``.
     features: a feature spec for ``tfrecord_lite.parse_example``; None yields raw ``bytes``.
     parse: instead of ``features``, any callable taking a list of records and returning a
         batch (run in the worker threads).
@@ -107,7 +115,8 @@ class TFRecordDataset:
     batch_size / drop_remainder: yield lists of records (raw) or parsed batches; unbatched
         parsed output is one dict per record.
     num_threads: worker threads for reading, CRC checks and parsing.
-    max_open_files: upper bound on descriptors held at once, whatever the number of files.
+    max_open_files: upper bound on descriptors (remote files: open handles, each holding
+        up to two read blocks) held at once, whatever the number of files.
     cycle_length / block_length: interleave ``cycle_length`` files, ``block_length`` records
         from each in turn, with exactly the order of TensorFlow's
         ``Dataset.from_tensor_slices(files).interleave(TFRecordDataset, cycle_length,
@@ -137,12 +146,14 @@ class TFRecordDataset:
                  batch_size=None, drop_remainder=False,
                  num_threads=1, max_open_files=16, cycle_length=None, block_length=1,
                  deterministic=True, shuffle_files=False, shuffle_buffer=0, seed=None, shard=None,
-                 compression="auto", on_corrupt="raise", prefetch=None, num_epochs=1, check_crc=True):
+                 compression="auto", on_corrupt="raise", prefetch=None, num_epochs=1, check_crc=True,
+                 storage_options=None):
         if features is not None and parse is not None:
             raise TFRecordError("pass features or parse, not both")
         if on_corrupt not in ON_CORRUPT:
             raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
-        self.files = resolve_files(files)
+        self.storage_options = storage_options
+        self.files = resolve_files(files, storage_options)
         self.features = features
         self.parse = parse
         self.batch_size = _positive("batch_size", batch_size, allow_none=True)
@@ -556,7 +567,8 @@ class _Run:
         if slot.error is not None:
             raise slot.error
         if slot.reader is None:
-            slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt)
+            slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
+                                         storage_options=ds.storage_options)
             slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
         parts, count, nbytes, limit = [], 0, 0, self._piece_bytes
         try:

@@ -10,7 +10,9 @@ how to get an indexable file.
 
 Random access: ``TFRecordFile`` (one file: len, [i], slices) and ``IndexedDataset`` (many
 files, one global index) read frames with ``os.pread`` at indexed offsets, never scanning, and
-verify the CRCs of every frame they return.
+verify the CRCs of every frame they return. fsspec URLs work everywhere here (with
+``storage_options``): sidecars are read and written beside the remote file, and a random
+read is one ranged request.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import threading
 import numpy as np
 
 from . import _native
+from . import fs as _fs
 from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
-from .io import AtomicFile, detect_compression
+from .io import detect_compression
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
@@ -37,13 +40,13 @@ def index_path(path) -> str:
     return os.fspath(path) + ".index"
 
 
-def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES):
+def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, storage_options=None):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
     by scanning it in chunks with the reader (no record copies; no mmap, which a file
     truncated meanwhile would turn into a crash). Corruption raises the reader's
     DataLossError, naming the record and offset."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
+    with _fs.open_input(path, storage_options) as f:
         if detect_compression(f.read(12)) is not None:
             raise TFRecordError(
                 "compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
@@ -52,7 +55,8 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
                 "it uncompressed",
             )
     starts, lengths, base = [], [], 0
-    with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes) as reader:
+    with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes,
+                        storage_options=storage_options) as reader:
         for frames, block_starts, block_lengths in reader.frame_blocks():
             starts.append(block_starts + base)
             lengths.append(block_lengths)
@@ -62,11 +66,11 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
     return starts - (OVERHEAD - 4), lengths + OVERHEAD
 
 
-def write_index(index_file, offsets, lengths) -> None:
+def write_index(index_file, offsets, lengths, *, storage_options=None) -> None:
     """Write a sidecar atomically."""
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
-    out = AtomicFile(index_file)
+    out = _fs.open_output(index_file, storage_options)
     try:
         text = "".join(f"{o} {n}\n" for o, n in zip(offsets.tolist(), lengths.tolist()))
         out.file.write(text.encode("ascii"))
@@ -76,19 +80,18 @@ def write_index(index_file, offsets, lengths) -> None:
         raise
 
 
-def build_index(path, index_file=None, *, check_crc=True) -> str:
+def build_index(path, index_file=None, *, check_crc=True, storage_options=None) -> str:
     """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path."""
     index_file = index_file or index_path(path)
-    offsets, lengths = scan_index(path, check_crc=check_crc)
-    write_index(index_file, offsets, lengths)
+    offsets, lengths = scan_index(path, check_crc=check_crc, storage_options=storage_options)
+    write_index(index_file, offsets, lengths, storage_options=storage_options)
     return index_file
 
 
-def read_index(index_file):
+def read_index(index_file, *, storage_options=None):
     """(offsets, frame_lengths) int64 arrays from a sidecar; malformed sidecars raise."""
     index_file = os.fspath(index_file)
-    with open(index_file, "rb") as f:
-        data = f.read()
+    data = _fs.read_bytes(index_file, storage_options)
     try:
         arr = np.array(data.split(), dtype=np.int64)
     except ValueError:
@@ -107,13 +110,13 @@ def read_index(index_file):
     return offsets, lengths
 
 
-def load_index(path, index_file=None, *, check_crc=True):
+def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
     """(offsets, frame_lengths) from the sidecar when it exists, else by scanning the file
     (in memory; nothing is written)."""
     index_file = index_file or index_path(path)
-    if os.path.exists(index_file):
-        return read_index(index_file)
-    return scan_index(path, check_crc=check_crc)
+    if _fs.exists(index_file, storage_options):
+        return read_index(index_file, storage_options=storage_options)
+    return scan_index(path, check_crc=check_crc, storage_options=storage_options)
 
 
 class TFRecordFile:
@@ -122,19 +125,25 @@ class TFRecordFile:
     ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
     from the sidecar (``path + '.index'``) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
-    CRC). The descriptor opens on first read; the object pickles without it.
+    CRC). The descriptor opens on first read; the object pickles without it. For an fsspec
+    URL (with ``storage_options``) each read is one ranged request instead.
     """
 
-    def __init__(self, path, index_file=None, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES):
-        self.path = os.fspath(path)
+    def __init__(self, path, index_file=None, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES,
+                 storage_options=None):
+        path = os.fspath(path)
+        self.path = path if _fs.is_url(path) else _fs.local_path(path)
+        self.storage_options = storage_options
         self.check_crc = bool(check_crc)
         self.max_record_bytes = int(max_record_bytes)
-        self.offsets, self.lengths = load_index(self.path, index_file, check_crc=check_crc)
+        self.offsets, self.lengths = load_index(self.path, index_file, check_crc=check_crc,
+                                                storage_options=storage_options)
         self._fd = None
         self._pid = None
+        self._remote = None  # (fsspec filesystem, path in it), made on first remote read
         # A sidecar is trusted only as far as the file backs it: a stale or hostile one must
         # not make a read allocate what its lengths claim.
-        size = os.path.getsize(self.path)
+        size = _fs.size(self.path, storage_options)
         end = int(self.offsets[-1] + self.lengths[-1]) if len(self.offsets) else 0
         biggest = int(self.lengths.max()) - OVERHEAD if len(self.lengths) else 0
         if end > size or biggest > self.max_record_bytes:
@@ -168,6 +177,10 @@ class TFRecordFile:
         return int(self.offsets[start]), int(self.offsets[stop - 1] + self.lengths[stop - 1])
 
     def pread(self, begin, end) -> bytes:
+        if _fs.is_url(self.path):
+            if self._remote is None:
+                self._remote = _fs.filesystem(self.path, self.storage_options)
+            return _fs.read_range(*self._remote, begin, end)
         fd = self.fileno()
         data = os.pread(fd, end - begin, begin)
         while len(data) < end - begin:  # pread may return short reads; zero means EOF
@@ -224,7 +237,7 @@ class TFRecordFile:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_fd"] = state["_pid"] = None
+        state["_fd"] = state["_pid"] = state["_remote"] = None
         return state
 
 
@@ -234,15 +247,18 @@ class IndexedDataset:
     ``ds[i]`` is a record (bytes), or one parsed example when ``features`` (or ``parse``) is
     given; ``ds[a:b]`` and ``ds[[i, j, ...]]`` give a list of records or one parsed batch.
     Indexes are read from sidecars (or scanned) up front; at most ``max_open_files``
-    descriptors are held, least recently used closed first. Safe to share between threads.
+    descriptors are held, least recently used closed first (fsspec URLs hold none: each read
+    is one ranged request). Safe to share between threads.
     """
 
-    def __init__(self, files, features=None, *, parse=None, check_crc=True, max_open_files=16):
+    def __init__(self, files, features=None, *, parse=None, check_crc=True, max_open_files=16,
+                 storage_options=None):
         from .dataset import make_parse, resolve_files
 
         if features is not None and parse is not None:
             raise TFRecordError("pass features or parse, not both")
-        self.files = [TFRecordFile(p, check_crc=check_crc) for p in resolve_files(files)]
+        self.files = [TFRecordFile(p, check_crc=check_crc, storage_options=storage_options)
+                      for p in resolve_files(files, storage_options)]
         self.features = features
         self.parse = parse
         self._parse_fn = make_parse(features, parse)
@@ -294,6 +310,8 @@ class IndexedDataset:
     def _fetch(self, k, start, stop):
         f = self.files[k]
         begin, end = f.span(start, stop)
+        if f._remote is not None or _fs.is_url(f.path):  # no descriptor: reads run in parallel
+            return f.verify(f.pread(begin, end), start, stop)
         with self._lock:  # an evicted descriptor must not be closed under a read
             self._open[k] = f
             self._open.move_to_end(k)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from . import fs as _fs
 from .errors import TFRecordError
 from .index import scan_index
 from .io import detect_compression, normalize_compression
@@ -23,9 +24,11 @@ _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
 
 
 def merge(inputs, output, *, compression=None, input_compression="auto", verify=False,
-          index=False, fsync=False, progress=None) -> ShardInfo:
+          index=False, fsync=False, progress=None, storage_options=None) -> ShardInfo:
     """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
     binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
+    Inputs and output may be fsspec URLs (``s3://...``, with ``storage_options``), local and
+    remote mixed.
 
     compression is the output's; each input's is detected (or set by input_compression).
     An uncompressed input going to uncompressed output with verify=False and no index is
@@ -39,18 +42,18 @@ def merge(inputs, output, *, compression=None, input_compression="auto", verify=
         inputs = [inputs]
     inputs = [os.fspath(p) for p in inputs]
     input_compression = normalize_compression(input_compression, allow_auto=True)
-    total = sum(os.path.getsize(p) for p in inputs)
+    total = sum(_fs.size(p, storage_options) for p in inputs)
     counted = True
-    with TFRecordWriter(output, compression, fsync=fsync, index=index) as w, \
+    with TFRecordWriter(output, compression, fsync=fsync, index=index, storage_options=storage_options) as w, \
             _progress(total, desc="merge", enabled=progress, unit="B") as bar:
         for path in inputs:
-            counted &= _append(w, path, input_compression, verify, bar)
+            counted &= _append(w, path, input_compression, verify, bar, storage_options)
     return ShardInfo(w.path, w.records_written if counted else None)
 
 
-def _append(writer, path, compression, verify, bar) -> bool:
+def _append(writer, path, compression, verify, bar, storage_options) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
-    with open(path, "rb", buffering=0) as f:
+    with _fs.open_input(path, storage_options) as f:
         if compression == "auto":
             compression = detect_compression(f.read(12))
             f.seek(0)
@@ -58,6 +61,7 @@ def _append(writer, path, compression, verify, bar) -> bool:
             bar.update(writer._copy_raw(f))
             return False
         with TFRecordReader(f, compression, check_crc=verify) as r:
+            r.path = path  # errors name the input as given (a URL, not fsspec's key)
             for frames, starts, _ in tracked_blocks(r, bar):
                 writer._write_frames(frames, len(starts))
     return True
@@ -78,7 +82,8 @@ def tracked_blocks(reader, bar):
 
 
 def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=None,
-          input_compression="auto", verify=False, index=False, fsync=False, progress=None):
+          input_compression="auto", verify=False, index=False, fsync=False, progress=None,
+          storage_options=None):
     """Split ``input`` into ``num_shards`` files of contiguous records; return a ShardInfo
     per shard.
 
@@ -91,7 +96,8 @@ def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=
     The input is read twice (once to count, once to copy). compression is the outputs'; with
     uncompressed input and output, verify=False and no index, byte ranges are copied without
     being parsed a second time. verify=True checks every data CRC first; all shards are
-    committed together, or none if anything fails.
+    committed together, or none if anything fails. The input and prefix may be fsspec URLs
+    (with ``storage_options``).
     """
     path = os.fspath(input)
     if not isinstance(num_shards, int) or num_shards < 1:
@@ -100,27 +106,28 @@ def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=
         prefix = _strip_extensions(path)
     input_compression = normalize_compression(input_compression, allow_auto=True)
     if input_compression == "auto":
-        with open(path, "rb") as f:
+        with _fs.open_input(path, storage_options) as f:
             input_compression = detect_compression(f.read(12))
     out_compression = normalize_compression(compression)
 
     if input_compression is None:
-        offsets, lengths = scan_index(path, check_crc=verify)
+        offsets, lengths = scan_index(path, check_crc=verify, storage_options=storage_options)
         n = len(offsets)
     else:
-        with TFRecordReader(path, input_compression, check_crc=verify) as r:
+        with TFRecordReader(path, input_compression, check_crc=verify, storage_options=storage_options) as r:
             n = sum(len(starts) for _, starts, _ in r.frame_blocks())
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
     paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
     writers = []
     try:
         for p in paths:
-            writers.append(TFRecordWriter(p, out_compression, fsync=fsync, index=index))
+            writers.append(TFRecordWriter(p, out_compression, fsync=fsync, index=index,
+                                          storage_options=storage_options))
         with _progress(n, desc="split", enabled=progress) as bar:
             if input_compression is None and writers[0]._raw_copyable():
-                _split_ranges(path, writers, sizes, offsets, lengths, bar)
+                _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options)
             else:
-                _split_stream(path, input_compression, writers, sizes, bar)
+                _split_stream(path, input_compression, writers, sizes, bar, storage_options)
         close_group(writers)
     except BaseException:
         abort_group(writers)
@@ -128,8 +135,8 @@ def split(input, num_shards, prefix=None, *, suffix=DEFAULT_SUFFIX, compression=
     return [ShardInfo(w.path, w.records_written) for w in writers]
 
 
-def _split_ranges(path, writers, sizes, offsets, lengths, bar):
-    with open(path, "rb", buffering=0) as f:
+def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
+    with _fs.open_input(path, storage_options) as f:
         first = 0
         for w, size in zip(writers, sizes):
             if size:
@@ -141,10 +148,10 @@ def _split_ranges(path, writers, sizes, offsets, lengths, bar):
             bar.update(size)
 
 
-def _split_stream(path, compression, writers, sizes, bar):
+def _split_stream(path, compression, writers, sizes, bar, storage_options):
     """Deal the frame blocks out in order, cutting a block where a shard fills up."""
     shard, room = 0, sizes[0]
-    with TFRecordReader(path, compression, check_crc=False) as r:
+    with TFRecordReader(path, compression, check_crc=False, storage_options=storage_options) as r:
         for frames, starts, lengths in r.frame_blocks():
             start = done = 0  # byte and record where the block's next cut begins
             while done < len(starts):

@@ -18,6 +18,7 @@ import stat
 from collections.abc import Sequence
 
 from . import _native
+from . import fs as _fs
 from .errors import CorruptRecordError, RecordTooLargeError, TFRecordError, TruncatedRecordError
 from .io import DecompressingStream, detect_compression, normalize_compression
 
@@ -52,8 +53,10 @@ def _is_buffer(source) -> bool:
 class TFRecordReader:
     """Iterate over the records of one TFRecord stream as ``bytes``.
 
-    source: a path, a binary file object (anything with ``read``; fsspec files work), or an
-    in-memory buffer (bytes, bytearray, memoryview, mmap, numpy array), scanned in place.
+    source: a path or fsspec URL (``s3://bucket/data.tfrecord``; ``storage_options`` go to
+    fsspec, and the file is read in large ranged blocks), a binary file object (anything with
+    ``read``), or an in-memory buffer (bytes, bytearray, memoryview, mmap, numpy array),
+    scanned in place.
     compression: "auto" (detect from content), None/"", "gzip"/"GZIP", "zlib"/"ZLIB".
     check_crc: verify each record's data CRC (the length CRC is always verified).
     on_corrupt: "raise" (default), "skip" (drop the bad record, resynchronise on the next
@@ -65,7 +68,7 @@ class TFRecordReader:
     """
 
     def __init__(self, source, compression="auto", check_crc=True, on_corrupt="raise", *,
-                 max_record_bytes=DEFAULT_MAX_RECORD_BYTES, chunk_size=CHUNK_BYTES):
+                 max_record_bytes=DEFAULT_MAX_RECORD_BYTES, chunk_size=CHUNK_BYTES, storage_options=None):
         if on_corrupt not in ON_CORRUPT:
             raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
@@ -83,7 +86,7 @@ class TFRecordReader:
             self._buffer = memoryview(source).cast("B") if not isinstance(source, bytes) else source
         elif isinstance(source, (str, os.PathLike)):
             self.path = os.fspath(source)
-            self._file = self._owned = open(self.path, "rb", buffering=0)
+            self._file = self._owned = _fs.open_input(self.path, storage_options)
         else:
             self.path = getattr(source, "name", None) or "<stream>"
             self._file = source
@@ -444,11 +447,18 @@ def _read_exact(f, n: int) -> bytes:
 
 
 def _remaining_size(f, consumed: int):
-    """Bytes left in a regular file after the first `consumed`, or None for streams."""
+    """Bytes left in a regular or remote file after the first `consumed`, or None for streams."""
     try:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             return None
         return st.st_size - f.tell() + consumed
     except (AttributeError, OSError, ValueError):
-        return None
+        pass
+    known = getattr(f, "size", None)  # an fsspec file knows its size
+    if isinstance(known, int) and not isinstance(known, bool):
+        try:
+            return known - f.tell() + consumed
+        except (AttributeError, OSError, ValueError):
+            return None
+    return None

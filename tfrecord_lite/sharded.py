@@ -17,6 +17,7 @@ import threading
 from typing import NamedTuple
 
 from . import _native
+from . import fs as _fs
 from .errors import EncodeError, TFRecordError
 from .io import CommitOnExit
 from .progress import progress as _progress
@@ -75,12 +76,13 @@ class ShardedWriter(CommitOnExit):
     Nothing appears under a final name before ``close()`` succeeds; on an exception inside
     ``with`` (or ``abort()``), or if any shard fails to commit, no shard is left. Empty
     shards are written (as TensorFlow and Beam do); rolling over no records writes one empty
-    shard. compression, index and fsync are as in TFRecordWriter and apply to each shard.
+    shard. compression, index, fsync and storage_options are as in TFRecordWriter and apply
+    to each shard; the prefix may be an fsspec URL (``s3://bucket/out/train``).
     Thread-safe. After close, ``shards`` lists a ShardInfo per shard.
     """
 
     def __init__(self, prefix, num_shards=None, *, max_records_per_shard=None, max_bytes_per_shard=None,
-                 suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False):
+                 suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False, storage_options=None):
         rolling = max_records_per_shard is not None or max_bytes_per_shard is not None
         if (num_shards is None) == (not rolling):
             raise TFRecordError(
@@ -97,7 +99,7 @@ class ShardedWriter(CommitOnExit):
         self.max_records = max_records_per_shard
         self.max_bytes = max_bytes_per_shard
         self.rolling = rolling  # shards roll over at a limit; their count is known at close
-        self._options = dict(compression=compression, index=index, fsync=fsync)
+        self._options = dict(compression=compression, index=index, fsync=fsync, storage_options=storage_options)
         self._lock = threading.Lock()
         self._next = 0  # round-robin position
         self._writers: list[TFRecordWriter] = []
@@ -174,6 +176,11 @@ class ShardedWriter(CommitOnExit):
         # provisional name and is renamed to -of-N then.
         name = (shard_path(self.prefix, i, num_shards, self.suffix) if num_shards
                 else f"{self.prefix}-{i:05d}{self.suffix}")
+        if not num_shards and _fs.is_url(name):
+            # An object store's upload completes under its key: keep that key hidden (globs
+            # and directory listings skip it) until the rename to -of-N.
+            head, _, base = name.rpartition("/")
+            name = f"{head}/.{base}.partial"
         self._writers.append(TFRecordWriter(name, atomic=True, **self._options))
 
     def _writer_for(self, record, key):
@@ -210,7 +217,8 @@ def _frame_bytes(record) -> int:
 
 def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor="thread", *,
                    suffix=DEFAULT_SUFFIX, compression=None, index=False, fsync=False,
-                   chunk_size=256, batched=False, progress=None, mp_context=None) -> list[ShardInfo]:
+                   chunk_size=256, batched=False, progress=None, mp_context=None,
+                   storage_options=None) -> list[ShardInfo]:
     """Encode ``items`` with ``encode(item) -> bytes`` in parallel and write them to
     ``num_shards`` shards; return a ShardInfo (path, records) per shard.
 
@@ -236,6 +244,9 @@ def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor
     Memory stays bounded: at most ``2 * num_workers`` chunks are being encoded and two per
     shard are queued for writing; ``items`` may be any iterable, consumed lazily.
 
+    prefix may be an fsspec URL (``s3://bucket/out/train``, with ``storage_options``); each
+    shard is then uploaded as it is written and completed only when all shards succeed.
+
     If encode raises for an item, an EncodeError names the item's position and its shard;
     pending work is cancelled, running workers finish their chunk, and every shard is
     discarded: no file is left under a final name. Shards appear only when all succeed.
@@ -254,7 +265,8 @@ def write_parallel(items, encode, prefix, num_shards, num_workers=None, executor
     bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress)
     try:
         writers = [TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
-                                  fsync=fsync, index=index) for i in range(num_shards)]
+                                  fsync=fsync, index=index, storage_options=storage_options)
+                   for i in range(num_shards)]
         queues = [queue.Queue(maxsize=2) for _ in writers]
         for w, q in zip(writers, queues):
             t = threading.Thread(target=_shard_loop, args=(w, q, failure), daemon=True,

@@ -12,8 +12,9 @@ import os
 import warnings
 
 from . import _native
+from . import fs as _fs
 from .errors import TFRecordError
-from .io import AtomicFile, CommitOnExit, compressor, normalize_compression
+from .io import CommitOnExit, compressor, normalize_compression
 
 __all__ = ["TFRecordWriter"]
 
@@ -22,7 +23,8 @@ _OVERHEAD = 16  # frame bytes around the data
 
 
 class TFRecordWriter(CommitOnExit):
-    """Write records (bytes-like) to a path or a binary file object.
+    """Write records (bytes-like) to a path, an fsspec URL (``s3://...``, with
+    ``storage_options``) or a binary file object.
 
     compression: None/"" (raw), "gzip"/"GZIP" or "zlib"/"ZLIB"; output is byte-identical to
     ``tf.io.TFRecordWriter`` with the same option.
@@ -30,7 +32,9 @@ class TFRecordWriter(CommitOnExit):
     rename it to ``path`` on a successful close; on an exception inside ``with`` (or
     ``abort()``), the temporary file is removed and nothing appears under ``path``. A process
     killed while writing leaves at most a hidden ``.<name>.<random>.tmp`` file beside ``path``,
-    never a partial file under ``path``.
+    never a partial file under ``path``. URLs are atomic too: on S3 and GCS a multipart
+    upload completed at close (aborted on error; a killed process leaves no object), on other
+    filesystems a hidden temporary name moved into place at close.
     fsync: fsync the file (and directory) before the rename.
     index: True writes the sidecar ``path + ".index"`` (the format of ``tfrecord_lite.index``:
     one ``offset frame_length`` line per record) while writing; a path names the sidecar
@@ -44,7 +48,8 @@ class TFRecordWriter(CommitOnExit):
     lands contiguously.
     """
 
-    def __init__(self, path_or_fileobj, compression=None, *, atomic=True, fsync=False, index=False):
+    def __init__(self, path_or_fileobj, compression=None, *, atomic=True, fsync=False, index=False,
+                 storage_options=None):
         self.compression = normalize_compression(compression)
         # The per-record path is one C call: the instance's write is the core's, which
         # frames into the buffer under the lock and comes back here to drain or for errors.
@@ -58,6 +63,7 @@ class TFRecordWriter(CommitOnExit):
         self._index_buf = bytearray()
         self._index_path = None
         self._drained = 0  # stream bytes handed to the file
+        self._storage_options = storage_options
         if isinstance(path_or_fileobj, (str, os.PathLike)):
             self.path = os.fspath(path_or_fileobj)
         elif hasattr(path_or_fileobj, "write"):
@@ -79,15 +85,15 @@ class TFRecordWriter(CommitOnExit):
                 raise TFRecordError("index=True needs a path to put the sidecar beside; pass "
                                     "index='<sidecar path>' when writing to a file object", path=self.path)
             self._index_path = None if index is True else os.fspath(index)
-            self._index = AtomicFile(self._index_path or self.path + ".index", fsync=fsync)
+            self._index = _fs.open_output(self._index_path or self.path + ".index", storage_options, fsync=fsync)
             self._core.per_record = True  # each record also gets an index line
         try:
             if isinstance(path_or_fileobj, (str, os.PathLike)):
                 if atomic:
-                    self._atomic = AtomicFile(self.path, fsync=fsync)
+                    self._atomic = _fs.open_output(self.path, storage_options, fsync=fsync)
                     self._file = self._atomic.file
                 else:
-                    self._file = open(self.path, "wb", buffering=0)
+                    self._file = _fs.open_plain_output(self.path, storage_options)
                 self._owned = True
             else:
                 self._file = path_or_fileobj
@@ -272,16 +278,16 @@ class TFRecordWriter(CommitOnExit):
         if path is not None:
             self.path = os.fspath(path)
         if self._atomic is not None:
-            self._atomic.path = self.path
+            self._atomic.path = _fs.local_path(self.path) if not _fs.is_url(self.path) else self.path
             # Never let an old sidecar describe the new file: it goes before the rename.
-            _unlink(self.path + ".index")
+            self._unlink(self.path + ".index")
             if self._index is not None:
-                self._index.path = self._index_path or self.path + ".index"
-                _unlink(self._index.path)
+                self._index.path = self._index_path or self._atomic.path + ".index"
+                self._unlink(self._index.path)
             self._atomic.commit()
             self._renamed = True
         elif self._owned:
-            if self._fsync:
+            if self._fsync and not _fs.is_url(self.path):
                 os.fsync(self._file.fileno())
             self._file.close()
         elif hasattr(self._file, "flush"):
@@ -292,9 +298,12 @@ class TFRecordWriter(CommitOnExit):
     def _uncommit(self):
         """Remove what _commit put in place (a later shard of the same group failed)."""
         if self._renamed:
-            _unlink(self.path)
+            self._unlink(self.path)
             if self._index is not None:
-                _unlink(self._index.path)
+                self._unlink(self._index.path)
+
+    def _unlink(self, path):
+        _fs.remove(path, self._storage_options)
 
     def _discard(self):
         self._buf = bytearray()
@@ -340,13 +349,6 @@ def abort_group(writers) -> None:
             w.abort()
         except Exception:
             pass
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _copy_file(src, dst, nbytes=None) -> int:

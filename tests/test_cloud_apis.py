@@ -1,0 +1,314 @@
+"""Every path-taking API with remote paths: resolution, datasets (sharding, the handle
+bound), random access, merge/split between S3 and local disk, sharded and parallel writes,
+to_numpy/to_npy and the CLI, against the loopback S3 server and memory://."""
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite import cli
+from tfrecord_lite.dataset import resolve_files
+from tfrecord_lite.errors import CorruptRecordError, EncodeError, TFRecordError
+
+SPEC = {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.FixedLenFeature([3], np.float32)}
+
+
+def example(i):
+    return tfl.encode_example({"id": i, "v": np.full(3, i, np.float32)})
+
+
+def framed(records):
+    buf = bytearray()
+    for r in records:
+        tfl._native.framing.append_frame(buf, r)
+    return bytes(buf)
+
+
+def put_shards(target, n_files, per_file, compress_every=0):
+    """n_files shards of Examples with ids file*per_file + j; every compress_every-th gzip."""
+    urls = []
+    for f in range(n_files):
+        data = framed([example(f * per_file + j) for j in range(per_file)])
+        if compress_every and f % compress_every == 0:
+            data = gzip.compress(data)
+        urls.append(target.put(f"data/part-{f:03d}.tfrecord", data))
+    return urls
+
+
+def ids(batches):
+    return sorted(int(i) for b in batches for i in np.atleast_1d(b["id"]))
+
+
+class Mem:
+    """memory:// with the same put/url/ls interface as the S3 prefix fixture."""
+
+    def __init__(self, memfs):
+        self.fs, self.prefix = memfs.fs, memfs.prefix
+
+    def url(self, name=""):
+        return f"memory://{self.prefix}/{name}" if name else f"memory://{self.prefix}"
+
+    def put(self, name, data):
+        self.fs.pipe_file(f"{self.prefix}/{name}", data)
+        return self.url(name)
+
+    def get(self, name):
+        return self.fs.cat_file(f"{self.prefix}/{name}")
+
+    def ls(self):
+        return sorted(p.rsplit("/", 1)[1] for p in self.fs.find(self.prefix))
+
+
+@pytest.fixture(params=["s3", "memory"])
+def remote(request):
+    if request.param == "s3":
+        return request.getfixturevalue("s3")
+    return Mem(request.getfixturevalue("memfs"))
+
+
+def test_globs_and_directories_resolve_remotely(remote):
+    for name in ("b.tfrecord", "a.tfrecord", "c.tfrecord.gz", ".hidden.tfrecord", "a.tfrecord.index",
+                 "sub/d.tfrecord"):
+        remote.put(f"dir/{name}", framed([b"x"]))
+    base = remote.url("dir")
+    names = lambda paths: [p[len(base) + 1:] for p in paths]  # noqa: E731
+    assert names(resolve_files(base)) == ["a.tfrecord", "b.tfrecord", "c.tfrecord.gz"]
+    assert names(resolve_files(base + "/")) == ["a.tfrecord", "b.tfrecord", "c.tfrecord.gz"]
+    assert names(resolve_files(base + "/*.tfrecord*")) == ["a.tfrecord", "b.tfrecord", "c.tfrecord.gz"]
+    assert names(resolve_files(base + "/**/*.tfrecord")) == ["a.tfrecord", "b.tfrecord", "sub/d.tfrecord"]
+    assert resolve_files([base + "/b.tfrecord", base + "/a.tfrecord"]) == [base + "/b.tfrecord",
+                                                                                base + "/a.tfrecord"]
+    assert list(tfl.TFRecordDataset(base)) == [b"x"] * 3
+    with pytest.raises(TFRecordError, match="no TFRecord files found"):
+        resolve_files(base + "/nothing-*.tfrecord")
+
+
+@pytest.mark.parametrize("shards", [3, 8])
+def test_dataset_shards_read_every_record_exactly_once(remote, backend, shards):
+    put_shards(remote, 5, 40, compress_every=2)
+    seen = []
+    for i in range(shards):
+        ds = tfl.TFRecordDataset(remote.url("data/*.tfrecord"), SPEC, batch_size=16, num_threads=2,
+                                 shard=(i, shards), shuffle_files=True, seed=i)
+        seen += ids(ds)
+    assert sorted(seen) == list(range(200))
+
+
+def test_dataset_max_open_files_bounds_open_remote_handles(s3, monkeypatch):
+    """At most max_open_files S3 handles are open at once, and none is left open."""
+    import s3fs
+
+    from tfrecord_lite import dataset
+
+    # Read pieces of 64 KiB, so that each file takes several and stays open a while.
+    monkeypatch.setattr(dataset, "_PIECE_BYTES_TOTAL", 0)
+    big = np.zeros(30_000, np.uint8)
+    for f in range(8):
+        s3.put(f"data/part-{f:03d}.tfrecord", framed(
+            [tfl.encode_example({"id": f * 12 + j, "v": np.zeros(3, np.float32), "pad": big.tobytes()})
+             for j in range(12)]))
+    live, peak = set(), [0]
+    real_open, real_close = s3fs.S3FileSystem._open, s3fs.core.S3File.close
+
+    def counting_open(self, *args, **kwargs):
+        f = real_open(self, *args, **kwargs)
+        live.add(id(f))
+        peak[0] = max(peak[0], len(live))
+        return f
+
+    def counting_close(self):
+        live.discard(id(self))
+        return real_close(self)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_open", counting_open)
+    monkeypatch.setattr(s3fs.core.S3File, "close", counting_close)
+    ds = tfl.TFRecordDataset(s3.url("data"), SPEC, batch_size=7, num_threads=2, max_open_files=3,
+                             cycle_length=3)
+    assert ids(ds) == list(range(96))
+    assert peak[0] == 3 and not live
+    it = iter(tfl.TFRecordDataset(s3.url("data"), num_threads=2, max_open_files=2))
+    next(it)
+    it.close()  # leaving early closes them too
+    assert peak[0] == 3 and not live
+
+
+def test_dataset_corruption_names_the_url(s3):
+    data = bytearray(framed([example(i) for i in range(10)]))
+    data[-3] ^= 1
+    url = s3.put("bad.tfrecord", bytes(data))
+    with pytest.raises(CorruptRecordError) as err:
+        list(tfl.TFRecordDataset([url], SPEC, batch_size=4, num_threads=2))
+    assert err.value.path == url and err.value.index == 9 and url in str(err.value)
+
+
+def test_to_numpy_and_to_npy_from_remote(remote, tmp_path):
+    put_shards(remote, 3, 25)
+    arrays = tfl.to_numpy(remote.url("data/part-*.tfrecord"), SPEC, batch_size=10)
+    assert arrays["id"].tolist() == list(range(75))
+    out = tfl.to_npy(remote.url("data"), SPEC, str(tmp_path / "npy"), batch_size=10, progress=False)
+    assert out["v"].shape == (75, 3) and out["v"][:, 0].tolist() == list(range(75))
+
+
+def test_build_index_and_random_access(remote, backend):
+    records = [example(i) for i in range(100)]
+    url = remote.put("ra.tfrecord", framed(records))
+    assert tfl.build_index(url) == url + ".index"
+    assert remote.get("ra.tfrecord.index").split(b"\n")[1] == f"{len(framed(records[:1]))} {len(framed(records[1:2]))}".encode()
+    f = tfl.TFRecordFile(url)
+    assert len(f) == 100 and f[0] == records[0] and f[-1] == records[-1]
+    assert f[10:20] == records[10:20] and f[::33] == records[::33]
+    import pickle
+
+    assert pickle.loads(pickle.dumps(f))[5] == records[5]
+    remote.put("ra2.tfrecord", framed(records[:10]))  # no sidecar: scanned
+    ds = tfl.IndexedDataset([url, remote.url("ra2.tfrecord")], SPEC)
+    assert len(ds) == 110
+    assert ds[105]["id"] == 5 and ds[[3, 99, 100]]["id"].tolist() == [3, 99, 0]
+
+
+def test_random_access_detects_corruption_and_stale_index(s3):
+    records = [example(i) for i in range(20)]
+    data = bytearray(framed(records))
+    url = s3.put("x.tfrecord", bytes(data))
+    tfl.build_index(url)
+    data[54 + 20] ^= 1  # inside record 1's data (record 0's frame is 54 bytes)
+    s3.put("x.tfrecord", bytes(data))
+    f = tfl.TFRecordFile(url)
+    assert f[0] == records[0]
+    with pytest.raises(CorruptRecordError) as err:
+        f[1]
+    assert err.value.path == url and err.value.index == 1 and url in str(err.value)
+    s3.put("x.tfrecord", bytes(data[:100]))
+    with pytest.raises(TFRecordError, match="the index is stale"):
+        tfl.TFRecordFile(url)
+
+
+def test_random_reads_are_ranged_requests(s3, caplog):
+    """Each random read is one ranged GET (206, as the server logs it), never the whole file."""
+    records = [os.urandom(1000) for _ in range(3000)]
+    url = s3.put("big.tfrecord", framed(records))
+    tfl.build_index(url)
+    f = tfl.TFRecordFile(url)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="werkzeug"):
+        assert f[1234] == records[1234] and f[10:15] == records[10:15]
+    gets = [r.getMessage() for r in caplog.records if "GET /" in r.getMessage()]
+    assert len(gets) == 2 and all("big.tfrecord " in g and g.endswith(" 206 -") for g in gets)
+
+
+def test_merge_and_split_between_s3_and_local(s3, tmp_path, backend):
+    a = [example(i) for i in range(30)]
+    b = [example(i) for i in range(30, 45)]
+    ua = s3.put("a.tfrecord", framed(a))
+    ub = s3.put("b.tfrecord.gz", gzip.compress(framed(b)))
+    local = str(tmp_path / "c.tfrecord")
+    with tfl.TFRecordWriter(local) as w:
+        w.write(example(99))
+    # S3 + local -> local, verbatim and verified
+    info = tfl.merge([ua, ub, local], str(tmp_path / "all.tfrecord"), verify=True)
+    assert info.records == 46 and list(tfl.TFRecordReader(info.path)) == a + b + [example(99)]
+    # S3 + local -> S3 (raw copy path for the uncompressed inputs), with an index
+    info = tfl.merge([ua, local], s3.url("out/all.tfrecord"))
+    assert list(tfl.TFRecordReader(s3.url("out/all.tfrecord"))) == a + [example(99)]
+    info = tfl.merge([ub, ua], s3.url("out/all.tfrecord.gz"), compression="gzip", index=False)
+    assert list(tfl.TFRecordReader(info.path)) == b + a
+    # split S3 -> S3 shards, and S3 -> local shards
+    shards = tfl.split(ua, 4, index=True)
+    assert [s.path for s in shards] == [s3.url(f"a-{i:05d}-of-00004.tfrecord") for i in range(4)]
+    assert [s.records for s in shards] == [8, 8, 7, 7]
+    assert [r for s in shards for r in tfl.TFRecordReader(s.path)] == a
+    assert tfl.TFRecordFile(shards[2].path)[0] == a[16]
+    shards = tfl.split(ub, 3, str(tmp_path / "b"), compression="zlib")
+    assert [r for s in shards for r in tfl.TFRecordReader(s.path)] == b
+    shards = tfl.split(local, 2, s3.url("from-local/c"))
+    assert [s.records for s in shards] == [1, 0]
+
+
+def test_merge_corrupt_input_names_url_and_writes_nothing(s3, tmp_path):
+    data = bytearray(framed([example(i) for i in range(10)]))
+    data[30] ^= 1
+    url = s3.put("bad.tfrecord", bytes(data))
+    with pytest.raises(CorruptRecordError) as err:
+        tfl.merge([url], s3.url("out.tfrecord"), verify=True)
+    assert err.value.path == url and err.value.index == 0
+    assert s3.ls() == ["bad.tfrecord"] and s3.multipart_uploads() == []
+
+
+def test_memory_merge_split(memfs):
+    m = Mem(memfs)
+    a = [example(i) for i in range(12)]
+    url = m.put("a.tfrecord", framed(a))
+    shards = tfl.split(url, 3, compression="gzip")
+    assert tfl.merge([s.path for s in shards], m.url("back.tfrecord")).path == m.url("back.tfrecord")
+    assert m.get("back.tfrecord") == framed(a)
+    assert not [n for n in m.ls() if n.startswith(".")]
+
+
+def test_sharded_writer_and_write_parallel_to_remote(remote):
+    with tfl.ShardedWriter(remote.url("fixed/train"), num_shards=3, index=True) as w:
+        w.write_many([example(i) for i in range(30)])
+    assert [s.records for s in w.shards] == [10, 10, 10]
+    with tfl.ShardedWriter(remote.url("roll/log"), max_records_per_shard=4, compression="gzip") as w:
+        for i in range(10):
+            w.write(example(i))
+    assert [s.path for s in w.shards] == [remote.url(f"roll/log-{i:05d}-of-00003.tfrecord") for i in range(3)]
+    assert ids(tfl.TFRecordDataset(remote.url("roll"), SPEC, batch_size=3)) == list(range(10))
+    shards = tfl.write_parallel(range(50), example, remote.url("par/data"), num_shards=4, num_workers=2,
+                                chunk_size=5)
+    assert ids(tfl.TFRecordDataset([s.path for s in shards], SPEC, batch_size=8)) == list(range(50))
+    names = remote.ls()
+    assert names == sorted([f"train-{i:05d}-of-00003.tfrecord" for i in range(3)]
+                           + [f"train-{i:05d}-of-00003.tfrecord.index" for i in range(3)]
+                           + [f"log-{i:05d}-of-00003.tfrecord" for i in range(3)]
+                           + [f"data-{i:05d}-of-00004.tfrecord" for i in range(4)])
+    assert tfl.TFRecordFile(remote.url("fixed/train-00001-of-00003.tfrecord"))[0] == example(1)
+
+
+def test_failed_sharded_writes_leave_nothing_remote(remote):
+    with pytest.raises(ZeroDivisionError):
+        with tfl.ShardedWriter(remote.url("w/train"), max_records_per_shard=2) as w:
+            for i in range(7):
+                w.write(example(i))
+            1 / 0
+
+    def bad(i):
+        if i == 37:
+            raise ValueError("no")
+        return example(i)
+
+    with pytest.raises(EncodeError, match="item 37"):
+        tfl.write_parallel(range(50), bad, remote.url("p/data"), num_shards=3, num_workers=2, chunk_size=4)
+    assert remote.ls() == []
+    if hasattr(remote, "multipart_uploads"):
+        assert remote.multipart_uploads() == []
+
+
+def test_cli_with_storage_options(s3, monkeypatch, capsys, tmp_path):
+    import s3fs
+
+    put_shards(s3, 2, 10)
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+    s3fs.S3FileSystem.clear_instance_cache()
+    opts = ["--storage-option", f"client_kwargs.endpoint_url={s3.server.endpoint}",
+            "--storage-option", "client_kwargs.region_name=us-east-1",
+            "--storage-option", "key=testing", "--storage-option", "secret=testing"]
+    a, b = s3.url("data/part-000.tfrecord"), s3.url("data/part-001.tfrecord")
+    assert cli.main(["count", a, b, *opts]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"10\t{a}", f"10\t{b}", "20\ttotal"]
+    assert cli.main(["merge", a, b, "-o", s3.url("m.tfrecord.gz"), "--compression", "gzip", *opts]) == 0
+    assert cli.main(["verify", s3.url("m.tfrecord.gz"), *opts]) == 0
+    assert cli.main(["index", a, *opts]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"10\t{a}.index"
+    assert cli.main(["split", s3.url("m.tfrecord.gz"), "-n", "2", "--prefix", str(tmp_path / "s"), *opts]) == 0
+    assert cli.main(["head", a, "-n", "1", *opts]) == 0
+    assert "record 0" in capsys.readouterr().out
+    assert [r for i in range(2) for r in tfl.TFRecordReader(str(tmp_path / f"s-{i:05d}-of-00002.tfrecord"))] \
+        == [example(i) for i in range(20)]
+    assert cli.main(["count", s3.url("nope.tfrecord"), *opts]) == 2
+    assert "nope.tfrecord: no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["count", a, "--storage-option", "novalue"])

@@ -1,0 +1,241 @@
+"""Remote paths for TFRecordReader and TFRecordWriter: a real S3 API (moto's server on
+loopback, through s3fs) and fsspec's memory://; file:// and local paths stay local."""
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import zlib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite import fs as tfs
+from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+records_st = st.lists(st.binary(max_size=300), max_size=40)
+
+
+def frames(records, compression=None):
+    path_free = bytearray()
+    for r in records:
+        tfl._native.framing.append_frame(path_free, r)
+    data = bytes(path_free)
+    if compression == "gzip":
+        return gzip.compress(data)
+    if compression == "zlib":
+        return zlib.compress(data)
+    return data
+
+
+def test_url_detection():
+    assert tfs.is_url("s3://b/k") and tfs.is_url("memory://x") and tfs.is_url("simplecache::s3://b/k")
+    assert not tfs.is_url("file:///tmp/x") and not tfs.is_url("/tmp/x") and not tfs.is_url("a/b:c")
+    assert not tfs.is_url(b"s3://b") and not tfs.is_url(os.path.join("x", "y"))
+    assert tfs.local_path("file:///tmp/x") == "/tmp/x" and tfs.local_path("file://localhost/tmp/x") == "/tmp/x"
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
+@settings(max_examples=8)
+@given(records=records_st)
+def test_s3_round_trip_any_compression(s3, backend, compression, records):
+    url = s3.url(f"rt-{compression}-{len(records)}.tfrecord")
+    with tfl.TFRecordWriter(url, compression) as w:
+        w.write_many(records)
+    assert w.records_written == len(records)
+    stored = s3.get(url.rsplit("/", 1)[1])
+    assert {None: bytes, "gzip": gzip.decompress, "zlib": zlib.decompress}[compression](stored) == frames(records)
+    for mode in ("auto", compression):
+        assert list(tfl.TFRecordReader(url, compression=mode)) == records
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
+def test_s3_reads_files_written_by_anything_with_auto_detection(s3, backend, compression):
+    records = [os.urandom(n) for n in (0, 1, 100, 5000, 70000)] * 5
+    url = s3.put(f"in.tfrecord.{compression}", frames(records, compression))
+    reader = tfl.TFRecordReader(url)
+    assert list(reader) == records
+    batches = list(tfl.TFRecordReader(url).record_batches(7))
+    assert [r for b in batches for r in b] == records
+
+
+def test_memory_round_trip_and_storage_options(memfs, backend):
+    records = [b"a" * n for n in range(50)]
+    with tfl.TFRecordWriter(memfs.url("x.tfrecord"), "gzip", storage_options={}) as w:
+        w.write_many(records)
+    assert list(tfl.TFRecordReader(memfs.url("x.tfrecord"), storage_options={})) == records
+    assert memfs.fs.ls(memfs.prefix, detail=False) == [f"{memfs.prefix}/x.tfrecord"]
+
+
+def test_storage_options_reach_s3fs(s3, monkeypatch):
+    """With the SDK's environment gone, storage_options alone find the server."""
+    import s3fs
+
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+    s3fs.S3FileSystem.clear_instance_cache()
+    so = s3.storage_options
+    with tfl.TFRecordWriter(s3.url("so.tfrecord"), storage_options=so) as w:
+        w.write(b"x")
+    assert list(tfl.TFRecordReader(s3.url("so.tfrecord"), storage_options=so)) == [b"x"]
+    bad = {**so, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"}}
+    with pytest.raises(Exception):
+        list(tfl.TFRecordReader(s3.url("so.tfrecord"), storage_options={**bad, "config_kwargs": {
+            "retries": {"max_attempts": 1}, "connect_timeout": 1}}))
+
+
+def test_s3_reads_in_large_ranged_blocks(s3, monkeypatch):
+    """Thousands of small records cost a handful of ranged GETs, not one per record."""
+    import s3fs
+
+    records = [os.urandom(200) for _ in range(60_000)]  # about 13 MB
+    url = s3.put("many.tfrecord", frames(records))
+    calls = []
+    real = s3fs.core.S3File._fetch_range
+
+    def counted(self, start, end):
+        calls.append((start, end))
+        return real(self, start, end)
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    assert list(tfl.TFRecordReader(url)) == records
+    size = 60_000 * 216
+    assert 2 <= len(calls) <= size // tfs.BLOCK_BYTES + 3
+    assert all(end - start >= min(tfs.BLOCK_BYTES, size - start) for start, end in calls)
+
+
+def test_s3_corrupt_data_names_url_offset_and_record(s3, tmp_path, backend):
+    data = bytearray(frames([b"alpha", b"beta" * 10, b"gamma"]))
+    data[21 + 12 + 3] ^= 0x40  # a data byte of record 1 (record 0's frame is 21 bytes)
+    url = s3.put("bad.tfrecord", bytes(data))
+    local = tmp_path / "bad.tfrecord"
+    local.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError) as remote_err:
+        list(tfl.TFRecordReader(url))
+    with pytest.raises(CorruptRecordError) as local_err:
+        list(tfl.TFRecordReader(str(local)))
+    e = remote_err.value
+    assert (e.path, e.offset, e.index) == (url, 21, 1)
+    assert url in str(e) and "corrupted record at 33" in str(e)
+    assert str(e).replace(url, str(local)) == str(local_err.value)
+    skipping = tfl.TFRecordReader(url, on_corrupt="skip")
+    assert list(skipping) == [b"alpha", b"gamma"] and skipping.skipped[0].path == url
+
+    s3.put("short.tfrecord", bytes(data[:-3]))
+    with pytest.raises(TruncatedRecordError, match="truncated record at 77: it ends at byte 98 but the input has 95") as err:
+        list(tfl.TFRecordReader(s3.url("short.tfrecord"), check_crc=False))
+    assert err.value.path == s3.url("short.tfrecord") and err.value.index == 2
+    s3.put("bad.tfrecord.gz", gzip.compress(frames([b"alpha"] * 50))[:-9])
+    with pytest.raises(tfl.DataLossError, match="gzip stream") as err:
+        list(tfl.TFRecordReader(s3.url("bad.tfrecord.gz")))
+    assert err.value.path == s3.url("bad.tfrecord.gz")
+
+
+def test_missing_remote_file_names_the_url(s3, memfs):
+    for url in (s3.url("nope.tfrecord"), memfs.url("nope.tfrecord")):
+        with pytest.raises(FileNotFoundError, match="nope.tfrecord") as err:
+            tfl.TFRecordReader(url)
+        assert err.value.filename == url
+    with pytest.raises(TFRecordError, match="no filesystem|cannot open") as err:
+        tfl.TFRecordReader("nosuchscheme123://x/y")
+    assert err.value.hint
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_s3_exception_inside_with_leaves_no_object(s3, compression):
+    url = s3.url("partial.tfrecord")
+    with pytest.raises(KeyError):
+        with tfl.TFRecordWriter(url, compression, index=compression is None) as w:
+            w.write_many([os.urandom(1 << 20) for _ in range(40)])  # past one upload part
+            w.flush()
+            raise KeyError("boom")
+    assert s3.ls() == []
+    assert s3.multipart_uploads() == []  # aborted, not left behind
+
+
+def test_s3_large_file_is_one_object_after_close(s3):
+    records = [os.urandom(1 << 20) for _ in range(40)]  # 40 MiB: three upload parts
+    url = s3.url("big.tfrecord")
+    w = tfl.TFRecordWriter(url, index=True)
+    w.write_many(records)
+    w.flush()
+    assert s3.ls() == []  # nothing under the final name before close
+    w.close()
+    assert s3.ls() == ["big.tfrecord", "big.tfrecord.index"]
+    assert s3.get("big.tfrecord") == frames(records)
+    assert s3.multipart_uploads() == []
+
+
+def test_s3_killed_writer_leaves_no_object(s3, s3_server):
+    """SIGKILL in the middle of a multipart upload: no object under the final name."""
+    url = s3.url("killed.tfrecord")
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        import tfrecord_lite as tfl
+        w = tfl.TFRecordWriter({url!r})
+        for _ in range(40):
+            w.write(os.urandom(1 << 20))
+        w.flush()
+        print("uploading", flush=True)
+        time.sleep(60)
+    """)
+    env = {**os.environ, **s3_server.env, "PYTHONPATH": ROOT}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "uploading"
+        assert len(s3.multipart_uploads()) == 1  # parts were really sent
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert s3.ls() == []
+
+
+def test_memory_exception_leaves_nothing_and_temp_is_hidden(memfs):
+    url = memfs.url("x.tfrecord")
+    w = tfl.TFRecordWriter(url, index=True)
+    w.write(b"abc")
+    w.flush()
+    names = memfs.fs.ls(memfs.prefix, detail=False)
+    assert names and all(n.rsplit("/", 1)[1].startswith(".") for n in names)  # temporaries only
+    w.abort()
+    assert not memfs.fs.exists(memfs.prefix) or memfs.fs.ls(memfs.prefix) == []
+    with pytest.raises(RuntimeError):
+        with tfl.TFRecordWriter(url) as w:
+            w.write(b"abc")
+            raise RuntimeError
+    assert not memfs.fs.exists(url)
+
+
+def test_committing_replaces_a_stale_sidecar(s3):
+    s3.put("x.tfrecord.index", b"0 99\n")
+    with tfl.TFRecordWriter(s3.url("x.tfrecord")) as w:
+        w.write(b"new")
+    assert s3.ls() == ["x.tfrecord"]
+
+
+def test_file_urls_and_local_paths_never_import_fsspec(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        import tfrecord_lite as tfl
+        path = {str(tmp_path / "a.tfrecord")!r}
+        with tfl.TFRecordWriter("file://" + path, index=True) as w:
+            w.write(b"one")
+        with tfl.TFRecordWriter(path + ".gz", "gzip") as w:
+            w.write(b"two")
+        assert list(tfl.TFRecordReader("file://" + path)) == [b"one"]
+        assert list(tfl.TFRecordReader(path + ".gz")) == [b"two"]
+        assert list(tfl.TFRecordDataset("file://" + {str(tmp_path)!r})) == [b"one", b"two"]
+        assert tfl.TFRecordFile("file://" + path)[0] == b"one"
+        tfl.merge([path, path + ".gz"], "file://" + path + ".all")
+        bad = [m for m in ("fsspec", "s3fs", "botocore", "aiobotocore") if m in sys.modules]
+        assert not bad, bad
+    """)
+    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": ROOT},
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "a.tfrecord.index").read_text() == "0 19\n"

@@ -1,0 +1,239 @@
+"""Paths: telling local paths from fsspec URLs, and everything tfrecord_lite does with a
+remote path. This is the only module that imports fsspec, and only when a URL is used.
+
+A path is remote when it is a string ``scheme://...`` (``s3://``, ``gs://``, ``memory://``,
+chained ``simplecache::s3://``...), except ``file://``, which maps to the local path so that
+local files keep their fast paths (mmap, pread, copy_file_range). ``storage_options`` go to
+the fsspec filesystem; fsspec's own configuration (``FSSPEC_S3_...`` environment variables,
+its config files) and the cloud SDKs' (``AWS_ENDPOINT_URL``, credentials) apply as usual.
+
+What this module owns for remote paths:
+- inputs: buffered binary streams read in large ranged blocks (``BLOCK_BYTES``), the next
+  block fetched in the background while the current one is parsed; never a request per record;
+- resolution of globs and directories (sorted; ``.index`` sidecars and hidden names left out);
+- sizes, existence, small whole reads (sidecars) and ranged reads (random access);
+- atomic outputs: an object appears under its final name only when complete. S3 and GCS
+  write a multipart upload that is completed at commit and aborted on error (a killed
+  process leaves an incomplete upload, never an object); other filesystems write a hidden
+  temporary name in the same directory and move it into place at commit.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import re
+import uuid
+
+from .errors import TFRecordError
+
+__all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
+           "exists", "remove", "read_bytes", "read_range", "BLOCK_BYTES", "WRITE_BLOCK_BYTES"]
+
+BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to 3
+WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
+_READ_AHEAD_BLOCKS = 2  # blocks held per open input: the current one and the next
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
+# Filesystems whose files write a multipart upload completed only by commit().
+_TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
+_GLOB_CHARS = frozenset("*?[")
+_HINT_INSTALL = "install the cloud extra: pip install 'tfrecord_lite[cloud]' (fsspec, s3fs, gcsfs)"
+
+
+def is_url(path) -> bool:
+    """True for an fsspec URL other than ``file://`` (which is a local path)."""
+    return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
+
+
+def local_path(path) -> str:
+    """A local path as a string: ``os.fspath``, with a ``file://`` prefix removed."""
+    path = os.fspath(path)
+    if isinstance(path, str) and path.startswith("file://"):
+        path = path[len("file://"):]
+        if path.startswith("localhost/"):
+            path = path[len("localhost"):]
+    return path
+
+
+def filesystem(url: str, storage_options=None):
+    """(fsspec filesystem, path within it) for a URL."""
+    try:
+        import fsspec.core
+    except ImportError as exc:
+        raise TFRecordError(f"{url} needs fsspec ({exc})", path=url, hint=_HINT_INSTALL) from None
+    try:
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except ImportError as exc:  # the scheme's implementation (s3fs, gcsfs...) is missing
+        raise TFRecordError(f"no filesystem for {url} ({exc})", path=url, hint=_HINT_INSTALL) from None
+    except ValueError as exc:
+        raise TFRecordError(f"cannot open {url}: {exc}", path=url,
+                            hint="check the URL's scheme (s3://, gs://, memory://, ...)") from None
+
+
+def _not_found(url):
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), url)
+
+
+def open_input(path, storage_options=None):
+    """A binary input stream: an unbuffered local file, or a remote file read in blocks of
+    BLOCK_BYTES (the next one fetched in the background)."""
+    if not is_url(path):
+        return open(local_path(path), "rb", buffering=0)
+    import fsspec.caching
+
+    fs, p = filesystem(path, storage_options)
+    if "background" in fsspec.caching.caches:
+        cache = {"cache_type": "background", "cache_options": {"maxblocks": _READ_AHEAD_BLOCKS}}
+    else:
+        cache = {"cache_type": "readahead"}
+    try:
+        try:
+            f = fs.open(p, "rb", block_size=BLOCK_BYTES, **cache)
+        except TypeError:  # a filesystem without block options
+            f = fs.open(p, "rb")
+    except FileNotFoundError:
+        raise _not_found(path) from None
+    if not isinstance(getattr(f, "name", None), str):
+        try:
+            f.name = path
+        except AttributeError:
+            pass
+    return f
+
+
+def size(path, storage_options=None) -> int:
+    if not is_url(path):
+        return os.path.getsize(local_path(path))
+    fs, p = filesystem(path, storage_options)
+    try:
+        return int(fs.size(p))
+    except FileNotFoundError:
+        raise _not_found(path) from None
+
+
+def exists(path, storage_options=None) -> bool:
+    if not is_url(path):
+        return os.path.exists(local_path(path))
+    fs, p = filesystem(path, storage_options)
+    return fs.exists(p)
+
+
+def remove(path, storage_options=None) -> None:
+    """Delete a file if it exists."""
+    try:
+        if not is_url(path):
+            os.unlink(local_path(path))
+        else:
+            fs, p = filesystem(path, storage_options)
+            fs.rm_file(p)
+    except FileNotFoundError:
+        pass
+
+
+def read_bytes(path, storage_options=None) -> bytes:
+    """A whole (small) file, such as an index sidecar."""
+    if not is_url(path):
+        with open(local_path(path), "rb") as f:
+            return f.read()
+    fs, p = filesystem(path, storage_options)
+    try:
+        return fs.cat_file(p)
+    except FileNotFoundError:
+        raise _not_found(path) from None
+
+
+def read_range(fs, p, start: int, end: int) -> bytes:
+    """Bytes [start, end) of a remote file: one ranged request."""
+    return fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
+
+
+def expand(spec: str, storage_options=None) -> list[str]:
+    """The files a remote glob or directory names, sorted, as URLs; a plain file is itself.
+    Hidden names and ``.index`` sidecars are left out, as for local directories."""
+    fs, p = filesystem(spec, storage_options)
+
+    def wanted(name, info):
+        base = posixpath.basename(name.rstrip("/"))
+        return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
+
+    if _GLOB_CHARS & set(p):
+        found = fs.glob(p, detail=True)
+    elif fs.isdir(p):
+        found = {info["name"]: info for info in fs.ls(p, detail=True)}
+    else:
+        return [spec]
+    return sorted(fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
+
+
+def open_output(path, storage_options=None, *, fsync=False):
+    """An atomic output (``.file``, ``.path``, ``commit()``, ``discard()``): a local
+    AtomicFile, or a RemoteAtomicFile for a URL."""
+    if is_url(path):
+        return RemoteAtomicFile(path, storage_options)
+    from .io import AtomicFile
+
+    return AtomicFile(local_path(path), fsync=fsync)
+
+
+def open_plain_output(path, storage_options=None):
+    """A non-atomic output stream (data shows under the name as it is written)."""
+    if not is_url(path):
+        return open(local_path(path), "wb", buffering=0)
+    fs, p = filesystem(path, storage_options)
+    return fs.open(p, "wb")
+
+
+class RemoteAtomicFile:
+    """A remote file that appears under ``path`` only at ``commit()``.
+
+    On S3 and GCS the data goes straight to its key as a multipart upload that commit()
+    completes and discard() aborts. Elsewhere it goes to a hidden temporary name beside the
+    final one (``.<name>.<random>.tmp``, which directory listings and globs skip) and is
+    moved into place by commit(). ``path`` may be changed before commit(): the complete
+    file then lands under the new name (a copy on object stores)."""
+
+    def __init__(self, path, storage_options=None):
+        self.path = path
+        self._storage_options = storage_options
+        self._fs, target = filesystem(path, storage_options)
+        protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
+        self._transactional = bool(protocols & _TRANSACTIONAL)
+        if self._transactional:
+            self._key = target
+            self.file = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
+        else:
+            parent, base = posixpath.split(target)
+            self._key = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
+            try:
+                self.file = self._fs.open(self._key, "wb", block_size=WRITE_BLOCK_BYTES)
+            except TypeError:
+                self.file = self._fs.open(self._key, "wb")
+
+    def commit(self) -> None:
+        try:
+            target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
+            self.file.close()
+            if self._transactional:
+                self.file.commit()
+            if self._key != target:
+                self._fs.mv(self._key, target)
+                self._key = target
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        try:
+            if self._transactional:
+                self.file.discard()
+                self.file.closed = True  # its buffer is gone; close() would try to upload it
+            else:
+                self.file.close()
+        except Exception:
+            pass
+        if not self._transactional:
+            try:
+                self._fs.rm_file(self._key)
+            except (FileNotFoundError, OSError):
+                pass
