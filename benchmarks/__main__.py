@@ -14,7 +14,7 @@ import importlib
 import sys
 import time
 
-BENCHMARKS = ("framing", "example", "dataset", "write", "to_npy", "arrow", "cloud")
+BENCHMARKS = ("framing", "example", "dataset", "write", "to_npy", "arrow", "cloud", "ray")
 
 
 def main(argv=None):

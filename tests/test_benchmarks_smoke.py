@@ -17,7 +17,7 @@ except ImportError:  # the repository root is not on sys.path; append it, not sh
 
 from benchmarks import _harness as H  # noqa: E402
 from benchmarks import __main__ as run_all  # noqa: E402
-from benchmarks import bench_arrow  # noqa: E402
+from benchmarks import bench_arrow, bench_ray  # noqa: E402
 from benchmarks import (bench_cloud, bench_dataset, bench_example, bench_framing, bench_to_npy,  # noqa: E402
                         bench_write, generate_data)
 
@@ -220,6 +220,13 @@ def test_bench_cloud_end_to_end(workloads, tmp_path):
     text = _check(results, bench_cloud, tmp_path, {"w1": ["lite", "lite_s3", "ceiling"]})
     assert [r["target"] for r in results["ratios"]] == [bench_cloud.TARGET, None]
     assert "s3:// on loopback" in text and "vs local" in text
+
+
+def test_bench_ray_end_to_end(workloads, tmp_path):
+    results = bench_ray.run(workloads, repeats=1, warmup=1, timeout=600)
+    text = _check(results, bench_ray, tmp_path, {"w2": ["lite", "lite_indexed", "ray"]})
+    assert [r["target"] for r in results["ratios"]] == [bench_ray.TARGET, None]
+    assert "ray.data.read_tfrecords (TensorFlow)" in text and "vs Ray's own" in text
 
 
 def test_run_all_knows_every_benchmark(capsys):

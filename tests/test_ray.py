@@ -6,6 +6,7 @@ loopback S3 server. The read tasks' planning is also run in-process, for both ba
 
 import gzip
 import os
+import re
 import subprocess
 import sys
 
@@ -292,3 +293,18 @@ def test_import_tfrecord_lite_does_not_import_ray():
     out = subprocess.run([sys.executable, "-c", "import sys, tfrecord_lite; print('ray' in sys.modules)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_readme_section_runs_in_an_empty_directory(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        section = f.read().split("## Ray Data\n", 1)[1].split("\n## ", 1)[0]
+    (script,) = re.findall(r"```python\n(.+?)\n```", section, flags=re.S)
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[-1] == "2000"
+    assert sorted(os.listdir(tmp_path / "out")) == [f"rows-{i:05d}-of-00003.tfrecord" for i in range(3)]
+    ids = sorted(tfl.parse_example(list(tfl.TFRecordDataset(str(tmp_path / "out"))),
+                                   {"id": SPEC["id"]})["id"].tolist())
+    assert ids == list(range(0, 4000, 2))
