@@ -7,9 +7,11 @@ starting the cluster and the warm-up run are not timed, so worker processes are 
 timed run builds the Dataset with the schema inferred (no spec given, as Ray's own reader
 needs none) and consumes every block as pyarrow, summing the check column:
   lite          read_tfrecords(path): one file, so one read task
-  lite_indexed  read_tfrecords(path) with an .index sidecar (built untimed, beside a link to
-                the file in a temporary directory): the file split into 2 index ranges, one
-                per CPU
+  lite_indexed  read_tfrecords(path, override_num_blocks=2) with an .index sidecar (built
+                untimed, beside a link to the file in a temporary directory): the file split
+                into 2 index ranges, one per CPU. (Without override_num_blocks, Ray asks for
+                about one task per MiB, here ~100 ranges, whose scheduling costs more than
+                the parsing on 2 cores.)
   ray           ray.data.read_tfrecords(path), TensorFlow installed
 
     python -m benchmarks.bench_ray [--scale 1.0] [--repeats 3] [--write-results]
@@ -31,7 +33,7 @@ TARGET = 1.0  # ours over Ray's own, records/s
 
 PEERS = [
     ("lite", "tfrecord_lite.ray.read_tfrecords", "read_lite", {"indexed": False}),
-    ("lite_indexed", "tfrecord_lite.ray.read_tfrecords, indexed (2 ranges)", "read_lite", {"indexed": True}),
+    ("lite_indexed", "tfrecord_lite.ray.read_tfrecords, indexed, 2 ranges", "read_lite", {"indexed": True}),
     ("ray", "ray.data.read_tfrecords (TensorFlow)", "read_ray", {}),
 ]
 
@@ -86,7 +88,8 @@ def read_lite(paths, records, indexed, repeats=3, warmup=1):
                 tfrecord_lite.build_index(linked[-1])
             paths = linked
         _init_ray()
-        result = _timed(lambda: _consume(read_tfrecords(paths), key), records, repeats, warmup)
+        options = {"override_num_blocks": CPUS} if indexed else {}
+        result = _timed(lambda: _consume(read_tfrecords(paths, **options), key), records, repeats, warmup)
     if "tensorflow" in sys.modules:
         raise AssertionError("tensorflow must not be loaded in the tfrecord_lite process")
     result["implementation"] = tfrecord_lite.implementation

@@ -36,7 +36,7 @@ from .features import infer_schema
 from .index import build_index as _build_index
 from .index import index_path, read_index
 from .io import detect_compression, normalize_compression
-from .reader import TFRecordReader
+from .reader import TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
 from .writer import TFRecordWriter
 
@@ -68,12 +68,7 @@ class TFRecordDatasource(Datasource):
         sample = self._sample()
         if not self.raw:
             features = infer_schema(sample, sample=_SAMPLE) if features is None else dict(features)
-            if columns is not None:
-                missing = [c for c in columns if c not in features]
-                if missing:
-                    raise FeatureSpecError(f"column {missing[0]!r} is not in the features ({', '.join(features)})",
-                                           hint="pick columns among the spec's names")
-                features = {c: features[c] for c in columns}
+            features = _arrow._spec_for(self.paths, features, columns)
             _arrow.arrow_schema(features)  # an unsupported spec fails here, not in a task
         self.features = features
         # In-memory bytes per record byte, and the records per block that keep blocks near
@@ -87,12 +82,18 @@ class TFRecordDatasource(Datasource):
     # -- planning (on the driver) ----------------------------------------------------------
 
     def _sample(self) -> list:
-        with TFRecordReader(self.paths[0], self.compression, self.check_crc,
-                            storage_options=self.storage_options) as reader:
-            return [r for _, r in zip(range(_SAMPLE), reader)]
+        """The first _SAMPLE records, from as many files as it takes (some may be empty)."""
+        sample = []
+        for path in self.paths:
+            with TFRecordReader(path, self.compression, self.check_crc,
+                                storage_options=self.storage_options) as reader:
+                sample += [r for _, r in zip(range(_SAMPLE - len(sample)), reader)]
+            if len(sample) >= _SAMPLE:
+                break
+        return sample
 
     def _describe(self, path, build_index):
-        """(path, size on disk, uncompressed?, record offsets and frame lengths or None)."""
+        """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
         size = _fs.size(path, self.storage_options)
         compression = self.compression
         if compression == "auto":
@@ -242,20 +243,13 @@ def _pack(units, n):
 
 
 def _read_span(path, begin, end, storage_options):
+    """Bytes [begin, end) of a file: one ranged request for a URL, reads for a local file."""
     if _fs.is_url(path):
         fs, p = _fs.filesystem(path, storage_options)
         return _fs.read_range(fs, p, begin, end)
-    fd = os.open(_fs.local_path(path), os.O_RDONLY)
-    try:
-        data = bytearray()
-        while len(data) < end - begin:  # pread may return short reads; zero means EOF
-            more = os.pread(fd, end - begin - len(data), begin + len(data))
-            if not more:
-                break
-            data += more
-        return data
-    finally:
-        os.close(fd)
+    with open(_fs.local_path(path), "rb", buffering=0) as f:
+        f.seek(begin)
+        return _read_exact(f, end - begin)
 
 
 def _binary_array(records) -> pa.Array:
@@ -285,7 +279,7 @@ def read_tfrecords(paths, features=None, *, columns=None, raw=False, compression
         with ``storage_options``.
     features: a feature spec (as for ``parse_example``; the Arrow types are those of
         ``tfrecord_lite.arrow.arrow_schema``); None infers one with ``infer_schema`` from the
-        first 1,000 records of the first file.
+        first 1,000 records (pass a spec when later records differ).
     columns: feature names to keep; the others are not parsed. ``Dataset.select_columns``
         is pushed down into the read the same way.
     raw: one ``large_binary`` column ``"record"`` holding each record's bytes, unparsed.
@@ -311,6 +305,8 @@ class TFRecordDatasink(Datasink):
     def __init__(self, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
                  deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None):
         self.prefix = os.fspath(path_prefix)
+        if not _fs.is_url(self.prefix):
+            self.prefix = _fs.local_path(self.prefix)  # file:// too
         self.columns = None if columns is None else list(columns)
         self.record_column = record_column
         if record_column is not None and columns is not None:
@@ -322,20 +318,19 @@ class TFRecordDatasink(Datasink):
         self.storage_options = storage_options
         self.write_id = uuid.uuid4().hex[:12]
         self.shards = None
-        join = posixpath.join if _fs.is_url(self.prefix) else os.path.join
-        directory, name = (posixpath if _fs.is_url(self.prefix) else os.path).split(self.prefix)
-        self._staging = join(directory, f".{name}-{self.write_id}-")
+        paths = posixpath if _fs.is_url(self.prefix) else os.path
+        self._directory, name = paths.split(self.prefix)
+        self._staging = paths.join(self._directory, f".{name}-{self.write_id}-")
 
     def staging_path(self, task_index: int) -> str:
         return f"{self._staging}{task_index:05d}{self.suffix}"
 
     def on_write_start(self, schema=None) -> None:
-        directory = self._staging.rpartition("/")[0] if _fs.is_url(self.prefix) else os.path.dirname(self._staging)
         if _fs.is_url(self.prefix):
-            fs, p = _fs.filesystem(directory, self.storage_options)
+            fs, p = _fs.filesystem(self._directory, self.storage_options)
             fs.makedirs(p, exist_ok=True)
-        elif directory:
-            os.makedirs(directory, exist_ok=True)
+        elif self._directory:
+            os.makedirs(self._directory, exist_ok=True)
         if schema is None:
             return
         names = schema.names
