@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import tfrecord_lite as tfl
 from tfrecord_lite import TFRecordDataset, TFRecordReader, TFRecordWriter
-from tfrecord_lite.arrow import arrow_schema, read_table, to_arrow, write_arrow
+from tfrecord_lite.arrow import arrow_schema, read_table, sequence_to_arrow, to_arrow, write_arrow
 from tfrecord_lite.errors import FeatureSpecError, TFRecordError
 
 floats = st.floats(width=32, allow_nan=False)
@@ -132,12 +132,44 @@ def test_errors_name_the_feature(backend):
         to_arrow([], {"sp": tfl.SparseFeature("i", "v", np.float32, 4)})
     assert "VarLenFeature" in info.value.hint
     with pytest.raises(FeatureSpecError, match="'x'.*required") as info:
-        to_arrow([tfl.encode_example({"x": 1})] * 2 + [tfl.encode_example({})], {"x": tfl.FixedLenFeature([], np.int64)})
+        to_arrow([tfl.encode_example({"x": 1})] * 2 + [tfl.encode_example({})],
+                 {"x": tfl.FixedLenFeature([], np.int64)})
     assert info.value.index == 2
     with pytest.raises(FeatureSpecError, match="'r'"):
         arrow_schema({"r": tfl.RawTensorFeature([2], np.complex64)})
     with pytest.raises(FeatureSpecError, match="'x'.*float32"):
         to_arrow([tfl.encode_example({"x": 1.0})], {"x": tfl.VarLenFeature(np.int64)})
+    assert backend.name == tfl.implementation
+
+
+@settings(max_examples=60)
+@given(rows=st.lists(st.tuples(st.integers(-5, 5),
+                               st.none() | st.lists(st.lists(blobs, min_size=2, max_size=2), max_size=3),
+                               st.none() | st.lists(st.lists(floats, max_size=3), max_size=3)), max_size=5))
+def test_sequence_to_arrow(backend, rows):
+    records = []
+    for label, pairs, floats_ in rows:
+        lists = {}
+        if pairs is not None:
+            lists["pair"] = pairs
+        if floats_ is not None:
+            lists["f"] = [np.array(step, np.float32) for step in floats_]
+        records.append(tfl.encode_sequence_example({"label": label}, lists))
+    context = {"label": tfl.FixedLenFeature([], np.int64)}
+    sequence = {"pair": tfl.FixedLenSequenceFeature([2], bytes, allow_missing=True),
+                "f": tfl.VarLenFeature(np.float32), "g": tfl.RaggedFeature(np.float32, value_key="f")}
+    batch = sequence_to_arrow(records, context, sequence)
+    batch.validate(full=True)
+    assert batch.schema.field("pair").type == pa.large_list(pa.list_(pa.large_binary(), 2))
+    assert batch.schema.field("f").type == pa.large_list(pa.large_list(pa.float32()))
+    floats_out = [None if f is None else [[float(np.float32(x)) for x in step] for step in f] for _, _, f in rows]
+    assert batch.to_pydict() == {"label": [r[0] for r in rows], "pair": [r[1] for r in rows],
+                                 "f": floats_out, "g": floats_out}
+    if any(r[1] is None for r in rows):  # without allow_missing, a record lacking the list fails
+        with pytest.raises(FeatureSpecError, match="'pair'.*required"):
+            sequence_to_arrow(records, {}, {"pair": tfl.FixedLenSequenceFeature([2], bytes)})
+    with pytest.raises(FeatureSpecError, match="'label'.*both"):
+        sequence_to_arrow(records, context, {"label": tfl.VarLenFeature(np.int64)})
     assert backend.name == tfl.implementation
 
 

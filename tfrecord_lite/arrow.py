@@ -18,8 +18,9 @@ Lists are always ``large_list`` and bytes always ``large_binary`` (64-bit offset
 produces int64 offsets, so bytes values reach Arrow without a copy and no column is limited
 to 2 GiB. A FixedLenFeature takes its default where a record lacks it, as in
 ``parse_example``; a list column is null where the record lacks the key and ``[]`` where it
-holds an empty list. SparseFeature (read its index and value keys as VarLenFeature) and
-SequenceExamples have no Arrow form here and raise FeatureSpecError.
+holds an empty list. SequenceExamples go through ``sequence_to_arrow``: context features as
+above, each sequence feature a ``large_list`` of steps. SparseFeature has no Arrow form (read
+its index and value keys as VarLenFeature) and raises FeatureSpecError.
 
 Writing (``write_arrow``) takes numeric, bool, binary and string columns, fixed-size and
 variable lists of them (dictionary columns are decoded first), one Feature per column and
@@ -47,7 +48,8 @@ from .features import (
     infer_schema,
 )
 
-__all__ = ["arrow_schema", "to_arrow", "iter_batches", "read_table", "write_arrow", "write_parquet"]
+__all__ = ["arrow_schema", "to_arrow", "sequence_to_arrow", "iter_batches", "read_table", "write_arrow",
+           "write_parquet"]
 
 _VALUE_TYPES = {"float32": pa.float32(), "int64": pa.int64(), "string": pa.large_binary()}
 _READ_BATCH = 65536  # records per RecordBatch that read_table asks for
@@ -99,9 +101,10 @@ def _flat(values, value_type=None) -> pa.Array:
         offsets = np.ascontiguousarray(values.offsets)
         return pa.Array.from_buffers(pa.large_binary(), values.size,
                                      [None, pa.py_buffer(offsets), pa.py_buffer(values.values)])
-    values = np.ascontiguousarray(values).reshape(-1)
+    if not values.flags.c_contiguous:
+        values = np.ascontiguousarray(values)
     value_type = value_type or pa.from_numpy_dtype(values.dtype)
-    return pa.Array.from_buffers(value_type, len(values), [None, pa.py_buffer(values)])
+    return pa.Array.from_buffers(value_type, values.size, [None, pa.py_buffer(values)])
 
 
 def _nest(flat: pa.Array, shape) -> pa.Array:
@@ -141,18 +144,46 @@ def _value_type(t):
     return t
 
 
-_LAYOUTS: dict = {}  # parse plan -> (schema, value type per field): built once per spec
+_LAYOUTS: dict = {}  # parse plan -> (schema, per output: value type, dims innermost first)
 
 
 def _layout(plan, features):
     layout = _LAYOUTS.get(plan)
     if layout is None:
         schema = arrow_schema(features)
-        layout = schema, [_value_type(field.type) for field in schema]
+        layout = schema, [(_value_type(field.type), tuple(reversed(getattr(spec, "shape", ()))))
+                          for field, spec in zip(schema, features.values())]
         if len(_LAYOUTS) >= 64:
             _LAYOUTS.clear()
         _LAYOUTS[plan] = layout
     return layout
+
+
+def _arrays(plan, columns, types, batch) -> list:
+    """One Arrow array per output of an Example (or context) plan. The common case, a
+    FixedLenFeature every record holds, is inlined: it runs once per column of every batch."""
+    arrays = []
+    from_buffers, py_buffer, fixed = pa.Array.from_buffers, pa.py_buffer, pa.FixedSizeListArray.from_arrays
+    for (name, spec, index, uniform), (value_type, dims) in zip(plan.outputs, types):
+        raw = columns[index]
+        if uniform is not None and raw[6] == uniform[0]:  # every record has it: no per-row work
+            values = raw[uniform[1]]
+            if type(values) is np.ndarray:  # from the core: 1-D and contiguous
+                array = from_buffers(value_type, values.size, [None, py_buffer(values)], 0)
+            else:
+                array = _flat(values)
+            for dim in dims:
+                array = fixed(array, dim)
+        else:
+            array = _column_array(_ex._Column(plan.keys[index], raw, batch), spec, value_type)
+        arrays.append(array)
+    return arrays
+
+
+def _no_sparse(features):
+    for name, spec in features.items():
+        if isinstance(spec, SparseFeature):
+            _check_spec(name, spec)
 
 
 def to_arrow(records, features) -> pa.RecordBatch:
@@ -160,22 +191,69 @@ def to_arrow(records, features) -> pa.RecordBatch:
     ``arrow_schema(features)``: the same checks and defaults as ``parse_example``, values
     taken from the core's buffers (bytes as one values buffer plus offsets) without a Python
     object per value. Also ``parse_example(records, features, output="arrow")``."""
-    for name, spec in features.items():
-        if isinstance(spec, SparseFeature):
-            _check_spec(name, spec)
+    _no_sparse(features)
     records = _ex._records(records)
     plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
-    schema, value_types = _layout(plan, features)
+    schema, types = _layout(plan, features)
     columns, _ = _ex._decode(records, plan, bytes_output="column")
+    return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
+
+
+# -- SequenceExample -----------------------------------------------------------------------
+
+def _step_field(name, spec) -> pa.Field:
+    """A sequence feature: a list of steps, each a fixed-size item or a list of values."""
+    if not isinstance(spec, (FixedLenSequenceFeature, VarLenFeature, RaggedFeature)):
+        raise FeatureSpecError(f"feature {name!r}: {type(spec).__name__} is not a sequence feature spec")
+    value_type = _VALUE_TYPES[spec.dtype]
+    step = (_fixed_type(value_type, spec.shape) if isinstance(spec, FixedLenSequenceFeature)
+            else pa.large_list(value_type))
+    return pa.field(name, pa.large_list(step))
+
+
+def _steps_array(col, spec, value_type) -> pa.Array:
+    values, counts, _ = col.typed(spec.dtype)
+    absent = col.steps < 0
+    if isinstance(spec, FixedLenSequenceFeature):
+        if not spec.allow_missing:
+            col.required(~absent, "feature list is required but could not be found")
+        stride = prod(spec.shape)
+        bad = np.flatnonzero(counts != stride)
+        if bad.size:
+            col.fail(f"step has {counts[bad[0]]} values but the shape {list(spec.shape)} needs {stride}", bad[0])
+        steps = _nest(_flat(values, value_type), spec.shape)
+    else:
+        steps = _lists(_flat(values, value_type), counts, np.zeros(len(counts), dtype=bool))
+    return _lists(steps, np.maximum(col.steps, 0), absent)
+
+
+def sequence_to_arrow(records, context_features=None, sequence_features=None) -> pa.RecordBatch:
+    """Parse a batch of serialized SequenceExamples into one ``pyarrow.RecordBatch``: the
+    context features as ``to_arrow`` gives them, then each sequence feature as a
+    ``large_list`` of steps (null where the record lacks the feature list), a step being a
+    (nested) ``fixed_size_list`` for FixedLenSequenceFeature and a ``large_list`` of values
+    for VarLenFeature / RaggedFeature. Checks as in ``parse_sequence_example``."""
+    context_features = context_features or {}
+    sequence_features = sequence_features or {}
+    both = sorted(set(context_features) & set(sequence_features))
+    if both:
+        raise FeatureSpecError(f"feature {both[0]!r} is both a context and a sequence feature",
+                               hint="give one of them another name")
+    _no_sparse(context_features)
+    records = _ex._records(records)
+    plan = _ex._plan(context_features, _ex._CONTEXT_SPECS, "context_features")
+    seq_plan = _ex._plan(sequence_features, tuple(_ex._STEP_ROWS), "sequence_features")
+    schema, types = _layout(plan, context_features)
+    columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
     batch = len(records)
-    arrays = []
-    for (name, spec, index, uniform), value_type in zip(plan.outputs, value_types):
-        raw = columns[index]
-        if uniform is not None and raw[6] == uniform[0]:  # every record has it: no per-row work
-            arrays.append(_nest(_flat(raw[uniform[1]], value_type), spec.shape))
-        else:
-            arrays.append(_column_array(_ex._Column(plan.keys[index], raw, batch), spec, value_type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    arrays = _arrays(plan, columns, types, batch)
+    fields = list(schema)
+    for name, spec, index, _ in seq_plan.outputs:
+        field = _step_field(name, spec)
+        col = _ex._Column(seq_plan.keys[index], seq_columns[index], batch)
+        arrays.append(_steps_array(col, spec, _value_type(field.type)))
+        fields.append(field)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _spec_for(paths, features, columns):
@@ -379,6 +457,7 @@ def write_arrow(table_or_batches, path_or_prefix, *, num_shards=None, determinis
     from .sharded import ShardedWriter
     from .writer import TFRecordWriter
 
+    writer: TFRecordWriter | ShardedWriter
     if num_shards is None:
         writer = TFRecordWriter(path_or_prefix, **writer_options)
     else:

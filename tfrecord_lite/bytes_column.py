@@ -174,7 +174,7 @@ class BytesColumn:
             return self.equals(other)
         return NotImplemented
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable buffers: not hashable
 
     def __repr__(self):
         items = self.to_list() if self.size <= 8 else f"{self.size} values, {self.nbytes} bytes"

@@ -302,7 +302,7 @@ examples:
 # -- schema / stats / to-parquet -----------------------------------------------------------
 
 def _sample_records(args) -> list:
-    records = []
+    records: list = []
     for path in args.files:
         with _open(path, args) as r:
             records.extend(itertools.islice(r, args.sample))
@@ -376,7 +376,7 @@ def cmd_stats(args) -> int:
     from .reader import RecordBatch
 
     records = 0
-    features = collections.defaultdict(_FeatureStats)
+    features: dict = collections.defaultdict(_FeatureStats)
     with _bar(args, "stats") as bar:
         for path in args.files:
             in_file = 0
