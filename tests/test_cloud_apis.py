@@ -312,3 +312,25 @@ def test_cli_with_storage_options(s3, monkeypatch, capsys, tmp_path):
     assert "nope.tfrecord: no such file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["count", a, "--storage-option", "novalue"])
+
+
+def test_cli_reads_fsspec_configuration_from_the_environment(s3, tmp_path):
+    """FSSPEC_S3 (fsspec's own environment configuration) alone reaches the server."""
+    import json
+    import subprocess
+    import sys
+
+    url = s3.put("env.tfrecord", framed([example(i) for i in range(7)]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["FSSPEC_S3"] = json.dumps(s3.storage_options)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-m", "tfrecord_lite", "count", url], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"7\t{url}\n"
+    del env["FSSPEC_S3"]
+    env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"  # nothing listens there: the setting mattered
+    env["AWS_MAX_ATTEMPTS"] = "1"
+    out = subprocess.run([sys.executable, "-m", "tfrecord_lite", "count", url], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0

@@ -92,7 +92,7 @@ def test_s3_reads_in_large_ranged_blocks(s3, monkeypatch):
     """Thousands of small records cost a handful of ranged GETs, not one per record."""
     import s3fs
 
-    records = [os.urandom(200) for _ in range(60_000)]  # about 13 MB
+    records = [os.urandom(200) for _ in range(100_000)]  # about 22 MB: two blocks
     url = s3.put("many.tfrecord", frames(records))
     calls = []
     real = s3fs.core.S3File._fetch_range
@@ -103,8 +103,8 @@ def test_s3_reads_in_large_ranged_blocks(s3, monkeypatch):
 
     monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
     assert list(tfl.TFRecordReader(url)) == records
-    size = 60_000 * 216
-    assert 2 <= len(calls) <= size // tfs.BLOCK_BYTES + 3
+    size = 100_000 * 216
+    assert len(calls) == -(-size // tfs.BLOCK_BYTES) == 2  # each block fetched once
     assert all(end - start >= min(tfs.BLOCK_BYTES, size - start) for start, end in calls)
 
 

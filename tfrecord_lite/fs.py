@@ -31,9 +31,9 @@ from .errors import TFRecordError
 __all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "exists", "remove", "read_bytes", "read_range", "BLOCK_BYTES", "WRITE_BLOCK_BYTES"]
 
-BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to 3
+BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
-_READ_AHEAD_BLOCKS = 2  # blocks held per open input: the current one and the next
+_READ_AHEAD_BLOCKS = 2  # blocks kept per open input (fsspec re-fetches with fewer); one more in flight
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
