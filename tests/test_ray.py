@@ -178,6 +178,19 @@ def test_schema_is_inferred_and_columns_are_pushed_down(cluster, files):
         read_tfrecords(paths, SPEC, columns=["nope"])
 
 
+def test_build_index_writes_sidecars_that_split_the_file(tmp_path):
+    path = str(tmp_path / "plain.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(make_records(0, 900))
+    assert len(TFRecordDatasource(path, SPEC).get_read_tasks(3)) == 1  # no sidecar: one task
+    tasks = TFRecordDatasource(path, SPEC, build_index=True).get_read_tasks(3)
+    assert os.path.exists(path + ".index")
+    rows = [t.metadata.num_rows for t in tasks]
+    assert len(rows) == 3 and sum(rows) == 900 and min(rows) > 200  # about equal bytes
+    ids = [i for t in tasks for block in t() for i in block.column("id").to_pylist()]
+    assert ids == list(range(900))
+
+
 def test_stale_index_is_refused(tmp_path):
     path = str(tmp_path / "a.tfrecord")
     with tfl.TFRecordWriter(path, index=True) as w:
