@@ -14,7 +14,7 @@ import importlib
 import sys
 import time
 
-BENCHMARKS = ("framing", "example", "dataset", "write", "to_npy", "scaling", "cloud", "arrow")
+BENCHMARKS = ("framing", "example", "dataset", "write", "to_npy", "scaling", "cloud", "arrow", "ray")
 
 
 def main(argv=None):

@@ -17,8 +17,8 @@ except ImportError:  # the repository root is not on sys.path; append it, not sh
 
 from benchmarks import _harness as H  # noqa: E402
 from benchmarks import __main__ as run_all  # noqa: E402
-from benchmarks import (bench_arrow, bench_cloud, bench_dataset, bench_example, bench_framing, bench_scaling,  # noqa: E402
-                        bench_to_npy, bench_write, generate_data)
+from benchmarks import (bench_arrow, bench_cloud, bench_dataset, bench_example, bench_framing, bench_ray,  # noqa: E402
+                        bench_scaling, bench_to_npy, bench_write, generate_data)
 
 SCALE = 0.002  # W1: 8 files x 2-3 records, W2: 400 records
 
@@ -247,6 +247,14 @@ def test_bench_arrow_end_to_end(workloads, tmp_path):
     results_md = tmp_path / "RESULTS.md"
     H.update_results_section(bench_arrow.SECTION, text, path=str(results_md))
     assert results_md.read_text().count("<!-- begin bench_arrow -->") == 1
+
+
+def test_bench_ray_end_to_end(workloads, tmp_path):
+    results = bench_ray.run(workloads, repeats=1, warmup=1, timeout=600)
+    text = _check(results, bench_ray, tmp_path, {"w2": ["lite", "lite_indexed", "ray"]})
+    assert [r["target"] for r in results["ratios"]] == [bench_ray.TARGET, None]
+    assert "ray.data.read_tfrecords (TensorFlow)" in text and "vs Ray's own" in text
+
 
 
 def test_run_all_knows_every_benchmark(capsys):

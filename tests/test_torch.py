@@ -153,7 +153,7 @@ def test_datasets_pickle(tmp_path):
     # A dataset pickled mid-iteration carries its position: the copy goes on from there.
     ds = objects[0][0]
     it = iter(ds)
-    head = next(it)
+    next(it)
     copy = pickle.loads(pickle.dumps(ds))
     assert _plain(list(copy)) == _plain(list(it))
     it.close()

@@ -1,0 +1,323 @@
+"""tfrecord_lite.ray on a real local Ray cluster (one for the module): read_tfrecords against
+TFRecordDataset / parse_example, exactly once across files and across index-range splits of
+one file, raw records, schema inference, projection, write_tfrecords shard names, round
+trips, compression, atomicity when a task or the commit fails, and s3:// paths on the
+loopback S3 server. The read tasks' planning is also run in-process, for both backends."""
+
+import gzip
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import ray
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite.arrow import arrow_schema
+from tfrecord_lite.index import read_index
+from tfrecord_lite.ray import RECORD_COLUMN, TFRecordDatasource, read_tfrecords, write_tfrecords
+
+SPEC = {
+    "id": tfl.FixedLenFeature([], "int64"),
+    "name": tfl.FixedLenFeature([], "string"),
+    "vec": tfl.FixedLenFeature([3], "float32"),
+    "tags": tfl.VarLenFeature("int64"),
+}
+
+
+def make_records(start, n):
+    """Examples with ids start..start+n-1; every third has no tags, as VarLenFeature allows."""
+    rng = np.random.default_rng(start)
+    out = []
+    for i in range(start, start + n):
+        row = {"id": i, "name": f"row{i}".encode() * (i % 4 + 1), "vec": rng.random(3, dtype=np.float32)}
+        if i % 3:
+            row["tags"] = rng.integers(0, 100, size=i % 5).astype(np.int64)
+        out.append(tfl.encode_example(row))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=96 << 20, log_to_driver=False,
+             configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Four files of 300 records (two indexed, one GZIP) and one indexed file of 2,000."""
+    d = tmp_path_factory.mktemp("ray-data")
+    paths = []
+    for k in range(4):
+        path = str(d / f"part-{k}.tfrecord")
+        with tfl.TFRecordWriter(path, compression="gzip" if k == 3 else None, index=k < 2) as w:
+            w.write_many(make_records(k * 300, 300))
+        paths.append(path)
+    big = str(tmp_path_factory.mktemp("ray-big") / "big.tfrecord")
+    with tfl.TFRecordWriter(big, index=True) as w:
+        w.write_many(make_records(10_000, 2000))
+    return paths, big
+
+
+def collect(ds) -> pa.Table:
+    return pa.concat_tables([ray.get(ref) for ref in ds.to_arrow_refs()])
+
+
+def expected(paths, spec=SPEC):
+    """What TFRecordDataset + parse_example give for the files, as {column: list per row}."""
+    records = list(tfl.TFRecordDataset(paths))
+    parsed = tfl.parse_example(records, spec)
+    cols = {}
+    for name, value in parsed.items():
+        if isinstance(spec[name], tfl.VarLenFeature):
+            idx, vals, shape = value
+            rows = [[] for _ in range(len(records))]
+            for (r, _), v in zip(idx.tolist(), vals.tolist()):
+                rows[r].append(v)
+            cols[name] = rows
+        else:
+            cols[name] = np.asarray(value).tolist()
+    return records, cols
+
+
+def assert_rows_equal(table: pa.Table, cols, tags_null_when_absent=True):
+    order = np.argsort(table.column("id").to_numpy())
+    got = table.take(pa.array(order))
+    want_order = np.argsort(np.asarray(cols["id"]))
+    for name, values in cols.items():
+        values = [values[i] for i in want_order]
+        column = got.column(name).to_pylist()
+        if name == "tags":  # a list column is null where the record lacks the key
+            column = [v or [] for v in column]
+        if name == "vec":
+            np.testing.assert_array_equal(np.array(column, np.float32), np.array(values, np.float32))
+        else:
+            assert column == values, name
+
+
+def test_read_matches_dataset_and_parse_example_exactly_once(cluster, files):
+    paths, _ = files
+    table = collect(read_tfrecords(paths, SPEC, override_num_blocks=3))
+    records, cols = expected(paths)
+    assert table.num_rows == len(records) == 1200
+    assert sorted(table.column("id").to_pylist()) == list(range(1200))  # each record exactly once
+    assert table.schema == arrow_schema(SPEC)
+    assert_rows_equal(table, cols)
+
+
+def test_one_large_indexed_file_is_split_by_index_ranges_exactly_once(cluster, files):
+    _, big = files
+    source = TFRecordDatasource(big, SPEC)
+    tasks = source.get_read_tasks(5)
+    assert len(tasks) == 5 and all(t.metadata.num_rows for t in tasks)
+    assert sum(t.metadata.num_rows for t in tasks) == 2000
+    ds = read_tfrecords(big, SPEC, override_num_blocks=5)
+    assert ds.materialize().num_blocks() >= 5
+    table = collect(ds)
+    assert sorted(table.column("id").to_pylist()) == list(range(10_000, 12_000))
+    assert_rows_equal(table, expected([big])[1])
+
+
+@settings(max_examples=25)
+@given(parallelism=st.integers(1, 40), sizes=st.lists(st.integers(0, 300), min_size=1, max_size=5),
+       indexed=st.lists(st.booleans(), min_size=5, max_size=5))
+def test_read_tasks_cover_every_record_once_in_order(backend, tmp_path_factory, parallelism, sizes, indexed):
+    """The plan, run in-process: any parallelism and mix of indexed and plain files gives every
+    record once, each task's records contiguous and in file order."""
+    d = tmp_path_factory.mktemp("plan")
+    paths, start = [], 0
+    for k, n in enumerate(sizes):
+        paths.append(str(d / f"f{k}.tfrecord"))
+        with tfl.TFRecordWriter(paths[-1], index=indexed[k]) as w:
+            w.write_many(make_records(start, n))
+        start += n
+    if start == 0:
+        return
+    source = TFRecordDatasource(paths, {"id": SPEC["id"], "name": SPEC["name"]})
+    tasks = source.get_read_tasks(parallelism)
+    assert len(tasks) <= max(parallelism, len(paths))
+    ids = []
+    for task in tasks:
+        table = pa.concat_tables([source._schema(source.features).empty_table(), *task()])
+        if task.metadata.num_rows is not None:
+            assert table.num_rows == task.metadata.num_rows
+        ids += table.column("id").to_pylist()
+        names = table.column("name").to_pylist()
+        assert names == [f"row{i}".encode() * (i % 4 + 1) for i in table.column("id").to_pylist()]
+    assert ids == list(range(start))
+
+
+def test_raw_records_without_features(cluster, files):
+    paths, big = files
+    table = collect(read_tfrecords(paths + [big], raw=True, override_num_blocks=4))
+    assert table.schema == pa.schema([(RECORD_COLUMN, pa.large_binary())])
+    want = [r for p in paths + [big] for r in tfl.TFRecordReader(p)]
+    assert sorted(table.column(RECORD_COLUMN).to_pylist()) == sorted(want)
+
+
+def test_schema_is_inferred_and_columns_are_pushed_down(cluster, files):
+    paths, _ = files
+    ds = read_tfrecords(paths[:2])
+    inferred = tfl.infer_schema(paths[0])
+    assert ds.schema().base_schema == arrow_schema(inferred)
+    assert ds.count() == 600
+    picked = read_tfrecords(paths[:2], columns=["name", "id"])
+    assert picked.schema().names == ["name", "id"]
+    selected = collect(read_tfrecords(paths[:2]).select_columns(["id"]))
+    assert selected.schema.names == ["id"] and sorted(selected.column("id").to_pylist()) == list(range(600))
+    with pytest.raises(tfl.FeatureSpecError, match="'nope'"):
+        read_tfrecords(paths, SPEC, columns=["nope"])
+
+
+def test_build_index_writes_sidecars_that_split_the_file(tmp_path):
+    path = str(tmp_path / "plain.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(make_records(0, 900))
+    assert len(TFRecordDatasource(path, SPEC).get_read_tasks(3)) == 1  # no sidecar: one task
+    tasks = TFRecordDatasource(path, SPEC, build_index=True).get_read_tasks(3)
+    assert os.path.exists(path + ".index")
+    rows = [t.metadata.num_rows for t in tasks]
+    assert len(rows) == 3 and sum(rows) == 900 and min(rows) > 200  # about equal bytes
+    ids = [i for t in tasks for block in t() for i in block.column("id").to_pylist()]
+    assert ids == list(range(900))
+
+
+def test_stale_index_is_refused(tmp_path):
+    path = str(tmp_path / "a.tfrecord")
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write_many(make_records(0, 10))
+    with open(path, "ab") as f:
+        f.write(make_records(10, 1)[0])  # the file grew behind its sidecar
+    with pytest.raises(tfl.TFRecordError, match="stale"):
+        TFRecordDatasource(path, SPEC)
+
+
+def test_write_then_read_round_trip_with_shard_names(cluster, files, tmp_path):
+    paths, _ = files
+    shards = write_tfrecords(read_tfrecords(paths, SPEC).repartition(3), str(tmp_path / "out" / "train"))
+    names = [f"train-{i:05d}-of-00003.tfrecord" for i in range(3)]
+    assert sorted(os.listdir(tmp_path / "out")) == names
+    assert [os.path.basename(s.path) for s in shards] == names
+    assert sum(s.records for s in shards) == 1200
+    assert [len(list(tfl.TFRecordReader(s.path))) for s in shards] == [s.records for s in shards]
+    out = sorted(str(tmp_path / "out" / n) for n in names)
+    # Values survive: parse the written shards with TFRecordDataset + parse_example.
+    _, got = expected(out)
+    _, want = expected(paths)
+    order_got, order_want = np.argsort(got["id"]), np.argsort(want["id"])
+    for name in SPEC:
+        assert [got[name][i] for i in order_got] == [want[name][i] for i in order_want], name
+
+
+def test_numpy_batches_write_tensor_columns_and_refuse_objects(cluster, files, tmp_path):
+    paths, _ = files
+    # A numpy map turns the shaped column into Ray's tensor extension type: it is written as
+    # its flat values, as the FixedLenFeature([3]) it came from.
+    dense = {k: SPEC[k] for k in ("id", "name", "vec")}
+    ds = read_tfrecords(paths[:1], dense).map_batches(lambda b: b, batch_format="numpy")
+    shards = write_tfrecords(ds, str(tmp_path / "np" / "part"))
+    _, got = expected([s.path for s in shards], dense)
+    _, want = expected(paths[:1], dense)
+    assert sorted(zip(got["id"], got["name"], got["vec"])) == sorted(zip(want["id"], want["name"], want["vec"]))
+    # Ragged lists become Python objects in numpy batches, which an Example cannot hold.
+    ds = read_tfrecords(paths[:1], SPEC).map_batches(lambda b: b, batch_format="numpy")
+    with pytest.raises(Exception, match="column 'tags'.*cannot be held"):
+        write_tfrecords(ds, str(tmp_path / "obj" / "part"))
+    assert os.listdir(tmp_path / "obj") == []
+
+
+def test_raw_round_trip_and_compression(cluster, files, tmp_path):
+    paths, _ = files
+    ds = read_tfrecords(paths, raw=True)
+    shards = write_tfrecords(ds.repartition(2), str(tmp_path / "raw"), record_column=RECORD_COLUMN,
+                             compression="gzip")
+    assert len(shards) == 2
+    for s in shards:
+        with open(s.path, "rb") as f:
+            assert f.read(2) == b"\x1f\x8b"
+        with gzip.open(s.path) as f:  # a real gzip stream
+            assert f.read()
+    written = [r for s in shards for r in tfl.TFRecordReader(s.path)]
+    assert sorted(written) == sorted(r for p in paths for r in tfl.TFRecordReader(p))
+    back = collect(read_tfrecords([s.path for s in shards], SPEC))
+    assert sorted(back.column("id").to_pylist()) == list(range(1200))
+
+
+def test_write_with_index_sidecars(cluster, files, tmp_path):
+    paths, _ = files
+    shards = write_tfrecords(read_tfrecords(paths[:1], SPEC).repartition(2), str(tmp_path / "ix"), index=True)
+    for s in shards:
+        offsets, lengths = read_index(s.path + ".index")
+        assert len(offsets) == s.records
+        assert tfl.TFRecordFile(s.path)[-1] == list(tfl.TFRecordReader(s.path))[-1]
+
+
+def test_a_failing_task_leaves_no_file(cluster, files, tmp_path):
+    paths, _ = files
+
+    def explode(batch):  # the task holding the last record fails after others have written
+        if 1199 in batch.column("id").to_pylist():
+            raise ValueError("boom at 1199")
+        return batch
+
+    out = tmp_path / "atomic"
+    ds = read_tfrecords(paths, SPEC).repartition(6).map_batches(explode, batch_format="pyarrow")
+    with pytest.raises(Exception, match="boom at 1199"):
+        write_tfrecords(ds, str(out / "part"))
+    assert not out.exists() or os.listdir(out) == []
+
+
+def test_a_failing_commit_removes_every_shard(cluster, files, tmp_path):
+    paths, _ = files
+    out = tmp_path / "commit"
+    (out / "part-00001-of-00003.tfrecord").mkdir(parents=True)  # this rename must fail
+    (out / "part-00001-of-00003.tfrecord" / "x").write_bytes(b"")
+    with pytest.raises(OSError):
+        write_tfrecords(read_tfrecords(paths[:1], SPEC).repartition(3), str(out / "part"))
+    assert os.listdir(out) == ["part-00001-of-00003.tfrecord"]  # only what was there before
+
+
+def test_s3_read_and_write(cluster, files, s3):
+    paths, _ = files
+    for p in paths[:2]:
+        with open(p, "rb") as f:
+            s3.put(os.path.basename(p), f.read())
+    opts = s3.storage_options
+    table = collect(read_tfrecords(s3.url(), SPEC, storage_options=opts, override_num_blocks=2))
+    assert sorted(table.column("id").to_pylist()) == list(range(600))
+    shards = write_tfrecords(read_tfrecords(s3.url(), SPEC, storage_options=opts).repartition(2),
+                             s3.url("out/part"), storage_options=opts)
+    assert [s.path for s in shards] == [s3.url(f"out/part-{i:05d}-of-00002.tfrecord") for i in range(2)]
+    assert [n for n in s3.ls() if n.startswith(".")] == []  # no staging object left
+    back = collect(read_tfrecords(s3.url("out/"), SPEC, storage_options=opts))
+    assert sorted(back.column("id").to_pylist()) == list(range(600))
+
+
+def test_import_tfrecord_lite_does_not_import_ray():
+    out = subprocess.run([sys.executable, "-c", "import sys, tfrecord_lite; print('ray' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_readme_section_runs_in_an_empty_directory(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        section = f.read().split("## Ray Data\n", 1)[1].split("\n## ", 1)[0]
+    (script,) = re.findall(r"```python\n(.+?)\n```", section, flags=re.S)
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[-1] == "2000"
+    assert sorted(os.listdir(tmp_path / "out")) == [f"rows-{i:05d}-of-00003.tfrecord" for i in range(3)]
+    ids = sorted(tfl.parse_example(list(tfl.TFRecordDataset(str(tmp_path / "out"))),
+                                   {"id": SPEC["id"]})["id"].tolist())
+    assert ids == list(range(0, 4000, 2))

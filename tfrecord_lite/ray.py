@@ -1,0 +1,453 @@
+"""Ray Data without TensorFlow: ``read_tfrecords`` (a ``ray.data.Datasource`` producing
+Arrow blocks through ``tfrecord_lite.arrow``) and ``write_tfrecords`` (a
+``ray.data.Datasink`` writing TF/Beam-named shards atomically). The only module that
+imports ray (the ``ray`` extra).
+
+Reading splits the work into read tasks by file and, when there are fewer files than
+tasks, splits uncompressed files that have an index sidecar (``path + ".index"``, see
+``tfrecord_lite.index``) into runs of whole records of about equal bytes. Each record is
+read by exactly one task. ``build_index=True`` writes missing sidecars first (a scan of each
+uncompressed file), so that a few large files spread over many tasks.
+
+Writing gives each write task one shard. The task writes it under a hidden staging name
+(``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
+and when every task has succeeded, ``on_write_complete`` renames the shards, in task
+order, to ``<prefix>-00003-of-00016<suffix>``. The count is known only then. If any task
+fails or a rename fails, every staging file and every shard already renamed is removed, so
+no file appears under a final name unless the whole write succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+
+import numpy as np
+import pyarrow as pa
+from ray.data import Datasink, Datasource, ReadTask
+from ray.data.block import BlockAccessor, BlockMetadata
+
+from . import arrow as _arrow
+from . import fs as _fs
+from .dataset import resolve_files
+from .errors import FeatureSpecError, TFRecordError, TruncatedRecordError
+from .features import infer_schema
+from .index import build_index as _build_index
+from .index import index_path, read_index
+from .io import detect_compression, normalize_compression
+from .reader import TFRecordReader, _read_exact
+from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
+from .writer import TFRecordWriter
+
+__all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordDatasink", "RECORD_COLUMN"]
+
+RECORD_COLUMN = "record"  # the one column of raw=True reads
+_SAMPLE = 1000  # records read to infer the schema and the size of a record in memory
+_BLOCK_BYTES = 64 << 20  # record bytes per output block (Ray's blocks target 128 MiB)
+_BLOCK_RECORDS = 65536
+_PIECE_BYTES = 32 << 20  # bytes read at once from an index range
+_COMPRESSION_GUESS = 4  # uncompressed / compressed bytes assumed for the size estimate
+
+
+class TFRecordDatasource(Datasource):
+    """TFRecord files as a Ray ``Datasource``; see ``read_tfrecords`` for the arguments."""
+
+    def __init__(self, paths, features=None, *, columns=None, raw=False, compression="auto",
+                 check_crc=True, build_index=False, storage_options=None):
+        super().__init__()
+        self._projection_map = None
+        self.compression = normalize_compression(compression, allow_auto=True)
+        self.check_crc = bool(check_crc)
+        self.storage_options = storage_options
+        self.raw = bool(raw)
+        if self.raw and (features is not None or columns is not None):
+            raise TFRecordError("raw=True reads whole records into one column; drop features/columns",
+                                hint="pass raw=True alone, or a feature spec without raw")
+        self.paths = resolve_files(paths, storage_options)
+        sample = self._sample()
+        if not self.raw:
+            features = infer_schema(sample, sample=_SAMPLE) if features is None else dict(features)
+            features = _arrow._spec_for(self.paths, features, columns)
+            _arrow.arrow_schema(features)  # an unsupported spec fails here, not in a task
+        self.features = features
+        # In-memory bytes per record byte, and the records per block that keep blocks near
+        # _BLOCK_BYTES, both from the sample.
+        record_bytes = sum(len(r) for r in sample)
+        mean = record_bytes / len(sample) if sample else 1
+        self.block_records = int(max(1, min(_BLOCK_RECORDS, _BLOCK_BYTES // max(1, mean))))
+        self._expansion = (self._reader(features).block(sample).nbytes / record_bytes) if record_bytes else 1.0
+        self._files = [self._describe(p, build_index) for p in self.paths]
+
+    # -- planning (on the driver) ----------------------------------------------------------
+
+    def _sample(self) -> list:
+        """The first _SAMPLE records, from as many files as it takes (some may be empty)."""
+        sample = []
+        for path in self.paths:
+            with TFRecordReader(path, self.compression, self.check_crc,
+                                storage_options=self.storage_options) as reader:
+                sample += [r for _, r in zip(range(_SAMPLE - len(sample)), reader)]
+            if len(sample) >= _SAMPLE:
+                break
+        return sample
+
+    def _describe(self, path, build_index):
+        """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
+        size = _fs.size(path, self.storage_options)
+        compression = self.compression
+        if compression == "auto":
+            with _fs.open_input(path, self.storage_options) as f:
+                compression = detect_compression(f.read(12))
+        index = None
+        if compression is None:
+            sidecar = index_path(path)
+            if build_index and not _fs.exists(sidecar, self.storage_options):
+                _build_index(path, check_crc=self.check_crc, storage_options=self.storage_options)
+            if _fs.exists(sidecar, self.storage_options):
+                index = read_index(sidecar, storage_options=self.storage_options)
+                end = int(index[0][-1] + index[1][-1]) if len(index[0]) else 0
+                if end != size:
+                    raise TFRecordError(f"the index describes {end} bytes of frames but the file has {size}",
+                                        path=path, hint="the index is stale: rebuild it with "
+                                        "tfrecord_lite.build_index (or pass build_index=True after deleting it)")
+        return path, size, compression, index
+
+    def _units(self, parallelism):
+        """Pieces of work: (path, compression, byte ranges or None for the whole file,
+        records or None, bytes). Indexed files are cut into about parallelism pieces of
+        the total bytes when there are fewer files than that."""
+        total = sum(size for _, size, _, _ in self._files) or 1
+        split = len(self._files) < parallelism
+        units = []
+        for path, size, compression, index in self._files:
+            if index is None or not split or len(index[0]) < 2:
+                records = None if index is None else len(index[0])
+                units.append((path, compression, None, records, size))
+                continue
+            offsets, lengths = index
+            ends = offsets + lengths
+            parts = max(1, min(len(offsets), round(parallelism * size / total)))
+            # Record k starts part floor(offset_k * parts / size): parts of equal bytes,
+            # each a contiguous run of whole records.
+            owner = (offsets * parts) // max(1, size)
+            cuts = np.flatnonzero(np.diff(owner)) + 1
+            for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(offsets)]])):
+                units.append((path, compression, _pieces(offsets[a:b], ends[a:b]), int(b - a),
+                              int(ends[b - 1] - offsets[a])))
+        return units
+
+    def estimate_inmemory_data_size(self):
+        size = sum(s * (_COMPRESSION_GUESS if c else 1) for _, s, c, _ in self._files)
+        return int(size * self._expansion)
+
+    def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+        units = self._units(max(1, parallelism))
+        groups = _pack(units, max(1, parallelism))
+        features = self._projected()
+        schema = self._schema(features)
+        read = self._reader(features)
+        tasks = []
+        for group in groups:
+            rows = [u[3] for u in group]
+            meta = BlockMetadata(
+                num_rows=None if None in rows else sum(rows),
+                size_bytes=int(sum(u[4] * (_COMPRESSION_GUESS if u[1] else 1) for u in group) * self._expansion),
+                input_files=sorted({u[0] for u in group}),
+                exec_stats=None,
+            )
+            tasks.append(ReadTask(lambda group=group: read(group), meta,
+                                  schema=schema, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+    def supports_projection_pushdown(self) -> bool:
+        return not self.raw
+
+    def _projected(self):
+        columns = self._get_data_columns()
+        if self.raw or columns is None:
+            return self.features
+        return {c: self.features[c] for c in columns if c in self.features}
+
+    def _schema(self, features):
+        return pa.schema([(RECORD_COLUMN, pa.large_binary())]) if self.raw else _arrow.arrow_schema(features)
+
+    def _reader(self, features):
+        return _TaskReader(features, self.raw, self.check_crc, self.storage_options, self.block_records)
+
+    def get_name(self) -> str:
+        return "ReadTFRecordLite"
+
+
+class _TaskReader:
+    """What a read task needs (and pickles): never the indexes, only its byte ranges."""
+
+    def __init__(self, features, raw, check_crc, storage_options, block_records):
+        self.features = features
+        self.raw = raw
+        self.check_crc = check_crc
+        self.storage_options = storage_options
+        self.block_records = block_records
+
+    def block(self, records) -> pa.Table:
+        if self.raw:
+            batch = pa.RecordBatch.from_arrays([_binary_array(records)], [RECORD_COLUMN])
+        elif not self.features:  # no column wanted (count()): rows without parsing
+            return pa.table({"": pa.nulls(len(records))}).select([])
+        else:
+            batch = _arrow.to_arrow(records, self.features)
+        return pa.Table.from_batches([batch])
+
+    def __call__(self, group):
+        for path, compression, pieces, records, _ in group:
+            if pieces is None:
+                with TFRecordReader(path, compression, self.check_crc,
+                                    storage_options=self.storage_options) as reader:
+                    for batch in reader.record_batches(self.block_records):
+                        yield self.block(batch)
+                continue
+            for begin, end, count in pieces:
+                data = _read_span(path, begin, end, self.storage_options)
+                got = 0
+                with TFRecordReader(memoryview(data), None, self.check_crc) as reader:
+                    for batch in reader.record_batches(self.block_records):
+                        got += len(batch)
+                        yield self.block(batch)
+                if got != count or len(data) != end - begin:
+                    raise TruncatedRecordError(
+                        f"bytes {begin}..{end} held {got} records where the index has {count}",
+                        path=path, offset=begin, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
+
+
+def _pieces(offsets, ends):
+    """Byte ranges (begin, end, records) of about _PIECE_BYTES over contiguous frames."""
+    group = (offsets - offsets[0]) // _PIECE_BYTES
+    cuts = np.flatnonzero(np.diff(group)) + 1
+    starts = np.concatenate([[0], cuts])
+    stops = np.concatenate([cuts, [len(offsets)]])
+    return [(int(offsets[a]), int(ends[b - 1]), int(b - a)) for a, b in zip(starts, stops)]
+
+
+def _pack(units, n):
+    """At most n groups of consecutive units with about equal bytes: a unit joins the group
+    in which its middle byte falls."""
+    if len(units) <= n:
+        return [[u] for u in units]
+    sizes = np.array([u[4] for u in units], dtype=np.float64)
+    middles = np.cumsum(sizes) - sizes / 2
+    owner = np.minimum(n - 1, (middles * n // max(1.0, sizes.sum())).astype(np.int64))
+    groups = {}
+    for u, g in zip(units, owner.tolist()):
+        groups.setdefault(g, []).append(u)
+    return list(groups.values())
+
+
+def _read_span(path, begin, end, storage_options):
+    """Bytes [begin, end) of a file: one ranged request for a URL, reads for a local file."""
+    if _fs.is_url(path):
+        fs, p = _fs.filesystem(path, storage_options)
+        return _fs.read_range(fs, p, begin, end)
+    with open(_fs.local_path(path), "rb", buffering=0) as f:
+        f.seek(begin)
+        return _read_exact(f, end - begin)
+
+
+def _binary_array(records) -> pa.Array:
+    """A large_binary array of records (a RecordBatch gathered from its blocks with numpy,
+    without a Python object per record, or a list of bytes)."""
+    segments = getattr(records, "segments", None)
+    if segments is None:
+        return pa.array(list(records), type=pa.large_binary())
+    values, lengths = [], []
+    for frames, starts, lens in segments:
+        buf = np.frombuffer(frames, np.uint8)
+        within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        values.append(buf[np.repeat(starts, lens) + within])
+        lengths.append(lens)
+    lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    data = np.concatenate(values) if values else np.zeros(0, np.uint8)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lengths),
+                                            [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def read_tfrecords(paths, features=None, *, columns=None, raw=False, compression="auto", check_crc=True,
+                   build_index=False, storage_options=None, override_num_blocks=None, **options):
+    """A ``ray.data.Dataset`` of the Examples in TFRecord files, read without TensorFlow.
+
+    paths: a path, glob, directory or list of them; fsspec URLs (``s3://``, ``memory://``...)
+        with ``storage_options``.
+    features: a feature spec (as for ``parse_example``; the Arrow types are those of
+        ``tfrecord_lite.arrow.arrow_schema``); None infers one with ``infer_schema`` from the
+        first 1,000 records (pass a spec when later records differ).
+    columns: feature names to keep; the others are not parsed. ``Dataset.select_columns``
+        is pushed down into the read the same way.
+    raw: one ``large_binary`` column ``"record"`` holding each record's bytes, unparsed.
+    compression / check_crc: as in ``TFRecordReader`` (``"auto"`` detects GZIP/ZLIB per file).
+    build_index: write missing ``.index`` sidecars of uncompressed files before reading, so
+        that a few large files can be split between tasks.
+    override_num_blocks and the other options (``concurrency``, ``ray_remote_args``...) go to
+    ``ray.data.read_datasource``.
+    """
+    import ray.data
+
+    source = TFRecordDatasource(paths, features, columns=columns, raw=raw, compression=compression,
+                                check_crc=check_crc, build_index=build_index, storage_options=storage_options)
+    return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **options)
+
+
+# -- writing --------------------------------------------------------------------------------
+
+class TFRecordDatasink(Datasink):
+    """Writes a Dataset as TF/Beam-named shards, one per write task, committed together;
+    see ``write_tfrecords``. After a successful write, ``shards`` lists a ShardInfo each."""
+
+    def __init__(self, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
+                 deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None):
+        self.prefix = os.fspath(path_prefix)
+        if not _fs.is_url(self.prefix):
+            self.prefix = _fs.local_path(self.prefix)  # file:// too
+        self.columns = None if columns is None else list(columns)
+        self.record_column = record_column
+        if record_column is not None and columns is not None:
+            raise TFRecordError("record_column writes one binary column verbatim; drop columns")
+        self.options = dict(compression=normalize_compression(compression), index=index,
+                            storage_options=storage_options)
+        self.deterministic = deterministic
+        self.suffix = suffix
+        self.storage_options = storage_options
+        self.write_id = uuid.uuid4().hex[:12]
+        self.shards = None
+        paths = posixpath if _fs.is_url(self.prefix) else os.path
+        self._directory, name = paths.split(self.prefix)
+        self._staging = paths.join(self._directory, f".{name}-{self.write_id}-")
+
+    def staging_path(self, task_index: int) -> str:
+        return f"{self._staging}{task_index:05d}{self.suffix}"
+
+    def on_write_start(self, schema=None) -> None:
+        if _fs.is_url(self.prefix):
+            fs, p = _fs.filesystem(self._directory, self.storage_options)
+            fs.makedirs(p, exist_ok=True)
+        elif self._directory:
+            os.makedirs(self._directory, exist_ok=True)
+        if schema is None:
+            return
+        names = schema.names
+        wanted = [self.record_column] if self.record_column is not None else self.columns or []
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            raise FeatureSpecError(f"column {missing[0]!r} is not in the dataset ({', '.join(names)})",
+                                   path=self.prefix, hint="pick columns among the dataset's")
+        if self.record_column is not None:
+            t = schema.field(self.record_column).type
+            if not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+                raise FeatureSpecError(f"record_column {self.record_column!r} is {t}, not binary",
+                                       path=self.prefix, hint="records are bytes: pass a binary column")
+
+    def write(self, blocks, ctx):
+        path = self.staging_path(ctx.task_idx)
+        tables = (self._select(BlockAccessor.for_block(b).to_arrow()) for b in blocks)
+        if self.record_column is None:
+            count = _arrow.write_arrow((batch for t in tables for batch in t.to_batches()), path,
+                                       deterministic=self.deterministic, **self.options)
+        else:
+            with TFRecordWriter(path, **self.options) as writer:
+                for table in tables:
+                    for chunk in table.column(0).chunks:
+                        writer.write_many(chunk.to_pylist())
+                count = writer.records_written
+        return {"task": ctx.task_idx, "path": path, "records": count}
+
+    def _select(self, table):
+        if self.record_column is not None:
+            return table.select([self.record_column])
+        table = table if self.columns is None else table.select(self.columns)
+        return _storage_columns(table)
+
+    def on_write_complete(self, write_result) -> None:
+        done = sorted(write_result.write_returns, key=lambda r: r["task"])
+        if not done:  # an empty dataset still gets one (empty) shard, as TF and Beam write
+            with TFRecordWriter(self.staging_path(0), **self.options) as writer:
+                pass
+            done = [{"task": 0, "path": writer.path, "records": 0}]
+        n = len(done)
+        moved = []
+        try:
+            for i, r in enumerate(done):
+                final = shard_path(self.prefix, i, n, self.suffix)
+                self._move(r["path"], final)
+                moved.append(final)
+        except BaseException:
+            for final in moved:
+                self._remove(final)
+            self.on_write_failed(None)
+            raise
+        self.shards = [ShardInfo(final, r["records"]) for final, r in zip(moved, done)]
+
+    def on_write_failed(self, error) -> None:
+        """Remove every staging file of this write (tasks that failed left none of their own)."""
+        if _fs.is_url(self.prefix):
+            fs, p = _fs.filesystem(self._staging, self.storage_options)
+            found = [fs.unstrip_protocol(f) for f in fs.glob(p + "*")]
+        else:
+            import glob
+
+            found = glob.glob(glob.escape(self._staging) + "*")
+        for path in found:
+            _fs.remove(path, self.storage_options)
+
+    def _move(self, src, dst):
+        sidecars = [(src + ".index", dst + ".index")] if self.options["index"] else []
+        if not sidecars:  # an old sidecar must not describe the new file
+            _fs.remove(dst + ".index", self.storage_options)
+        for a, b in [(src, dst)] + sidecars:
+            if _fs.is_url(a):
+                fs, p = _fs.filesystem(a, self.storage_options)
+                fs.mv(p, _fs.filesystem(b, self.storage_options)[1])
+            else:
+                os.replace(a, b)
+
+    def _remove(self, path):
+        for p in (path, path + ".index"):
+            _fs.remove(p, self.storage_options)
+
+    def get_name(self) -> str:
+        return "WriteTFRecordLite"
+
+
+def _storage_columns(table: pa.Table) -> pa.Table:
+    """Ray's fixed-shape tensor columns (what numpy batches of shaped values become) as their
+    storage, lists of the flattened values, as an Example holds them. Other extension types
+    (Python objects, ragged tensors) stay, for write_arrow to refuse by name."""
+    for i, field in enumerate(table.schema):
+        if isinstance(field.type, pa.ExtensionType) and (
+                pa.types.is_list(field.type.storage_type) or pa.types.is_large_list(field.type.storage_type)
+                or pa.types.is_fixed_size_list(field.type.storage_type)):
+            column = table.column(i)
+            storage = pa.chunked_array([c.storage for c in column.chunks], field.type.storage_type)
+            table = table.set_column(i, pa.field(field.name, storage.type), storage)
+    return table
+
+
+def write_tfrecords(dataset, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
+                    deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None, ray_remote_args=None,
+                    concurrency=None) -> list:
+    """Write a ``ray.data.Dataset`` as TFRecord shards ``<prefix>-00003-of-00016.tfrecord``,
+    one per write task (``dataset.repartition(n)`` first for n shards), in task order, and
+    return a ShardInfo (path, records) per shard.
+
+    Each row becomes a tf.train.Example with one Feature per column (the column types of
+    ``tfrecord_lite.arrow.write_arrow``; ``columns`` picks and orders them), or, with
+    ``record_column``, that binary column's values are written verbatim as records (the
+    column ``read_tfrecords(..., raw=True)`` gives). compression and index are as in
+    ``TFRecordWriter``; deterministic sorts features as protobuf does.
+
+    Atomic: shards appear under their final names only after every write task succeeded; on
+    failure nothing is left under a final name (see the module docstring).
+    """
+    sink = TFRecordDatasink(path_prefix, columns=columns, record_column=record_column, compression=compression,
+                            index=index, deterministic=deterministic, suffix=suffix,
+                            storage_options=storage_options)
+    dataset.write_datasink(sink, ray_remote_args=ray_remote_args, concurrency=concurrency)
+    return sink.shards
