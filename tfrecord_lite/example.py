@@ -148,7 +148,8 @@ def _dense(col, spec):
     if every:
         return values.reshape(shape)
     out = _fill(shape, spec.dtype, spec.default_value)
-    out[present] = values.reshape((-1,) + spec.shape)
+    # An explicit row count: with a shape of 0 values, -1 cannot be inferred.
+    out[present] = values.reshape((int(present.sum()),) + spec.shape)
     return out
 
 
@@ -361,7 +362,7 @@ def _step_dense(col, spec):
     longest = int(steps.max()) if steps.size else 0
     out = _fill((col.batch, longest) + spec.shape, spec.dtype, spec.default_value)
     rows = np.repeat(np.arange(col.batch) * longest, steps) + _within(steps)
-    out.reshape((col.batch * longest,) + spec.shape)[rows] = values.reshape((-1,) + spec.shape)
+    out.reshape((col.batch * longest,) + spec.shape)[rows] = values.reshape((len(rows),) + spec.shape)
     return out, steps
 
 
