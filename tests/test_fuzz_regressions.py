@@ -103,3 +103,25 @@ def test_zero_size_shape_with_missing_rows(backend):
     assert lists["s"].shape == (2, 2, 0) and lengths["s"].tolist() == [2, 0]
     theirs = on_other(backend, lambda: tfl.parse_sequence_example([steps, bare], sequence_features=sequence))
     assert theirs[1]["s"].shape == (2, 2, 0) and theirs[2]["s"].tolist() == [2, 0]
+
+
+# Index sidecars with numbers beyond int64 (an OverflowError escaped) or large enough that
+# offset + length wraps around int64 and passes the contiguity and file-size checks.
+@pytest.mark.parametrize("sidecar", [
+    b"99999999999999999999 16\n",
+    b"-99999999999999999999 16\n",
+    b"%d 16\n" % (2**63 - 8),
+    b"0 %d\n%d 16\n" % (2**62, 2**62),
+    b"%d %d\n%d 16\n" % (2**62, 2**62, -(2**63)),
+])
+def test_hostile_sidecar_numbers(tmp_path, sidecar):
+    path = tmp_path / "d.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write(b"record")
+    (tmp_path / "d.tfrecord.index").write_bytes(sidecar)
+    with pytest.raises(tfl.TFRecordError, match="index") as info:
+        tfl.TFRecordFile(path)
+    assert info.value.path == str(path) + ".index" or info.value.path == str(path)
+    assert "build_index" in info.value.hint
+    tfl.build_index(path)
+    assert tfl.TFRecordFile(path)[0] == b"record"

@@ -84,6 +84,9 @@ def build_index(path, index_file=None, *, check_crc=True) -> str:
     return index_file
 
 
+_MAX_INDEX_VALUE = 2**61  # far beyond any file; offset + length then fits in int64
+
+
 def read_index(index_file):
     """(offsets, frame_lengths) int64 arrays from a sidecar; malformed sidecars raise."""
     index_file = os.fspath(index_file)
@@ -91,7 +94,7 @@ def read_index(index_file):
         data = f.read()
     try:
         arr = np.array(data.split(), dtype=np.int64)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a number beyond int64
         raise TFRecordError("index sidecar is not 'offset length' lines of integers", path=index_file,
                             hint="rebuild it with tfrecord_lite.build_index") from None
     if arr.size % 2:
@@ -99,8 +102,10 @@ def read_index(index_file):
                             hint="rebuild it with tfrecord_lite.build_index")
     arr = arr.reshape(-1, 2)
     offsets, lengths = arr[:, 0].copy(), arr[:, 1].copy()
+    # Bounding every number first keeps the sums below from wrapping around int64.
     if len(offsets) and (
-        offsets[0] < 0 or (lengths < OVERHEAD).any() or (offsets[1:] != offsets[:-1] + lengths[:-1]).any()
+        offsets[0] < 0 or (lengths < OVERHEAD).any() or (arr > _MAX_INDEX_VALUE).any()
+        or (offsets[1:] != offsets[:-1] + lengths[:-1]).any()
     ):
         raise TFRecordError("index sidecar entries are not contiguous frames", path=index_file,
                             hint="rebuild it with tfrecord_lite.build_index")
