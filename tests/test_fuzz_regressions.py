@@ -125,3 +125,29 @@ def test_hostile_sidecar_numbers(tmp_path, sidecar):
     assert "build_index" in info.value.hint
     tfl.build_index(path)
     assert tfl.TFRecordFile(path)[0] == b"record"
+
+
+# A truncated compressed stream read in small chunks: inflate stops at the requested
+# output size and may still hold decoded bytes when the input runs out. Those bytes were
+# dropped with the truncation error, so the records before it depended on chunk_size.
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_truncated_compressed_stream_yields_every_decodable_record(backend, compression):
+    import gzip
+    import io
+    import zlib
+
+    records = [b"\x00b", b"", b"", b"c", b""]
+    framed = bytes(backend.framing.encode_frames(records))
+    packed = gzip.compress(framed, mtime=0) if compression == "gzip" else zlib.compress(framed)
+    for cut in range(1, 9):
+        damaged = packed[:-cut]
+        seen = set()
+        for chunk in [64, 65, 69, 80, 1 << 18]:
+            for source in (damaged, io.BytesIO(damaged)):
+                reader = tfl.TFRecordReader(source, chunk_size=chunk, on_corrupt="skip")
+                got = []
+                with pytest.raises(tfl.DataLossError, match="ends before its end marker|corrupt"):
+                    got.extend(reader)
+                seen.add(tuple(got))
+        assert len(seen) == 1, (cut, seen)
+        assert list(seen)[0] == tuple(records[: len(list(seen)[0])])
