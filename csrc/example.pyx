@@ -745,8 +745,8 @@ cdef int entry_new_key(Parser *p, Table *t, const unsigned char *key, Py_ssize_t
 cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     """A map entry {key = 1; value = 2}. The key may come after the value and either may
     repeat (last key wins, values merge), so find the key first, then parse the values.
-    An entry holding any other field is dropped, as protobuf does (it keeps such an entry
-    among the parent's unknown fields, not in the map)."""
+    An entry holding any other field is checked but dropped, as protobuf does (it keeps
+    such an entry among the parent's unknown fields, not in the map)."""
     cdef uint32_t field, wire
     cdef Cursor sub
     cdef Cursor start = c[0]
@@ -788,8 +788,11 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
             if skip_field(p, c, field, wire, 0) < 0:
                 return -1
     if unknown:
-        return 0
-    if entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
+        # Dropped, but its key and values must still be valid, as protobuf parses them too.
+        col = NULL
+        if key != NULL and not utf8_valid(key, key_len):
+            return fail(p, E_UTF8, key_at)
+    elif entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
         return -1
     c[0] = start
     while c.pos < c.end:

@@ -17,8 +17,7 @@ HARNESSES = ("framing", "example", "index")
 
 
 def on_other(backend, call):
-    other = "python" if backend.name == "cython" else "cython"
-    with _native.use(other):
+    with _native.use(backend.other):
         return call()
 
 
@@ -63,6 +62,22 @@ def test_map_entry_with_unknown_field_is_dropped(backend, record):
         [record], {"a": tfl.VarLenFeature(np.int64)}, {"a": tfl.VarLenFeature(np.int64)})
     assert context["a"].values.size == 0 and lists["a"].values.size == 0
     assert on_other(backend, lambda: tfl.decode_examples([record])) == [{}]
+
+
+# A dropped entry is still parsed: an invalid value or a key that is not UTF-8 is an error,
+# as in protobuf (the core used to skip the values of a dropped entry unchecked).
+@pytest.mark.parametrize("record", [
+    b"\n\x0f\n\r\x15\x01a\x12\x08\x12\x06\n\x04\x00\x00\x80\x7f",  # value's BytesList has tag 0
+    b"\n\x07\n\x05\n\x01\xff\x1a\x00",                                # key b"\xff", then field 3
+])
+def test_dropped_map_entry_is_still_validated(backend, record):
+    spec = {"a": tfl.FixedLenSequenceFeature([1], np.float32, allow_missing=True)}
+    for call in (lambda: tfl.decode_examples([record]), lambda: tfl.parse_example([record], spec)):
+        with pytest.raises(tfl.ExampleDecodeError) as info:
+            call()
+        assert info.value.index == 0
+        with _native.use(backend.other), pytest.raises(tfl.ExampleDecodeError):
+            call()
 
 
 def test_map_entry_without_unknown_fields_is_kept(backend):
