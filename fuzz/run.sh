@@ -23,8 +23,11 @@ generated=()
 for pyx in csrc/*.pyx; do generated+=("--exclude=${pyx%.pyx}.c"); done
 tar -cf - --exclude='*.so' --exclude=__pycache__ "${generated[@]}" \
     setup.py pyproject.toml csrc tfrecord_lite | tar -xpf - -C "$SRC"
-(cd "$SRC" && TFRECORD_LITE_SANITIZE=1 "$PYTHON" setup.py -q build_ext --inplace \
-    -b "$FUZZ_DIR/build" -t "$FUZZ_DIR/build/tmp" >/dev/null)
+if ! (cd "$SRC" && TFRECORD_LITE_SANITIZE=1 "$PYTHON" setup.py -q build_ext --inplace \
+        -b "$FUZZ_DIR/build" -t "$FUZZ_DIR/build/tmp") >"$FUZZ_DIR/build.log" 2>&1; then
+    cat "$FUZZ_DIR/build.log"
+    exit 1
+fi
 
 # gcc's ASan runtime must be loaded first. Its weak SanitizerCoverage stubs would then
 # swallow atheris' Python coverage, so a small shim loaded ahead of it forwards those
@@ -43,7 +46,7 @@ for h in "${HARNESSES[@]}"; do
     # input that once was a finding, so each run replays them first.
     env PYTHONPATH="$SRC" \
         LD_PRELOAD="$PRELOAD" \
-        ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:allocator_may_return_null=1 \
+        ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:allocator_may_return_null=1:quarantine_size_mb=64 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         "$PYTHON" "fuzz/fuzz_$h.py" "$corpus" "fuzz/corpus/$h" \
         -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=4096 -malloc_limit_mb=1024 \
