@@ -783,15 +783,15 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
                 return -1
             key = sub.pos
             key_len = sub.end - sub.pos
+            # Every occurrence must be UTF-8 (protobuf checks each), not only the last.
+            if not utf8_valid(key, key_len):
+                return fail(p, E_UTF8, key_at)
         else:
             unknown = unknown or not (field == 2 and wire == LEN)
             if skip_field(p, c, field, wire, 0) < 0:
                 return -1
     if unknown:
-        # Dropped, but its key and values must still be valid, as protobuf parses them too.
-        col = NULL
-        if key != NULL and not utf8_valid(key, key_len):
-            return fail(p, E_UTF8, key_at)
+        col = NULL   # dropped, but its values must still parse, as in protobuf
     elif entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
         return -1
     c[0] = start

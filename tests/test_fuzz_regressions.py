@@ -166,3 +166,30 @@ def test_truncated_compressed_stream_yields_every_decodable_record(backend, comp
                 seen.add(tuple(got))
         assert len(seen) == 1, (cut, seen)
         assert list(seen)[0] == tuple(records[: len(list(seen)[0])])
+
+
+# A FloatList holding an unknown field (13, 12 bytes). The twin re-serializes the FloatList
+# to keep NaN payloads and read the unknown field's bytes as three more floats.
+def test_float_list_unknown_field_is_not_values(backend):
+    record = b"\n\x17\n\x15\n\x01b\x12\x10\x12\x0ej\x0c\x00\x00\x80\x7f\x00\x00\x80\xff\x00\x00\x80\xff"
+    got = tfl.decode_example(record)["b"]
+    assert got.dtype == np.float32 and got.size == 0
+    assert on_other(backend, lambda: tfl.decode_example(record)["b"].size) == 0
+    floats = np.array([1.5, np.nan], np.float32).tobytes()   # then field 13, empty
+    mixed = b"\n\x15\n\x13\n\x01b\x12\x0e\x12\x0c\n\x08" + floats + b"j\x00"
+    values = tfl.decode_example(mixed)["b"]
+    assert values[0] == 1.5 and np.isnan(values[1]) and values.size == 2
+    assert on_other(backend, lambda: tfl.decode_example(mixed)["b"].tobytes()) == values.tobytes()
+
+
+# A map entry whose key field repeats: protobuf checks every occurrence for UTF-8, the
+# core only the last one.
+@pytest.mark.parametrize("record", [
+    b"\n\x0a\n\x08\n\x01\xff\n\x01a\x12\x00",   # keys b"\xff" then "a", with a value
+    b"\n\x08\n\x06\n\x01\xff\n\x01a",           # the same without a value
+])
+def test_every_repeated_key_must_be_utf8(backend, record):
+    with pytest.raises(tfl.ExampleDecodeError):
+        tfl.decode_examples([record])
+    with _native.use(backend.other), pytest.raises(tfl.ExampleDecodeError):
+        tfl.decode_examples([record])
