@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 
 import numpy as np
 
@@ -17,9 +18,6 @@ from tfrecord_lite import _native
 from tfrecord_lite.errors import TFRecordError
 from tfrecord_lite.example import RaggedValue
 from tfrecord_lite.reader import RecordBatch
-
-# on_corrupt="skip" logs each dropped record; millions of runs would drown the fuzzer's output.
-logging.getLogger("tfrecord_lite").disabled = True
 
 BACKENDS = _native.available()
 
@@ -82,3 +80,14 @@ class Trickle(io.RawIOBase):
         view[:n] = self.data[self.pos : self.pos + n]
         self.pos += n
         return n
+
+
+def fuzz(test_one_input):
+    """Run a harness under libFuzzer with the command line's flags."""
+    import atheris
+
+    # on_corrupt="skip" logs each dropped record; millions of runs would drown the output.
+    # Only here, so that replaying a corpus in the test suite leaves logging alone.
+    logging.getLogger("tfrecord_lite").disabled = True
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()

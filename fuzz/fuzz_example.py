@@ -8,7 +8,6 @@ SequenceExamples) and a spec, encodes them with encode_example, applies a few by
 mutations, and parses them from a list and from a RecordBatch read out of valid frames.
 """
 
-import sys
 
 import atheris
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 with atheris.instrument_imports(include=["tfrecord_lite"]):
     import tfrecord_lite as tfl
     from tfrecord_lite import _framing_py
-from _common import on_both
+from _common import fuzz, on_both
 
 NAMES = ("a", "b", "c")
 KINDS = (np.float32, np.int64, bytes)
@@ -152,5 +151,4 @@ def TestOneInput(data):
 
 
 if __name__ == "__main__":
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
+    fuzz(TestOneInput)

@@ -10,7 +10,6 @@ records and the same errors (class, offset, record index), on both backends.
 """
 
 import gzip
-import sys
 import zlib
 
 import atheris
@@ -20,7 +19,7 @@ with atheris.instrument_imports(include=["tfrecord_lite"]):
     import tfrecord_lite as tfl
     from tfrecord_lite import _framing_py
     from tfrecord_lite.reader import ON_CORRUPT
-from _common import Trickle, error_key, on_both
+from _common import Trickle, error_key, fuzz, on_both
 
 
 def read(reader, batch_size=None):
@@ -85,5 +84,4 @@ def TestOneInput(data):
 
 
 if __name__ == "__main__":
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
+    fuzz(TestOneInput)

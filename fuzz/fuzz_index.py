@@ -8,7 +8,6 @@ both backends agree; with a valid sidecar and an intact file the records are exa
 import atexit
 import os
 import shutil
-import sys
 import tempfile
 
 import atheris
@@ -16,7 +15,7 @@ import atheris
 with atheris.instrument_imports(include=["tfrecord_lite"]):
     import tfrecord_lite as tfl
     from tfrecord_lite import _framing_py
-from _common import on_both
+from _common import fuzz, on_both
 
 WORK = tempfile.mkdtemp(prefix="tfl-fuzz-index-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
 atexit.register(shutil.rmtree, WORK, True)
@@ -82,5 +81,4 @@ def TestOneInput(data):
 
 
 if __name__ == "__main__":
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
+    fuzz(TestOneInput)
