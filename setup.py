@@ -3,7 +3,9 @@
 Environment switches:
   TFRECORD_LITE_DEBUG=1     -O0 -g and Cython bounds/wraparound checks on
   TFRECORD_LITE_SANITIZE=1  build with AddressSanitizer/UBSan
-Release builds (neither switch) carry no debug information.
+  TFRECORD_LITE_COVERAGE=1  Cython line tracing (linetrace, CYTHON_TRACE_NOGIL), so that
+                            coverage.py with Cython.Coverage measures the .pyx lines
+Release builds (no switch) carry no debug information.
 
 The extension is optional: without a working C compiler the build warns and installs the
 pure-Python package, which tfrecord_lite selects at import (with its own warning).
@@ -20,6 +22,7 @@ from setuptools.errors import BaseError, CCompilerError
 
 DEBUG = os.environ.get("TFRECORD_LITE_DEBUG") == "1"
 SANITIZE = os.environ.get("TFRECORD_LITE_SANITIZE") == "1"
+COVERAGE = os.environ.get("TFRECORD_LITE_COVERAGE") == "1"
 
 compile_args = ["-O0", "-g"] if DEBUG else ["-O3"]
 link_args = []
@@ -40,7 +43,12 @@ directives = {
     "cdivision": True,
     "initializedcheck": DEBUG,
     "embedsignature": True,
+    "linetrace": COVERAGE,
 }
+define_macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+if COVERAGE:
+    # The core runs without the GIL, so nogil sections must be traced too.
+    define_macros.append(("CYTHON_TRACE_NOGIL", "1"))
 
 C_SOURCES = ["csrc/crc32c.c"]
 
@@ -51,7 +59,7 @@ def extension(pyx):
         f"tfrecord_lite._{name}",
         sources=[pyx] + C_SOURCES,
         include_dirs=["csrc", numpy.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        define_macros=define_macros,
         extra_compile_args=compile_args,
         extra_link_args=link_args,
     )
@@ -91,5 +99,7 @@ setup(
         [extension(p) for p in sorted(glob("csrc/*.pyx"))],
         compiler_directives=directives,
         include_path=["csrc"],
+        # Traced C goes elsewhere, so switching COVERAGE never reuses the other kind.
+        build_dir="build/cython-coverage" if COVERAGE else None,
     ),
 )

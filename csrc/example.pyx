@@ -563,6 +563,8 @@ cdef inline void copy_floats(char *dst, const unsigned char *src, Py_ssize_t n) 
     """Wire floats are little-endian IEEE 754 binary32."""
     cdef Py_ssize_t i
     cdef uint32_t u
+    if n == 0:
+        return   # an empty packed run: dst may be a column not yet allocated (NULL)
     if LITTLE_ENDIAN:
         if n == 4:
             memcpy(dst, src, 4)   # a scalar: inlined, no call
@@ -748,10 +750,13 @@ cdef int entry_new_key(Parser *p, Table *t, const unsigned char *key, Py_ssize_t
 
 cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     """A map entry {key = 1; value = 2}. The key may come after the value and either may
-    repeat (last key wins, values merge), so find the key first, then parse the values."""
+    repeat (last key wins, values merge), so find the key first, then parse the values.
+    An entry holding any other field is checked but dropped, as protobuf does (it keeps
+    such an entry among the parent's unknown fields, not in the map)."""
     cdef uint32_t field, wire
     cdef Cursor sub
     cdef Cursor start = c[0]
+    cdef bint unknown = False
     cdef const unsigned char *key = NULL
     cdef const unsigned char *key_at = c.pos
     cdef Py_ssize_t key_len = 0
@@ -784,9 +789,16 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
                 return -1
             key = sub.pos
             key_len = sub.end - sub.pos
-        elif skip_field(p, c, field, wire, 0) < 0:
-            return -1
-    if entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
+            # Every occurrence must be UTF-8 (protobuf checks each), not only the last.
+            if not utf8_valid(key, key_len):
+                return fail(p, E_UTF8, key_at)
+        else:
+            unknown = unknown or not (field == 2 and wire == LEN)
+            if skip_field(p, c, field, wire, 0) < 0:
+                return -1
+    if unknown:
+        col = NULL   # dropped, but its values must still parse, as in protobuf
+    elif entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
         return -1
     c[0] = start
     while c.pos < c.end:

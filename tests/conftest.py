@@ -29,6 +29,11 @@ class Backend:
     def __repr__(self):
         return f"Backend({self.name!r})"
 
+    @property
+    def other(self):
+        """The other backend's name: parity tests compute with it under _native.use()."""
+        return "python" if self.name == "cython" else "cython"
+
 
 @pytest.fixture(params=["cython", "python"])
 def backend(request):

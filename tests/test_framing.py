@@ -82,23 +82,28 @@ def test_round_trip_any_records(backend, records, compression, chunk):
 @settings(max_examples=30, deadline=None)
 @given(records=records_st)
 def test_backends_agree(backend, records):
-    from tfrecord_lite import _framing_py
+    from tfrecord_lite import _native
 
-    data = frames(backend, records)
-    assert data == bytes(_framing_py.encode_frames(records))
-    assert backend.framing.scan_frames(data) == _framing_py.scan_frames(data)
-    ours, twin = backend.framing.scan_spans(data), _framing_py.scan_spans(data)
-    assert [a.tolist() for a in ours[:2]] == [a.tolist() for a in twin[:2]] and ours[2:] == twin[2:]
-    assert [a.dtype for a in ours[:2]] == [np.dtype(np.int64)] * 2
-    skip = len(frames(backend, records[:1]))  # scan_block from the second frame on
-    frames_out, starts, lengths, pos, status, value = backend.framing.scan_block(b"pad" + data, 3 + skip)
-    twin = _framing_py.scan_block(b"pad" + data, 3 + skip)
-    assert frames_out == data[skip:] == twin[0] and (pos, status, value) == twin[3:]
-    assert [frames_out[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())] == records[1:]
-    assert starts.tolist() == twin[1].tolist() and lengths.tolist() == twin[2].tolist()
-    appended = bytearray(b"prefix")
-    sizes = [backend.framing.append_frame(appended, r) for r in records]
-    assert bytes(appended) == b"prefix" + data
+    def everything():
+        F = _native.framing
+        data = bytes(F.encode_frames(records))
+        starts, lengths, *spans_rest = F.scan_spans(data)
+        assert [starts.dtype, lengths.dtype] == [np.dtype(np.int64)] * 2
+        skip = len(F.encode_frames(records[:1]))  # scan_block from the second frame on
+        block, b_starts, b_lengths, *block_rest = F.scan_block(b"pad" + data, 3 + skip)
+        appended = bytearray(b"prefix")
+        sizes = [F.append_frame(appended, r) for r in records]
+        return (data, F.scan_frames(data), starts.tolist(), lengths.tolist(), spans_rest, block,
+                b_starts.tolist(), b_lengths.tolist(), block_rest, bytes(appended), sizes)
+
+    ours = everything()
+    with _native.use(backend.other):
+        assert everything() == ours
+    data, _, _, _, _, block, b_starts, b_lengths, _, appended, sizes = ours
+    skip = len(frames(backend, records[:1]))
+    assert block == data[skip:]
+    assert [block[s:s + n] for s, n in zip(b_starts, b_lengths)] == records[1:]
+    assert appended == b"prefix" + data
     assert sizes == [6 + len(frames(backend, records[: i + 1])) for i in range(len(records))]
 
 

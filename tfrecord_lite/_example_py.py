@@ -113,7 +113,9 @@ class _Column:
         self.kinds.append(kind)
         if kind == KIND_FLOAT:
             # Re-serializing keeps every float's bits (NaN payloads included), which
-            # converting through Python floats would not.
+            # converting through Python floats would not. Unknown fields would be
+            # re-serialized too and read as floats: drop them first.
+            feature.float_list.DiscardUnknownFields()
             data = feature.float_list.SerializeToString()
             values = _packed_floats(data)
             self.floats.append(values)

@@ -156,7 +156,8 @@ def _dense(col, spec):
     if isinstance(values, BytesColumn):
         return scatter(shape, np.flatnonzero(np.repeat(present, size)), values, spec.default_value)
     out = _fill(shape, spec.dtype, spec.default_value)
-    out[present] = values.reshape((-1,) + spec.shape)
+    # An explicit row count: with a shape of 0 values, -1 cannot be inferred.
+    out[present] = values.reshape((int(present.sum()),) + spec.shape)
     return out
 
 
@@ -422,7 +423,7 @@ def _step_dense(col, spec):
         positions = (rows[:, None] * stride + np.arange(stride)).reshape(-1)
         return scatter(shape, positions, values, spec.default_value), steps
     out = _fill(shape, spec.dtype, spec.default_value)
-    out.reshape((col.batch * longest,) + spec.shape)[rows] = values.reshape((-1,) + spec.shape)
+    out.reshape((col.batch * longest,) + spec.shape)[rows] = values.reshape((len(rows),) + spec.shape)
     return out, steps
 
 

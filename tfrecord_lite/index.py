@@ -103,13 +103,16 @@ def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc
     return os.fspath(index_file)
 
 
+_MAX_INDEX_VALUE = 2**61  # far beyond any file; offset + length then fits in int64
+
+
 def read_index(index_file, *, storage_options=None):
     """(offsets, frame_lengths) int64 arrays from a sidecar; malformed sidecars raise."""
     index_file = os.fspath(index_file)
     data = _fs.read_bytes(index_file, storage_options)
     try:
         arr = np.array(data.split(), dtype=np.int64)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a number beyond int64
         raise TFRecordError("index sidecar is not 'offset length' lines of integers", path=index_file,
                             hint="rebuild it with tfrecord_lite.build_index") from None
     if arr.size % 2:
@@ -117,8 +120,10 @@ def read_index(index_file, *, storage_options=None):
                             hint="rebuild it with tfrecord_lite.build_index")
     arr = arr.reshape(-1, 2)
     offsets, lengths = arr[:, 0].copy(), arr[:, 1].copy()
+    # Bounding every number first keeps the sums below from wrapping around int64.
     if len(offsets) and (
-        offsets[0] < 0 or (lengths < OVERHEAD).any() or (offsets[1:] != offsets[:-1] + lengths[:-1]).any()
+        offsets[0] < 0 or (lengths < OVERHEAD).any() or (arr > _MAX_INDEX_VALUE).any()
+        or (offsets[1:] != offsets[:-1] + lengths[:-1]).any()
     ):
         raise TFRecordError("index sidecar entries are not contiguous frames", path=index_file,
                             hint="rebuild it with tfrecord_lite.build_index")

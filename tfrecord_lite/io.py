@@ -159,6 +159,12 @@ class DecompressingStream:
                 else:
                     self._seen_input = True
             if not data:
+                # inflate stops at n bytes of output and may still hold some: deliver every
+                # byte the input decodes to before reporting the truncation.
+                out = self._d.decompress(b"", n) if self._seen_input and not self._d.eof else b""
+                if out:
+                    view[: len(out)] = out
+                    return len(out)
                 if not self._d.eof and self._seen_input:
                     raise DataLossError(
                         f"the {self._compression} stream ends before its end marker", path=self._path,
