@@ -117,6 +117,7 @@ def _tfl_threads():
 @pytest.mark.parametrize("how", ["break", "close", "gc", "error"])
 def test_early_stop_leaks_nothing(tmp_path, how):
     paths = write_files(tmp_path, [200] * 6, size=100)
+    gc.collect()  # descriptors held by earlier tests' garbage must not close mid-test
     fds = _fds()
     ds = TFRecordDataset(paths, num_threads=2, cycle_length=4, parse=(lambda r: r) if how != "error" else None)
     it = iter(ds)
