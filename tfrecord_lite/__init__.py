@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from . import _native, errors, example, features
 from ._typing import Buffer
-from .dataset import TFRecordDataset, to_npy, to_numpy
+from .dataset import TFRecordDataset
+from .export import to_npy, to_numpy
 from .errors import *  # noqa: F403 - each of these modules' __all__ is public as a whole
 from .example import *  # noqa: F403
 from .features import *  # noqa: F403

@@ -1,0 +1,111 @@
+"""NumPy export of many files: ``to_numpy`` (one dict of dense arrays in memory) and
+``to_npy`` (``.npy`` files through memory maps, one batch in memory at a time), both reading
+through TFRecordDataset."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import numpy as np
+
+from ._typing import Features, Files, ParseFn, PathLike, Progress
+from .dataset import TFRecordDataset
+from .errors import FeatureSpecError, TFRecordError
+from .progress import progress as progress_bar
+
+__all__ = ["to_numpy", "to_npy"]
+
+
+def to_numpy(files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
+             batch_size: int = 4096, **options: Any) -> dict[str, np.ndarray]:
+    """Every record of ``files`` parsed into one dict of dense arrays (the data must fit in
+    memory). Each value of ``parse_example``'s output must be an array with a leading batch
+    dimension (FixedLenFeature); options go to TFRecordDataset."""
+    ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    parts: dict = {}
+    for batch in ds:
+        for key, value in _dense(batch).items():
+            parts.setdefault(key, []).append(value)
+    if not parts:
+        return {}
+    return {key: np.concatenate(values) for key, values in parts.items()}
+
+
+def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = ".", *,
+           parse: ParseFn | None = None, batch_size: int = 4096, progress: Progress = None,
+           **options: Any) -> dict[str, np.memmap]:
+    """Stream ``files`` into one ``<out_dir>/<feature>.npy`` per feature, chunk by chunk, and
+    return them opened read-only as memory maps; memory use is one batch, whatever the
+    dataset size. Two passes: the first counts records without parsing them (so each array is
+    allocated once at its final size), the second parses and fills. Feature names are
+    percent-encoded into file names. progress: show a bar (tqdm) — default when stderr is a
+    terminal."""
+    import urllib.parse
+
+    os.makedirs(out_dir, exist_ok=True)
+    total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
+    ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    paths, outs, filled = {}, {}, 0
+    bar = progress_bar(total, "to_npy", progress)
+    try:
+        for batch in ds:
+            batch = _dense(batch)
+            n = len(next(iter(batch.values()))) if batch else 0
+            if filled + n > total:
+                raise TFRecordError("the files gained records while they were being converted")
+            for key, value in batch.items():
+                if key not in outs:
+                    if value.dtype.hasobject:
+                        raise FeatureSpecError(
+                            f"feature {key!r} parses to Python objects ({value.dtype}), which .npy "
+                            "memory maps cannot hold",
+                            hint="leave bytes features out of to_npy's spec, or read raw array "
+                            "bytes with RawTensorFeature")
+                    paths[key] = os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy")
+                    outs[key] = np.lib.format.open_memmap(
+                        paths[key], mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
+                out = outs[key]
+                if value.shape[1:] != out.shape[1:] or len(value) != n:
+                    raise FeatureSpecError(
+                        f"feature {key!r} has shape {value.shape[1:]} in one batch and {out.shape[1:]} "
+                        "in another", hint="to_npy needs fixed-length features (FixedLenFeature)")
+                out[filled:filled + n] = value
+                _release_pages(out, filled + n)
+            filled += n
+            bar.update(n)
+    finally:
+        bar.close()
+        for out in outs.values():
+            out.flush()
+        outs.clear()
+    if filled != total:
+        raise TFRecordError(f"the files held {total} records when counted but {filled} when converted")
+    return {key: np.load(path, mmap_mode="r") for key, path in paths.items()}
+
+
+def _release_pages(out: np.memmap, rows: int) -> None:
+    """Unmap the pages of out's first ``rows`` rows from this process. They are shared file
+    pages, so their data stays in the page cache on its way to disk; only the process's
+    resident set shrinks, keeping to_npy's memory at about one batch whatever the output."""
+    mapping = getattr(out, "_mmap", None)
+    if mapping is None or not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    start = out.offset % mmap.ALLOCATIONGRANULARITY  # where the array begins in the mapping
+    end = (start + rows * (out.nbytes // max(len(out), 1))) // mmap.PAGESIZE * mmap.PAGESIZE
+    if end > 0:
+        mapping.madvise(mmap.MADV_DONTNEED, 0, end)
+
+
+def _dense(batch) -> dict:
+    if not isinstance(batch, dict):
+        raise FeatureSpecError(f"expected a dict of arrays from the parse step, got {type(batch).__name__}")
+    out = {}
+    for key, value in batch.items():
+        if not isinstance(value, np.ndarray):
+            raise FeatureSpecError(
+                f"feature {key!r} parses to {type(value).__name__}, not a dense array",
+                hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
+        out[key] = value
+    return out
