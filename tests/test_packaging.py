@@ -46,8 +46,14 @@ def _import_installed(tmp_path, wheel):
     site = tmp_path / f"site-{wheel.stem}"
     _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site),
           str(wheel)], tmp_path, _build_env())
-    code = ("import tfrecord_lite as t, os; "
+    # An editable install of the checkout (CI's) adds a meta path finder that would find the
+    # checkout's compiled modules beside the wheel's package: drop it, as a plain install has none.
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+            "if not str(getattr(f, '__module__', '')).startswith('__editable__')]; "
+            "import tfrecord_lite as t, os; "
             "assert os.path.dirname(t.__file__).startswith(os.environ['PYTHONPATH']), t.__file__; "
+            "assert all((m.__file__ or '').startswith(os.environ['PYTHONPATH']) "
+            "for n, m in list(sys.modules.items()) if n.startswith('tfrecord_lite.')), 'mixed install'; "
             "w = t.TFRecordWriter('x.tfrecord'); w.write(b'abc'); w.close(); "
             "print(t.implementation, list(t.TFRecordReader('x.tfrecord')))")
     return _run([sys.executable, "-c", code], tmp_path, _build_env(PYTHONPATH=str(site)))
