@@ -31,11 +31,13 @@ row; a null row omits the feature from that record. The records are byte-identic
 from __future__ import annotations
 
 from math import prod
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from . import example as _ex
+from ._typing import Features, Files, PathLike, Progress, Records
 from .dataset import TFRecordDataset, resolve_files
 from .errors import FeatureSpecError
 from .features import (
@@ -88,7 +90,7 @@ def _field(name, spec) -> pa.Field:
     return pa.field(name, pa.large_list(value_type))
 
 
-def arrow_schema(features) -> pa.Schema:
+def arrow_schema(features: Features) -> pa.Schema:
     """The ``pyarrow.Schema`` of ``to_arrow(records, features)`` (see the module docstring)."""
     return pa.schema([_field(name, spec) for name, spec in features.items()])
 
@@ -186,7 +188,7 @@ def _no_sparse(features):
             _check_spec(name, spec)
 
 
-def to_arrow(records, features) -> pa.RecordBatch:
+def to_arrow(records: Records, features: Features) -> pa.RecordBatch:
     """Parse a batch of serialized Examples into a ``pyarrow.RecordBatch`` with the schema
     ``arrow_schema(features)``: the same checks and defaults as ``parse_example``, values
     taken from the core's buffers (bytes as one values buffer plus offsets) without a Python
@@ -227,7 +229,8 @@ def _steps_array(col, spec, value_type) -> pa.Array:
     return _lists(steps, np.maximum(col.steps, 0), absent)
 
 
-def sequence_to_arrow(records, context_features=None, sequence_features=None) -> pa.RecordBatch:
+def sequence_to_arrow(records: Records, context_features: Features | None = None,
+                      sequence_features: Features | None = None) -> pa.RecordBatch:
     """Parse a batch of serialized SequenceExamples into one ``pyarrow.RecordBatch``: the
     context features as ``to_arrow`` gives them, then each sequence feature as a
     ``large_list`` of steps (null where the record lacks the feature list), a step being a
@@ -269,7 +272,8 @@ def _spec_for(paths, features, columns, storage_options=None):
     return features
 
 
-def iter_batches(files, features=None, columns=None, **dataset_options):
+def iter_batches(files: Files, features: Features | None = None, columns: Sequence[str] | None = None,
+                 **dataset_options: Any) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
     """(schema, iterator of RecordBatches) of files, as read_table reads them."""
     storage_options = dataset_options.get("storage_options")
     paths = resolve_files(files, storage_options)
@@ -279,7 +283,8 @@ def iter_batches(files, features=None, columns=None, **dataset_options):
     return arrow_schema(features), batches
 
 
-def read_table(files, features=None, columns=None, **dataset_options) -> pa.Table:
+def read_table(files: Files, features: Features | None = None, columns: Sequence[str] | None = None,
+               **dataset_options: Any) -> pa.Table:
     """Every record of files (paths, a glob, a directory) as one ``pyarrow.Table``.
 
     features: the spec; None infers one with ``infer_schema`` from the first file's first
@@ -292,8 +297,9 @@ def read_table(files, features=None, columns=None, **dataset_options) -> pa.Tabl
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
-def write_parquet(files, path, features=None, columns=None, *, codec="snappy", progress=None,
-                  **dataset_options) -> int:
+def write_parquet(files: Files, path: PathLike, features: Features | None = None, columns: Sequence[str] | None = None,
+                  *, codec: str = "snappy", progress: Progress = None,
+                  **dataset_options: Any) -> int:
     """Convert TFRecord files to one Parquet file, a RecordBatch at a time (memory stays
     about one batch); arguments as in read_table, codec is Parquet's compression. The file
     appears under ``path`` (a local path or an fsspec URL) only when complete. Returns the
@@ -446,7 +452,8 @@ def _batches(data):
     return data  # an iterable of RecordBatches, or a RecordBatchReader
 
 
-def write_arrow(table_or_batches, path_or_prefix, *, num_shards=None, deterministic=False, **writer_options) -> int:
+def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,
+                deterministic: bool = False, **writer_options: Any) -> int:
     """Write the rows of a ``pyarrow.Table``, a RecordBatch or an iterable of RecordBatches
     as tf.train.Examples, one Feature per column (see the module docstring for the types);
     returns the number of records written.

@@ -10,6 +10,7 @@ list or an object array like the object array ``parse_example`` returns by defau
 from __future__ import annotations
 
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class BytesColumn:
 
     __slots__ = ("values", "offsets", "shape")
 
-    def __init__(self, values, offsets, shape=None):
+    def __init__(self, values: Any, offsets: Any, shape: tuple[int, ...] | None = None) -> None:
         values = np.asarray(values)
         offsets = np.asarray(offsets)
         if values.ndim != 1 or values.dtype != np.uint8:

@@ -14,6 +14,8 @@ keeps bytes on the host (``bytes="host"``, the default) or leaves them out (``"d
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .errors import TFRecordError
@@ -24,7 +26,7 @@ __all__ = ["device_put"]
 _DROP = object()  # marks a value that bytes="drop" leaves out
 
 
-def device_put(batch, device=None, *, bytes="host"):
+def device_put(batch: Any, device: Any = None, *, bytes: str = "host") -> Any:
     """``batch`` with its numeric arrays on ``device`` (jax's default device when None).
 
     batch: a parsed batch or example (dict of arrays, SparseTensorValue, RaggedValue), a

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,7 @@ from ray.data.block import BlockAccessor, BlockMetadata
 
 from . import arrow as _arrow
 from . import fs as _fs
+from ._typing import Compression, Features, Files, PathLike, StorageOptions
 from .dataset import resolve_files
 from .errors import FeatureSpecError, TFRecordError, TruncatedRecordError
 from .features import infer_schema
@@ -271,8 +273,10 @@ def _binary_array(records) -> pa.Array:
                                             [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def read_tfrecords(paths, features=None, *, columns=None, raw=False, compression="auto", check_crc=True,
-                   build_index=False, storage_options=None, override_num_blocks=None, **options):
+def read_tfrecords(paths: Files, features: Features | None = None, *, columns: Sequence[str] | None = None,
+                   raw: bool = False, compression: Compression = "auto", check_crc: bool = True,
+                   build_index: bool = False, storage_options: StorageOptions = None,
+                   override_num_blocks: int | None = None, **options: Any) -> Any:
     """A ``ray.data.Dataset`` of the Examples in TFRecord files, read without TensorFlow.
 
     paths: a path, glob, directory or list of them; fsspec URLs (``s3://``, ``memory://``...)
@@ -430,9 +434,10 @@ def _storage_columns(table: pa.Table) -> pa.Table:
     return table
 
 
-def write_tfrecords(dataset, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
-                    deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None, ray_remote_args=None,
-                    concurrency=None) -> list:
+def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[str] | None = None,
+                    record_column: str | None = None, compression: Compression = None, index: bool = False,
+                    deterministic: bool = False, suffix: str = DEFAULT_SUFFIX, storage_options: StorageOptions = None,
+                    ray_remote_args: dict[str, Any] | None = None, concurrency: int | None = None) -> list[ShardInfo]:
     """Write a ``ray.data.Dataset`` as TFRecord shards ``<prefix>-00003-of-00016.tfrecord``,
     one per write task (``dataset.repartition(n)`` first for n shards), in task order, and
     return a ShardInfo (path, records) per shard.

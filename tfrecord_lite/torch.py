@@ -29,6 +29,9 @@ JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes ke
 
 from __future__ import annotations
 
+from typing import Any
+
+from ._typing import Features, Files
 from .dataset import TFRecordDataset
 from .index import IndexedDataset
 
@@ -37,7 +40,7 @@ __all__ = ["TFRecordIterableDataset", "TFRecordMapDataset", "worker_shard"]
 _classes: dict = {}
 
 
-def worker_shard(shard=None):
+def worker_shard(shard: tuple[int, int] | None = None) -> tuple[int, int]:
     """(index, count) for this DataLoader worker of this distributed rank, composed with shard."""
     import torch.distributed as dist
     from torch.utils.data import get_worker_info
@@ -85,7 +88,8 @@ def _build():
     class TFRecordIterableDataset(IterableDataset):
         """TFRecordDataset for DataLoader, sharded per worker and per rank (module doc)."""
 
-        def __init__(self, files, features=None, *, as_tensors=False, shard=None, **options):
+        def __init__(self, files: Files, features: Features | None = None, *, as_tensors: bool = False,
+                     shard: tuple[int, int] | None = None, **options: Any) -> None:
             super().__init__()
             self.files, self.features, self.as_tensors = files, features, bool(as_tensors)
             self.shard, self.options = shard, options
@@ -165,7 +169,8 @@ def _build():
     class TFRecordMapDataset(Dataset):
         """Map-style dataset over indexed files: ``ds[i]`` is one record or parsed example."""
 
-        def __init__(self, files, features=None, *, as_tensors=False, **options):
+        def __init__(self, files: Files, features: Features | None = None, *, as_tensors: bool = False,
+                     **options: Any) -> None:
             self.data = IndexedDataset(files, features, **options)
             self.as_tensors = bool(as_tensors)
 
