@@ -1313,8 +1313,9 @@ cdef unsigned char *put_entry(unsigned char *p, Feat *f, Py_ssize_t entry_size) 
 
 
 cdef Py_ssize_t features_body(Feat *feats, Py_ssize_t nf, Py_ssize_t *entry) noexcept nogil:
-    """Size of the map entries of Example {features = 1 {entries}}; entry receives each
-    entry's size. The Example is framed(body) bytes."""
+    """Size of the map entries of a Features message (an Example's field 1, a
+    SequenceExample's context); entry receives each entry's size. The field is framed(body)
+    bytes."""
     cdef Py_ssize_t i, body = 0
     for i in range(nf):
         entry[i] = feat_sizes(&feats[i])
@@ -1324,7 +1325,8 @@ cdef Py_ssize_t features_body(Feat *feats, Py_ssize_t nf, Py_ssize_t *entry) noe
 
 cdef unsigned char *put_features(unsigned char *p, Feat *feats, Py_ssize_t nf,
                                  const Py_ssize_t *entry, Py_ssize_t body) noexcept nogil:
-    """The Example features_body() measured, written at p; returns its end."""
+    """The Features field features_body() measured (tag 1, then the entries), written at p;
+    returns its end."""
     cdef Py_ssize_t i
     p[0] = TAG_KEY
     p = put_varint(p + 1, body)
@@ -1622,8 +1624,7 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
         ctx_entry, list_body, list_entry = sizes, sizes + nc, sizes + nc + nl
         for i in range(nc):
             _fill(&ctx[i], context_keys[i], context_kinds[i], context_values[i], views)
-            ctx_entry[i] = feat_sizes(&ctx[i])
-            ctx_body += framed(ctx_entry[i])
+        ctx_body = features_body(ctx, nc, ctx_entry)
         s = 0
         for i in range(nl):
             key = list_keys[i]
@@ -1635,11 +1636,7 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
             list_entry[i] = framed(PyBytes_GET_SIZE(key)) + framed(list_body[i])
             lists_body += framed(list_entry[i])
         out = PyBytes_FromStringAndSize(NULL, framed(ctx_body) + framed(lists_body))
-        p = <unsigned char *>PyBytes_AS_STRING(out)
-        p[0] = TAG_KEY
-        p = put_varint(p + 1, ctx_body)
-        for i in range(nc):
-            p = put_entry(p, &ctx[i], ctx_entry[i])
+        p = put_features(<unsigned char *>PyBytes_AS_STRING(out), ctx, nc, ctx_entry, ctx_body)
         p[0] = TAG_VALUE
         p = put_varint(p + 1, lists_body)
         s = 0
