@@ -382,14 +382,8 @@ def _encodable(name, arr: pa.Array):
 def _fill_nulls(name, arr):
     """A placeholder in each null row (the rows are encoded again without the feature)."""
     t = arr.type
-    leaf = t
-    while pa.types.is_fixed_size_list(leaf):
-        leaf = leaf.value_type
-    if pa.types.is_dictionary(leaf):
-        leaf = leaf.value_type
-    if not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
-            or pa.types.is_binary(leaf) or pa.types.is_large_binary(leaf) or pa.types.is_string(leaf)
-            or pa.types.is_large_string(leaf)):
+    leaf = _leaf_type(t)
+    if not _scalar(leaf):
         raise _unsupported(name, t)
     zero = pa.array([b"" if pa.types.is_binary(leaf) or pa.types.is_large_binary(leaf)
                      else "" if pa.types.is_string(leaf) or pa.types.is_large_string(leaf) else 0], leaf)
@@ -435,10 +429,18 @@ def _holdable(t) -> bool:
     """Whether an Example can hold a column of this Arrow type (one Feature per row)."""
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         t = t.value_type
+    return _scalar(_leaf_type(t))
+
+
+def _leaf_type(t):
+    """The value type under fixed-size lists and a dictionary encoding."""
     while pa.types.is_fixed_size_list(t):
         t = t.value_type
-    if pa.types.is_dictionary(t):
-        t = t.value_type
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _scalar(t) -> bool:
+    """Whether a Feature can hold values of this Arrow type: numbers, booleans, bytes, text."""
     return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
             or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
             or pa.types.is_large_string(t))
