@@ -33,7 +33,7 @@ RESULTS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS
 WATCHED_MODULES = ("tensorflow", "tfrecord", "tfrecord_lite", "torch")
 
 __all__ = [
-    "PeerError", "run_in_subprocess", "run_rounds", "time_repeats", "summarize", "median",
+    "PeerError", "run_in_subprocess", "run_rounds", "measure_workload", "time_repeats", "summarize", "median",
     "warm_page_cache", "peak_rss_mb", "measurement", "measurements_table", "machine_info", "machine_lines", "markdown_table", "ratio",
     "workload_heading", "op_tables", "workload_tables", "targets_table", "runs_line", "package_results",
     "add_arguments", "finish", "log", "main", "update_results_section", "RESULTS_PATH",
@@ -322,6 +322,22 @@ def markdown_table(headers: list[str], rows: list[list], align: str | None = Non
     out = ["| " + " | ".join(headers) + " |", "| " + " | ".join(rule) + " |"]
     out += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(out)
+
+
+def measure_workload(module: str, name: str, workload: dict, op: str, peers, args: dict, rounds: int = 1,
+                     timeout: float | None = None, log=None) -> dict:
+    """Run each peer of ``module`` on one workload, each in its own process, ``rounds``
+    times in turn, and return {key: measurement()}. peers: (key, label, function[, extra
+    args]); every peer gets ``args`` (plus its extras). Peers that report a "checksum" (at least
+    one must) must all report the same one."""
+    plan = [(key, label, f"{module}:{func}", {**args, **(rest[0] if rest else {})})
+            for key, label, func, *rest in peers]
+    pooled = run_rounds(plan, rounds, timeout, log)
+    ms = {k: measurement(p, name, op, workload["records"], workload["bytes"]) | {"key": k}
+          for k, p in pooled.items()}
+    if len({m["checksum"] for m in ms.values() if "checksum" in m}) != 1:
+        raise AssertionError(f"the peers disagree: { {k: m.get('checksum') for k, m in ms.items()} }")
+    return ms
 
 
 def measurement(pooled: dict, workload: str, op: str, records: int, nbytes: int) -> dict:

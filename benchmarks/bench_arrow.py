@@ -104,13 +104,8 @@ def run(workloads: dict, repeats: int = 5, warmup: int = 1, timeout: float | Non
     """Measure every peer on W2; returns {"machine", "workloads", "measurements", "ratios", ...}."""
     machine = H.machine_info()
     w = workloads["w2"]
-    plan = [(key, label, f"benchmarks.bench_arrow:{func}",
-             {"paths": w["paths"], "records": w["records"], "repeats": repeats, "warmup": warmup, **extra})
-            for key, label, func, extra in PEERS]
-    pooled = H.run_rounds(plan, rounds, timeout, log)
-    ms = {k: H.measurement(p, "w2", "parse", w["records"], w["bytes"]) | {"key": k} for k, p in pooled.items()}
-    if len({m["checksum"] for m in ms.values()}) != 1:
-        raise AssertionError(f"the peers disagree: { {k: m['checksum'] for k, m in ms.items()} }")
+    args = {"paths": w["paths"], "records": w["records"], "repeats": repeats, "warmup": warmup}
+    ms = H.measure_workload("benchmarks.bench_arrow", "w2", w, "parse", PEERS, args, rounds, timeout, log)
     ratios = [H.ratio("w2", "Arrow output", ms["lite_arrow"], ms["lite_numpy"], NUMPY_TARGET),
               H.ratio("w2", "Arrow output", ms["lite_arrow"], ms["lite_pydict"], PYDICT_TARGET)]
     return H.package_results(SECTION, machine, {"w2": w}, list(ms.values()), ratios, repeats, warmup, rounds)

@@ -150,14 +150,9 @@ def run(workloads: dict, repeats: int = 3, warmup: int = 1, timeout: float | Non
         upload_s = time.perf_counter() - t0
         if log:
             log(f"uploaded {len(urls)} files ({w['bytes'] / 1e6:,.0f} MB) in {upload_s:.1f}s")
-        base = {"paths": w["paths"], "urls": urls, "endpoint": endpoint, "records": w["records"],
+        args = {"paths": w["paths"], "urls": urls, "endpoint": endpoint, "records": w["records"],
                 "repeats": repeats, "warmup": warmup}
-        plan = [(key, label, f"benchmarks.bench_cloud:{func}", base) for key, label, func in PEERS]
-        pooled = H.run_rounds(plan, rounds, timeout, log)
-    ms = {k: H.measurement(p, "w1", "read+parse", w["records"], w["bytes"]) | {"key": k}
-          for k, p in pooled.items()}
-    if len({m["checksum"] for m in ms.values() if "checksum" in m}) != 1:
-        raise AssertionError(f"the peers disagree: { {k: m['checksum'] for k, m in ms.items()} }")
+        ms = H.measure_workload("benchmarks.bench_cloud", "w1", w, "read+parse", PEERS, args, rounds, timeout, log)
     if not ms["lite_s3"].pop("fsspec_loaded"):
         raise AssertionError("the s3 peer did not go through fsspec")
     ratios = [H.ratio("w1", "s3:// over local files", ms["lite_s3"], ms["lite"], TARGET),
