@@ -385,13 +385,15 @@ cdef inline int fail(Parser *p, int err, const unsigned char *at) noexcept nogil
     return -1
 
 
-cdef inline int read_tag(Parser *p, Cursor *c, uint32_t *field, uint32_t *wire) noexcept nogil:
-    """Tag = varint (field_number << 3 | wire_type); field numbers start at 1 and fit 29 bits."""
+cdef inline int read_tag(Parser *p, Cursor *c, uint32_t *field, uint32_t *wire,
+                         bint in_group=False) noexcept nogil:
+    """Tag = varint (field_number << 3 | wire_type); field numbers start at 1 and fit 29 bits.
+    Inside a skipped group, field number 0 passes, as protobuf's upb runtime lets it."""
     cdef uint64_t tag
     cdef const unsigned char *at = c.pos
     if not cursor_varint(c, &tag):
         return fail(p, E_VARINT, at)
-    if (tag >> 32) != 0 or (tag >> 3) == 0:
+    if (tag >> 32) != 0 or ((tag >> 3) == 0 and not in_group):
         return fail(p, E_TAG, at)
     field[0] = <uint32_t>(tag >> 3)
     wire[0] = <uint32_t>(tag & 7)
@@ -435,7 +437,7 @@ cdef int skip_field(Parser *p, Cursor *c, uint32_t field, uint32_t wire, int dep
         while True:
             if c.pos >= c.end:
                 return fail(p, E_TRUNCATED, at)
-            if read_tag(p, c, &f2, &w2) < 0:
+            if read_tag(p, c, &f2, &w2, True) < 0:
                 return -1
             if w2 == EGROUP:
                 if f2 != field:

@@ -193,3 +193,30 @@ def test_every_repeated_key_must_be_utf8(backend, record):
         tfl.decode_examples([record])
     with _native.use(backend.other), pytest.raises(tfl.ExampleDecodeError):
         tfl.decode_examples([record])
+
+
+# Field 1 opened as a group (wire type 3) holding fields numbered 0: the core called such
+# a tag invalid, protobuf's upb runtime skips it inside a group (and rejects it outside).
+# The first record is the input the fuzzer found; the others pin each wire type.
+@pytest.mark.parametrize("record", [
+    b"\x0b\t\n\x07\n\x01i\x12\x02\x1a\x00\x12\x19\n\x17\n\x01c\x12\x12\n\x0c\x12\n\n\x08"
+    b"\x00\x00\x80\xff\x00\x00\x80\x7f\n\x02\x12\x00",
+    b"\x0b\x00\x00\x0c",
+    b"\x0b\x80\x00\x00\x0c",                 # the tag as a 2-byte varint
+    b"\x0b\x02\x00\x0c\n\x00",                # LEN, then an empty Features
+    b"\x0b\x03\x04\x0c",                     # a nested group numbered 0
+    b"\x0b\x05\x00\x00\x00\x00\x0c",
+    b"\x0b\x01" + b"\x00" * 8 + b"\x0c",
+])
+def test_field_zero_inside_a_skipped_group(backend, record):
+    ours = tfl.decode_examples([record])
+    assert ours == [{}]
+    assert on_other(backend, lambda: tfl.decode_examples([record])) == ours
+
+
+@pytest.mark.parametrize("record", [b"\x00\x12", b"\x0b\x04\x0c", b"\x0b\x06\x0c", b"\n\x02\x00\x00"])
+def test_field_zero_outside_a_group_or_as_a_bad_end_is_still_an_error(backend, record):
+    with pytest.raises(tfl.ExampleDecodeError):
+        tfl.decode_examples([record])
+    with _native.use(backend.other), pytest.raises(tfl.ExampleDecodeError):
+        tfl.decode_examples([record])
