@@ -190,3 +190,18 @@ def find_header(buf, start=0, stop=-1):
         if _mask(_crc32c_pkg.crc32c(mv[p : p + 8])) == _u32.unpack(mv[p + 8 : p + 12])[0]:
             return p
     return -1
+
+
+def gather(buffers, which, starts, lengths):
+    n = len(which)
+    if len(starts) != n or len(lengths) != n:
+        raise InvalidArgumentError("gather: which, starts and lengths must have the same length")
+    views = [memoryview(b).cast("B") for b in buffers]
+    out, out_starts, total = bytearray(), np.empty(n, np.int64), 0
+    for j, (b, s, m) in enumerate(zip(which.tolist(), starts.tolist(), lengths.tolist())):
+        if not 0 <= b < len(views) or s < 0 or m < 0 or s > len(views[b]) - m:
+            raise InvalidArgumentError(f"gather: record {j} ({b}, {s}, {m}) lies outside its buffer")
+        out_starts[j] = total
+        out += views[b][s:s + m]
+        total += m
+    return out, out_starts

@@ -27,9 +27,10 @@ import numpy as np
 from .errors import TFRecordError
 from .reader import RecordBatch
 
-__all__ = ["Cursor", "check_state", "start_state", "piece_segment"]
+__all__ = ["ROUNDS", "Cursor", "check_state", "start_state", "piece_segment"]
 
 _FRAME_OVERHEAD = 16  # header and footer bytes around each record's data
+ROUNDS = -2  # a log entry's "slot changed" for a chunk of whole blocks from several slots
 
 
 def check_state(state: dict, version: int, fingerprint, cycle_length: int):
@@ -102,7 +103,9 @@ class Cursor:
 
     ``log`` holds events not yet consumed: (records before it, records in it, cycle index
     after, records taken from the block after, slot changed or -1, that slot's new value,
-    files opened by it). ``commit(consumed)`` applies those the consumer has passed."""
+    files opened by it). A chunk of whole blocks taken in turn from several slots has slot
+    ``ROUNDS`` and the value (block_length, [(slot, its value before, records taken)]) in
+    the order it took them. ``commit(consumed)`` applies those the consumer has passed."""
 
     __slots__ = ("epoch", "opened", "index", "taken", "slots", "log", "_frozen")
 
@@ -119,6 +122,9 @@ class Cursor:
             _, _, self.index, self.taken, changed, value, opened = log.popleft()
             if changed >= 0:
                 slots[changed] = value
+            elif changed == ROUNDS:
+                for c, (p, piece_map, at, start), n in value[1]:
+                    slots[c] = (p, piece_map, at + n, start)
             self.opened += opened
 
     def snapshot(self, consumed: int) -> dict:
@@ -127,11 +133,21 @@ class Cursor:
             return self._frozen
         self.commit(consumed)
         slots, taken = list(self.slots), self.taken
-        if self.log and self.log[0][0] < consumed:  # a chunk the consumer is inside
+        index = self.index
+        if self.log and self.log[0][0] < consumed and self.log[0][4] == ROUNDS:
+            before, _, _, _, _, (block, moved), _ = self.log[0]
+            k = consumed - before  # records of the chunk passed: whole rounds, then blocks
+            turn = len(moved) * block
+            q, taken = divmod(k % turn, block)
+            for j, (c, (p, piece_map, at, start), _) in enumerate(moved):
+                passed = k // turn * block + (block if j < q else taken if j == q else 0)
+                slots[c] = (p, piece_map, at + passed, start)
+            index = moved[q][0]
+        elif self.log and self.log[0][0] < consumed:  # a chunk of one slot the consumer is inside
             before, n, _, _, changed, (p, piece_map, at, start), _ = self.log[0]
             slots[changed] = (p, piece_map, at - n + consumed - before, start)
             taken += consumed - before
-        return {"opened": self.opened, "index": self.index, "taken": taken,
+        return {"opened": self.opened, "index": index, "taken": taken,
                 "slots": [None if s is None else [s[0], *_resolve(s)] for s in slots]}
 
     def freeze(self, consumed: int) -> None:

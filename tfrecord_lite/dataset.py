@@ -36,7 +36,8 @@ from ._typing import Compression, Features, Files, ParseFn, StorageOptions
 from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
-from ._resume import Cursor, check_state, piece_segment, start_state
+from ._resume import ROUNDS, Cursor, check_state, piece_segment, start_state
+from ._gather import Gathered
 from .reader import ON_CORRUPT, RecordBatch, TFRecordReader, join_records, rebatch
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse"]
@@ -45,7 +46,6 @@ _GLOB_CHARS = frozenset("*?[")
 _PIECE_RECORDS = 4096
 _PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
-_BLOCK_RUN = 256  # interleave block_length from which records stay in their read blocks
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
@@ -425,12 +425,16 @@ class _Run:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
         self._parse = ds._parse_fn()
-        # Records stay in their read blocks (RecordBatch) all the way to parse_example, which
-        # reads them in place: no Python object per record on the way. Not for a custom parse
-        # or raw output (they get bytes), the per-record shuffle buffer, or an interleave that
-        # alternates files record by record (one-record blocks cost more than bytes).
-        self._blocks = (ds.features is not None and ds.parse is None and not ds.shuffle_buffer
-                        and (ds.cycle_length == 1 or ds.block_length >= _BLOCK_RUN or len(ds._positions) <= 1))
+        # Records stay in their read blocks all the way to parse_example, which reads them in
+        # place, or to the RecordBatches of batched raw output: the interleave and batching
+        # move index arrays (Gathered), with no Python object per record on the way. Not for
+        # a custom parse or unbatched raw output (they get bytes) or the per-record shuffle
+        # buffer.
+        self._blocks = (ds.parse is None and not ds.shuffle_buffer
+                        and (ds.features is not None or ds.batch_size is not None))
+        self._join = Gathered.join if self._blocks else join_records
+        if self._blocks and self._parse is None:
+            self._parse = _raw_batch  # made in the pool: a batch's records may be copied
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
         # Small batches of a dense spec are parsed several at a time and the arrays split
         # after: every parse task costs GIL handoffs and future traffic, which with batches
@@ -476,7 +480,7 @@ class _Run:
                 self._skip = 0
             size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
             if size is not None:
-                chunks = rebatch(chunks, size, ds.drop_remainder and ds.batch_size is not None)
+                chunks = rebatch(chunks, size, ds.drop_remainder and ds.batch_size is not None, self._join)
             if self._parse is None:
                 if ds.batch_size is None:
                     for chunk in chunks:
@@ -535,10 +539,10 @@ class _Run:
             count += len(batch)
             nbytes += _held_bytes(batch)
             if count >= _TASK_RECORDS or nbytes >= _TASK_BYTES:
-                yield join_records(group), sizes
+                yield self._join(group), sizes
                 group, sizes, count, nbytes = [], [], 0, 0
         if group:
-            yield join_records(group), sizes
+            yield self._join(group), sizes
 
     def _interleave(self, positions, start=None):
         """Chunks (lists) of records in interleave order; see TFRecordDataset. start: the
@@ -561,6 +565,8 @@ class _Run:
                     slots[c] = self._open(_Slot(files[s[0]], s[0], rule, s[1], s[2]))
             num_open = cycle - slots.count(None)
             index, taken = start["index"], start["taken"]
+            # Blocks shorter than a batch: take whole rounds of them at once, as index arrays.
+            gather = self._blocks and cycle > 1 and block < (ds.batch_size or _UNBATCHED_GROUP)
             log = None
             if self._track and ds._track_positions:
                 cursor = self.position.cursor = Cursor(self.position.epoch, start)
@@ -569,6 +575,18 @@ class _Run:
             while todo or num_open:
                 if log is not None and len(cursor.log) > _LOG_COMMIT:
                     cursor.commit(self.position.elements * per_element)  # what the consumer passed
+                if gather and taken == 0 and num_open > 1 and (not todo or num_open == cycle):
+                    stretch = _rounds(slots, index, block)
+                    if stretch is not None:
+                        chunk, moved, index = stretch
+                        if log is not None:
+                            log((produced, len(chunk), index, 0, ROUNDS, (block, [
+                                (c, (slots[c].position, slots[c].map, slots[c].at, None), n) for c, n in moved]), 0))
+                            produced += len(chunk)
+                        for c, n in moved:
+                            slots[c].at += n
+                        yield chunk
+                        continue
                 slot = slots[index]
                 if slot is None:
                     if todo:
@@ -676,7 +694,8 @@ class _Run:
             slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
             self.records_read += count
-        return join_records(parts), piece_map
+        piece = join_records(parts)
+        return (Gathered.of(piece) if self._blocks else piece), piece_map
 
     def _drain_slots(self):
         for slot in self._slots:
@@ -691,10 +710,37 @@ class _Run:
         self._slots = []
 
 
+def _rounds(slots, index, block):
+    """Whole blocks of the interleave from cycle position ``index`` on while the open files'
+    pieces still hold them: (Gathered records, [(position, records taken)], position after),
+    or None when the file at ``index`` has less than a block in its piece."""
+    order = [c for c in range(index, len(slots)) if slots[c] is not None]
+    order += [c for c in range(index) if slots[c] is not None]
+    left = [len(slots[c].piece) - slots[c].at for c in order]
+    rounds = min(left) // block
+    extra = 0
+    while extra < len(order) and left[extra] - rounds * block >= block:
+        extra += 1
+    if rounds == 0 and extra == 0:
+        return None  # the normal path moves the file at ``index`` to its next piece
+    moved = [(c, rounds * block + (block if j < extra else 0)) for j, c in enumerate(order)]
+    chunk = Gathered.rounds([slots[c].piece[slots[c].at:slots[c].at + n] for c, n in moved], block, rounds, extra)
+    last = order[extra - 1] if extra else order[-1]
+    return chunk, moved, (last + 1) % len(slots)
+
+
+def _raw_batch(records):
+    """Batched raw output: the RecordBatch itself."""
+    return records
+
+
 def _held_bytes(records) -> int:
     """About the memory records hold: for a RecordBatch the stretch of its blocks it spans
     (frame headers and any records a strided slice skips included). Not RecordBatch.nbytes:
     a numpy reduction of 500+ values releases the GIL, and retaking it waits for a worker."""
+    if type(records) is Gathered:
+        n = len(records)
+        return n and n * (int(records.lengths[0]) + int(records.lengths[-1])) // 2
     if type(records) is RecordBatch:
         return sum(int(starts[-1]) + int(lengths[-1]) - int(starts[0]) for _, starts, lengths in records.segments)
     return sum(map(len, records))
@@ -705,6 +751,8 @@ def _parse_task(parse, records, sizes):
     None, else one batch per size, split from one parse of them all (as views). When that
     parse fails, the batches are parsed one by one so that the good ones before the bad
     one are delivered, then its error, which names the record within its batch."""
+    if type(records) is Gathered:
+        records = records.to_batch()
     if sizes is None:
         return _unbatch(parse(records), len(records), parse, records), None
     if len(sizes) == 1:

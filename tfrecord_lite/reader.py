@@ -393,9 +393,24 @@ class RecordBatch(Sequence):
         return sum(int(lengths.sum()) for _, _, lengths in self.segments)
 
     def __add__(self, other):
-        if not isinstance(other, RecordBatch):
-            return NotImplemented
-        return RecordBatch.concat((self, other))
+        if isinstance(other, RecordBatch):
+            return RecordBatch.concat((self, other))
+        if isinstance(other, list):
+            return list(self) + other
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, list):  # sum(batches, []) and list + batch give lists
+            return other + list(self)
+        return NotImplemented
+
+    def __eq__(self, other):
+        """Equal to a RecordBatch, list or tuple of the same records, as bytes."""
+        if isinstance(other, (RecordBatch, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # mutable-looking and equal to lists, as a list is
 
     def _slice(self, start, stop, step):
         out, base = [], 0
@@ -437,9 +452,10 @@ def join_records(parts):
     return list(itertools.chain.from_iterable(parts))
 
 
-def rebatch(chunks, size, drop_remainder=False):
-    """Chunks of records (lists or RecordBatches) regrouped into batches of ``size``, the
-    last one shorter unless drop_remainder; chunks are sliced, never copied record by record."""
+def rebatch(chunks, size, drop_remainder=False, join=join_records):
+    """Chunks of records (lists or RecordBatches, or what ``join`` joins) regrouped into
+    batches of ``size``, the last one shorter unless drop_remainder; chunks are sliced, never
+    copied record by record."""
     parts, have = [], 0
     for chunk in chunks:
         if not len(chunk):
@@ -451,10 +467,10 @@ def rebatch(chunks, size, drop_remainder=False):
             extra = have - size  # records of the last chunk that go to the next batch
             if extra:
                 parts[-1] = last[:len(last) - extra]
-            yield join_records(parts)
+            yield join(parts)
             parts, have = ([last[len(last) - extra:]] if extra else []), extra
     if parts and not drop_remainder:
-        yield join_records(parts)
+        yield join(parts)
 
 
 class _ReadInto:

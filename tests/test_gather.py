@@ -1,0 +1,103 @@
+"""The index-array interleave: the core's gather on both backends, Gathered's slicing,
+joining and rounds, and TFRecordDataset's outputs in TF's interleave order whatever the
+cycle, block, batch, threads and sharding (checked against the record-by-record path that
+unbatched raw output still takes, which the interop tests hold to tf.data's order)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite as tfl
+from tfrecord_lite import _native
+from tfrecord_lite._gather import Gathered
+
+SPEC = {"id": tfl.FixedLenFeature([], np.int64)}
+COUNTS = [9000, 0, 1, 5000, 4500, 37, 300]
+
+
+def _blocks(records_per_block):
+    """RecordBatches over real frame blocks, records numbered across them."""
+    out, k = [], 0
+    for n in records_per_block:
+        frames = _native.framing.encode_frames([b"r%d-" % (k + i) + b"x" * ((k + i) % 7) for i in range(n)])
+        frames, starts, lengths, *_ = _native.framing.scan_block(frames)
+        out.append(tfl.RecordBatch(frames, starts, lengths, framed=True))
+        k += n
+    return out
+
+
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=5), st.data())
+def test_gather_copies_the_records_it_is_given(backend, sizes, data):
+    batch = tfl.RecordBatch.concat(_blocks(sizes))
+    flat = Gathered.of(batch)
+    order = np.array(data.draw(st.lists(st.integers(0, max(0, len(batch) - 1)), max_size=60))
+                     if len(batch) else [], np.int64)
+    buf, starts = _native.framing.gather(flat.buffers, flat.which[order], flat.starts[order], flat.lengths[order])
+    got = tfl.RecordBatch(buf, starts, flat.lengths[order])
+    assert list(got) == [batch[i] for i in order.tolist()]
+    with _native.use(backend.other):
+        theirs = _native.framing.gather(flat.buffers, flat.which[order], flat.starts[order], flat.lengths[order])
+    assert bytes(theirs[0]) == bytes(buf) and theirs[1].tolist() == starts.tolist()
+
+
+@pytest.mark.parametrize("which, start, length", [(1, 0, 1), (-1, 0, 1), (0, -1, 1), (0, 0, -1), (0, 5, 1), (0, 0, 6)])
+def test_gather_rejects_records_outside_their_buffer(backend, which, start, length):
+    a = np.array
+    with pytest.raises(tfl.InvalidArgumentError, match="outside its buffer"):
+        _native.framing.gather([b"12345"], a([which], np.int64), a([start], np.int64), a([length], np.int64))
+    with pytest.raises(tfl.InvalidArgumentError, match="same length"):
+        _native.framing.gather([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64))
+
+
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=4), st.integers(1, 5), st.data())
+def test_rounds_interleave_whole_blocks(backend, sizes, block, data):
+    pieces = [tfl.RecordBatch.concat(_blocks([n])) for n in sizes]
+    rounds = min(len(p) for p in pieces) // block
+    extra = data.draw(st.integers(0, sum(len(p) - rounds * block >= block for p in pieces)))
+    extra = min(extra, next((j for j, p in enumerate(pieces) if len(p) - rounds * block < block), len(pieces)))
+    parts = [p[:rounds * block + (block if j < extra else 0)] for j, p in enumerate(pieces)]
+    want = [p[r * block:(r + 1) * block] for r in range(rounds) for p in parts]
+    want += [p[rounds * block:(rounds + 1) * block] for p in parts[:extra]]
+    got = Gathered.rounds([Gathered.of(p) for p in parts], block, rounds, extra)
+    assert list(got.to_batch()) == [r for chunk in want for r in chunk]
+    cut = data.draw(st.integers(0, len(got)))
+    joined = Gathered.join([got[:cut], got[cut:]]).to_batch()
+    assert list(joined) == list(got.to_batch())
+
+
+def test_long_runs_stay_in_their_blocks():
+    blocks = _blocks([500, 500])
+    batch = Gathered.join([Gathered.of(b) for b in blocks]).to_batch()
+    assert [s[0] for s in batch.segments] == [b.segments[0][0] for b in blocks] and batch.framed
+    mixed = Gathered.rounds([Gathered.of(b) for b in blocks], 1, 500, 0).to_batch()
+    assert len(mixed.segments) == 1 and not mixed.framed  # copied into one new block
+    assert list(mixed) == [r for pair in zip(blocks[0], blocks[1]) for r in pair]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gather")
+    paths = []
+    for f, n in enumerate(COUNTS):
+        paths.append(str(d / f"part-{f}.tfrecord"))
+        with tfl.TFRecordWriter(paths[-1]) as w:
+            w.write_many(tfl.encode_example({"id": 100_000 * f + j, "pad": b"p" * (j % 300)}) for j in range(n))
+    return paths
+
+
+@settings(max_examples=25, deadline=None)
+@given(cycle=st.sampled_from([2, 3, 7, 16]), block=st.sampled_from([1, 2, 5, 64, 1000]),
+       batch=st.sampled_from([None, 1, 7, 1024]), threads=st.sampled_from([1, 2, 3]),
+       shard=st.sampled_from([None, (1, 2), (0, 9)]), open_files=st.sampled_from([16, 64]))
+def test_parsed_and_batched_raw_outputs_keep_the_interleave_order(backend, files, cycle, block, batch, threads, shard,
+                                                                   open_files):
+    opts = dict(cycle_length=cycle, block_length=block, num_threads=threads, shard=shard, max_open_files=open_files)
+    records = list(tfl.TFRecordDataset(files, **opts))  # one bytes object at a time
+    want = [int(tfl.parse_example([r], SPEC)["id"][0]) for r in records]
+    parsed = tfl.TFRecordDataset(files, SPEC, batch_size=batch, **opts)
+    assert [i for b in parsed for i in np.atleast_1d(b["id"]).tolist()] == want
+    if batch is not None:
+        raw = list(tfl.TFRecordDataset(files, batch_size=batch, **opts))
+        assert all(type(b) is tfl.RecordBatch for b in raw)
+        assert [r for b in raw for r in b] == records
