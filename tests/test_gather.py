@@ -101,3 +101,44 @@ def test_parsed_and_batched_raw_outputs_keep_the_interleave_order(backend, files
         raw = list(tfl.TFRecordDataset(files, batch_size=batch, **opts))
         assert all(type(b) is tfl.RecordBatch for b in raw)
         assert [r for b in raw for r in b] == records
+
+
+@given(st.integers(1, 12), st.integers(0, 40), st.data())
+def test_shuffle_step_is_the_sequential_buffer(size, n, data):
+    from tfrecord_lite.dataset import _object_array, _shuffle_step
+
+    slots = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=n, max_size=n)), np.int64)
+    buf, records = [f"b{i}" for i in range(size)], [f"r{j}" for j in range(n)]
+    want, state = [], list(buf)
+    for record, slot in zip(records, slots.tolist()):
+        want.append(state[slot])
+        state[slot] = record
+    out, left = _shuffle_step(_object_array([buf]), _object_array([records]), slots, _object_array)
+    assert out.tolist() == want and left.tolist() == state
+
+
+@settings(max_examples=10, deadline=None)
+@given(size=st.sampled_from([1, 7, 5000]), cycle=st.sampled_from([1, 3]), batch=st.sampled_from([1, 64]),
+       seed=st.integers(0, 3))
+def test_shuffle_buffer_window_and_same_order_on_every_path(backend, files, size, cycle, batch, seed):
+    opts = dict(cycle_length=cycle, block_length=1, shuffle_buffer=size, seed=seed, num_threads=2)
+    order = list(tfl.TFRecordDataset(files, cycle_length=cycle, block_length=1))
+    position = {r: j for j, r in enumerate(order)}
+    shuffled = list(tfl.TFRecordDataset(files, **opts))
+    assert sorted(shuffled) == sorted(order) and (size == 1) == (shuffled == order)
+    # TF's buffer: the j-th output is one of the first j + size inputs
+    assert all(position[r] < j + size for j, r in enumerate(shuffled))
+    assert [r for b in tfl.TFRecordDataset(files, batch_size=batch, **opts) for r in b] == shuffled
+    ids = [int(tfl.parse_example([r], SPEC)["id"][0]) for r in shuffled]
+    assert [i for b in tfl.TFRecordDataset(files, SPEC, batch_size=batch, **opts) for i in b["id"].tolist()] == ids
+    assert list(tfl.TFRecordDataset(files, **{**opts, "seed": seed + 10})) != shuffled or size == 1
+
+
+def test_take_and_long_joins_hold_only_the_blocks_their_records_use():
+    blocks = [Gathered.of(b) for b in _blocks([3] * 100)]
+    joined = Gathered.join(blocks)  # past 64 blocks a join drops those it does not use
+    assert len(joined.buffers) == 100
+    picked = joined.take(np.array([299, 0, 150]))
+    assert len(picked.buffers) == 3 and list(picked.to_batch()) == [list(joined.to_batch())[i] for i in (299, 0, 150)]
+    sliced = Gathered.join([b[:1] for b in blocks] + [joined[:3]] * 2)
+    assert len(sliced.buffers) == 100 and list(sliced.to_batch())[-6:] == list(joined.to_batch())[:3] * 2

@@ -23,6 +23,7 @@ __all__ = ["Gathered"]
 
 _EMPTY = np.empty(0, np.int64)
 _RUN_MIN = 64  # average records per buffer run from which a batch keeps its buffers' runs
+_BLOCKS_MAX = 64  # blocks a join may list before those without records are dropped
 
 
 class Gathered:
@@ -57,6 +58,20 @@ class Gathered:
             raise TypeError("Gathered records are sliced, not indexed")
         return Gathered(self.buffers, self.which[i], self.starts[i], self.lengths[i], self.framed)
 
+    def take(self, idx) -> Gathered:
+        """The records at positions idx (an int array), in that order, holding only the
+        blocks they lie in."""
+        return Gathered(self.buffers, self.which[idx], self.starts[idx], self.lengths[idx], self.framed)._compact()
+
+    def _compact(self) -> Gathered:
+        """Drop the blocks no record lies in, so that what a shuffle buffer keeps, or a
+        batch joined of many slices, holds no more memory than its records need."""
+        used = np.unique(self.which)
+        if len(used) < len(self.buffers):
+            self.buffers = [self.buffers[b] for b in used.tolist()]
+            self.which = np.searchsorted(used, self.which)
+        return self
+
     @classmethod
     def join(cls, parts) -> Gathered:
         """Parts one after the other."""
@@ -70,8 +85,9 @@ class Gathered:
             buffers.extend(p.buffers)
             which.append(p.which + base if base else p.which)
             base += len(p.buffers)
-        return cls(buffers, np.concatenate(which), np.concatenate([p.starts for p in parts]),
-                   np.concatenate([p.lengths for p in parts]), all(p.framed for p in parts))
+        out = cls(buffers, np.concatenate(which), np.concatenate([p.starts for p in parts]),
+                  np.concatenate([p.lengths for p in parts]), all(p.framed for p in parts))
+        return out._compact() if len(buffers) > _BLOCKS_MAX else out
 
     @classmethod
     def rounds(cls, parts, block: int, rounds: int, extra: int) -> Gathered:
