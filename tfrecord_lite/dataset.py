@@ -8,8 +8,11 @@ Stages, in order: files (resolved, sharded, optionally shuffled per epoch) -> in
 run in a pool of ``num_threads`` worker threads; the interleave, shuffle and batch stages are
 bookkeeping done on the consumer's thread, so the output order is a pure function of the
 files, the options, the seed and the epoch when ``deterministic=True``. When parsing with a
-feature spec, records stay in their read blocks (RecordBatch) from the reader to the
-decoder, so those stages slice index arrays rather than handle a Python object per record.
+feature spec, and for batched raw output, records stay in their read blocks from the reader
+to the decoder: those stages move index arrays (``_gather.Gathered``; whole rounds of the
+interleave at a time, the shuffle buffer a few thousand records at a time), and each batch's
+records are copied into one block by the parse worker, so no stage handles a Python object
+per record.
 
 Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
 open file at most one piece being read and one waiting (a piece is a few hundred KiB of
