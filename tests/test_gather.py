@@ -105,7 +105,7 @@ def test_parsed_and_batched_raw_outputs_keep_the_interleave_order(backend, files
 
 @given(st.integers(1, 12), st.integers(0, 40), st.data())
 def test_shuffle_step_is_the_sequential_buffer(size, n, data):
-    from tfrecord_lite.dataset import _object_array, _shuffle_step
+    from tfrecord_lite._gather import _shuffle_step, object_array
 
     slots = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=n, max_size=n)), np.int64)
     buf, records = [f"b{i}" for i in range(size)], [f"r{j}" for j in range(n)]
@@ -113,7 +113,7 @@ def test_shuffle_step_is_the_sequential_buffer(size, n, data):
     for record, slot in zip(records, slots.tolist()):
         want.append(state[slot])
         state[slot] = record
-    out, left = _shuffle_step(_object_array([buf]), _object_array([records]), slots, _object_array)
+    out, left = _shuffle_step(object_array([buf]), object_array([records]), slots, object_array)
     assert out.tolist() == want and left.tolist() == state
 
 

@@ -7,6 +7,9 @@ slower. ``Gathered`` keeps a batch in the making as the buffers its records lie 
 per record, which buffer, where and how long. Slicing, joining and interleaving whole rounds
 of blocks are a few NumPy operations on those arrays, whatever the number of records.
 
+``shuffle`` is TensorFlow's shuffle buffer on the same arrays (or on an object array of
+the records, for the paths that hand out ``bytes``).
+
 ``to_batch()`` runs in the parse worker and turns it into a RecordBatch: the buffers' own
 runs when the records come in long runs (no copy), else one copy of the records' bytes into
 a new block, made by the core without the GIL.
@@ -14,16 +17,19 @@ a new block, made by the core without the GIL.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from . import _native
 from .reader import RecordBatch
 
-__all__ = ["Gathered"]
+__all__ = ["Gathered", "object_array", "shuffle"]
 
 _EMPTY = np.empty(0, np.int64)
 _RUN_MIN = 64  # average records per buffer run from which a batch keeps its buffers' runs
 _BLOCKS_MAX = 64  # blocks a join may list before those without records are dropped
+_SHUFFLE_STEP = 4096  # records a shuffle buffer takes in at a time
 
 
 class Gathered:
@@ -126,3 +132,86 @@ class Gathered:
 
     def __repr__(self):
         return f"Gathered({len(self)} records in {len(self.buffers)} blocks)"
+
+
+def shuffle(chunks, size, rng, join):
+    """TensorFlow's shuffle: fill a buffer of ``size``, then for each next record emit a
+    random element of the buffer and put the record in its place; drain in random order at
+    the end. Done on index arrays a few thousand records at a time (a list's records as an
+    object array, a Gathered's as its arrays): each record's slot is drawn from a stream of
+    draws in fixed blocks, so the order does not depend on how the input was chunked."""
+    draws = _Draws(rng, size)
+    buf, incoming, have = None, [], 0
+    step = max(_SHUFFLE_STEP, size // 4)
+    for chunk in itertools.chain(chunks, (None,)):
+        if chunk is not None:
+            incoming.append(chunk)
+            have += len(chunk)
+            if have < step:
+                continue
+        if not have:
+            continue
+        records, incoming, have = join(incoming), [], 0
+        if buf is None or len(buf) < size:  # filling
+            filled = 0 if buf is None else len(buf)
+            take = min(size - filled, len(records))
+            buf = records[:take] if buf is None else join([buf, records[:take]])
+            records = records[take:]
+            if not len(records):
+                continue
+        out, buf = _shuffle_step(buf, records, draws.take(len(records)), join)
+        yield out
+    if buf is not None and len(buf):
+        yield _take(buf, draws.permutation(len(buf)))
+
+
+class _Draws:
+    """Buffer slots in [0, size), drawn in fixed blocks."""
+
+    def __init__(self, rng, size):
+        self._gen = np.random.Generator(np.random.PCG64(rng.getrandbits(128)))
+        self._size, self._pool = size, np.empty(0, np.int64)
+
+    def take(self, n):
+        while len(self._pool) < n:
+            self._pool = np.concatenate([self._pool, self._gen.integers(0, self._size, _SHUFFLE_STEP)])
+        out, self._pool = self._pool[:n], self._pool[n:]
+        return out
+
+    def permutation(self, n):
+        return self._gen.permutation(n)
+
+
+def _shuffle_step(buf, records, slots, join):
+    """(emitted, new buffer) after records enter a full buffer at the given slots in turn:
+    record j emits what slot[j] holds, the last record put there or its buffer element."""
+    size, n = len(buf), len(records)
+    order = np.argsort(slots, kind="stable")  # by slot, then by time
+    ranked = slots[order]
+    first = np.ones(n, bool)
+    first[1:] = ranked[1:] != ranked[:-1]
+    prev = np.empty(n, np.int64)  # per record: the record before it in its slot, else -1
+    prev[order] = np.where(first, -1, np.roll(order, 1))
+    emitted = np.where(prev < 0, slots, size + prev)  # into [buffer; records]
+    last = np.ones(n, bool)
+    last[:-1] = ranked[1:] != ranked[:-1]
+    keep = np.arange(size)
+    keep[ranked[last]] = size + order[last]
+    both = join([buf, records])
+    return _take(both, emitted), _take(both, keep)
+
+
+def object_array(parts):
+    """Lists or object arrays of records joined as one object array (for shuffle)."""
+    out = np.empty(sum(map(len, parts)), object)
+    at = 0
+    for p in parts:
+        out[at:at + len(p)] = p
+        at += len(p)
+    return out
+
+
+def _take(records, idx):
+    if type(records) is Gathered:
+        return records.take(idx)
+    return records[idx]

@@ -40,7 +40,7 @@ from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
 from ._resume import ROUNDS, Cursor, check_state, piece_segment, start_state
-from ._gather import Gathered
+from ._gather import Gathered, object_array, shuffle
 from .reader import ON_CORRUPT, RecordBatch, TFRecordReader, join_records, rebatch
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse"]
@@ -54,7 +54,6 @@ _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to 
 _TASK_BYTES = 4 << 20
 _STATE_VERSION = 2  # 2 adds the file positions ("cursor"); version 1 states still load
 _LOG_COMMIT = 1024  # interleave log entries kept before the consumed ones are applied
-_SHUFFLE_STEP = 4096  # records a shuffle buffer takes in at a time
 
 
 def resolve_files(files, storage_options=None) -> list[str]:
@@ -435,7 +434,7 @@ class _Run:
         # a custom parse or unbatched raw output: they get bytes.
         self._blocks = ds.parse is None and (ds.features is not None or ds.batch_size is not None)
         self._join = Gathered.join if self._blocks else join_records
-        self._shuffle_join = Gathered.join if self._blocks else _object_array
+        self._shuffle_join = Gathered.join if self._blocks else object_array
         if self._blocks and self._parse is None:
             self._parse = _raw_batch  # made in the pool: a batch's records may be copied
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
@@ -475,7 +474,7 @@ class _Run:
             start, self._cursor = self._cursor, None
             chunks = self._interleave(ds._epoch_files(epoch), start)
             if ds.shuffle_buffer:
-                chunks = _shuffle(chunks, ds.shuffle_buffer, ds._rng(epoch, 1), self._shuffle_join)
+                chunks = shuffle(chunks, ds.shuffle_buffer, ds._rng(epoch, 1), self._shuffle_join)
             if start is not None:
                 self._skip = 0  # the files are opened where the position is
             if self._skip:
@@ -787,89 +786,6 @@ def _unbatch(parsed, n, parse, records):
     if n == 1:
         return [parsed]
     return [_unbatch(parse([r]), 1, parse, [r])[0] for r in records]
-
-
-def _shuffle(chunks, size, rng, join):
-    """TensorFlow's shuffle: fill a buffer of ``size``, then for each next record emit a
-    random element of the buffer and put the record in its place; drain in random order at
-    the end. Done on index arrays a few thousand records at a time (a list's records as an
-    object array, a Gathered's as its arrays): each record's slot is drawn from a stream of
-    draws in fixed blocks, so the order does not depend on how the input was chunked."""
-    draws = _Draws(rng, size)
-    buf, incoming, have = None, [], 0
-    step = max(_SHUFFLE_STEP, size // 4)
-    for chunk in itertools.chain(chunks, (None,)):
-        if chunk is not None:
-            incoming.append(chunk)
-            have += len(chunk)
-            if have < step:
-                continue
-        if not have:
-            continue
-        records, incoming, have = join(incoming), [], 0
-        if buf is None or len(buf) < size:  # filling
-            filled = 0 if buf is None else len(buf)
-            take = min(size - filled, len(records))
-            buf = records[:take] if buf is None else join([buf, records[:take]])
-            records = records[take:]
-            if not len(records):
-                continue
-        out, buf = _shuffle_step(buf, records, draws.take(len(records)), join)
-        yield out
-    if buf is not None and len(buf):
-        yield _take(buf, draws.permutation(len(buf)))
-
-
-class _Draws:
-    """Buffer slots in [0, size), drawn in fixed blocks."""
-
-    def __init__(self, rng, size):
-        self._gen = np.random.Generator(np.random.PCG64(rng.getrandbits(128)))
-        self._size, self._pool = size, np.empty(0, np.int64)
-
-    def take(self, n):
-        while len(self._pool) < n:
-            self._pool = np.concatenate([self._pool, self._gen.integers(0, self._size, _SHUFFLE_STEP)])
-        out, self._pool = self._pool[:n], self._pool[n:]
-        return out
-
-    def permutation(self, n):
-        return self._gen.permutation(n)
-
-
-def _shuffle_step(buf, records, slots, join):
-    """(emitted, new buffer) after records enter a full buffer at the given slots in turn:
-    record j emits what slot[j] holds, the last record put there or its buffer element."""
-    size, n = len(buf), len(records)
-    order = np.argsort(slots, kind="stable")  # by slot, then by time
-    ranked = slots[order]
-    first = np.ones(n, bool)
-    first[1:] = ranked[1:] != ranked[:-1]
-    prev = np.empty(n, np.int64)  # per record: the record before it in its slot, else -1
-    prev[order] = np.where(first, -1, np.roll(order, 1))
-    emitted = np.where(prev < 0, slots, size + prev)  # into [buffer; records]
-    last = np.ones(n, bool)
-    last[:-1] = ranked[1:] != ranked[:-1]
-    keep = np.arange(size)
-    keep[ranked[last]] = size + order[last]
-    both = join([buf, records])
-    return _take(both, emitted), _take(both, keep)
-
-
-def _object_array(parts):
-    """Lists or object arrays of records joined as one object array (for _shuffle)."""
-    out = np.empty(sum(map(len, parts)), object)
-    at = 0
-    for p in parts:
-        out[at:at + len(p)] = p
-        at += len(p)
-    return out
-
-
-def _take(records, idx):
-    if type(records) is Gathered:
-        return records.take(idx)
-    return records[idx]
 
 
 def _skip(chunks, n):
