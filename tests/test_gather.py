@@ -142,3 +142,21 @@ def test_take_and_long_joins_hold_only_the_blocks_their_records_use():
     assert len(picked.buffers) == 3 and list(picked.to_batch()) == [list(joined.to_batch())[i] for i in (299, 0, 150)]
     sliced = Gathered.join([b[:1] for b in blocks] + [joined[:3]] * 2)
     assert len({id(b) for b in sliced.buffers}) == 100 and list(sliced.to_batch())[-6:] == list(joined.to_batch())[:3] * 2
+
+
+@settings(max_examples=12, deadline=None)
+@given(cycle=st.sampled_from([2, 3, 16]), block=st.sampled_from([1, 2, 33]), batch=st.sampled_from([1, 100, 1024]),
+       threads=st.sampled_from([1, 2]), data=st.data())
+def test_resume_inside_rounds_of_blocks(backend, files, cycle, block, batch, threads, data):
+    opts = dict(cycle_length=cycle, block_length=block, num_threads=threads, batch_size=batch, max_open_files=16)
+    full = [i for b in tfl.TFRecordDataset(files, SPEC, **opts) for i in b["id"].tolist()]
+    ds = tfl.TFRecordDataset(files, SPEC, **opts)
+    ds.state_dict()  # positions are tracked from here on
+    it = iter(ds)
+    head = [i for _ in range(data.draw(st.integers(1, len(full) // batch))) for i in next(it)["id"].tolist()]
+    state = ds.state_dict()
+    it.close()
+    assert state["cursor"] is not None
+    again = tfl.TFRecordDataset(files, SPEC, **opts)
+    again.load_state_dict(state)
+    assert head + [i for b in again for i in b["id"].tolist()] == full
