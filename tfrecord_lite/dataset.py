@@ -37,7 +37,8 @@ from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
 from ._resume import Cursor, check_state, piece_segment, start_state
-from .reader import ON_CORRUPT, RecordBatch, TFRecordReader, join_records, rebatch
+from .batch import RecordBatch, join_records, rebatch
+from .reader import ON_CORRUPT, TFRecordReader
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse"]
 
