@@ -39,7 +39,7 @@ PEERS = [
 
 def _batches(paths):
     from tfrecord_lite import TFRecordReader
-    from tfrecord_lite.reader import rebatch
+    from tfrecord_lite.batch import rebatch
 
     blocks = itertools.chain.from_iterable(TFRecordReader(p).record_batches() for p in paths)
     return rebatch(blocks, BATCH)

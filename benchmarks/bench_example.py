@@ -70,7 +70,7 @@ def _parse_result(run, paths, records, repeats, warmup):
 def parse_lite(paths, workload, records, repeats=5, warmup=1):
     import tfrecord_lite
     from tfrecord_lite import TFRecordReader, parse_example
-    from tfrecord_lite.reader import rebatch
+    from tfrecord_lite.batch import rebatch
 
     _no_tensorflow()
     spec = lite_features(workload)

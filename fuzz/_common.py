@@ -17,7 +17,7 @@ import numpy as np
 from tfrecord_lite import _native
 from tfrecord_lite.errors import TFRecordError
 from tfrecord_lite.example import RaggedValue
-from tfrecord_lite.reader import RecordBatch
+from tfrecord_lite.batch import RecordBatch
 
 BACKENDS = _native.available()
 

@@ -15,7 +15,8 @@ from .example import *  # noqa: F403
 from .features import *  # noqa: F403
 from .index import IndexedDataset, TFRecordFile, build_index
 from .ops import merge, split
-from .reader import RecordBatch, TFRecordReader
+from .batch import RecordBatch
+from .reader import TFRecordReader
 from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
 

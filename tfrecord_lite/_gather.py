@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 
 from . import _native
-from .reader import RecordBatch
+from .batch import RecordBatch
 
 __all__ = ["Gathered", "object_array", "shuffle"]
 

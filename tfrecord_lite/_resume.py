@@ -25,7 +25,7 @@ import itertools
 import numpy as np
 
 from .errors import TFRecordError
-from .reader import RecordBatch
+from .batch import RecordBatch
 
 __all__ = ["ROUNDS", "Cursor", "check_state", "start_state", "piece_segment"]
 

@@ -440,7 +440,7 @@ class _FeatureStats:
 def cmd_stats(args) -> int:
     """Count the records and bytes of FILEs and, per feature, the records holding it and
     its values (total, fewest and most per record). Records that are not Examples fail."""
-    from .reader import RecordBatch
+    from .batch import RecordBatch
 
     records = 0
     features: dict = collections.defaultdict(_FeatureStats)

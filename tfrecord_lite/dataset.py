@@ -41,7 +41,8 @@ from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
 from ._resume import ROUNDS, Cursor, check_state, piece_segment, start_state
 from ._gather import Gathered, object_array, shuffle
-from .reader import ON_CORRUPT, RecordBatch, TFRecordReader, join_records, rebatch
+from .batch import RecordBatch, join_records, rebatch
+from .reader import ON_CORRUPT, TFRecordReader
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse"]
 

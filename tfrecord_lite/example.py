@@ -28,7 +28,7 @@ from .features import (
     SparseFeature,
     VarLenFeature,
 )
-from .reader import RecordBatch
+from .batch import RecordBatch
 
 __all__ = [
     "BytesColumn",

@@ -22,7 +22,7 @@ from ._typing import Buffer, Compression, PathLike, Progress, StorageOptions
 from .errors import EncodeError, TFRecordError
 from .io import CommitOnExit
 from .progress import progress as _progress
-from .reader import RecordBatch
+from .batch import RecordBatch
 from .writer import TFRecordWriter, _chunks, abort_group, close_group
 
 __all__ = ["ShardedWriter", "ShardInfo", "shard_path", "key_to_shard", "write_parallel"]

@@ -17,7 +17,7 @@ from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import TFRecordError
 from .io import CommitOnExit, compressor, normalize_compression
-from .reader import RecordBatch
+from .batch import RecordBatch
 
 __all__ = ["TFRecordWriter"]
 
