@@ -37,7 +37,7 @@ from .errors import TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .io import normalize_compression
 from ._resume import Cursor, check_state, piece_segment, start_state
-from .batch import RecordBatch, join_records, rebatch
+from .batch import LocatedParse, RecordBatch, join_records, rebatch
 from .reader import ON_CORRUPT, TFRecordReader
 
 __all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse"]
@@ -705,7 +705,9 @@ def _parse_task(parse, records, sizes):
     """Worker: parse records into (outputs, error): one output per record when sizes is
     None, else one batch per size, split from one parse of them all (as views). When that
     parse fails, the batches are parsed one by one so that the good ones before the bad
-    one are delivered, then its error, which names the record within its batch."""
+    one are delivered, then its error, which names the record's file, offset and index
+    where the records know them (RecordBatch), else its position in its batch."""
+    parse = LocatedParse(parse)
     if sizes is None:
         return _unbatch(parse(records), len(records), parse, records), None
     if len(sizes) == 1:

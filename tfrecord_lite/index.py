@@ -30,6 +30,7 @@ import numpy as np
 from . import _native
 from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, Progress, StorageOptions
+from .batch import located
 from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 from .io import detect_compression
 from .progress import progress as _progress
@@ -352,22 +353,36 @@ class IndexedDataset:
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
-            records = self.records(range(*key.indices(len(self))))
+            key = range(*key.indices(len(self)))
         elif isinstance(key, (int, np.integer)):
             return self._getitems([key])[0]
         else:
-            records = self.records(key)
-        return records if self._parse_fn is None else self._parse_fn(records)
+            key = list(key)
+        records = self.records(key)
+        if self._parse_fn is None:
+            return records
+        with located(self._origins(key)):
+            return self._parse_fn(records)
 
     def _getitems(self, indices) -> list:
         """One item (record or parsed example) per index, read with coalesced reads and
         parsed as one batch: Grain's batched read."""
+        indices = list(indices)
         records = self.records(indices)
         if self._parse_fn is None:
             return records
         from .dataset import _unbatch
 
-        return _unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+        with located(self._origins(indices)):
+            return _unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+
+    def _origins(self, indices):
+        """Position in a read of these indices -> (path, frame offset, index in the file)."""
+        def origin(i):
+            k, j = self.locate(indices[i])
+            f = self.files[k]
+            return f.path, int(f.offsets[j]), j
+        return origin
 
     def __repr__(self):
         paths = [f.path for f in self.files]
