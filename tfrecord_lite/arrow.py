@@ -39,7 +39,8 @@ import pyarrow as pa
 from . import example as _ex
 from ._typing import Features, Files, PathLike, Progress, Records
 from .batch import located
-from .dataset import TFRecordDataset, resolve_files
+from .dataset import TFRecordDataset
+from .files import resolve_files
 from .errors import FeatureSpecError
 from .features import (
     FixedLenFeature,

@@ -19,8 +19,7 @@ import numpy as np
 from . import _native
 from .errors import InvalidArgumentError, TFRecordError
 
-__all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "located",
-           "LocatedParse"]
+__all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "located"]
 
 _HEADER = 12  # frame bytes before a record's data: length and its masked CRC
 
@@ -213,20 +212,6 @@ class located:
         if isinstance(exc, TFRecordError):
             locate_error(exc, self.where)
         return False
-
-
-class LocatedParse:
-    """A parse step (records -> output) whose errors about a record name the record's
-    origin when the records know it (see :class:`located`)."""
-
-    __slots__ = ("parse",)
-
-    def __init__(self, parse):
-        self.parse = parse
-
-    def __call__(self, records):
-        with located(records):
-            return self.parse(records)
 
 
 def locate_error(exc: TFRecordError, where) -> TFRecordError:

@@ -32,7 +32,9 @@ from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, Progress, StorageOptions
 from .batch import located
 from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
+from .files import resolve_files
 from .io import detect_compression
+from .parsing import make_parse, unbatch
 from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
@@ -176,7 +178,7 @@ def count_records(path, storage_options=None) -> int:
 
 
 def count_shard(files, positions, record_rule=None, storage_options=None) -> int:
-    """Records that a shard (``dataset.shard_plan``'s file positions and record rule) reads."""
+    """Records that a shard (``files.shard_plan``'s file positions and record rule) reads."""
     total = 0
     for p in positions:
         n = count_records(files[p], storage_options)
@@ -328,8 +330,6 @@ class IndexedDataset:
 
     def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
                  check_crc: bool = True, max_open_files: int = 16, storage_options: StorageOptions = None) -> None:
-        from .dataset import make_parse, resolve_files
-
         if features is not None and parse is not None:
             raise TFRecordError("pass features or parse, not both")
         self.files = [TFRecordFile(p, check_crc=check_crc, storage_options=storage_options)
@@ -371,10 +371,8 @@ class IndexedDataset:
         records = self.records(indices)
         if self._parse_fn is None:
             return records
-        from .dataset import _unbatch
-
         with located(self._origins(indices)):
-            return _unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+            return unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
 
     def _origins(self, indices):
         """Position in a read of these indices -> (path, frame offset, index in the file)."""

@@ -32,7 +32,7 @@ from ray.data.block import BlockAccessor, BlockMetadata
 from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
-from .dataset import resolve_files
+from .files import resolve_files
 from .errors import FeatureSpecError, TFRecordError, TruncatedRecordError
 from .features import infer_schema
 from .index import build_index as _build_index
