@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ._typing import Compression, Features, Files, ParseFn, StorageOptions
-from .errors import TFRecordError
+from .errors import InvalidArgumentError, TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
 from .files import resolve_files, shard_plan
 from .io import normalize_compression
@@ -104,19 +104,19 @@ class TFRecordDataset:
                  num_epochs: int | None = 1, check_crc: bool = True,
                  storage_options: StorageOptions = None) -> None:
         if features is not None and parse is not None:
-            raise TFRecordError("pass features or parse, not both")
+            raise InvalidArgumentError("pass features or parse, not both")
         if on_corrupt not in ON_CORRUPT:
-            raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+            raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.storage_options = storage_options
         self.files = resolve_files(files, storage_options)
         self.features = features
         self.parse = parse
         self.batch_size = _positive("batch_size", batch_size, allow_none=True)
         if output not in ("numpy", "arrow") or bytes_output not in ("object", "column"):
-            raise TFRecordError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
+            raise InvalidArgumentError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
                                 f"not {output!r} and {bytes_output!r}")
         if output == "arrow" and (features is None or self.batch_size is None):
-            raise TFRecordError("output='arrow' yields RecordBatches parsed with a spec",
+            raise InvalidArgumentError("output='arrow' yields RecordBatches parsed with a spec",
                                 hint="pass features= and batch_size=")
         self.bytes_output, self.output = bytes_output, output
         self.drop_remainder = bool(drop_remainder)
@@ -126,7 +126,7 @@ class TFRecordDataset:
             cycle_length = min(self.num_threads, self.max_open_files)
         self.cycle_length = _positive("cycle_length", cycle_length)
         if self.cycle_length > self.max_open_files:
-            raise TFRecordError(
+            raise InvalidArgumentError(
                 f"cycle_length={cycle_length} would hold more files open than max_open_files="
                 f"{max_open_files}", hint="lower cycle_length or raise max_open_files")
         self.block_length = _positive("block_length", block_length)
@@ -134,7 +134,7 @@ class TFRecordDataset:
         self.shuffle_files = bool(shuffle_files)
         self.shuffle_buffer = int(shuffle_buffer or 0)
         if self.shuffle_buffer < 0:
-            raise TFRecordError("shuffle_buffer must be >= 0")
+            raise InvalidArgumentError("shuffle_buffer must be >= 0")
         self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**63)
         self.shard = tuple(shard) if shard is not None else None
         self._positions, self._record_rule = shard_plan(len(self.files), self.shard)
@@ -687,5 +687,5 @@ def _positive(name, value, allow_none=False):
     except (TypeError, ValueError):
         v = 0
     if v < 1 or v != value:
-        raise TFRecordError(f"{name} must be a positive integer, not {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
     return v

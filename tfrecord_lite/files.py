@@ -8,7 +8,7 @@ import glob
 import os
 
 from . import fs as _fs
-from .errors import TFRecordError
+from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["resolve_files", "shard_plan"]
 
@@ -54,7 +54,7 @@ def shard_plan(num_files: int, shard):
         return list(range(num_files)), None
     index, count = (int(v) for v in shard)
     if count < 1 or not 0 <= index < count:
-        raise TFRecordError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
+        raise InvalidArgumentError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
     if count == 1:
         return list(range(num_files)), None
     if num_files >= count:

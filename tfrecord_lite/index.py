@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import operator
 import os
 import threading
 from typing import Any
@@ -31,7 +32,7 @@ from . import _native
 from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, Progress, StorageOptions
 from .batch import located
-from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
+from .errors import ArgumentTypeError, CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .files import resolve_files
 from .io import detect_compression
 from .parsing import make_parse, unbatch
@@ -331,7 +332,7 @@ class IndexedDataset:
     def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
                  check_crc: bool = True, max_open_files: int = 16, storage_options: StorageOptions = None) -> None:
         if features is not None and parse is not None:
-            raise TFRecordError("pass features or parse, not both")
+            raise InvalidArgumentError("pass features or parse, not both")
         self.files = [TFRecordFile(p, check_crc=check_crc, storage_options=storage_options)
                       for p in resolve_files(files, storage_options)]
         self.features = features
@@ -357,7 +358,11 @@ class IndexedDataset:
         elif isinstance(key, (int, np.integer)):
             return self._getitems([key])[0]
         else:
-            key = list(key)
+            try:
+                key = list(key)
+            except TypeError:
+                raise ArgumentTypeError(f"record indices must be an integer, a slice or a sequence of "
+                                        f"integers, not {type(key).__name__}") from None
         records = self.records(key)
         if self._parse_fn is None:
             return records
@@ -435,9 +440,9 @@ class IndexedDataset:
 
 def _position(key, n, path):
     try:
-        i = int(key)
+        i = operator.index(key)  # an integer: not a float or a string that int() would take
     except TypeError:
-        raise TFRecordError(f"record indices must be integers or slices, not {type(key).__name__}") from None
+        raise ArgumentTypeError(f"record indices must be integers or slices, not {type(key).__name__}") from None
     if i < 0:
         i += n
     if not 0 <= i < n:

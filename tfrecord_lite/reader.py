@@ -78,7 +78,7 @@ class TFRecordReader:
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int = CHUNK_BYTES,
                  start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None) -> None:
         if on_corrupt not in ON_CORRUPT:
-            raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+            raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
         self.check_crc = bool(check_crc)
         self.on_corrupt = on_corrupt
@@ -140,7 +140,7 @@ class TFRecordReader:
         if batch_size is None:
             return blocks
         if int(batch_size) != batch_size or batch_size < 1:
-            raise TFRecordError(f"batch_size must be a positive integer, not {batch_size!r}")
+            raise InvalidArgumentError(f"batch_size must be a positive integer, not {batch_size!r}")
         return rebatch(blocks, int(batch_size), drop_remainder)
 
     def _record_blocks(self, blocks):
