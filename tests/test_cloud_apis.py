@@ -10,7 +10,7 @@ import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite import cli
-from tfrecord_lite.dataset import resolve_files
+from tfrecord_lite.files import resolve_files
 from tfrecord_lite.errors import CorruptRecordError, EncodeError, TFRecordError
 
 SPEC = {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.FixedLenFeature([3], np.float32)}

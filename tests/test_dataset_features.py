@@ -105,8 +105,12 @@ def test_a_bad_record_in_a_group_fails_at_its_own_batch(backend, tmp_path):
     with pytest.raises(tfrecord_lite.FeatureSpecError) as info:
         for b in TFRecordDataset([path], _spec(), batch_size=4, num_threads=2):
             got.append(b["y"].tolist())
-    # Records 0-11 parse in three batches; record 13 is the second of the fourth batch.
-    assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]] and info.value.index == 1
+    # Records 0-11 parse in three batches; record 13 is the second of the fourth batch, and
+    # the error names it by its file, frame offset and index in the file.
+    assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    e = info.value
+    assert (e.path, e.index, e.batch_index) == (path, 13, 1)
+    assert e.offset == tfrecord_lite.index.scan_index(path)[0][13]
 
 
 def test_to_numpy_with_codec(backend, example_files, tmp_path):

@@ -20,7 +20,7 @@ from .reader import TFRecordReader
 from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 __all__ = [
     # files

@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 
 from . import _native
-from .batch import RecordBatch
+from .batch import BlockOrigin, RecordBatch, RecordOrigins
 
 __all__ = ["Gathered", "object_array", "shuffle"]
 
@@ -33,14 +33,22 @@ _SHUFFLE_STEP = 4096  # records a shuffle buffer takes in at a time
 
 
 class Gathered:
-    __slots__ = ("buffers", "which", "starts", "lengths", "framed")
+    __slots__ = ("buffers", "which", "starts", "lengths", "framed", "places", "index")
 
-    def __init__(self, buffers, which, starts, lengths, framed):
+    def __init__(self, buffers, which, starts, lengths, framed, places=None, index=None):
         self.buffers = buffers  # list of blocks (bytes-likes)
         self.which = which      # int64 per record: its block in buffers
         self.starts = starts    # int64 per record: where its data starts in that block
         self.lengths = lengths  # int64 per record: its data length
         self.framed = framed    # every record sits in a checked frame of its block
+        # Where the records came from, when known: per block (file path, file offset of its
+        # byte 0), and per record its index in its file (see batch.BlockOrigin).
+        self.places = places
+        self.index = index
+
+    def _with(self, which, starts, lengths, index_of) -> Gathered:
+        return Gathered(self.buffers, which, starts, lengths, self.framed, self.places,
+                        None if self.index is None else index_of(self.index))
 
     @classmethod
     def of(cls, batch: RecordBatch) -> Gathered:
@@ -48,13 +56,19 @@ class Gathered:
         segments = getattr(batch, "segments", ())
         if not segments:
             return cls([], _EMPTY, _EMPTY, _EMPTY, False)
+        places = index = None
+        origins = batch.origins
+        if origins is not None and all(type(o) is BlockOrigin for o in origins):
+            places = [(o.path, o.base) for o in origins]
+            index = [o.first + o.step * np.arange(len(s[1]), dtype=np.int64) for s, o in zip(segments, origins)]
+            index = index[0] if len(index) == 1 else np.concatenate(index)
         if len(segments) == 1:
             frames, starts, lengths = segments[0]
-            return cls([frames], np.zeros(len(starts), np.int64), starts, lengths, batch.framed)
+            return cls([frames], np.zeros(len(starts), np.int64), starts, lengths, batch.framed, places, index)
         sizes = [len(s[1]) for s in segments]
         return cls([s[0] for s in segments], np.repeat(np.arange(len(segments), dtype=np.int64), sizes),
                    np.concatenate([s[1] for s in segments]), np.concatenate([s[2] for s in segments]),
-                   batch.framed)
+                   batch.framed, places, index)
 
     def __len__(self) -> int:
         return len(self.which)
@@ -62,19 +76,22 @@ class Gathered:
     def __getitem__(self, i):
         if not isinstance(i, slice):
             raise TypeError("Gathered records are sliced, not indexed")
-        return Gathered(self.buffers, self.which[i], self.starts[i], self.lengths[i], self.framed)
+        return self._with(self.which[i], self.starts[i], self.lengths[i], lambda a: a[i])
 
     def take(self, idx) -> Gathered:
         """The records at positions idx (an int array), in that order, holding only the
         blocks they lie in."""
-        return Gathered(self.buffers, self.which[idx], self.starts[idx], self.lengths[idx], self.framed)._compact()
+        return self._with(self.which[idx], self.starts[idx], self.lengths[idx], lambda a: a[idx])._compact()
 
     def _compact(self) -> Gathered:
         """Drop the blocks no record lies in, so that what a shuffle buffer keeps, or a
         batch joined of many slices, holds no more memory than its records need."""
         used = np.unique(self.which)
         if len(used) < len(self.buffers):
-            self.buffers = [self.buffers[b] for b in used.tolist()]
+            kept = used.tolist()
+            self.buffers = [self.buffers[b] for b in kept]
+            if self.places is not None:
+                self.places = [self.places[b] for b in kept]
             self.which = np.searchsorted(used, self.which)
         return self
 
@@ -91,8 +108,11 @@ class Gathered:
             buffers.extend(p.buffers)
             which.append(p.which + base if base else p.which)
             base += len(p.buffers)
+        known = all(p.index is not None for p in parts)
         out = cls(buffers, np.concatenate(which), np.concatenate([p.starts for p in parts]),
-                  np.concatenate([p.lengths for p in parts]), all(p.framed for p in parts))
+                  np.concatenate([p.lengths for p in parts]), all(p.framed for p in parts),
+                  [place for p in parts for place in p.places] if known else None,
+                  np.concatenate([p.index for p in parts]) if known else None)
         return out._compact() if len(buffers) > _BLOCKS_MAX else out
 
     @classmethod
@@ -109,8 +129,7 @@ class Gathered:
             order = (firsts[:, None] + np.arange(span)).reshape(m, rounds, block).transpose(1, 0, 2).ravel()
             if extra:
                 order = np.concatenate([order, (firsts[:extra, None] + span + np.arange(block)).ravel()])
-            return Gathered(whole.buffers, whole.which[order], whole.starts[order], whole.lengths[order],
-                            whole.framed)
+            return whole._with(whole.which[order], whole.starts[order], whole.lengths[order], lambda a: a[order])
         return whole
 
     def to_batch(self) -> RecordBatch:
@@ -120,15 +139,27 @@ class Gathered:
         if not n:
             return RecordBatch()
         which = self.which
+        origin = self._origins()
         cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
         if len(cuts) * _RUN_MIN <= n:
             bounds = [0, *cuts.tolist(), n]
             blocks = which[bounds[:-1]].tolist()
             return RecordBatch(segments=[(self.buffers[b], self.starts[a:z], self.lengths[a:z])
                                          for b, a, z in zip(blocks, bounds, bounds[1:])],
-                               framed=self.framed)
+                               framed=self.framed,
+                               origins=None if origin is None else
+                               [origin._replace(path_ids=origin.path_ids[a:z], offsets=origin.offsets[a:z],
+                                                indices=origin.indices[a:z]) for a, z in zip(bounds, bounds[1:])])
         data, starts = _native.framing.gather(self.buffers, which, self.starts, self.lengths)
-        return RecordBatch(data, starts, self.lengths)
+        return RecordBatch(data, starts, self.lengths, origin=origin)
+
+    def _origins(self):
+        """Every record's origin (batch.RecordOrigins), or None when unknown."""
+        if self.index is None:
+            return None
+        bases = np.array([base for _, base in self.places], np.int64)
+        return RecordOrigins([path for path, _ in self.places], self.which,
+                             bases[self.which] + self.starts - _native.framing.HEADER_BYTES, self.index)
 
     def __repr__(self):
         return f"Gathered({len(self)} records in {len(self.buffers)} blocks)"

@@ -24,7 +24,7 @@ import itertools
 
 import numpy as np
 
-from .errors import TFRecordError
+from .errors import InvalidArgumentError
 from .batch import RecordBatch
 
 __all__ = ["ROUNDS", "Cursor", "check_state", "start_state", "piece_segment"]
@@ -37,17 +37,17 @@ def check_state(state: dict, version: int, fingerprint, cycle_length: int):
     """(epoch, elements, stop epoch, positions or None) of a state_dict() to resume from,
     after checking that it fits the dataset (version 1 states have no positions)."""
     if state.get("version") not in (1, version):
-        raise TFRecordError(f"unsupported dataset state version {state.get('version')!r}",
-                            hint=f"this tfrecord_lite reads state versions 1 to {version}; "
-                            "load it with the version that saved it")
+        raise InvalidArgumentError(f"unsupported dataset state version {state.get('version')!r}",
+                                   hint=f"this tfrecord_lite reads state versions 1 to {version}; "
+                                   "load it with the version that saved it")
     if state["fingerprint"] != fingerprint:
-        raise TFRecordError("the state was saved by a dataset with different files or options",
-                            hint="build the dataset with the same files, shard, batching, "
-                            "interleave and shuffle options before loading its state")
+        raise InvalidArgumentError("the state was saved by a dataset with different files or options",
+                                   hint="build the dataset with the same files, shard, batching, "
+                                   "interleave and shuffle options before loading its state")
     cursor = state.get("cursor")
     if cursor is not None and len(cursor["slots"]) != cycle_length:
-        raise TFRecordError("the state's file positions do not fit this dataset's cycle_length",
-                            hint="build the dataset with the cycle_length that saved the state")
+        raise InvalidArgumentError("the state's file positions do not fit this dataset's cycle_length",
+                                   hint="build the dataset with the cycle_length that saved the state")
     stop = state["stop_epoch"]
     return int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor
 

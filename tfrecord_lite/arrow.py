@@ -38,7 +38,9 @@ import pyarrow as pa
 
 from . import example as _ex
 from ._typing import Features, Files, PathLike, Progress, Records
-from .dataset import TFRecordDataset, resolve_files
+from .batch import located
+from .dataset import TFRecordDataset
+from .files import resolve_files
 from .errors import FeatureSpecError
 from .features import (
     FixedLenFeature,
@@ -197,8 +199,9 @@ def to_arrow(records: Records, features: Features) -> pa.RecordBatch:
     records = _ex._records(records)
     plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
     schema, types = _layout(plan, features)
-    columns, _ = _ex._decode(records, plan, bytes_output="column")
-    return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
+    with located(records):
+        columns, _ = _ex._decode(records, plan, bytes_output="column")
+        return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
 
 
 # -- SequenceExample -----------------------------------------------------------------------
@@ -247,15 +250,16 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
     plan = _ex._plan(context_features, _ex._CONTEXT_SPECS, "context_features")
     seq_plan = _ex._plan(sequence_features, tuple(_ex._STEP_ROWS), "sequence_features")
     schema, types = _layout(plan, context_features)
-    columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
-    batch = len(records)
-    arrays = _arrays(plan, columns, types, batch)
-    fields = list(schema)
-    for name, spec, index, _ in seq_plan.outputs:
-        field = _step_field(name, spec)
-        col = _ex._Column(seq_plan.keys[index], seq_columns[index], batch)
-        arrays.append(_steps_array(col, spec, _value_type(field.type)))
-        fields.append(field)
+    with located(records):
+        columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
+        batch = len(records)
+        arrays = _arrays(plan, columns, types, batch)
+        fields = list(schema)
+        for name, spec, index, _ in seq_plan.outputs:
+            field = _step_field(name, spec)
+            col = _ex._Column(seq_plan.keys[index], seq_columns[index], batch)
+            arrays.append(_steps_array(col, spec, _value_type(field.type)))
+            fields.append(field)
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 

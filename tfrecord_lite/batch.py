@@ -1,6 +1,10 @@
 """RecordBatch: records left in place in the blocks they were read or encoded into,
 regrouped into batches without copies (slicing, ``+``, :func:`rebatch`,
-:func:`join_records`).
+:func:`join_records`), and where each record came from (its origin), so that an error
+about the n-th record of a batch can name the record's file, byte offset and index.
+
+Origins cost nothing while records flow: one small tuple per segment, carried along by
+slicing and concatenation, looked up (``RecordBatch.locate``) only when an error is raised.
 """
 
 from __future__ import annotations
@@ -8,13 +12,42 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import _native
+from .errors import InvalidArgumentError, TFRecordError
 
-__all__ = ["RecordBatch", "rebatch", "join_records"]
+__all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "located"]
+
+_HEADER = 12  # frame bytes before a record's data: length and its masked CRC
+
+
+class BlockOrigin(NamedTuple):
+    """The origin of a segment read as one block of one file: record ``j`` of the segment
+    is record ``first + j * step`` of ``path``, and its frame starts at byte
+    ``base + starts[j] - 12`` of the file (``base``: the file offset of the block's byte 0,
+    ``starts``: the segment's data offsets in the block)."""
+
+    path: str
+    base: int
+    first: int
+    step: int = 1
+
+
+class RecordOrigins(NamedTuple):
+    """The origin of each record of a segment, for records gathered from several files:
+    record ``j`` is record ``indices[j]`` of ``paths[path_ids[j]]``, its frame at byte
+    ``offsets[j]`` of that file. The three arrays have one entry per record."""
+
+    paths: Sequence[str]
+    path_ids: Any  # integer array
+    offsets: Any  # int64 array
+    indices: Any  # int64 array
+
+
+Origin = BlockOrigin | RecordOrigins | None
 
 
 class RecordBatch(Sequence):
@@ -28,16 +61,56 @@ class RecordBatch(Sequence):
     ``framed`` says that each record lies in its block inside its own TFRecord frame, both
     CRCs checked: true for batches the reader made with ``check_crc=True`` and for
     ``encode_examples(..., as_batch=True)``. Writers then copy such frames verbatim.
+
+    ``origin`` (with frames, starts, lengths) or ``origins`` (with ``segments``, one per
+    segment) say where the records came from: a :class:`BlockOrigin`, a
+    :class:`RecordOrigins`, or None when unknown. :meth:`locate` answers for one record.
     """
 
-    __slots__ = ("segments", "framed", "_len")
+    __slots__ = ("segments", "origins", "framed", "_len")
 
-    def __init__(self, frames=None, starts=None, lengths=None, *, segments=None, framed=False):
+    def __init__(self, frames=None, starts=None, lengths=None, *, segments=None, framed=False,
+                 origin: Origin = None, origins: Sequence[Origin] | None = None):
         if segments is None:
             segments = [] if frames is None else [(frames, starts, lengths)]
-        self.segments = [s for s in segments if len(s[1])]
+            origins = None if origin is None else [origin]
+        elif origin is not None:
+            raise InvalidArgumentError("pass origins= (one per segment) with segments=, not origin=")
+        if origins is not None:
+            if len(origins) != len(segments):
+                raise InvalidArgumentError(f"{len(origins)} origins for {len(segments)} segments")
+            for (_, seg_starts, _), o in zip(segments, origins):
+                if type(o) is RecordOrigins and not len(o.path_ids) == len(o.offsets) == len(o.indices) \
+                        == len(seg_starts):
+                    raise InvalidArgumentError("RecordOrigins needs one path id, offset and index per record")
+            kept = [(s, o) for s, o in zip(segments, origins) if len(s[1])]
+            segments = [s for s, _ in kept]
+            origins = [o for _, o in kept]
+            if all(o is None for o in origins):
+                origins = None
+        self.segments = [s for s in segments if len(s[1])] if origins is None else segments
+        self.origins = origins  # None: no record's origin is known (the common case costs nothing)
         self.framed = bool(framed)
         self._len = sum(len(s[1]) for s in self.segments)
+
+    def locate(self, i: int) -> tuple[str, int, int] | None:
+        """``(path, frame offset, record index in that file)`` of record i, or None when
+        its origin is unknown."""
+        n, i = self._len, operator.index(i)
+        if not -n <= i < n:
+            raise IndexError("record index out of range")
+        if self.origins is None:
+            return None
+        i %= n
+        for (_, starts, _), o in zip(self.segments, self.origins):
+            if i < len(starts):
+                if type(o) is BlockOrigin:
+                    return o.path, o.base + int(starts[i]) - _HEADER, o.first + i * o.step
+                if type(o) is RecordOrigins:
+                    return str(o.paths[int(o.path_ids[i])]), int(o.offsets[i]), int(o.indices[i])
+                return None
+            i -= len(starts)
+        return None
 
     def __len__(self) -> int:
         return self._len
@@ -89,23 +162,29 @@ class RecordBatch(Sequence):
     __hash__ = None  # equal to lists, and as unhashable as they are
 
     def _slice(self, start, stop, step):
-        out, base = [], 0
-        for frames, starts, lengths in self.segments:
+        out, origins, base = [], [], 0
+        known = self.origins or itertools.repeat(None)
+        for (frames, starts, lengths), o in zip(self.segments, known):
             m = len(starts)
             lo = max(start, base)
             lo += (start - lo) % step  # the first index >= lo on the slice's grid
             if lo < min(stop, base + m):
                 cut = slice(lo - base, min(stop, base + m) - base, step)
                 out.append((frames, starts[cut], lengths[cut]))
+                origins.append(None if o is None else _sliced(o, cut))
             base += m
             if base >= stop:
                 break
-        return RecordBatch(segments=out, framed=self.framed)
+        return RecordBatch(segments=out, framed=self.framed, origins=None if self.origins is None else origins)
 
     @classmethod
     def concat(cls, parts):
         """One RecordBatch of several, in order."""
-        return cls(segments=[s for p in parts for s in p.segments], framed=all(p.framed for p in parts))
+        segments = [s for p in parts for s in p.segments]
+        origins = None
+        if any(p.origins is not None for p in parts):
+            origins = [o for p in parts for o in (p.origins or [None] * len(p.segments))]
+        return cls(segments=segments, framed=all(p.framed for p in parts), origins=origins)
 
     def append_frames(self, out: bytearray) -> None:
         """Append the records to out as TFRecord frames. A ``framed`` batch's frames that
@@ -119,6 +198,54 @@ class RecordBatch(Sequence):
 
     def __repr__(self):
         return f"RecordBatch({self._len} records in {len(self.segments)} blocks)"
+
+
+def _sliced(origin, cut):
+    """The origin of segment[cut] (cut: a slice with a positive step)."""
+    if type(origin) is BlockOrigin:
+        return BlockOrigin(origin.path, origin.base, origin.first + cut.start * origin.step, origin.step * cut.step)
+    return RecordOrigins(origin.paths, origin.path_ids[cut], origin.offsets[cut], origin.indices[cut])
+
+
+class located:
+    """``with located(records): parse(records)``: an ExampleDecodeError, FeatureSpecError
+    (any TFRecordError) raised inside that names a record by its position in ``records``
+    (an ``index`` and no ``path``) is made to name the record's file, frame offset and index
+    in that file instead, when ``records`` knows them: a RecordBatch with origins, or a
+    callable from position to ``(path, offset, index)`` or None. The position stays in the
+    error's ``batch_index``. Nothing is looked up unless an error is raised."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where):
+        self.where = where
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        if isinstance(exc, TFRecordError):
+            locate_error(exc, self.where)
+        return False
+
+
+def locate_error(exc: TFRecordError, where) -> TFRecordError:
+    """exc made to name its record's place in its file (see :class:`located`); returned."""
+    if exc.path is not None or exc.index is None:
+        return exc
+    if type(where) is RecordBatch:
+        if where.origins is None:
+            return exc
+        where = where.locate
+    elif not callable(where):
+        return exc
+    try:
+        place = where(exc.index)
+    except IndexError:
+        return exc
+    if place is not None:
+        exc._relocate(*place)
+    return exc
 
 
 def join_records(parts):

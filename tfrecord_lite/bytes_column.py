@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ArgumentTypeError, InvalidArgumentError
+
 __all__ = ["BytesColumn"]
 
 
@@ -39,13 +41,13 @@ class BytesColumn:
         values = np.asarray(values)
         offsets = np.asarray(offsets)
         if values.ndim != 1 or values.dtype != np.uint8:
-            raise ValueError(f"values must be a 1-D uint8 array, not {values.dtype} with shape {values.shape}")
+            raise InvalidArgumentError(f"values must be a 1-D uint8 array, not {values.dtype} with shape {values.shape}")
         if offsets.ndim != 1 or offsets.dtype != np.int64 or len(offsets) < 1:
-            raise ValueError("offsets must be a non-empty 1-D int64 array")
+            raise InvalidArgumentError("offsets must be a non-empty 1-D int64 array")
         n = len(offsets) - 1
         shape = (n,) if shape is None else tuple(int(d) for d in shape)
         if prod(shape) != n:
-            raise ValueError(f"shape {shape} holds {prod(shape)} values, the offsets mark {n}")
+            raise InvalidArgumentError(f"shape {shape} holds {prod(shape)} values, the offsets mark {n}")
         self.values, self.offsets, self.shape = values, offsets, shape
 
     @classmethod
@@ -89,7 +91,7 @@ class BytesColumn:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d BytesColumn")
+            raise ArgumentTypeError("len() of a 0-d BytesColumn")
         return self.shape[0]
 
     def reshape(self, *shape) -> BytesColumn:
@@ -140,7 +142,7 @@ class BytesColumn:
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d BytesColumn")
+            raise ArgumentTypeError("iteration over a 0-d BytesColumn")
         for i in range(self.shape[0]):
             yield self[i]
 

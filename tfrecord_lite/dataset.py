@@ -1,5 +1,5 @@
-"""Multi-file reading pipeline: file resolution, exact sharding, TF-compatible interleave,
-seeded shuffling, batching, parsing in a thread pool, bounded descriptors and memory, and
+"""Multi-file reading pipeline: TF-compatible interleave of the files (resolved and sharded
+by ``tfrecord_lite.files``), seeded shuffling, batching, parsing in a thread pool, bounded descriptors and memory, and
 resumable iteration.
 
 Stages, in order: files (resolved, sharded, optionally shuffled per epoch) -> interleave of
@@ -24,9 +24,7 @@ the dataset size.
 from __future__ import annotations
 
 import collections
-import glob
 import itertools
-import os
 import random
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -34,19 +32,19 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import fs as _fs
 from ._typing import Compression, Features, Files, ParseFn, StorageOptions
-from .errors import TFRecordError
+from .errors import InvalidArgumentError, TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
+from .files import resolve_files, shard_plan
 from .io import normalize_compression
 from ._resume import ROUNDS, Cursor, check_state, piece_segment, start_state
 from ._gather import Gathered, object_array, shuffle
 from .batch import RecordBatch, join_records, rebatch
+from .parsing import LocatedParse, make_parse, unbatch
 from .reader import ON_CORRUPT, TFRecordReader
 
-__all__ = ["TFRecordDataset", "resolve_files", "shard_plan", "make_parse"]
+__all__ = ["TFRecordDataset"]
 
-_GLOB_CHARS = frozenset("*?[")
 _PIECE_RECORDS = 4096
 _PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
@@ -55,55 +53,6 @@ _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to 
 _TASK_BYTES = 4 << 20
 _STATE_VERSION = 2  # 2 adds the file positions ("cursor"); version 1 states still load
 _LOG_COMMIT = 1024  # interleave log entries kept before the consumed ones are applied
-
-
-def resolve_files(files, storage_options=None) -> list[str]:
-    """Paths from a list of paths, a glob pattern, a directory, or a single file; any of
-    them may be an fsspec URL (``s3://bucket/train-*.tfrecord``), resolved remotely with
-    ``storage_options``. ``file://`` URLs become local paths.
-
-    A list keeps its order (as TensorFlow does); glob matches and directory entries are
-    sorted. Directories list their regular, non-hidden files, ignoring ``.index`` sidecars."""
-    if isinstance(files, (str, os.PathLike)):
-        spec = os.fspath(files)
-        paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
-    else:
-        paths = [p if _fs.is_url(p) else _fs.local_path(p) for p in map(os.fspath, files)]
-    if not paths:
-        raise TFRecordError(f"no TFRecord files found for {files!r}",
-                            hint="pass a list of paths, a glob pattern or a directory that holds files")
-    return paths
-
-
-def _local_files(spec: str) -> list[str]:
-    if os.path.isdir(spec):
-        return sorted(
-            os.path.join(spec, name) for name in os.listdir(spec)
-            if not name.startswith(".") and not name.endswith(".index")
-            and os.path.isfile(os.path.join(spec, name))
-        )
-    if _GLOB_CHARS & set(spec):
-        return sorted(p for p in glob.glob(spec) if not p.endswith(".index") and os.path.isfile(p))
-    return [spec]
-
-
-def shard_plan(num_files: int, shard):
-    """Which part of the data shard ``(index, count)`` reads, as (file positions, record rule).
-
-    With at least ``count`` files, shard i takes files i, i+count, ... whole (record rule None).
-    With fewer, every shard reads every file and keeps record j of file f when
-    ``(f + j) % count == index``: a partition that does not depend on reading order, so shards
-    need not agree on a seed. Either way the shards' union is every record exactly once."""
-    if shard is None:
-        return list(range(num_files)), None
-    index, count = (int(v) for v in shard)
-    if count < 1 or not 0 <= index < count:
-        raise TFRecordError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
-    if count == 1:
-        return list(range(num_files)), None
-    if num_files >= count:
-        return list(range(index, num_files, count)), None
-    return list(range(num_files)), (index, count)
 
 
 class TFRecordDataset:
@@ -133,7 +82,7 @@ class TFRecordDataset:
     shuffle_files / shuffle_buffer / seed: per-epoch file-order shuffle and a TF-style record
         shuffle buffer, reproducible for a seed and epoch, different across epochs. seed None
         draws one at construction (kept in ``state_dict()``).
-    shard: (index, count), see ``shard_plan``.
+    shard: (index, count), see ``tfrecord_lite.files.shard_plan``.
     compression / on_corrupt / check_crc: as in ``TFRecordReader``.
     prefetch: parse tasks kept ready ahead of the consumer (default 2 x num_threads). A task
         is one batch; small batches of a spec of only FixedLenFeature / RawTensorFeature are
@@ -158,19 +107,19 @@ class TFRecordDataset:
                  num_epochs: int | None = 1, check_crc: bool = True,
                  storage_options: StorageOptions = None) -> None:
         if features is not None and parse is not None:
-            raise TFRecordError("pass features or parse, not both")
+            raise InvalidArgumentError("pass features or parse, not both")
         if on_corrupt not in ON_CORRUPT:
-            raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+            raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.storage_options = storage_options
         self.files = resolve_files(files, storage_options)
         self.features = features
         self.parse = parse
         self.batch_size = _positive("batch_size", batch_size, allow_none=True)
         if output not in ("numpy", "arrow") or bytes_output not in ("object", "column"):
-            raise TFRecordError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
+            raise InvalidArgumentError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
                                 f"not {output!r} and {bytes_output!r}")
         if output == "arrow" and (features is None or self.batch_size is None):
-            raise TFRecordError("output='arrow' yields RecordBatches parsed with a spec",
+            raise InvalidArgumentError("output='arrow' yields RecordBatches parsed with a spec",
                                 hint="pass features= and batch_size=")
         self.bytes_output, self.output = bytes_output, output
         self.drop_remainder = bool(drop_remainder)
@@ -180,7 +129,7 @@ class TFRecordDataset:
             cycle_length = min(self.num_threads, self.max_open_files)
         self.cycle_length = _positive("cycle_length", cycle_length)
         if self.cycle_length > self.max_open_files:
-            raise TFRecordError(
+            raise InvalidArgumentError(
                 f"cycle_length={cycle_length} would hold more files open than max_open_files="
                 f"{max_open_files}", hint="lower cycle_length or raise max_open_files")
         self.block_length = _positive("block_length", block_length)
@@ -188,7 +137,7 @@ class TFRecordDataset:
         self.shuffle_files = bool(shuffle_files)
         self.shuffle_buffer = int(shuffle_buffer or 0)
         if self.shuffle_buffer < 0:
-            raise TFRecordError("shuffle_buffer must be >= 0")
+            raise InvalidArgumentError("shuffle_buffer must be >= 0")
         self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**63)
         self.shard = tuple(shard) if shard is not None else None
         self._positions, self._record_rule = shard_plan(len(self.files), self.shard)
@@ -298,35 +247,6 @@ class TFRecordDataset:
 
     def _parse_fn(self):
         return make_parse(self.features, self.parse, self.bytes_output, self.output)
-
-
-def make_parse(features, parse=None, bytes_output="object", output="numpy"):
-    """The per-batch parse step: ``parse`` itself, a ``ParseFeatures`` for ``features``, or
-    None for raw records."""
-    if parse is not None or features is None:
-        return parse
-    # Only options that differ from the defaults are passed: parse_example(records, features)
-    # stays the whole call for the common case.
-    options = {k: v for k, v in (("bytes_output", bytes_output), ("output", output))
-               if v not in ("object", "numpy")}
-    return ParseFeatures(features, options)
-
-
-class ParseFeatures:
-    """``parse_example(records, features, **options)`` as a top-level callable, so that
-    datasets holding it pickle (spawn and forkserver DataLoader workers). The codec is
-    imported at call time: it is optional until used."""
-
-    __slots__ = ("features", "options")
-
-    def __init__(self, features, options=None):
-        self.features = features
-        self.options = options or {}
-
-    def __call__(self, records):
-        from .example import parse_example
-
-        return parse_example(records, self.features, **self.options)
 
 
 class _Slot:
@@ -753,11 +673,13 @@ def _parse_task(parse, records, sizes):
     """Worker: parse records into (outputs, error): one output per record when sizes is
     None, else one batch per size, split from one parse of them all (as views). When that
     parse fails, the batches are parsed one by one so that the good ones before the bad
-    one are delivered, then its error, which names the record within its batch."""
+    one are delivered, then its error, which names the record's file, offset and index
+    where the records know them (RecordBatch), else its position in its batch."""
     if type(records) is Gathered:
         records = records.to_batch()
+    parse = LocatedParse(parse)
     if sizes is None:
-        return _unbatch(parse(records), len(records), parse, records), None
+        return unbatch(parse(records), len(records), parse, records), None
     if len(sizes) == 1:
         return [parse(records)], None
     starts = list(itertools.accumulate(sizes, initial=0))
@@ -776,17 +698,6 @@ def _parse_task(parse, records, sizes):
     return outputs, None  # only the group was too much (MemoryError)
 
 
-def _unbatch(parsed, n, parse, records):
-    """Per-record results from a parsed group: dict values and sequences are indexed per
-    record; anything not splittable is parsed record by record instead."""
-    if isinstance(parsed, dict):
-        if all(hasattr(v, "__len__") and len(v) == n for v in parsed.values()):
-            return [{k: v[i] for k, v in parsed.items()} for i in range(n)]
-    elif hasattr(parsed, "__len__") and len(parsed) == n:
-        return list(parsed)
-    if n == 1:
-        return [parsed]
-    return [_unbatch(parse([r]), 1, parse, [r])[0] for r in records]
 
 
 def _skip(chunks, n):
@@ -807,5 +718,5 @@ def _positive(name, value, allow_none=False):
     except (TypeError, ValueError):
         v = 0
     if v < 1 or v != value:
-        raise TFRecordError(f"{name} must be a positive integer, not {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
     return v

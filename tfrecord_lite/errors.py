@@ -1,8 +1,11 @@
 """The whole exception hierarchy of tfrecord_lite.
 
 Every error about a record carries where it happened: ``.path`` (file name or
-``"<buffer>"``), ``.offset`` (byte where the record starts), ``.index``
-(record number within the file) and states them in its message.
+``"<buffer>"``), ``.offset`` (byte where the record's frame starts), ``.index``
+(record number within the file) and states them in its message. An error raised while
+parsing a batch whose records' origins are known (batches read from files) names the file,
+offset and index of the record, and keeps its position in the batch as ``.batch_index``;
+without origins (a list of bytes) ``.index`` is that position and ``.path`` is None.
 """
 
 from __future__ import annotations
@@ -18,19 +21,27 @@ __all__ = [
     "FeatureSpecError",
     "EncodeError",
     "InvalidArgumentError",
+    "ArgumentTypeError",
 ]
 
 
 class TFRecordError(Exception):
     """Root of every error tfrecord_lite raises on purpose."""
 
-    def __init__(self, message: str, *, path=None, offset=None, index=None, hint=None):
+    def __init__(self, message: str, *, path=None, offset=None, index=None, hint=None, batch_index=None):
         self.detail = message
         self.path = path
         self.offset = offset
         self.index = index
         self.hint = hint
+        self.batch_index = batch_index  # the record's position in the batch being parsed
         super().__init__(self._render())
+
+    def _relocate(self, path, offset, index) -> None:
+        """Name the record by its place in its file rather than its position in a batch."""
+        self.batch_index = self.index
+        self.path, self.offset, self.index = path, offset, index
+        self.args = (self._render(),)
 
     def _render(self) -> str:
         where = []
@@ -46,7 +57,8 @@ class TFRecordError(Exception):
         return text
 
     def _keywords(self) -> dict:
-        return {"path": self.path, "offset": self.offset, "index": self.index, "hint": self.hint}
+        return {"path": self.path, "offset": self.offset, "index": self.index, "hint": self.hint,
+                "batch_index": self.batch_index}
 
     def __reduce__(self):
         # Keep keyword attributes across pickling (process pools re-raise these).
@@ -91,15 +103,21 @@ class InvalidArgumentError(TFRecordError, ValueError):
     whose offsets lie outside its blocks, an unknown backend name (TensorFlow's name)."""
 
 
+class ArgumentTypeError(TFRecordError, TypeError):
+    """An argument has a type the function cannot take (a str where a path list or an
+    integer is expected, a spec that is not a feature spec)."""
+
+
 class EncodeError(TFRecordError):
     """The user's encode function failed on an item while writing shards. ``.item`` is the
     item's position in the input, ``.shard`` the shard it was bound for and ``.path`` that
     shard's file name."""
 
-    def __init__(self, message: str, *, item=None, shard=None, path=None, offset=None, index=None, hint=None):
+    def __init__(self, message: str, *, item=None, shard=None, path=None, offset=None, index=None, hint=None,
+                 batch_index=None):
         self.item = item
         self.shard = shard
-        super().__init__(message, path=path, offset=offset, index=index, hint=hint)
+        super().__init__(message, path=path, offset=offset, index=index, hint=hint, batch_index=batch_index)
 
     def _keywords(self) -> dict:
         return {**super()._keywords(), "item": self.item, "shard": self.shard}

@@ -28,7 +28,7 @@ from .features import (
     SparseFeature,
     VarLenFeature,
 )
-from .batch import RecordBatch
+from .batch import RecordBatch, located
 
 __all__ = [
     "BytesColumn",
@@ -386,8 +386,9 @@ def parse_example(serialized: Records, features: Features, *, bytes_output: str 
         raise FeatureSpecError(f"output must be 'numpy' or 'arrow', not {output!r}")
     records = _records(serialized)
     plan = _plan(features, _EXAMPLE_SPECS, "parse_example")
-    columns, _ = _decode(records, plan, bytes_output=bytes_output)
-    return _build(plan, columns, len(records))
+    with located(records):  # errors name the record's file, offset and index when known
+        columns, _ = _decode(records, plan, bytes_output=bytes_output)
+        return _build(plan, columns, len(records))
 
 
 def _unbatch(spec, value):
@@ -460,17 +461,18 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
     sequence_features = sequence_features or {}
     plan = _plan(context_features, _CONTEXT_SPECS, "context_features")
     seq_plan = _plan(sequence_features, tuple(_STEP_ROWS), "sequence_features")
-    columns, seq_columns = _decode(records, plan, seq_plan, bytes_output)
-    batch = len(records)
-    context = _build(plan, columns, batch)
-    feature_lists, lengths = {}, {}
-    for name, spec, index, _ in seq_plan.outputs:
-        col = _Column(seq_plan.keys[index], seq_columns[index], batch)
-        result = _STEP_ROWS[type(spec)](col, spec)
-        if isinstance(spec, FixedLenSequenceFeature):
-            feature_lists[name], lengths[name] = result
-        else:
-            feature_lists[name] = result
+    with located(records):
+        columns, seq_columns = _decode(records, plan, seq_plan, bytes_output)
+        batch = len(records)
+        context = _build(plan, columns, batch)
+        feature_lists, lengths = {}, {}
+        for name, spec, index, _ in seq_plan.outputs:
+            col = _Column(seq_plan.keys[index], seq_columns[index], batch)
+            result = _STEP_ROWS[type(spec)](col, spec)
+            if isinstance(spec, FixedLenSequenceFeature):
+                feature_lists[name], lengths[name] = result
+            else:
+                feature_lists[name] = result
     return context, feature_lists, lengths
 
 

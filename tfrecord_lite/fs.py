@@ -29,7 +29,7 @@ import uuid
 from .errors import TFRecordError
 
 __all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
-           "exists", "remove", "read_bytes", "read_range", "BLOCK_BYTES", "WRITE_BLOCK_BYTES"]
+           "exists", "remove", "read_bytes", "read_range", "BLOCK_BYTES", "WRITE_BLOCK_BYTES", "GLOB_CHARS"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
@@ -37,7 +37,7 @@ _READ_AHEAD_BLOCKS = 2  # blocks kept per open input (fsspec re-fetches with few
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
-_GLOB_CHARS = frozenset("*?[")
+GLOB_CHARS = frozenset("*?[")  # a path with one of these is a pattern
 _HINT_INSTALL = ("install the cloud extra: pip install 'tfrecordkit[cloud]' (or '.[cloud]' from a checkout): "
                  "fsspec, s3fs, gcsfs")
 
@@ -158,7 +158,7 @@ def expand(spec: str, storage_options=None) -> list[str]:
         base = posixpath.basename(name.rstrip("/"))
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
-    if _GLOB_CHARS & set(p):
+    if GLOB_CHARS & set(p):
         found = fs.glob(p, detail=True)
     elif fs.isdir(p):
         found = {info["name"]: info for info in fs.ls(p, detail=True)}

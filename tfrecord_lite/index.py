@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import operator
 import os
 import threading
 from typing import Any
@@ -30,8 +31,11 @@ import numpy as np
 from . import _native
 from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, Progress, StorageOptions
-from .errors import CorruptRecordError, TFRecordError, TruncatedRecordError
+from .batch import located
+from .errors import ArgumentTypeError, CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
+from .files import resolve_files
 from .io import detect_compression
+from .parsing import make_parse, unbatch
 from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 
@@ -175,7 +179,7 @@ def count_records(path, storage_options=None) -> int:
 
 
 def count_shard(files, positions, record_rule=None, storage_options=None) -> int:
-    """Records that a shard (``dataset.shard_plan``'s file positions and record rule) reads."""
+    """Records that a shard (``files.shard_plan``'s file positions and record rule) reads."""
     total = 0
     for p in positions:
         n = count_records(files[p], storage_options)
@@ -327,10 +331,8 @@ class IndexedDataset:
 
     def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
                  check_crc: bool = True, max_open_files: int = 16, storage_options: StorageOptions = None) -> None:
-        from .dataset import make_parse, resolve_files
-
         if features is not None and parse is not None:
-            raise TFRecordError("pass features or parse, not both")
+            raise InvalidArgumentError("pass features or parse, not both")
         self.files = [TFRecordFile(p, check_crc=check_crc, storage_options=storage_options)
                       for p in resolve_files(files, storage_options)]
         self.features = features
@@ -352,22 +354,38 @@ class IndexedDataset:
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
-            records = self.records(range(*key.indices(len(self))))
+            key = range(*key.indices(len(self)))
         elif isinstance(key, (int, np.integer)):
             return self._getitems([key])[0]
         else:
-            records = self.records(key)
-        return records if self._parse_fn is None else self._parse_fn(records)
+            try:
+                key = list(key)
+            except TypeError:
+                raise ArgumentTypeError(f"record indices must be an integer, a slice or a sequence of "
+                                        f"integers, not {type(key).__name__}") from None
+        records = self.records(key)
+        if self._parse_fn is None:
+            return records
+        with located(self._origins(key)):
+            return self._parse_fn(records)
 
     def _getitems(self, indices) -> list:
         """One item (record or parsed example) per index, read with coalesced reads and
         parsed as one batch: Grain's batched read."""
+        indices = list(indices)
         records = self.records(indices)
         if self._parse_fn is None:
             return records
-        from .dataset import _unbatch
+        with located(self._origins(indices)):
+            return unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
 
-        return _unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+    def _origins(self, indices):
+        """Position in a read of these indices -> (path, frame offset, index in the file)."""
+        def origin(i):
+            k, j = self.locate(indices[i])
+            f = self.files[k]
+            return f.path, int(f.offsets[j]), j
+        return origin
 
     def __repr__(self):
         paths = [f.path for f in self.files]
@@ -422,9 +440,9 @@ class IndexedDataset:
 
 def _position(key, n, path):
     try:
-        i = int(key)
+        i = operator.index(key)  # an integer: not a float or a string that int() would take
     except TypeError:
-        raise TFRecordError(f"record indices must be integers or slices, not {type(key).__name__}") from None
+        raise ArgumentTypeError(f"record indices must be integers or slices, not {type(key).__name__}") from None
     if i < 0:
         i += n
     if not 0 <= i < n:

@@ -14,7 +14,7 @@ import tempfile
 import zlib
 from typing import TypeVar
 
-from .errors import DataLossError, NotTFRecordError, TFRecordError
+from .errors import DataLossError, InvalidArgumentError, NotTFRecordError
 
 __all__ = ["normalize_compression", "detect_compression", "check_tfrecord", "AtomicFile", "CommitOnExit",
            "make_parents"]
@@ -41,7 +41,7 @@ def normalize_compression(compression, allow_auto: bool = False):
         return _NAMES[compression]
     except (KeyError, TypeError):
         allowed = "None, '', 'gzip', 'zlib', 'GZIP', 'ZLIB'" + (", 'auto'" if allow_auto else "")
-        raise TFRecordError(f"unknown compression {compression!r}; use one of {allowed}") from None
+        raise InvalidArgumentError(f"unknown compression {compression!r}; use one of {allowed}") from None
 
 
 def detect_compression(head: bytes):

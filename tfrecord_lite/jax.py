@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TFRecordError
+from .errors import InvalidArgumentError
 from .example import RaggedValue, SparseTensorValue
 
 __all__ = ["device_put"]
@@ -35,8 +35,8 @@ def device_put(batch: Any, device: Any = None, *, bytes: str = "host") -> Any:
     "drop" leaves them out (a dict loses the key; a sparse or ragged feature of bytes goes
     whole)."""
     if bytes not in ("host", "drop"):
-        raise TFRecordError(f"bytes must be 'host' or 'drop', not {bytes!r}",
-                            hint="'host' keeps bytes features as NumPy object arrays, 'drop' leaves them out")
+        raise InvalidArgumentError(f"bytes must be 'host' or 'drop', not {bytes!r}",
+                                    hint="'host' keeps bytes features as NumPy object arrays, 'drop' leaves them out")
     import jax
 
     out = _put(batch, lambda a: jax.device_put(a, device), bytes == "drop")

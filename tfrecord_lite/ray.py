@@ -32,8 +32,8 @@ from ray.data.block import BlockAccessor, BlockMetadata
 from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
-from .dataset import resolve_files
-from .errors import FeatureSpecError, TFRecordError, TruncatedRecordError
+from .files import resolve_files
+from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .features import infer_schema
 from .index import build_index as _build_index
 from .index import index_path, read_index
@@ -64,8 +64,8 @@ class TFRecordDatasource(Datasource):
         self.storage_options = storage_options
         self.raw = bool(raw)
         if self.raw and (features is not None or columns is not None):
-            raise TFRecordError("raw=True reads whole records into one column; drop features/columns",
-                                hint="pass raw=True alone, or a feature spec without raw")
+            raise InvalidArgumentError("raw=True reads whole records into one column; drop features/columns",
+                                       hint="pass raw=True alone, or a feature spec without raw")
         self.paths = resolve_files(paths, storage_options)
         sample = self._sample()
         if not self.raw:
@@ -314,7 +314,7 @@ class TFRecordDatasink(Datasink):
         self.columns = None if columns is None else list(columns)
         self.record_column = record_column
         if record_column is not None and columns is not None:
-            raise TFRecordError("record_column writes one binary column verbatim; drop columns")
+            raise InvalidArgumentError("record_column writes one binary column verbatim; drop columns")
         self.options = dict(compression=normalize_compression(compression), index=index,
                             storage_options=storage_options)
         self.deterministic = deterministic

@@ -20,7 +20,7 @@ from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import CorruptRecordError, InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError
-from .batch import RecordBatch, rebatch
+from .batch import BlockOrigin, RecordBatch, rebatch
 from .io import DecompressingStream, detect_compression, normalize_compression
 
 __all__ = ["TFRecordReader", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
@@ -70,7 +70,7 @@ class TFRecordReader:
     decompressed and discarded (not scanned).
 
     Offsets in errors count bytes of the decompressed stream. ``batch_offset`` is the offset
-    of the first frame of the batch (or block) yielded last.
+    of the first frame of the batch (or block) yielded last, ``batch_index`` its index.
     """
 
     def __init__(self, source: PathLike | BinaryIO | Buffer, compression: Compression = "auto",
@@ -78,7 +78,7 @@ class TFRecordReader:
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int = CHUNK_BYTES,
                  start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None) -> None:
         if on_corrupt not in ON_CORRUPT:
-            raise TFRecordError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+            raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
         self.check_crc = bool(check_crc)
         self.on_corrupt = on_corrupt
@@ -90,6 +90,7 @@ class TFRecordReader:
         if self.start_offset < 0 or self.start_index < 0:
             raise InvalidArgumentError("start_offset and start_index must be >= 0")
         self.batch_offset = self.start_offset
+        self.batch_index = self.start_index
         self._owned = None
         self._buffer = None
         self._file = None
@@ -135,13 +136,21 @@ class TFRecordReader:
             for batch in TFRecordReader(path).record_batches(1024):
                 arrays = parse_example(batch, features)
         """
-        framed = self.check_crc
-        blocks = (RecordBatch(*block, framed=framed) for block in self._start(self._scan(blocks=True, in_place=True)))
+        blocks = self._record_blocks(self._start(self._scan(blocks=True, in_place=True)))
         if batch_size is None:
             return blocks
         if int(batch_size) != batch_size or batch_size < 1:
-            raise TFRecordError(f"batch_size must be a positive integer, not {batch_size!r}")
+            raise InvalidArgumentError(f"batch_size must be a positive integer, not {batch_size!r}")
         return rebatch(blocks, int(batch_size), drop_remainder)
+
+    def _record_blocks(self, blocks):
+        """RecordBatches of scanned blocks, each knowing its file, offsets and indices."""
+        framed, path = self.check_crc, self.path
+        for frames, starts, lengths in blocks:
+            # batch_offset and batch_index still describe this block's first frame.
+            base = self.batch_offset - int(starts[0]) + _HEADER  # file offset of frames[0]
+            yield RecordBatch(frames, starts, lengths, framed=framed,
+                              origin=BlockOrigin(path, base, self.batch_index))
 
     def _start(self, gen):
         if self._gen is not None:
@@ -239,7 +248,7 @@ class TFRecordReader:
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
-                self.batch_offset = base + pos
+                self.batch_offset, self.batch_index = base + pos, index
                 if in_place:
                     starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
                     frames, count = buf, len(starts)

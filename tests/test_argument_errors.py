@@ -1,0 +1,69 @@
+"""Bad arguments raise a TFRecordError that is also the ValueError or TypeError Python's
+convention asks for: InvalidArgumentError (a value out of range or an impossible
+combination) and ArgumentTypeError (a value of the wrong type)."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.bytes_column import BytesColumn
+
+
+@pytest.fixture
+def path(tmp_path):
+    p = str(tmp_path / "a.tfrecord")
+    with tfl.TFRecordWriter(p) as w:
+        w.write_many([tfl.encode_example({"x": [1.0]})] * 3)
+    return p
+
+
+VALUE_ERRORS = {
+    "on_corrupt": lambda p: tfl.TFRecordReader(p, on_corrupt="ignore"),
+    "batch_size": lambda p: tfl.TFRecordReader(p).record_batches(0),
+    "compression": lambda p: tfl.TFRecordReader(p, compression="lz4"),
+    "dataset num_threads": lambda p: tfl.TFRecordDataset([p], num_threads=0),
+    "dataset features and parse": lambda p: tfl.TFRecordDataset([p], {"x": tfl.FixedLenFeature([], np.float32)},
+                                                                parse=len),
+    "dataset cycle_length": lambda p: tfl.TFRecordDataset([p], cycle_length=4, max_open_files=2),
+    "dataset shard": lambda p: tfl.TFRecordDataset([p], shard=(3, 2)),
+    "dataset shuffle_buffer": lambda p: tfl.TFRecordDataset([p], shuffle_buffer=-1),
+    "dataset output": lambda p: tfl.TFRecordDataset([p], output="pandas"),
+    "dataset state": lambda p: tfl.TFRecordDataset([p]).load_state_dict({"version": 99}),
+    "indexed features and parse": lambda p: tfl.IndexedDataset([p], {"x": tfl.FixedLenFeature([], np.float32)},
+                                                               parse=len),
+    "BytesColumn offsets": lambda p: BytesColumn(np.zeros(3, np.uint8), np.zeros(0, np.int64)),
+    "RecordBatch origins": lambda p: tfl.RecordBatch(segments=[], origins=[None]),
+}
+
+
+@pytest.mark.parametrize("call", list(VALUE_ERRORS.values()), ids=list(VALUE_ERRORS))
+def test_out_of_range_arguments_are_invalid_argument_errors(path, call):
+    with pytest.raises(tfl.InvalidArgumentError) as info:
+        call(path)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, tfl.TFRecordError)
+
+
+TYPE_ERRORS = {
+    "record index": lambda p: tfl.TFRecordFile(p)["0"],
+    "indexed record index": lambda p: tfl.IndexedDataset([p])[1.5],
+    "0-d BytesColumn len": lambda p: len(BytesColumn(np.zeros(1, np.uint8), np.array([0, 1]), ())),
+}
+
+
+@pytest.mark.parametrize("call", list(TYPE_ERRORS.values()), ids=list(TYPE_ERRORS))
+def test_arguments_of_the_wrong_type_are_argument_type_errors(path, call):
+    with pytest.raises(tfl.ArgumentTypeError) as info:
+        call(path)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, tfl.TFRecordError)
+    assert not isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("cls", [tfl.ArgumentTypeError, tfl.FeatureSpecError, tfl.ExampleDecodeError, tfl.EncodeError])
+def test_errors_keep_their_batch_position_through_pickling(cls):
+    err = cls("bad", index=3)
+    err._relocate("g.tfrecord", 429, 13)
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is cls and str(clone) == str(err) == "g.tfrecord, record 13, byte offset 429: bad"
+    assert (clone.path, clone.offset, clone.index, clone.batch_index) == ("g.tfrecord", 429, 13, 3)

@@ -1,0 +1,62 @@
+"""Which files a dataset reads: resolving paths, glob patterns, directories and fsspec URLs
+into a list of files (``resolve_files``), and the exact sharding plan that splits them
+between readers (``shard_plan``)."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from . import fs as _fs
+from .errors import InvalidArgumentError, TFRecordError
+
+__all__ = ["resolve_files", "shard_plan"]
+
+
+def resolve_files(files, storage_options=None) -> list[str]:
+    """Paths from a list of paths, a glob pattern, a directory, or a single file; any of
+    them may be an fsspec URL (``s3://bucket/train-*.tfrecord``), resolved remotely with
+    ``storage_options``. ``file://`` URLs become local paths.
+
+    A list keeps its order (as TensorFlow does); glob matches and directory entries are
+    sorted. Directories list their regular, non-hidden files, ignoring ``.index`` sidecars."""
+    if isinstance(files, (str, os.PathLike)):
+        spec = os.fspath(files)
+        paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
+    else:
+        paths = [p if _fs.is_url(p) else _fs.local_path(p) for p in map(os.fspath, files)]
+    if not paths:
+        raise TFRecordError(f"no TFRecord files found for {files!r}",
+                            hint="pass a list of paths, a glob pattern or a directory that holds files")
+    return paths
+
+
+def _local_files(spec: str) -> list[str]:
+    if os.path.isdir(spec):
+        return sorted(
+            os.path.join(spec, name) for name in os.listdir(spec)
+            if not name.startswith(".") and not name.endswith(".index")
+            and os.path.isfile(os.path.join(spec, name))
+        )
+    if _fs.GLOB_CHARS & set(spec):
+        return sorted(p for p in glob.glob(spec) if not p.endswith(".index") and os.path.isfile(p))
+    return [spec]
+
+
+def shard_plan(num_files: int, shard):
+    """Which part of the data shard ``(index, count)`` reads, as (file positions, record rule).
+
+    With at least ``count`` files, shard i takes files i, i+count, ... whole (record rule None).
+    With fewer, every shard reads every file and keeps record j of file f when
+    ``(f + j) % count == index``: a partition that does not depend on reading order, so shards
+    need not agree on a seed. Either way the shards' union is every record exactly once."""
+    if shard is None:
+        return list(range(num_files)), None
+    index, count = (int(v) for v in shard)
+    if count < 1 or not 0 <= index < count:
+        raise InvalidArgumentError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
+    if count == 1:
+        return list(range(num_files)), None
+    if num_files >= count:
+        return list(range(index, num_files, count)), None
+    return list(range(num_files)), (index, count)

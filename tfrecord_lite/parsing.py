@@ -1,0 +1,66 @@
+"""The per-batch parse step shared by TFRecordDataset, IndexedDataset and the adapters:
+``make_parse`` (a feature spec or a custom callable as one picklable step), the errors it
+raises made to name their record's origin (``LocatedParse``), and ``unbatch`` (per-record
+results of a parsed batch)."""
+
+from __future__ import annotations
+
+from .batch import located
+
+__all__ = ["make_parse", "ParseFeatures", "LocatedParse", "unbatch"]
+
+
+def make_parse(features, parse=None, bytes_output="object", output="numpy"):
+    """The per-batch parse step: ``parse`` itself, a ``ParseFeatures`` for ``features``, or
+    None for raw records."""
+    if parse is not None or features is None:
+        return parse
+    # Only options that differ from the defaults are passed: parse_example(records, features)
+    # stays the whole call for the common case.
+    options = {k: v for k, v in (("bytes_output", bytes_output), ("output", output))
+               if v not in ("object", "numpy")}
+    return ParseFeatures(features, options)
+
+
+class ParseFeatures:
+    """``parse_example(records, features, **options)`` as a top-level callable, so that
+    datasets holding it pickle (spawn and forkserver DataLoader workers). The codec is
+    imported at call time: it is optional until used."""
+
+    __slots__ = ("features", "options")
+
+    def __init__(self, features, options=None):
+        self.features = features
+        self.options = options or {}
+
+    def __call__(self, records):
+        from .example import parse_example
+
+        return parse_example(records, self.features, **self.options)
+
+
+class LocatedParse:
+    """A parse step (records -> output) whose errors about a record name the record's
+    origin when the records know it (see ``tfrecord_lite.batch.located``)."""
+
+    __slots__ = ("parse",)
+
+    def __init__(self, parse):
+        self.parse = parse
+
+    def __call__(self, records):
+        with located(records):
+            return self.parse(records)
+
+
+def unbatch(parsed, n, parse, records):
+    """Per-record results from a parsed group: dict values and sequences are indexed per
+    record; anything not splittable is parsed record by record instead."""
+    if isinstance(parsed, dict):
+        if all(hasattr(v, "__len__") and len(v) == n for v in parsed.values()):
+            return [{k: v[i] for k, v in parsed.items()} for i in range(n)]
+    elif hasattr(parsed, "__len__") and len(parsed) == n:
+        return list(parsed)
+    if n == 1:
+        return [parsed]
+    return [unbatch(parse([r]), 1, parse, [r])[0] for r in records]
