@@ -24,12 +24,13 @@ import itertools
 
 import numpy as np
 
+from . import _native
 from .errors import TFRecordError
 from .reader import RecordBatch
 
 __all__ = ["Cursor", "check_state", "start_state", "piece_segment"]
 
-_FRAME_OVERHEAD = 16  # header and footer bytes around each record's data
+_FRAME_OVERHEAD = _native.framing.OVERHEAD_BYTES  # header and footer bytes around each record's data
 
 
 def check_state(state: dict, version: int, fingerprint, cycle_length: int):

@@ -34,8 +34,8 @@ log = logging.getLogger("tfrecord_lite")
 DEFAULT_MAX_RECORD_BYTES = 2**31
 CHUNK_BYTES = 1 << 18  # stays in L2 cache, so the CRC and the copy into bytes read warm data
 ON_CORRUPT = ("raise", "skip", "stop")
-_HEADER = 12
-_FOOTER = 4
+_HEADER = _native.framing.HEADER_BYTES
+_FOOTER = _native.framing.FOOTER_BYTES
 _HINT_DAMAGED = (
     "The file is damaged: pass on_corrupt='skip' to drop bad records and keep the rest, "
     "or on_corrupt='stop' to keep the records before this one"
@@ -129,6 +129,12 @@ class TFRecordReader:
         way never re-encodes them (merge, split, cat)."""
         return self._start(self._scan(blocks=True))
 
+    def record_spans(self) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(offsets, lengths)``: int64 arrays giving each record's data offset in the
+        (decompressed) stream and its length, checked like records are, without copying any
+        record or block (counting, indexing, verifying)."""
+        return self._start(self._scan(spans=True))
+
     def record_batches(self, batch_size: int | None = None, drop_remainder: bool = False) -> Iterator[RecordBatch]:
         """Yield :class:`RecordBatch` es: the same records as iterating the reader, without a
         Python object per record (parse_example reads them in place). One per buffered chunk,
@@ -212,10 +218,11 @@ class TFRecordReader:
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
 
-    def _scan(self, blocks=False, in_place=False):
+    def _scan(self, blocks=False, in_place=False, spans=False):
         """Records (lists of bytes), or blocks (frames, starts, lengths): frames a copy of
         the verified frames, or with in_place the read buffer itself, which is then never
-        written again (the reader moves on to a fresh one)."""
+        written again (the reader moves on to a fresh one), or with spans only
+        (stream offsets, lengths)."""
         F = _native.framing
         stream, head, total = self._open_stream()
         check, limit = self.check_crc, self.max_record_bytes
@@ -243,10 +250,10 @@ class TFRecordReader:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
                 self.batch_offset = base + pos
-                if in_place:
+                if in_place or spans:
                     starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
                     frames, count = buf, len(starts)
-                    handed_out = handed_out or count > 0
+                    handed_out = handed_out or (in_place and count > 0)
                 elif blocks:
                     frames, starts, lengths, pos, status, value = F.scan_block(buf, pos, filled, check, limit, -1)
                     count = len(starts)
@@ -256,7 +263,7 @@ class TFRecordReader:
                 if count:
                     index += count
                     self.records_read += count
-                    yield (frames, starts, lengths) if blocks else records
+                    yield (starts + base, lengths) if spans else (frames, starts, lengths) if blocks else records
                 if status != F.FRAME_OK:
                     offset = base + pos
                     err = self._frame_error(status, value, offset, index)
@@ -416,15 +423,16 @@ class RecordBatch(Sequence):
         """One RecordBatch of several, in order."""
         return cls(segments=[s for p in parts for s in p.segments], framed=all(p.framed for p in parts))
 
-    def append_frames(self, out: bytearray) -> None:
-        """Append the records to out as TFRecord frames. A ``framed`` batch's frames that
-        lie back to back in a block are copied verbatim; others are framed anew."""
+    def append_frames(self, out) -> None:
+        """Append the records as TFRecord frames to out, a ``FrameBuffer`` whose lock the
+        caller holds. A ``framed`` batch's frames that lie back to back in a block are copied
+        verbatim; others are framed anew."""
         for frames, starts, lengths in self.segments:
-            ends = starts + lengths + 4  # each frame's end: its data, then the 4-byte CRC
-            if self.framed and np.array_equal(starts[1:], ends[:-1] + 12):  # header follows
-                out += memoryview(frames)[int(starts[0]) - 12:int(ends[-1])]
+            ends = starts + lengths + _FOOTER  # each frame's end: its data, then the data CRC
+            if self.framed and np.array_equal(starts[1:], ends[:-1] + _HEADER):  # header follows
+                out.write_frames(memoryview(frames)[int(starts[0]) - _HEADER:int(ends[-1])], lengths)
             else:
-                _native.framing.encode_frames(RecordBatch(frames, starts, lengths), out)
+                out.write_many(RecordBatch(frames, starts, lengths))
 
     def __repr__(self):
         return f"RecordBatch({self._len} records in {len(self.segments)} blocks)"
