@@ -186,10 +186,11 @@ cdef class FrameBuffer:
         if lengths is not None:
             lengths = np.ascontiguousarray(lengths, dtype=np.int64)
             count = len(lengths)
+        if self._lines is not None:
+            _check_tiling(frames, lengths)
         self.buf += frames
         if self._lines is not None:
-            _index_lines(self._lines, self.drained + at, lengths,
-                         PyByteArray_GET_SIZE(self.buf) - at)
+            _index_lines(self._lines, self.drained + at, lengths)
         self.records += count
         if PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
             self._drain()
@@ -242,17 +243,19 @@ cdef inline void _take(PyThread_type_lock lock):
             PyThread_acquire_lock(lock, WAIT_LOCK)
 
 
-cdef int _index_lines(bytearray lines, int64_t offset, lengths, Py_ssize_t nbytes) except -1:
-    """One line per frame, whose records' data lengths are given, from offset on; the frames
-    must fill exactly nbytes."""
-    cdef const int64_t[::1] n = lengths
-    cdef Py_ssize_t i
-    cdef int64_t at = offset
-    for i in range(n.shape[0]):
-        _put_line(lines, at, n[i] + FRAME_OVERHEAD)
-        at += n[i] + FRAME_OVERHEAD
-    if at - offset != nbytes:
+def _check_tiling(frames, lengths):
+    """Index lines are only as right as lengths: they must tile frames exactly."""
+    nbytes = memoryview(frames).nbytes
+    if int(lengths.sum()) + OVERHEAD_BYTES * len(lengths) != nbytes:
         raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
+
+
+cdef int _index_lines(bytearray lines, int64_t offset, const int64_t[::1] lengths) except -1:
+    """One line per frame, whose records' data lengths are given, from offset on."""
+    cdef Py_ssize_t i
+    for i in range(lengths.shape[0]):
+        _put_line(lines, offset, lengths[i] + FRAME_OVERHEAD)
+        offset += lengths[i] + FRAME_OVERHEAD
     return 0
 
 

@@ -121,12 +121,14 @@ class FrameBuffer:
         if lengths is not None:
             lengths = np.asarray(lengths, dtype=np.int64)
             count = len(lengths)
-        self.buf += frames
         if self._lines is not None:
             sizes = (lengths + OVERHEAD_BYTES).tolist()
+            nbytes = memoryview(frames).nbytes
+            if sum(sizes) != nbytes:
+                raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
+        self.buf += frames
+        if self._lines is not None:
             offset = self.drained + at
-            if sum(sizes) != len(self.buf) - at:
-                raise InvalidArgumentError(f"frames of {len(self.buf) - at} bytes do not hold records of these lengths")
             for size in sizes:
                 self._lines.append(f"{offset} {size}\n")
                 offset += size

@@ -23,7 +23,9 @@ import numpy as np
 from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
-from .errors import CorruptRecordError, InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError
+from .errors import (
+    CorruptRecordError, DataLossError, InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError,
+)
 from .io import DecompressingStream, detect_compression, normalize_compression
 
 __all__ = ["TFRecordReader", "RecordBatch", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
@@ -303,7 +305,11 @@ class TFRecordReader:
                 # read, whatever a (possibly hostile) length field claims.
                 buf = _moved(buf, 0, filled, 2 * len(buf))
             with memoryview(buf) as mv:
-                n = stream.readinto(mv[filled:])
+                try:
+                    n = stream.readinto(mv[filled:])
+                except DataLossError as exc:  # a damaged compressed stream: say which record it hit
+                    raise self._error(type(exc), f"{exc.detail} ({base + filled} bytes into the decompressed "
+                                      "stream)", base + pos, index, exc.hint) from None
             if not n:
                 eof = True
             else:
