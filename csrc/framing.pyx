@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from tfrecord_lite.errors import InvalidArgumentError, TFRecordError
+from tfrecord_lite.errors import InvalidArgumentError, not_a_record, writer_closed
 
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport (
@@ -205,8 +205,7 @@ cdef class FrameBuffer:
 
     cdef int _check_open(self) except -1:
         if self.closed:
-            raise TFRecordError("write to a closed TFRecordWriter", path=self.path,
-                                hint="open a new writer; close() has already committed this one")
+            raise writer_closed(self.path)
         return 0
 
     cdef int _append(self, record) except -1:
@@ -215,11 +214,7 @@ cdef class FrameBuffer:
         try:
             size = _append_frame(self.buf, record)
         except (TypeError, ValueError, BufferError) as exc:
-            raise TFRecordError(
-                f"cannot write a {type(record).__name__} as a record ({exc})", path=self.path,
-                index=self.records,
-                hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
-            ) from None
+            raise not_a_record(record, exc, self.path, self.records) from None
         if self._lines is not None:
             _put_line(self._lines, self.drained + at, size - at)
         self.records += 1

@@ -12,7 +12,7 @@ import threading
 import crc32c as _crc32c_pkg
 import numpy as np
 
-from .errors import InvalidArgumentError, TFRecordError
+from .errors import InvalidArgumentError, not_a_record, writer_closed
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
@@ -149,8 +149,7 @@ class FrameBuffer:
     def check_open(self):
         """Raise the error for a write after close when closed."""
         if self.closed:
-            raise TFRecordError("write to a closed TFRecordWriter", path=self.path,
-                                hint="open a new writer; close() has already committed this one")
+            raise writer_closed(self.path)
 
     def _append(self, record):
         at = len(self.buf)
@@ -158,11 +157,7 @@ class FrameBuffer:
         try:
             size = append_frame(self.buf, record)
         except (TypeError, ValueError, BufferError) as exc:
-            raise TFRecordError(
-                f"cannot write a {type(record).__name__} as a record ({exc})", path=self.path,
-                index=self.records,
-                hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
-            ) from None
+            raise not_a_record(record, exc, self.path, self.records) from None
         if self._lines is not None:
             self._lines.append(f"{self.drained + at} {size - at}\n")
         self.records += 1
