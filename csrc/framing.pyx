@@ -11,11 +11,10 @@ A frame is::
 The pure-Python twin is tfrecord_lite/_framing_py.py; both expose the same names.
 """
 import os
-import weakref
 
 import numpy as np
 
-from tfrecord_lite.errors import InvalidArgumentError
+from tfrecord_lite.errors import InvalidArgumentError, not_a_record, writer_closed
 
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport (
@@ -30,6 +29,7 @@ from cpython.pythread cimport (
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
+from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
 from cursor cimport (
     Cursor, acquire, cursor_init, cursor_take, tfl_crc32c, tfl_crc32c_backend,
     tfl_crc32c_hw_available, tfl_crc32c_init, tfl_load_le32, tfl_load_le64, tfl_mask_crc,
@@ -37,8 +37,6 @@ from cursor cimport (
 )
 
 cdef enum:
-    HEADER_BYTES = 12     # uint64 length + uint32 masked CRC of it
-    FOOTER_BYTES = 4      # uint32 masked CRC of the data
     SPAN_BATCH = 1024     # records verified per GIL release before bytes objects are made
     NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
 
@@ -47,6 +45,10 @@ cdef enum Outcome:       # scan outcomes, exported below with the same values as
     BAD_LENGTH_CRC = 1
     BAD_DATA_CRC = 2
     TOO_LARGE = 3
+
+HEADER_BYTES = FRAME_HEADER      # frame sizes (csrc/frame.pxd), the same values as the twin's
+FOOTER_BYTES = FRAME_FOOTER
+OVERHEAD_BYTES = FRAME_OVERHEAD
 
 FRAME_OK = OK
 FRAME_BAD_LENGTH_CRC = BAD_LENGTH_CRC
@@ -104,36 +106,43 @@ cdef Py_ssize_t _append_frame(bytearray out, record) except -1:
     cdef Py_ssize_t at = PyByteArray_GET_SIZE(out)
     acquire(record, &view)
     try:
-        _reserve(out, at + view.len + HEADER_BYTES + FOOTER_BYTES)
+        _reserve(out, at + view.len + FRAME_OVERHEAD)
         _frame_into(<unsigned char *>PyByteArray_AS_STRING(out) + at, &view)
     finally:
         PyBuffer_Release(&view)
-    return at + view.len + HEADER_BYTES + FOOTER_BYTES
+    return at + view.len + FRAME_OVERHEAD
 
 
 cdef class FrameBuffer:
-    """A writer's per-record path as one C call: ``write(record)`` frames the record onto
-    ``buf`` under the lock this object is (``with fb:``), counts it in ``records``, and once
-    ``buf`` holds ``flush_bytes`` runs the owner's ``_drain()`` still under the lock.
-    Everything else goes to the owner: when ``closed`` its ``_raise_closed()`` raises, with
-    ``per_record`` (each record needs more, such as an index line) its ``_write_one()``
-    takes the record, and a record that is not bytes-like raises its
-    ``_not_bytes(record, exc)``. The owner is held weakly: a writer discards itself when
-    collected, which a reference cycle would delay."""
+    """A writer's core. Frames records onto ``buf`` under the lock this object is (``with
+    fb:``), counts them in ``records`` and, when ``index_sink`` is given, formats each frame's
+    sidecar line ``"<frame offset> <frame length>\n"`` as it appends the frame (offsets count
+    stream bytes from the first one written). Once ``buf`` holds ``flush_bytes`` it drains:
+    ``sink(buf)`` takes the frames (``drained`` counts the bytes handed over) and
+    ``index_sink(lines)`` the pending lines. Errors name ``path`` and the record.
+
+    ``write`` takes the lock itself: the per-record path is this one call. ``write_many``,
+    ``write_frames``, ``drain`` and ``check_open`` expect the caller to hold it."""
     cdef PyThread_type_lock _lock
     cdef public bytearray buf
     cdef public Py_ssize_t records
-    cdef public bint closed, per_record
+    cdef public int64_t drained
+    cdef public bint closed
+    cdef public object path
     cdef readonly Py_ssize_t flush_bytes
-    cdef object _owner
+    cdef readonly object sink, index_sink
+    cdef bytearray _lines   # index lines not yet drained; None without an index
 
-    def __cinit__(self, owner, Py_ssize_t flush_bytes):
+    def __cinit__(self, sink, Py_ssize_t flush_bytes, path="<stream>", index_sink=None):
         self._lock = PyThread_allocate_lock()
         if self._lock == NULL:
             raise MemoryError()
         self.buf = bytearray()
+        self.sink = sink
         self.flush_bytes = flush_bytes
-        self._owner = weakref.ref(owner)
+        self.path = path
+        self.index_sink = index_sink
+        self._lines = None if index_sink is None else bytearray()
 
     def __dealloc__(self):
         if self._lock != NULL:
@@ -148,21 +157,79 @@ cdef class FrameBuffer:
 
     def write(self, record):
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
-        cdef Py_ssize_t size
         _take(self._lock)
         try:
-            if self.closed or self.per_record:
-                _owner(self)._write_one(record)
-                return
-            try:
-                size = _append_frame(self.buf, record)
-            except (TypeError, ValueError, BufferError) as exc:
-                raise _owner(self)._not_bytes(record, exc) from None
-            self.records += 1
-            if size >= self.flush_bytes:
-                _owner(self)._drain()
+            self._append(record)
+            if PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
+                self._drain()
         finally:
             PyThread_release_lock(self._lock)
+
+    def write_many(self, records):
+        """Append each record of an iterable; one that is not bytes-like raises, naming its
+        index, with the records before it appended."""
+        self._check_open()
+        for record in records:
+            self._append(record)
+            if PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
+                self._drain()
+
+    def write_frames(self, frames, lengths=None, Py_ssize_t count=-1):
+        """Append whole, verified frames (bytes-like) verbatim. lengths (int64) are their
+        records' data lengths, which give the count and the index lines; without them,
+        count says how many there are, and the headers are read only where that or the
+        index lines are missing."""
+        cdef Py_ssize_t at = PyByteArray_GET_SIZE(self.buf)
+        self._check_open()
+        if lengths is None and (count < 0 or self._lines is not None):
+            lengths = scan_spans(frames, 0, -1, False)[1]
+        if lengths is not None:
+            lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+            count = len(lengths)
+        if self._lines is not None:
+            _check_tiling(frames, lengths)
+        self.buf += frames
+        if self._lines is not None:
+            _index_lines(self._lines, self.drained + at, lengths)
+        self.records += count
+        if PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
+            self._drain()
+
+    def drain(self):
+        """Hand the buffered frames to sink and the pending index lines to index_sink."""
+        self._drain()
+
+    def check_open(self):
+        """Raise the error for a write after close when closed."""
+        self._check_open()
+
+    cdef int _check_open(self) except -1:
+        if self.closed:
+            raise writer_closed(self.path)
+        return 0
+
+    cdef int _append(self, record) except -1:
+        cdef Py_ssize_t at = PyByteArray_GET_SIZE(self.buf), size
+        self._check_open()
+        try:
+            size = _append_frame(self.buf, record)
+        except (TypeError, ValueError, BufferError) as exc:
+            raise not_a_record(record, exc, self.path, self.records) from None
+        if self._lines is not None:
+            _put_line(self._lines, self.drained + at, size - at)
+        self.records += 1
+        return 0
+
+    cdef int _drain(self) except -1:
+        cdef bytearray frames = self.buf
+        if PyByteArray_GET_SIZE(frames):
+            self.sink(frames)
+            self.drained += PyByteArray_GET_SIZE(frames)
+            self.buf = bytearray()  # the sink may keep the one it was given
+        if self._lines is not None and PyByteArray_GET_SIZE(self._lines):
+            self.index_sink(self._lines)
+            self._lines = bytearray()
+        return 0
 
 
 cdef inline void _take(PyThread_type_lock lock):
@@ -171,15 +238,50 @@ cdef inline void _take(PyThread_type_lock lock):
             PyThread_acquire_lock(lock, WAIT_LOCK)
 
 
-cdef object _owner(FrameBuffer fb):
-    """The writer, which raises its own error when closed."""
-    owner = fb._owner()
-    if owner is None:
-        from .errors import TFRecordError
-        raise TFRecordError("write to a TFRecordWriter that no longer exists")
-    if fb.closed:
-        owner._raise_closed()
-    return owner
+def _check_tiling(frames, lengths):
+    """Index lines are only as right as lengths: they must tile frames exactly."""
+    nbytes = memoryview(frames).nbytes
+    if int(lengths.sum()) + OVERHEAD_BYTES * len(lengths) != nbytes:
+        raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
+
+
+cdef int _index_lines(bytearray lines, int64_t offset, const int64_t[::1] lengths) except -1:
+    """One line per frame, whose records' data lengths are given, from offset on."""
+    cdef Py_ssize_t i
+    for i in range(lengths.shape[0]):
+        _put_line(lines, offset, lengths[i] + FRAME_OVERHEAD)
+        offset += lengths[i] + FRAME_OVERHEAD
+    return 0
+
+
+cdef int _put_line(bytearray lines, int64_t offset, int64_t length) except -1:
+    """Append "<offset> <length>\n" (both >= 0), as the sidecar format spells them."""
+    cdef char line[48]
+    cdef Py_ssize_t n = _put_decimal(line, offset)
+    cdef Py_ssize_t at = PyByteArray_GET_SIZE(lines)
+    line[n] = c' '
+    n += 1
+    n += _put_decimal(line + n, length)
+    line[n] = c'\n'
+    n += 1
+    _reserve(lines, at + n)
+    memcpy(PyByteArray_AS_STRING(lines) + at, line, n)
+    return 0
+
+
+cdef inline Py_ssize_t _put_decimal(char *out, int64_t value) noexcept nogil:
+    cdef char digits[20]
+    cdef Py_ssize_t n = 0, i
+    cdef uint64_t v = <uint64_t>value
+    while True:
+        digits[n] = <char>(c'0' + v % 10)
+        n += 1
+        v //= 10
+        if v == 0:
+            break
+    for i in range(n):
+        out[i] = digits[n - 1 - i]
+    return n
 
 
 def encode_frames(records, bytearray out=None):
@@ -219,8 +321,8 @@ cdef inline void _frame_into(unsigned char *dst, Py_buffer *view):
 cdef inline void _write_frame(unsigned char *dst, const unsigned char *data, uint64_t n) noexcept nogil:
     tfl_store_le64(dst, n)
     tfl_store_le32(dst + 8, tfl_mask_crc(tfl_crc32c(0, dst, 8)))
-    memcpy(dst + HEADER_BYTES, data, n)
-    tfl_store_le32(dst + HEADER_BYTES + n, tfl_mask_crc(tfl_crc32c(0, data, n)))
+    memcpy(dst + FRAME_HEADER, data, n)
+    tfl_store_le32(dst + FRAME_HEADER + n, tfl_mask_crc(tfl_crc32c(0, data, n)))
 
 
 cdef struct Span:
@@ -242,8 +344,8 @@ cdef int _scan(Cursor *c, const unsigned char *base, bint check_crc, uint64_t ma
     count[0] = 0
     while count[0] < max_spans:
         frame_start = c.pos
-        if not cursor_take(c, HEADER_BYTES, &header):
-            value[0] = HEADER_BYTES - (c.end - c.pos)
+        if not cursor_take(c, FRAME_HEADER, &header):
+            value[0] = FRAME_HEADER - (c.end - c.pos)
             return OK
         length = tfl_load_le64(header)
         if tfl_mask_crc(tfl_crc32c(0, header, 8)) != tfl_load_le32(header + 8):
@@ -254,13 +356,13 @@ cdef int _scan(Cursor *c, const unsigned char *base, bint check_crc, uint64_t ma
             c.pos = frame_start
             value[0] = length
             return TOO_LARGE
-        # Two takes, since length + FOOTER_BYTES can overflow when max_record_bytes is huge.
-        if not (cursor_take(c, length, &data) and cursor_take(c, FOOTER_BYTES, &footer)):
-            c.pos = frame_start + HEADER_BYTES
-            if length > <uint64_t>0xFFFFFFFFFFFFFFFF - FOOTER_BYTES:
+        # Two takes, since length + FRAME_FOOTER can overflow when max_record_bytes is huge.
+        if not (cursor_take(c, length, &data) and cursor_take(c, FRAME_FOOTER, &footer)):
+            c.pos = frame_start + FRAME_HEADER
+            if length > <uint64_t>0xFFFFFFFFFFFFFFFF - FRAME_FOOTER:
                 value[0] = <uint64_t>0xFFFFFFFFFFFFFFFF
             else:
-                value[0] = length + FOOTER_BYTES - <uint64_t>(c.end - c.pos)
+                value[0] = length + FRAME_FOOTER - <uint64_t>(c.end - c.pos)
             c.pos = frame_start
             return OK
         if check_crc and tfl_mask_crc(tfl_crc32c(0, data, length)) != tfl_load_le32(footer):
@@ -398,10 +500,10 @@ def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):
             stop = view.len
         if start < 0:
             raise InvalidArgumentError("start must be >= 0")
-        if stop - start < HEADER_BYTES:
+        if stop - start < FRAME_HEADER:
             return -1
         p = <const unsigned char *>view.buf + start
-        last = <const unsigned char *>view.buf + stop - HEADER_BYTES
+        last = <const unsigned char *>view.buf + stop - FRAME_HEADER
         with nogil:
             while p <= last:
                 if tfl_mask_crc(tfl_crc32c(0, p, 8)) == tfl_load_le32(p + 8):

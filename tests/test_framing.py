@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite
-from tfrecord_lite import DataLossError, TFRecordReader, TFRecordWriter
+from tfrecord_lite import DataLossError, TFRecordReader, TFRecordWriter, _native
 from tfrecord_lite.errors import RecordTooLargeError, TFRecordError, TruncatedRecordError
 
 from .data.make_golden import FILES, GOLDEN_RECORDS
@@ -23,6 +23,23 @@ records_st = st.lists(st.binary(max_size=300), max_size=20)
 
 def frames(backend, records):
     return bytes(backend.framing.encode_frames(records))
+
+
+# FORMAT.md's frame: uint64 length, uint32 masked CRC of it, the data, uint32 masked CRC of
+# the data; "each record costs 16 bytes of overhead".
+FORMAT_SIZES = {"HEADER_BYTES": 8 + 4, "FOOTER_BYTES": 4, "OVERHEAD_BYTES": 16}
+
+
+def test_frame_sizes_are_the_format_and_the_same_in_both_backends(backend):
+    mine = {name: getattr(backend.framing, name) for name in FORMAT_SIZES}
+    with _native.use(backend.other):
+        theirs = {name: getattr(_native.framing, name) for name in FORMAT_SIZES}
+    assert mine == theirs == FORMAT_SIZES
+    assert {type(v) for v in mine.values()} == {int}
+    # They describe the frames this backend writes.
+    frame = frames(backend, [b"hello"])
+    assert len(frame) == len(b"hello") + mine["OVERHEAD_BYTES"]
+    assert frame[mine["HEADER_BYTES"]:-mine["FOOTER_BYTES"]] == b"hello"
 
 
 def test_hello_vector(backend):
@@ -304,3 +321,95 @@ def test_record_batch_indexing_is_strict(backend):
     with pytest.raises(TypeError):
         whole[1.0]
     assert tfrecord_lite.decode_examples(RecordBatch()) == []
+
+
+# -- record_spans: where the records are, nothing copied -----------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(records=records_st, compression=st.sampled_from(COMPRESSIONS), chunk=st.integers(64, 700),
+       check_crc=st.booleans())
+def test_record_spans_locate_every_record(backend, records, compression, chunk, check_crc):
+    out = io.BytesIO()
+    with TFRecordWriter(out, compression) as w:
+        w.write_many(records)
+    reader = TFRecordReader(out.getvalue(), check_crc=check_crc, chunk_size=chunk)
+    spans = list(reader.record_spans())
+    assert all(o.dtype == n.dtype == np.int64 and len(o) == len(n) > 0 for o, n in spans)
+    offsets = np.concatenate([o for o, _ in spans] or [np.zeros(0, np.int64)])
+    lengths = np.concatenate([n for _, n in spans] or [np.zeros(0, np.int64)])
+    stream = frames(backend, records)  # the decompressed stream the offsets count in
+    assert [stream[o:o + n] for o, n in zip(offsets.tolist(), lengths.tolist())] == records
+    assert reader.records_read == len(records)
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=st.lists(st.binary(min_size=1, max_size=60), min_size=3, max_size=12), data=st.data())
+def test_record_spans_skip_what_the_records_skip(backend, records, data):
+    stream = bytearray(frames(backend, records))
+    bad = data.draw(st.integers(0, len(records) - 1))
+    at = sum(len(r) + 16 for r in records[:bad]) + data.draw(st.integers(0, len(records[bad]) + 15))
+    stream[at] ^= 0xFF
+    skipping = TFRecordReader(bytes(stream), on_corrupt="skip", chunk_size=64)
+    spans = [(o, n) for offsets, lengths in skipping.record_spans() for o, n in zip(offsets, lengths)]
+    kept = TFRecordReader(bytes(stream), on_corrupt="skip", chunk_size=64)
+    assert [bytes(stream[o:o + n]) for o, n in spans] == list(kept)
+    assert [(e.offset, e.index) for e in skipping.skipped] == [(e.offset, e.index) for e in kept.skipped]
+    assert len(skipping.skipped) >= 1
+
+
+# -- damaged compressed streams: errors name the file, the record and its offset -------------
+
+def _read_until_error(path, **kw):
+    got = []
+    with pytest.raises(DataLossError) as info:
+        for record in TFRecordReader(path, **kw):
+            got.append(record)
+    return got, info.value
+
+
+def _check_location(err, path, records, got):
+    assert got == records[:len(got)]
+    assert (err.path, err.index, err.offset) == (str(path), len(got), sum(len(r) + 16 for r in got))
+    assert f"record {len(got)}" in str(err) and f"byte offset {err.offset}" in str(err) and str(path) in str(err)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 4000), min_size=1, max_size=12), compression=st.sampled_from(["gzip", "zlib"]),
+       cut=st.floats(0, 1, exclude_max=True), chunk=st.sampled_from([64, 1000, 1 << 18]))
+def test_truncated_compressed_stream_error_names_path_offset_and_record(backend, tmp_path, sizes, compression,
+                                                                       cut, chunk):
+    rng = np.random.default_rng(len(sizes))
+    records = [rng.bytes(n) for n in sizes]  # incompressible: a cut lands among the records
+    path = tmp_path / f"a.tfrecord.{compression}"
+    with TFRecordWriter(path, compression) as w:
+        w.write_many(records)
+    data = path.read_bytes()
+    path.write_bytes(data[:1 + int(cut * (len(data) - 1))])
+    got, err = _read_until_error(path, compression=compression, chunk_size=chunk)
+    assert type(err) is DataLossError and "ends before its end marker" in str(err)
+    _check_location(err, path, records, got)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_corrupt_compressed_stream_error_names_path_offset_and_record(backend, tmp_path, compression):
+    records = [bytes([i]) * (300 * i) for i in range(1, 9)]
+    path = tmp_path / "a.tfrecord.z"
+    with TFRecordWriter(path, compression) as w:
+        w.write_many(records)
+    data = bytearray(path.read_bytes())
+    # gzip ends with CRC32 and size, zlib with Adler-32: a wrong checksum fails at the end,
+    # which small reads reach with at most the output of the last one (in the last record) lost.
+    data[-8 if compression == "gzip" else -4] ^= 0x55
+    path.write_bytes(bytes(data))
+    got, err = _read_until_error(path, chunk_size=64)
+    assert type(err) is DataLossError and f"corrupt {compression} stream" in str(err)
+    _check_location(err, path, records, got)
+    assert len(got) >= len(records) - 1
+    # Damage inside the deflate data: whatever is reported names the record it stopped at.
+    for at in range(12, len(data) - 8, 37):
+        broken = bytearray(path.read_bytes())
+        broken[at] ^= 0xFF
+        path.write_bytes(bytes(broken))
+        got, err = _read_until_error(path)
+        _check_location(err, path, records, got)
+        path.write_bytes(bytes(data))

@@ -8,10 +8,17 @@ import sys
 import textwrap
 import threading
 
-import pytest
+from unittest import mock
 
-from tfrecord_lite import TFRecordError, TFRecordReader, TFRecordWriter
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfrecord_lite.writer as writer_module
+from tfrecord_lite import TFRecordError, TFRecordReader, TFRecordWriter, merge, split
 from tfrecord_lite.index import build_index, read_index, scan_index
+from tfrecord_lite.sharded import ShardedWriter, write_parallel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -204,8 +211,8 @@ def test_index_errors_and_file_objects(backend, tmp_path):
 
 
 def test_writer_collected_unclosed_discards_and_its_write_fails(backend, tmp_path):
-    # The per-record path holds the writer weakly: dropping the last reference discards the
-    # temporary file at once (no cycle to wait for), and a write() kept past it raises.
+    # The per-record path (the core's FrameBuffer) holds no reference to the writer: dropping
+    # the last one discards the temporary file at once, and a write() kept past it raises.
     import gc
 
     w = TFRecordWriter(tmp_path / "a.tfrecord")
@@ -215,14 +222,12 @@ def test_writer_collected_unclosed_discards_and_its_write_fails(backend, tmp_pat
         del w
     assert os.listdir(tmp_path) == []
     gc.collect()
-    with pytest.raises(TFRecordError, match="no longer exists|closed"):
+    with pytest.raises(TFRecordError, match="write to a closed TFRecordWriter"):
         write(b"y")
 
 
 def test_write_drains_to_the_file_past_the_flush_size(backend, tmp_path):
     # Records that cross the flush size reach the file during write(), whole and in order.
-    import tfrecord_lite.writer as writer_module
-
     path = tmp_path / "a.tfrecord"
     records = [bytes([i]) * (100 + 137 * i) for i in range(200)]
     assert sum(map(len, records)) > 2 * writer_module.FLUSH_BYTES
@@ -236,3 +241,118 @@ def test_write_drains_to_the_file_past_the_flush_size(backend, tmp_path):
         assert w.records_written == 200
         w.close()
     assert list(TFRecordReader(path)) == records
+
+
+# -- FrameBuffer: frames and index lines made together, drained to its sinks ----------------
+
+def _lines(records, start=0):
+    out = []
+    for r in records:
+        out.append(f"{start} {len(r) + 16}\n")
+        start += len(r) + 16
+    return "".join(out).encode()
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=st.lists(st.binary(max_size=300), max_size=30), flush=st.integers(1, 2000),
+       split_at=st.integers(0, 30))
+def test_frame_buffer_frames_and_indexes_as_it_appends(backend, records, flush, split_at):
+    F = backend.framing
+    data, lines = bytearray(), bytearray()
+    fb = F.FrameBuffer(data.extend, flush, "out.tfrecord", lines.extend)
+    head, tail = records[:split_at], records[split_at:]
+    for r in head:
+        fb.write(r)
+    with fb:
+        fb.write_frames(F.encode_frames(tail[:len(tail) // 2]), np.array([len(r) for r in tail[:len(tail) // 2]]))
+        fb.write_frames(F.encode_frames(tail[len(tail) // 2:]))  # no lengths: read from the headers
+        assert len(fb.buf) < flush or not fb.buf  # drained as soon as it reached flush_bytes
+        fb.drain()
+    assert bytes(data) == bytes(F.encode_frames(records))
+    assert bytes(lines) == _lines(records)
+    assert fb.records == len(records) and fb.drained == len(data) and not fb.buf
+
+
+def test_frame_buffer_errors_name_the_path_and_record(backend):
+    F = backend.framing
+    data = bytearray()
+    fb = F.FrameBuffer(data.extend, 1 << 20, "out.tfrecord")
+    with fb:
+        with pytest.raises(TFRecordError) as err:
+            fb.write_many([b"a", b"b", 3, b"c"])
+    assert (err.value.path, err.value.index) == ("out.tfrecord", 2) and "cannot write a int" in str(err.value)
+    assert fb.records == 2 and bytes(fb.buf) == bytes(F.encode_frames([b"a", b"b"]))
+    indexed = F.FrameBuffer(data.extend, 1 << 20, "out.tfrecord", bytearray().extend)
+    with indexed, pytest.raises(TFRecordError):
+        indexed.write_frames(F.encode_frames([b"abcd"]), np.array([3]))  # lengths that do not tile the frames
+    assert not indexed.buf and indexed.records == 0
+    fb.closed = True
+    with pytest.raises(TFRecordError, match="out.tfrecord: write to a closed TFRecordWriter"):
+        fb.write(b"x")
+    with fb, pytest.raises(TFRecordError, match="closed"):
+        fb.write_frames(F.encode_frames([b"x"]), np.array([1]))
+    assert data == bytearray() and fb.records == 2
+
+
+# -- sidecars written while writing are exactly build_index's -------------------------------
+
+def _assert_sidecar_is_build_index(path):
+    path = os.fspath(path)
+    built = build_index(path, path + ".rebuilt")
+    with open(path + ".index", "rb") as a, open(built, "rb") as b:
+        assert a.read() == b.read()
+    os.remove(built)
+
+
+sizes_st = st.lists(st.integers(0, 3000), max_size=40)
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=sizes_st, flush=st.integers(1, 20000),
+       how=st.sampled_from(["write", "write_many", "batch", "framed_batch", "mixed"]))
+def test_index_written_while_writing_is_build_index(backend, tmp_path, sizes, flush, how):
+    records = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    source = tmp_path / "source.tfrecord"
+    with TFRecordWriter(source) as w:
+        w.write_many(records)
+    path = tmp_path / "a.tfrecord"
+    with mock.patch.object(writer_module, "FLUSH_BYTES", flush), TFRecordWriter(path, index=True) as w:
+        if how == "write":
+            for r in records:
+                w.write(r)
+        elif how == "write_many":
+            w.write_many(iter(records))
+        else:  # RecordBatches: framed ones are copied verbatim, the others framed anew
+            for batch in TFRecordReader(source, check_crc=how != "batch").record_batches(7):
+                w.write_many(batch)
+                if how == "mixed":
+                    w.write(b"between")
+    _assert_sidecar_is_build_index(path)
+    expected = records if how in ("write", "write_many") else [
+        r for i in range(0, len(records), 7) for r in records[i:i + 7] + ([b"between"] if how == "mixed" else [])]
+    assert list(TFRecordReader(path)) == expected
+
+
+@settings(max_examples=12, deadline=None)
+@given(sizes=sizes_st, compression=st.sampled_from([None, "gzip", "zlib"]), shards=st.integers(1, 3),
+       flush=st.integers(1, 20000))
+def test_index_from_merge_split_and_sharded_writers_is_build_index(backend, tmp_path, sizes, compression, shards,
+                                                                   flush):
+    records = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    source = tmp_path / f"source-{compression}.tfrecord"
+    with TFRecordWriter(source, compression) as w:
+        w.write_many(records)
+    outputs = []
+    with mock.patch.object(writer_module, "FLUSH_BYTES", flush):
+        outputs.append(merge([source, source], tmp_path / "merged.tfrecord", index=True).path)
+        outputs += [s.path for s in split(source, shards, tmp_path / "split", index=True)]
+        with ShardedWriter(tmp_path / "sharded", num_shards=shards, index=True) as w:
+            w.write_many(records)
+        outputs += [s.path for s in w.shards]
+        outputs += [s.path for s in write_parallel(records, bytes, tmp_path / "parallel", shards, index=True,
+                                                   chunk_size=5)]
+        outputs += [s.path for s in write_parallel(records, list, tmp_path / "batched", shards, index=True,
+                                                   chunk_size=5, batched=True)]
+    for out in outputs:
+        _assert_sidecar_is_build_index(out)
+    assert sum(len(list(TFRecordReader(p))) for p in outputs) == len(records) * (2 + 4)

@@ -331,7 +331,7 @@ def encode_examples_framed(keys, kinds, columns, n):
     for record in records:
         _framing_py.append_frame(frames, record)
     lengths = np.array([len(r) for r in records], np.int64)
-    starts = np.cumsum(lengths + 16) - lengths - 4
+    starts = np.cumsum(lengths + _framing_py.OVERHEAD_BYTES) - lengths - _framing_py.FOOTER_BYTES
     return frames, starts, lengths
 
 

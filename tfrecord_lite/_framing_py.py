@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import struct
 import threading
-import weakref
 
 import crc32c as _crc32c_pkg
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, not_a_record, writer_closed
 
-HEADER_BYTES = 12
-FOOTER_BYTES = 4
+HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
+FOOTER_BYTES = 4  # uint32 masked CRC of the data
+OVERHEAD_BYTES = HEADER_BYTES + FOOTER_BYTES
 
 FRAME_OK = 0
 FRAME_BAD_LENGTH_CRC = 1
@@ -75,16 +75,20 @@ def append_frame(out: bytearray, record) -> int:
 
 
 class FrameBuffer:
-    """A writer's per-record path: frames appended to buf under the lock this object is;
-    see framing.pyx."""
+    """A writer's core: frames appended to buf under the lock this object is, with their
+    index lines formatted as they are appended, drained to sink and index_sink; see
+    framing.pyx."""
 
-    def __init__(self, owner, flush_bytes):
+    def __init__(self, sink, flush_bytes, path="<stream>", index_sink=None):
         self._lock = threading.Lock()
         self.buf = bytearray()
-        self.records = 0
-        self.closed = self.per_record = False
+        self.records = self.drained = 0
+        self.closed = False
+        self.path = path
+        self.sink = sink
         self.flush_bytes = flush_bytes
-        self._owner = weakref.ref(owner)
+        self.index_sink = index_sink
+        self._lines = None if index_sink is None else []
 
     def __enter__(self):
         return self._lock.acquire()
@@ -95,28 +99,68 @@ class FrameBuffer:
     def write(self, record):
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
         with self._lock:
-            if self.closed or self.per_record:
-                _owner(self)._write_one(record)
-                return
-            try:
-                size = append_frame(self.buf, record)
-            except (TypeError, ValueError, BufferError) as exc:
-                raise _owner(self)._not_bytes(record, exc) from None
-            self.records += 1
-            if size >= self.flush_bytes:
-                _owner(self)._drain()
+            self._append(record)
+            if len(self.buf) >= self.flush_bytes:
+                self.drain()
 
+    def write_many(self, records):
+        """Append each record of an iterable; one that is not bytes-like raises, naming its
+        index, with the records before it appended."""
+        self.check_open()
+        for record in records:
+            self._append(record)
+            if len(self.buf) >= self.flush_bytes:
+                self.drain()
 
-def _owner(fb):
-    """The writer, which raises its own error when closed."""
-    owner = fb._owner()
-    if owner is None:
-        from .errors import TFRecordError
+    def write_frames(self, frames, lengths=None, count=-1):
+        """Append whole, verified frames verbatim; see framing.pyx."""
+        at = len(self.buf)
+        self.check_open()
+        if lengths is None and (count < 0 or self._lines is not None):
+            lengths = scan_spans(frames, 0, -1, False)[1]
+        if lengths is not None:
+            lengths = np.asarray(lengths, dtype=np.int64)
+            count = len(lengths)
+        if self._lines is not None:
+            sizes = (lengths + OVERHEAD_BYTES).tolist()
+            nbytes = memoryview(frames).nbytes
+            if sum(sizes) != nbytes:
+                raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
+        self.buf += frames
+        if self._lines is not None:
+            offset = self.drained + at
+            for size in sizes:
+                self._lines.append(f"{offset} {size}\n")
+                offset += size
+        self.records += count
+        if len(self.buf) >= self.flush_bytes:
+            self.drain()
 
-        raise TFRecordError("write to a TFRecordWriter that no longer exists")
-    if fb.closed:
-        owner._raise_closed()
-    return owner
+    def drain(self):
+        """Hand the buffered frames to sink and the pending index lines to index_sink."""
+        if self.buf:
+            self.sink(self.buf)
+            self.drained += len(self.buf)
+            self.buf = bytearray()  # the sink may keep the one it was given
+        if self._lines:
+            self.index_sink(bytearray("".join(self._lines).encode("ascii")))
+            self._lines = []
+
+    def check_open(self):
+        """Raise the error for a write after close when closed."""
+        if self.closed:
+            raise writer_closed(self.path)
+
+    def _append(self, record):
+        at = len(self.buf)
+        self.check_open()
+        try:
+            size = append_frame(self.buf, record)
+        except (TypeError, ValueError, BufferError) as exc:
+            raise not_a_record(record, exc, self.path, self.records) from None
+        if self._lines is not None:
+            self._lines.append(f"{self.drained + at} {size - at}\n")
+        self.records += 1
 
 
 def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):

@@ -24,12 +24,13 @@ import itertools
 
 import numpy as np
 
+from . import _native
 from .errors import InvalidArgumentError
 from .batch import RecordBatch
 
 __all__ = ["ROUNDS", "Cursor", "check_state", "start_state", "piece_segment"]
 
-_FRAME_OVERHEAD = 16  # header and footer bytes around each record's data
+_FRAME_OVERHEAD = _native.framing.OVERHEAD_BYTES  # header and footer bytes around each record's data
 ROUNDS = -2  # a log entry's "slot changed" for a chunk of whole blocks from several slots
 
 

@@ -21,7 +21,8 @@ from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "located"]
 
-_HEADER = 12  # frame bytes before a record's data: length and its masked CRC
+_HEADER = _native.framing.HEADER_BYTES  # frame bytes before a record's data: length and its masked CRC
+_FOOTER = _native.framing.FOOTER_BYTES
 
 
 class BlockOrigin(NamedTuple):
@@ -186,15 +187,16 @@ class RecordBatch(Sequence):
             origins = [o for p in parts for o in (p.origins or [None] * len(p.segments))]
         return cls(segments=segments, framed=all(p.framed for p in parts), origins=origins)
 
-    def append_frames(self, out: bytearray) -> None:
-        """Append the records to out as TFRecord frames. A ``framed`` batch's frames that
-        lie back to back in a block are copied verbatim; others are framed anew."""
+    def append_frames(self, out) -> None:
+        """Append the records as TFRecord frames to out, a ``FrameBuffer`` whose lock the
+        caller holds. A ``framed`` batch's frames that lie back to back in a block are copied
+        verbatim; others are framed anew."""
         for frames, starts, lengths in self.segments:
-            ends = starts + lengths + 4  # each frame's end: its data, then the 4-byte CRC
-            if self.framed and np.array_equal(starts[1:], ends[:-1] + 12):  # header follows
-                out += memoryview(frames)[int(starts[0]) - 12:int(ends[-1])]
+            ends = starts + lengths + _FOOTER  # each frame's end: its data, then the data CRC
+            if self.framed and np.array_equal(starts[1:], ends[:-1] + _HEADER):  # header follows
+                out.write_frames(memoryview(frames)[int(starts[0]) - _HEADER:int(ends[-1])], lengths)
             else:
-                _native.framing.encode_frames(RecordBatch(frames, starts, lengths), out)
+                out.write_many(RecordBatch(frames, starts, lengths))
 
     def __repr__(self):
         return f"RecordBatch({self._len} records in {len(self.segments)} blocks)"

@@ -115,7 +115,7 @@ def cmd_count(args) -> int:
         counts = []
         for path in args.files:
             with _open(path, args, check_crc=not args.no_crc) as r:
-                counts.append(sum(len(starts) for _, starts, _ in tracked_blocks(r, bar)))
+                counts.append(sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans())))
     for path, n in zip(args.files, counts):
         total += n
         print(f"{n}\t{path}")
@@ -132,7 +132,7 @@ def cmd_verify(args) -> int:
         for path in args.files:
             try:
                 with _open(path, args, on_corrupt="skip") as r:
-                    n = sum(len(starts) for _, starts, _ in tracked_blocks(r, bar))
+                    n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
                     problems = r.skipped
             except TFRecordError as exc:  # not TFRecord, or a damaged compressed stream
                 n, problems = 0, [exc]

@@ -121,3 +121,17 @@ class EncodeError(TFRecordError):
 
     def _keywords(self) -> dict:
         return {**super()._keywords(), "item": self.item, "shard": self.shard}
+
+
+# The writer's errors, raised by the compiled core and its twin alike (FrameBuffer).
+
+def writer_closed(path) -> TFRecordError:
+    return TFRecordError("write to a closed TFRecordWriter", path=path,
+                         hint="open a new writer; close() has already committed this one")
+
+
+def not_a_record(record, exc, path, index) -> TFRecordError:
+    return TFRecordError(
+        f"cannot write a {type(record).__name__} as a record ({exc})", path=path, index=index,
+        hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
+    )

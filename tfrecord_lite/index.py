@@ -42,7 +42,7 @@ from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
            "count_records", "count_shard", "TFRecordFile", "IndexedDataset"]
 
-OVERHEAD = 16  # frame bytes around the data
+OVERHEAD = _native.framing.OVERHEAD_BYTES  # frame bytes around the data
 _COUNTS: dict = {}  # (path, size, mtime) -> records, for files counted without a sidecar
 
 
@@ -54,33 +54,35 @@ def index_path(path) -> str:
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False,
                storage_options=None):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
-    by scanning it in chunks with the reader (no record copies; no mmap, which a file
-    truncated meanwhile would turn into a crash). Corruption raises the reader's
+    by scanning it in chunks with the reader's record_spans (no copies of records or blocks;
+    no mmap, which a file truncated meanwhile would turn into a crash). Corruption raises the reader's
     DataLossError, naming the record and offset. progress: a bool (see tfrecord_lite.progress)
     or an open bar to advance by the bytes scanned."""
     path = os.fspath(path)
     with _fs.open_input(path, storage_options) as f:
-        if detect_compression(f.read(12)) is not None:
+        if detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None:
             raise TFRecordError(
                 "compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
                 path=path,
                 hint="decompress it first (tfrecord-lite cat FILE > plain.tfrecord) or write "
                 "it uncompressed",
             )
-    starts, lengths, base = [], [], 0
+    F = _native.framing
+    starts, lengths, done = [], [], 0
     bar = progress if hasattr(progress, "update") else _progress(
         _fs.size(path, storage_options), desc="index", enabled=progress, unit="B")
     with TFRecordReader(path, None, check_crc, max_record_bytes=max_record_bytes,
                         storage_options=storage_options) as reader, \
             contextlib.nullcontext() if bar is progress else bar:
-        for frames, block_starts, block_lengths in reader.frame_blocks():
-            starts.append(block_starts + base)
+        for block_starts, block_lengths in reader.record_spans():
+            starts.append(block_starts)
             lengths.append(block_lengths)
-            base += len(frames)
-            bar.update(len(frames))
+            end = int(block_starts[-1] + block_lengths[-1]) + F.FOOTER_BYTES
+            bar.update(end - done)
+            done = end
     starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-    return starts - (OVERHEAD - 4), lengths + OVERHEAD
+    return starts - F.HEADER_BYTES, lengths + F.OVERHEAD_BYTES
 
 
 def write_index(index_file, offsets, lengths, *, storage_options=None) -> None:
@@ -162,10 +164,10 @@ def count_records(path, storage_options=None) -> int:
         if (int(offsets[-1] + lengths[-1]) if len(offsets) else 0) == size:
             return len(offsets)
     with _fs.open_input(path, storage_options) as f:
-        compressed = detect_compression(f.read(12)) is not None
+        compressed = detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
     if compressed:
         with TFRecordReader(path, storage_options=storage_options) as reader:
-            count = sum(len(batch) for batch in reader.batches())
+            count = sum(len(offsets) for offsets, _ in reader.record_spans())
     else:
         offsets, lengths = scan_index(path, storage_options=storage_options)
         count = len(offsets)

@@ -51,7 +51,8 @@ def detect_compression(head: bytes):
     bytes can look like a zlib header; then the gzip magic; then a zlib header."""
     from . import _native
 
-    if len(head) >= 12 and _native.framing.find_header(head, 0, 12) == 0:
+    header = _native.framing.HEADER_BYTES
+    if len(head) >= header and _native.framing.find_header(head, 0, header) == 0:
         return None
     if head[:2] == b"\x1f\x8b":
         return "gzip"
@@ -106,15 +107,16 @@ def check_tfrecord(f, path, compression="auto") -> None:
 
     raw = f.read(SNIFF_BYTES)
     f.seek(0)
+    header = _native.framing.HEADER_BYTES
     if compression == "auto":
-        compression = detect_compression(raw[:12])
+        compression = detect_compression(raw[:header])
     head = raw
     if compression is not None and raw:
         try:
             head = zlib.decompressobj(_WBITS[compression]).decompress(raw, SNIFF_BYTES)
         except zlib.error:
             return  # a damaged compressed stream: the reader reports it
-    if not head or (len(head) >= 12 and _native.framing.find_header(head, 0, 12) == 0):
+    if not head or (len(head) >= header and _native.framing.find_header(head, 0, header) == 0):
         return
     what = describe_head(head)
     if what is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
+from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Compression, PathLike, Progress, StorageOptions
 from .errors import TFRecordError
@@ -59,22 +60,23 @@ def _append(writer, path, compression, verify, bar, storage_options) -> bool:
     with _fs.open_input(path, storage_options) as f:
         check_tfrecord(f, path, compression)  # even a plain byte copy refuses a foreign file
         if compression == "auto":
-            compression = detect_compression(f.read(12))
+            compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
             f.seek(0)
         if compression is None and not verify and writer._raw_copyable():
             bar.update(writer._copy_raw(f))
             return False
         with TFRecordReader(f, compression, check_crc=verify) as r:
             r.path = path  # errors name the input as given (a URL, not fsspec's key)
-            for frames, starts, _ in tracked_blocks(r, bar):
-                writer._write_frames(frames, len(starts))
+            for frames, _, lengths in tracked_blocks(r, bar):
+                writer._write_frames(frames, lengths=lengths)
     return True
 
 
-def tracked_blocks(reader, bar):
-    """reader.frame_blocks(), advancing a bytes progress bar by the input consumed."""
+def tracked_blocks(reader, bar, blocks=None):
+    """blocks (by default reader.frame_blocks()), advancing a bytes progress bar by the
+    reader's input consumed."""
     done = 0
-    for block in reader.frame_blocks():
+    for block in reader.frame_blocks() if blocks is None else blocks:
         yield block
         at = reader.input_offset
         if at is not None:
@@ -113,7 +115,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     with _fs.open_input(path, storage_options) as f:
         check_tfrecord(f, path, input_compression)
         if input_compression == "auto":
-            input_compression = detect_compression(f.read(12))
+            input_compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
     out_compression = normalize_compression(compression)
 
     if input_compression is None:
@@ -121,7 +123,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
         n = len(offsets)
     else:
         with TFRecordReader(path, input_compression, check_crc=verify, storage_options=storage_options) as r:
-            n = sum(len(starts) for _, starts, _ in r.frame_blocks())
+            n = sum(len(offsets) for offsets, _ in r.record_spans())
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
     paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
     writers = []
@@ -166,8 +168,8 @@ def _split_stream(path, compression, writers, sizes, bar, storage_options):
                     room = sizes[shard]
                 take = min(len(starts) - done, room)
                 last = done + take - 1
-                end = int(starts[last] + lengths[last]) + 4  # past the last frame's footer
-                writers[shard]._write_frames(memoryview(frames)[start:end], take)
+                end = int(starts[last] + lengths[last]) + _native.framing.FOOTER_BYTES  # past its footer
+                writers[shard]._write_frames(memoryview(frames)[start:end], lengths=lengths[done:done + take])
                 start, done, room = end, done + take, room - take
                 bar.update(take)
 

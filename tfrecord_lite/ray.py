@@ -29,6 +29,7 @@ import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
 
+from . import _native
 from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
@@ -100,7 +101,7 @@ class TFRecordDatasource(Datasource):
         compression = self.compression
         if compression == "auto":
             with _fs.open_input(path, self.storage_options) as f:
-                compression = detect_compression(f.read(12))
+                compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
         index = None
         if compression is None:
             sidecar = index_path(path)

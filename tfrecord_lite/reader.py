@@ -19,7 +19,9 @@ from typing import Any, Iterator
 from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
-from .errors import CorruptRecordError, InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError
+from .errors import (
+    CorruptRecordError, DataLossError, InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError,
+)
 from .batch import BlockOrigin, RecordBatch, rebatch
 from .io import DecompressingStream, detect_compression, normalize_compression
 
@@ -31,8 +33,8 @@ log = logging.getLogger("tfrecord_lite")
 DEFAULT_MAX_RECORD_BYTES = 2**31
 CHUNK_BYTES = 1 << 18  # stays in L2 cache, so the CRC and the copy into bytes read warm data
 ON_CORRUPT = ("raise", "skip", "stop")
-_HEADER = 12
-_FOOTER = 4
+_HEADER = _native.framing.HEADER_BYTES
+_FOOTER = _native.framing.FOOTER_BYTES
 _HINT_DAMAGED = (
     "The file is damaged: pass on_corrupt='skip' to drop bad records and keep the rest, "
     "or on_corrupt='stop' to keep the records before this one"
@@ -127,6 +129,12 @@ class TFRecordReader:
         way never re-encodes them (merge, split, cat)."""
         return self._start(self._scan(blocks=True))
 
+    def record_spans(self) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(offsets, lengths)``: int64 arrays giving each record's data offset in the
+        (decompressed) stream and its length, checked like records are, without copying any
+        record or block (counting, indexing, verifying)."""
+        return self._start(self._scan(spans=True))
+
     def record_batches(self, batch_size: int | None = None, drop_remainder: bool = False) -> Iterator[RecordBatch]:
         """Yield :class:`RecordBatch` es: the same records as iterating the reader, without a
         Python object per record (parse_example reads them in place). One per buffered chunk,
@@ -218,10 +226,11 @@ class TFRecordReader:
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
 
-    def _scan(self, blocks=False, in_place=False):
+    def _scan(self, blocks=False, in_place=False, spans=False):
         """Records (lists of bytes), or blocks (frames, starts, lengths): frames a copy of
         the verified frames, or with in_place the read buffer itself, which is then never
-        written again (the reader moves on to a fresh one)."""
+        written again (the reader moves on to a fresh one), or with spans only
+        (stream offsets, lengths)."""
         F = _native.framing
         stream, head, total = self._open_stream()
         check, limit = self.check_crc, self.max_record_bytes
@@ -249,10 +258,10 @@ class TFRecordReader:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
                 self.batch_offset, self.batch_index = base + pos, index
-                if in_place:
+                if in_place or spans:
                     starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
                     frames, count = buf, len(starts)
-                    handed_out = handed_out or count > 0
+                    handed_out = handed_out or (in_place and count > 0)
                 elif blocks:
                     frames, starts, lengths, pos, status, value = F.scan_block(buf, pos, filled, check, limit, -1)
                     count = len(starts)
@@ -262,7 +271,7 @@ class TFRecordReader:
                 if count:
                     index += count
                     self.records_read += count
-                    yield (frames, starts, lengths) if blocks else records
+                    yield (starts + base, lengths) if spans else (frames, starts, lengths) if blocks else records
                 if status != F.FRAME_OK:
                     offset = base + pos
                     err = self._frame_error(status, value, offset, index)
@@ -302,7 +311,11 @@ class TFRecordReader:
                 # read, whatever a (possibly hostile) length field claims.
                 buf = _moved(buf, 0, filled, 2 * len(buf))
             with memoryview(buf) as mv:
-                n = stream.readinto(mv[filled:])
+                try:
+                    n = stream.readinto(mv[filled:])
+                except DataLossError as exc:  # a damaged compressed stream: say which record it hit
+                    raise self._error(type(exc), f"{exc.detail} ({base + filled} bytes into the decompressed "
+                                      "stream)", base + pos, index, exc.hint) from None
             if not n:
                 eof = True
             else:

@@ -212,9 +212,9 @@ class ShardedWriter(CommitOnExit):
 
 def _frame_bytes(record) -> int:
     try:
-        return memoryview(record).nbytes + 16
+        return memoryview(record).nbytes + _native.framing.OVERHEAD_BYTES
     except TypeError:
-        return 16  # not bytes-like: the writer raises a clear error for it
+        return _native.framing.OVERHEAD_BYTES  # not bytes-like: the writer raises a clear error for it
 
 
 # -- write_parallel ---------------------------------------------------------------------

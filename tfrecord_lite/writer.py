@@ -2,12 +2,13 @@
 GZIP/ZLIB, index sidecars written alongside, atomic commit under the final name (one file or
 a group of shards), and thread safety.
 
-Records are framed into one growing ``bytearray`` and handed to the file in large writes.
+Records are framed into one growing ``bytearray`` and handed to the file in large writes by
+the core's ``FrameBuffer``, which also formats the index lines as it frames: this module
+opens, commits and discards the files around it.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import warnings
 from typing import Iterable
@@ -22,7 +23,6 @@ from .batch import RecordBatch
 __all__ = ["TFRecordWriter"]
 
 FLUSH_BYTES = 1 << 20
-_OVERHEAD = 16  # frame bytes around the data
 
 
 class TFRecordWriter(CommitOnExit):
@@ -55,18 +55,11 @@ class TFRecordWriter(CommitOnExit):
                  atomic: bool = True, fsync: bool = False, index: bool | PathLike = False,
                  storage_options: StorageOptions = None) -> None:
         self.compression = normalize_compression(compression)
-        # The per-record path is one C call: the instance's write is the core's, which
-        # frames into the buffer under the lock and comes back here to drain or for errors.
-        self._core = _native.framing.FrameBuffer(self, FLUSH_BYTES)
-        self._lock = self._core
-        self.write = self._core.write
         self._atomic = None
         self._renamed = False
         self._owned = False
         self._index = None
-        self._index_buf = bytearray()
         self._index_path = None
-        self._drained = 0  # stream bytes handed to the file
         self._storage_options = storage_options
         if isinstance(path_or_fileobj, (str, os.PathLike)):
             self.path = os.fspath(path_or_fileobj)
@@ -90,7 +83,6 @@ class TFRecordWriter(CommitOnExit):
                                     "index='<sidecar path>' when writing to a file object", path=self.path)
             self._index_path = None if index is True else os.fspath(index)
             self._index = _fs.open_output(self._index_path or self.path + ".index", storage_options, fsync=fsync)
-            self._core.per_record = True  # each record also gets an index line
         try:
             if isinstance(path_or_fileobj, (str, os.PathLike)):
                 if atomic:
@@ -107,15 +99,21 @@ class TFRecordWriter(CommitOnExit):
             raise
         self._fsync = fsync
         self._z = compressor(self.compression) if self.compression else None
+        # The per-record path is one C call: the instance's write is the core's, which frames
+        # into its buffer (and index lines) under its lock and drains to the file itself.
+        sink = self._file.write if self._z is None else _deflating(self._z, self._file.write)
+        self._core = _native.framing.FrameBuffer(sink, FLUSH_BYTES, self.path,
+                                                 None if self._index is None else self._index.file.write)
+        self._lock = self._core
+        self.write = self._core.write
 
     def write(self, record: Buffer) -> None:
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
         self._core.write(record)  # instances call the core directly; see __init__
 
-    # The buffer, the record count and the closed flag live in the core, beside its lock.
+    # The buffer, the counts and the closed flag live in the core, beside its lock.
     _buf = property(lambda self: self._core.buf, lambda self, value: setattr(self._core, "buf", value))
-    records_written = property(lambda self: self._core.records,
-                               lambda self, value: setattr(self._core, "records", value))
+    records_written = property(lambda self: self._core.records)
     closed = property(lambda self: self._core.closed, lambda self, value: setattr(self._core, "closed", value))
 
     def write_many(self, records: Iterable[Buffer]) -> None:
@@ -124,31 +122,18 @@ class TFRecordWriter(CommitOnExit):
         ``framed`` RecordBatch (``encode_examples(..., as_batch=True)``, or read with CRC
         checks) has its frames copied verbatim."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             if type(records) is RecordBatch:
-                self._append_frames(records)
-                return
-            records = iter(records)
-            n = 64
-            while chunk := list(itertools.islice(records, n)):
-                before = len(self._buf)
-                try:
-                    _native.framing.encode_frames(chunk, self._buf)
-                except (TypeError, ValueError, BufferError):
-                    del self._buf[before:]
-                    for record in chunk:  # the slow way finds the bad one, keeping those before it
-                        self._write_one(record)
-                    continue
-                # Size chunks to about one flush, so large records never pile up in memory.
-                n = max(1, min(1024, FLUSH_BYTES * len(chunk) // max(1, len(self._buf) - before)))
-                self._appended(before, len(chunk))
+                records.append_frames(self._core)
+            else:
+                self._core.write_many(records)
 
     def flush(self) -> None:
         """Hand buffered records to the file. Compressed streams, like TensorFlow's, keep
         deflate's pending block until close(), so the bytes on disk stay identical to TF's."""
         with self._lock:
-            self._check_open()
-            self._drain()
+            self._core.check_open()
+            self._core.drain()
             if hasattr(self._file, "flush"):
                 self._file.flush()
 
@@ -192,22 +177,17 @@ class TFRecordWriter(CommitOnExit):
 
     # -- internals shared with the sharded writer and ops ----------------------------
 
-    def _write_frames(self, frames, count=None) -> None:
+    def _write_frames(self, frames, count=None, lengths=None) -> None:
         """Append already framed, verified records verbatim (merge, split, workers that frame
-        in parallel); count, if known, saves counting them. frames may be a RecordBatch,
-        whose records are framed anew unless it is ``framed``."""
+        in parallel). lengths (their data lengths, int64) or else count, if known, save reading
+        the frames' headers. frames may be a RecordBatch, whose records are framed anew unless
+        it is ``framed``."""
         with self._lock:
-            self._check_open()
-            self._append_frames(frames, count)
-
-    def _append_frames(self, frames, count=None) -> None:
-        before = len(self._buf)
-        if type(frames) is RecordBatch:
-            frames.append_frames(self._buf)
-            count = len(frames)
-        else:
-            self._buf += frames
-        self._appended(before, count)
+            self._core.check_open()
+            if type(frames) is RecordBatch:
+                frames.append_frames(self._core)
+            else:
+                self._core.write_frames(frames, lengths, -1 if count is None else count)
 
     def _copy_raw(self, src, nbytes=None, count=0) -> int:
         """Append the next nbytes (default: the rest) of binary file src, known to be whole
@@ -215,77 +195,28 @@ class TFRecordWriter(CommitOnExit):
         buffered copy. Only for uncompressed output without an index; see _raw_copyable.
         count is the number of records in those bytes, if known. Returns the bytes copied."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             if not self._raw_copyable():
                 raise TFRecordError(f"{self.path}: raw copies need uncompressed output without an index")
-            self._drain()
+            self._core.drain()
             if hasattr(self._file, "flush"):
                 self._file.flush()  # a buffered sink must not hold bytes that belong before these
             copied = _copy_file(src, self._file, nbytes)
-            self._drained += copied
-            self.records_written += count
+            self._core.drained += copied
+            self._core.records += count
             return copied
 
     def _raw_copyable(self) -> bool:
         return self._z is None and self._index is None
 
-    def _write_one(self, record):
-        before = len(self._buf)
-        try:
-            _native.framing.append_frame(self._buf, record)  # appends nothing if it raises
-        except (TypeError, ValueError, BufferError) as exc:
-            raise self._not_bytes(record, exc) from None
-        self._appended(before, 1)
-
-    def _not_bytes(self, record, exc):
-        return TFRecordError(
-            f"cannot write a {type(record).__name__} as a record ({exc})",
-            path=self.path, index=self.records_written,
-            hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
-        )
-
-    def _appended(self, before, count):
-        """Account for frames appended to _buf at `before` (count None: count them)."""
-        if count is None or self._index is not None:
-            starts, lengths, _, _, _ = _native.framing.scan_spans(self._buf, before, -1, False)
-            count = len(starts)
-            if self._index is not None:
-                base = self._drained - (_OVERHEAD - 4)  # stream offset of _buf[0], header first
-                self._index_buf += "".join(
-                    [f"{start} {length}\n" for start, length in zip((starts + base).tolist(),
-                                                                     (lengths + _OVERHEAD).tolist())]
-                ).encode("ascii")
-        self.records_written += count
-        if len(self._buf) >= FLUSH_BYTES:
-            self._drain()
-
     @property
     def bytes_written(self) -> int:
         """Uncompressed stream bytes written so far, buffered ones included."""
-        return self._drained + len(self._buf)
-
-    def _check_open(self):
-        if self.closed:
-            self._raise_closed()
-
-    def _raise_closed(self):
-        raise TFRecordError(f"{self.path}: write to a closed TFRecordWriter",
-                            hint="open a new writer; close() has already committed this one")
-
-    def _drain(self):
-        if self._buf:
-            data = self._z.compress(self._buf) if self._z is not None else self._buf
-            if data:
-                self._file.write(data)
-            self._drained += len(self._buf)
-            self._buf = bytearray()
-        if self._index_buf:
-            self._index.file.write(self._index_buf)
-            self._index_buf = bytearray()
+        return self._core.drained + len(self._core.buf)
 
     def _finish(self):
         """Write everything that is still buffered; the file is complete but not committed."""
-        self._drain()
+        self._core.drain()
         if self._z is not None:
             self._file.write(self._z.flush())
             self._z = None
@@ -293,7 +224,7 @@ class TFRecordWriter(CommitOnExit):
     def _commit(self, path=None):
         """Put the finished file (and sidecar) under its final name; path overrides it."""
         if path is not None:
-            self.path = os.fspath(path)
+            self.path = self._core.path = os.fspath(path)
         if self._atomic is not None:
             self._atomic.path = _fs.local_path(self.path) if not _fs.is_url(self.path) else self.path
             # Never let an old sidecar describe the new file: it goes before the rename.
@@ -366,6 +297,16 @@ def abort_group(writers) -> None:
             w.abort()
         except Exception:
             pass
+
+
+def _deflating(z, write):
+    """A FrameBuffer sink that compresses frames on their way to write. Like TensorFlow's
+    writer, deflate keeps its pending block until the stream is finished."""
+    def sink(frames):
+        data = z.compress(frames)
+        if data:
+            write(data)
+    return sink
 
 
 def _copy_file(src, dst, nbytes=None) -> int:
