@@ -54,9 +54,9 @@ C_SOURCES = ["csrc/crc32c.c"]
 
 
 def extension(pyx):
-    name = os.path.splitext(os.path.basename(pyx))[0]
+    name = os.path.splitext(os.path.basename(pyx))[0]  # csrc/_framing.pyx builds tfrecord_lite._framing
     return Extension(
-        f"tfrecord_lite._{name}",
+        f"tfrecord_lite.{name}",
         sources=[pyx] + C_SOURCES,
         include_dirs=["csrc", numpy.get_include()],
         define_macros=define_macros,

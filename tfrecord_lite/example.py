@@ -1,7 +1,7 @@
 """tf.train.Example / SequenceExample: parsing against feature specs, spec-less decoding and
 encoding, with the semantics of ``tf.io.parse_example`` and friends.
 
-The wire work happens in ``_native.example`` (compiled csrc/example.pyx or its twin), which
+The wire work happens in ``_native.example`` (compiled csrc/_example.pyx or its twin), which
 turns a batch into columns: per key, one row per Feature with its kind, value count and
 values. This module turns columns into what TF returns, with numpy vectorised over the
 batch; every spec type goes through the same column checks (``_Column``).
