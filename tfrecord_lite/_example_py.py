@@ -15,13 +15,15 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from . import _framing_py
 from .errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
 
-KIND_ABSENT = 0   # the key is not in this record
-KIND_BYTES = 1
-KIND_FLOAT = 2
-KIND_INT64 = 3
-KIND_EMPTY = 4    # the key is present with an empty Feature (no kind set)
-KIND_RAW = 5      # encoder only: 2-D uint8 array, one bytes value per row
-KIND_ROWS = 6     # encoder only: list of per-row (kind, values)
+from ._contract import DecodedColumn, Kind
+
+KIND_ABSENT = Kind.ABSENT.value
+KIND_BYTES = Kind.BYTES.value
+KIND_FLOAT = Kind.FLOAT.value
+KIND_INT64 = Kind.INT64.value
+KIND_EMPTY = Kind.EMPTY.value
+KIND_RAW = Kind.RAW.value
+KIND_ROWS = Kind.ROWS.value
 
 PACKAGE = "tfrecord_lite.example"
 _F = descriptor_pb2.FieldDescriptorProto
@@ -152,7 +154,7 @@ class _Column:
                             out[i] = np.frombuffer(value, dtype=np.uint8)
                     at += count
             byte_values = (out, lengths)
-        return (
+        return DecodedColumn(
             np.array(self.steps, dtype=np.int64) if self.sequence else None,
             kinds,
             counts,
