@@ -114,29 +114,20 @@ cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept
     cdef Py_ssize_t n, i
     cdef int64_t *ints
     cdef Span *span
-    cdef unsigned char tag
-    if f.pos >= f.end:
-        return 0
-    tag = f.pos[0]
-    if tag == 0x12:
+    if cursor_expect(&f, 0x12):
         kind = FLOAT
-    elif tag == 0x1A:
+    elif cursor_expect(&f, 0x1A):
         kind = INT64
-    elif tag == 0x0A:
+    elif cursor_expect(&f, 0x0A):
         kind = BYTES
     else:
         return 0
-    f.pos += 1
     if not cursor_len(&f, &lst) or f.pos != f.end or lst.pos == lst.end:
         return 0
     if kind == BYTES:
         i = col.spans.len
         while lst.pos < lst.end:
-            if lst.pos[0] != TAG_KEY:
-                col.spans.len = i
-                return 0
-            lst.pos += 1
-            if not cursor_len(&lst, &sub):
+            if not (cursor_expect(&lst, TAG_KEY) and cursor_len(&lst, &sub)):
                 col.spans.len = i
                 return 0
             if not buf_reserve(&col.spans, sizeof(Span)):
@@ -147,10 +138,7 @@ cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept
             col.spans.len += sizeof(Span)
             count += 1
     else:
-        if lst.pos[0] != TAG_KEY:
-            return 0
-        lst.pos += 1
-        if not cursor_len(&lst, &sub) or lst.pos != lst.end:
+        if not cursor_expect(&lst, TAG_KEY) or not cursor_len(&lst, &sub) or lst.pos != lst.end:
             return 0
         n = sub.end - sub.pos
         if kind == FLOAT:
@@ -174,7 +162,7 @@ cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept
             col.ints.len += 8 * count
     col.kinds.data[col.kinds.len - 1] = <char>kind
     (<int64_t *>(col.counts.data + col.counts.len - 8))[0] = count
-    c.pos = f.pos
+    c[0] = f
     return 1
 
 
@@ -222,21 +210,7 @@ cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
 
 cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
     """A FeatureList body: each field-1 Feature is one more row (step)."""
-    cdef uint32_t field, wire
-    cdef Cursor sub
-    while c.pos < c.end:
-        if read_tag(&p.fault, c, &field, &wire) < 0:
-            return -1
-        if field == 1 and wire == LEN:
-            if read_len(&p.fault, c, &sub) < 0:
-                return -1
-            if col != NULL and not column_new_row(col):
-                return fail(&p.fault, E_MEMORY, sub.pos)
-            if parse_feature(p, &sub, col) < 0:
-                return -1
-        elif skip_field(&p.fault, c, field, wire, 0) < 0:
-            return -1
-    return 0
+    return parse_repeated(p, c, STEPS, col, NULL)
 
 
 cdef inline int entry_column(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
@@ -288,22 +262,19 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     cdef Cursor value
     cdef int done
     # Fast path for what every writer produces: key, then value, then nothing.
-    if c.end - c.pos >= 4 and c.pos[0] == TAG_KEY:
-        start.pos += 1
-        if cursor_len(&start, &sub) and start.pos < start.end and start.pos[0] == TAG_VALUE:
-            start.pos += 1
-            if cursor_len(&start, &value) and start.pos == start.end:
-                c.pos = c.end
-                if entry_column(p, t, sub.pos, sub.end - sub.pos, key_at + 1, &col) < 0:
-                    return -1
-                if t.sequence:
-                    return parse_feature_list(p, &value, col)
-                if col != NULL:   # its row is fresh: try the common shapes without a call
-                    done = parse_feature_common(p, &value, col)
-                    if done != 0:
-                        return done if done < 0 else 0
-                return parse_feature(p, &value, col)
-        start = c[0]   # any surprise: start over on the general path, which reports it
+    if (cursor_expect(&start, TAG_KEY) and cursor_len(&start, &sub) and cursor_expect(&start, TAG_VALUE)
+            and cursor_len(&start, &value) and start.pos == start.end):
+        c[0] = start   # all of it
+        if entry_column(p, t, sub.pos, sub.end - sub.pos, key_at + 1, &col) < 0:
+            return -1
+        if t.sequence:
+            return parse_feature_list(p, &value, col)
+        if col != NULL:   # its row is fresh: try the common shapes without a call
+            done = parse_feature_common(p, &value, col)
+            if done != 0:
+                return done if done < 0 else 0
+        return parse_feature(p, &value, col)
+    start = c[0]   # any surprise: start over on the general path, which reports it
     while c.pos < c.end:
         if read_tag(&p.fault, c, &field, &wire) < 0:
             return -1
@@ -325,30 +296,51 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
     elif entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
         return -1
     c[0] = start
-    while c.pos < c.end:
-        read_tag(&p.fault, c, &field, &wire)
+    while c.pos < c.end:   # the first pass checked the framing; this one still checks its codes
+        if read_tag(&p.fault, c, &field, &wire) < 0:
+            return -1
         if field == 2 and wire == LEN:
-            read_len(&p.fault, c, &sub)
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
             if (parse_feature_list(p, &sub, col) if t.sequence else parse_feature(p, &sub, col)) < 0:
                 return -1
-        else:
-            skip_field(&p.fault, c, field, wire, 0)   # validated by the first pass
+        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+            return -1
     return 0
 
 
-cdef int parse_map(Parser *p, Cursor *c, Table *t) noexcept nogil:
-    """Features / FeatureLists: field 1 repeated map entries."""
+cdef enum Repeated:      # what each field-1 LEN of a parse_repeated body holds
+    STEPS                # a FeatureList's Feature: one more row of col
+    ENTRIES              # a Features / FeatureLists map entry of t
+
+
+cdef inline int parse_repeated(Parser *p, Cursor *c, int what, Column *col, Table *t) noexcept nogil:
+    """The loop Features, FeatureLists and FeatureList share: field 1 (LEN) repeated, each one
+    parsed as `what` says; other fields skipped. Inlined with a constant `what`."""
     cdef uint32_t field, wire
     cdef Cursor sub
     while c.pos < c.end:
         if read_tag(&p.fault, c, &field, &wire) < 0:
             return -1
         if field == 1 and wire == LEN:
-            if read_len(&p.fault, c, &sub) < 0 or parse_entry(p, &sub, t) < 0:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            if what == ENTRIES:
+                if parse_entry(p, &sub, t) < 0:
+                    return -1
+                continue
+            if col != NULL and not column_new_row(col):
+                return fail(&p.fault, E_MEMORY, sub.pos)
+            if parse_feature(p, &sub, col) < 0:
                 return -1
         elif skip_field(&p.fault, c, field, wire, 0) < 0:
             return -1
     return 0
+
+
+cdef int parse_map(Parser *p, Cursor *c, Table *t) noexcept nogil:
+    """Features / FeatureLists: field 1 repeated map entries."""
+    return parse_repeated(p, c, ENTRIES, NULL, t)
 
 
 cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint sequence) noexcept nogil:

@@ -204,7 +204,8 @@ cdef bytes _write_features(Feat *feats, Py_ssize_t nf, Py_ssize_t *entry):
     """Example {features = 1 {entries}} from nf filled Feats; entry: nf sizes of scratch."""
     cdef Py_ssize_t body = features_body(feats, nf, entry)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, framed(body))
-    put_features(<unsigned char *>PyBytes_AS_STRING(out), feats, nf, entry, body)
+    cdef unsigned char *p = <unsigned char *>PyBytes_AS_STRING(out)
+    tfl_check_end(put_features(p, feats, nf, entry, body), p + framed(body))
     return out
 
 
@@ -230,11 +231,13 @@ cdef int _columns(list keys, list kinds, list columns, Py_ssize_t n, Feat *feats
     cdef Py_ssize_t i, j, v, nf = len(keys), nbytes, total
     cdef list column
     cdef object value
+    cdef bytes key
     cdef int kind
     for j in range(nf):
         kind = kinds[j]
-        feats[j].key = <const unsigned char *>PyBytes_AS_STRING(keys[j])
-        feats[j].key_len = PyBytes_GET_SIZE(keys[j])
+        key = keys[j]   # checked: the pointer below must be a bytes object's
+        feats[j].key = <const unsigned char *>PyBytes_AS_STRING(key)
+        feats[j].key_len = PyBytes_GET_SIZE(key)
         feats[j].kind = kind
         if kind in (FLOAT, INT64, RAW):
             cols[j].base = views.get(columns[j], &nbytes)
@@ -317,7 +320,7 @@ def encode_examples(list keys, list kinds, list columns, Py_ssize_t n):
             if kind[j] == ROWS:
                 if row_views is None:
                     row_views = _Views(nf)
-                pair = (<list>columns[j])[i]
+                pair = (<list?>columns[j])[i]
                 _fill(&feats[j], keys[j], pair[0], pair[1], row_views)
         out[i] = _write_features(feats, nf, entry)
     return out
@@ -360,7 +363,7 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
         for i in range(n):
             _row(feats, cols, kind, nf, i)
             p = base + start[i]
-            put_features(p, feats, nf, entry, features_body(feats, nf, entry))
+            tfl_check_end(put_features(p, feats, nf, entry, features_body(feats, nf, entry)), p + length[i])
             _frame_around(p, length[i])
     return frames, starts, lengths
 
@@ -369,7 +372,7 @@ cdef inline void _frame_around(unsigned char *data, int64_t n) noexcept nogil:
     """The TFRecord header (length, its masked CRC) before n bytes of data, the data's
     masked CRC after them."""
     tfl_store_le64(data - 12, <uint64_t>n)
-    tfl_store_le32(data - 4, tfl_mask_crc(tfl_crc32c(0, data - 12, 8)))
+    tfl_store_le32(data - 4, tfl_mask_crc(tfl_crc32c(0, data - 12, 8)))   # _framing's, via the capsule
     tfl_store_le32(data + n, tfl_mask_crc(tfl_crc32c(0, data, n)))
 
 
@@ -397,7 +400,7 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
     pairs, one Feature per step. FeatureLists entries are {key = 1; value = 2 FeatureList}
     and a FeatureList is {repeated Feature feature = 1}."""
     cdef Py_ssize_t i, j, s, nc = len(context_keys), nl = len(list_keys)
-    cdef Py_ssize_t nsteps = sum(len(steps) for steps in list_steps)
+    cdef Py_ssize_t nsteps = sum([len(<list?>per_key) for per_key in list_steps])   # lists: len holds
     cdef Py_ssize_t ctx_body = 0, lists_body = 0
     cdef _Views views = _Views(nc + nsteps)
     cdef Feat *ctx = <Feat *>calloc(nc if nc else 1, sizeof(Feat))
@@ -407,6 +410,7 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
     cdef Py_ssize_t *list_body
     cdef Py_ssize_t *list_entry
     cdef unsigned char *p
+    cdef unsigned char *end
     cdef bytes out, key
     try:
         if ctx == NULL or steps == NULL or sizes == NULL:
@@ -418,7 +422,7 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
         s = 0
         for i in range(nl):
             key = list_keys[i]
-            for kind, values in list_steps[i]:
+            for kind, values in <list>list_steps[i]:
                 _fill(&steps[s], key, kind, values, views)
                 feat_sizes(&steps[s])
                 list_body[i] += framed(steps[s].feat_size)
@@ -426,7 +430,9 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
             list_entry[i] = framed(PyBytes_GET_SIZE(key)) + framed(list_body[i])
             lists_body += framed(list_entry[i])
         out = PyBytes_FromStringAndSize(NULL, framed(ctx_body) + framed(lists_body))
-        p = put_features(<unsigned char *>PyBytes_AS_STRING(out), ctx, nc, ctx_entry, ctx_body)
+        p = <unsigned char *>PyBytes_AS_STRING(out)
+        end = p + PyBytes_GET_SIZE(out)
+        p = put_features(p, ctx, nc, ctx_entry, ctx_body)
         p[0] = TAG_VALUE
         p = put_varint(p + 1, lists_body)
         s = 0
@@ -440,11 +446,12 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
             p += PyBytes_GET_SIZE(key)
             p[0] = TAG_VALUE
             p = put_varint(p + 1, list_body[i])
-            for j in range(len(list_steps[i])):
+            for j in range(len(<list>list_steps[i])):
                 p[0] = TAG_KEY
                 p = put_varint(p + 1, steps[s].feat_size)
                 p = put_feature(p, &steps[s])
                 s += 1
+        tfl_check_end(p, end)
         return out
     finally:
         free(ctx)

@@ -205,7 +205,9 @@ cdef extern from *:
         }
     }
     #else
-    #define tfl_check_end(p, end) ((void)0)
+    static inline void tfl_check_end(const unsigned char *p, const unsigned char *end) {
+        (void)p; (void)end;   /* the arguments are still evaluated: they may be the write itself */
+    }
     #endif
     """
     void tfl_check_end(const unsigned char *p, const unsigned char *end) nogil
