@@ -40,6 +40,8 @@ from le cimport tfl_load_le32, tfl_load_le64, tfl_store_le32, tfl_store_le64
 # This module is the only one that links crc32c.c, so the CRC backend state lives here once;
 # tfrecord_lite._example reaches tfl_crc32c through this capsule.
 _crc32c_capsule = PyCapsule_New(<void *>tfl_crc32c, TFL_CRC32C_CAPSULE, NULL)
+# The frame layout under the twin's public names (the C enum below keeps the bare names).
+globals().update(HEADER_BYTES=HEADER_BYTES, FOOTER_BYTES=FOOTER_BYTES)
 
 cdef enum:
     HEADER_BYTES = 12     # uint64 length + uint32 masked CRC of it

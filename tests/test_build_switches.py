@@ -44,3 +44,12 @@ def test_coverage_switch_enables_line_tracing(tmp_path):
     # The traced C lives apart from the normal build's, so neither is reused for the other.
     assert (tmp_path / "coverage" / "build" / "cython-coverage" / "csrc" / "_framing.c").exists()
     assert not (tmp_path / "coverage" / "csrc" / "_framing.c").exists()
+
+
+def test_debug_switch_turns_on_the_encoders_end_check(tmp_path):
+    """TFRECORD_LITE_DEBUG=1 defines TFL_DEBUG, under which the encoders abort when they end
+    anywhere but where their size pass said (tfl_check_end in csrc/wire.pxd)."""
+    _, macros = configure(tmp_path / "debug", TFRECORD_LITE_DEBUG="1")["tfrecord_lite._framing"]
+    assert ("TFL_DEBUG", "1") in macros
+    _, macros = configure(tmp_path / "release")["tfrecord_lite._framing"]
+    assert not any(name == "TFL_DEBUG" for name, _ in macros)

@@ -299,14 +299,25 @@ def _features(keys, kinds, values) -> bytes:
     )
 
 
+def _lists(*args):
+    """The compiled encoders take lists (and bytes keys) and raise TypeError otherwise."""
+    for arg in args:
+        if type(arg) is not list:
+            raise TypeError(f"expected list, got {type(arg).__name__}")
+
+
 def encode_example(keys, kinds, values):
     """One serialized Example; see csrc/_example.pyx."""
+    _lists(keys, kinds, values)
     return _field(0x0A, _features(keys, kinds, values))
 
 
 def encode_examples(keys, kinds, columns, n):
     """n serialized Examples from columns; see csrc/_example.pyx."""
+    _lists(keys, kinds, columns)
     for key, kind, column in zip(keys, kinds, columns):
+        if kind == KIND_ROWS:
+            _lists(column)
         if kind in (KIND_BYTES, KIND_ROWS) and len(column) != n:
             raise FeatureSpecError(f"feature {key.decode()!r}: {len(column)} rows, expected {n}")
     out = []
@@ -339,6 +350,7 @@ def encode_examples_framed(keys, kinds, columns, n):
 
 def encode_sequence_example(context_keys, context_kinds, context_values, list_keys, list_steps):
     """One serialized SequenceExample; see csrc/_example.pyx."""
+    _lists(context_keys, context_kinds, context_values, list_keys, list_steps, *list_steps)
     lists = b"".join(
         _field(0x0A, _field(0x0A, k) + _field(0x12, b"".join(_field(0x0A, _feature(k, kind, v)) for kind, v in steps)))
         for k, steps in zip(list_keys, list_steps)
