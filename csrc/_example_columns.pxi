@@ -263,8 +263,7 @@ cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t 
     return NULL
 
 
-
-# -- Python entry points -------------------------------------------------------------------
+# -- columns as numpy arrays (with the GIL) ------------------------------------------------
 
 cdef void _free_capsule(object capsule) noexcept:
     free(PyCapsule_GetPointer(capsule, NULL))
@@ -422,7 +421,7 @@ cdef object _bytes_column(Column *c):
 # -- column output -------------------------------------------------------------------------
 
 cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
-    """The DecodedColumn (steps or None, kinds, counts, floats, ints, bytes values, uniform) of one column:
+    """One column as a DecodedColumn (steps or None, kinds, counts, floats, ints, bytes values, uniform):
     bytes values as an object array, as (values, offsets) when bytes_column, or for a raw
     column (uint8 array (records, raw), byte length per row or -1); uniform as _uniform
     gives it."""

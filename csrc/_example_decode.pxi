@@ -2,8 +2,7 @@
 # _example_columns.pxi, and the Python entry points decode_examples and
 # decode_sequence_examples.
 
-_ERRORS = {
-
+_ERRORS = {   # Err (csrc/wire.pxd) -> message
     E_TRUNCATED: "a field runs past the end of its message",
     E_VARINT: "a varint is longer than 10 bytes or cut short",
     E_TAG: "invalid field tag (field number 0 or over 32 bits)",
@@ -20,7 +19,6 @@ cdef struct Parser:
     Table seq            # SequenceExample feature_lists
     Py_ssize_t record    # index of the record being parsed
     Fault fault          # the first failure, if any
-
 
 
 # -- Feature and list parsing --------------------------------------------------------------
@@ -99,6 +97,7 @@ cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count)
         elif skip_field(&p.fault, c, field, wire, 0) < 0:
             return -1
     return 0
+
 
 cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept nogil:
     """The Feature shapes every writer produces, into a fresh row of col: one *_list field
@@ -208,6 +207,35 @@ cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
     return 0
 
 
+cdef enum Repeated:      # what each field-1 LEN of a parse_repeated body holds
+    STEPS                # a FeatureList's Feature: one more row of col
+    ENTRIES              # a Features / FeatureLists map entry of t
+
+
+cdef inline int parse_repeated(Parser *p, Cursor *c, int what, Column *col, Table *t) noexcept nogil:
+    """The loop Features, FeatureLists and FeatureList share: field 1 (LEN) repeated, each one
+    parsed as `what` says; other fields skipped. Inlined with a constant `what`."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    while c.pos < c.end:
+        if read_tag(&p.fault, c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            if what == ENTRIES:
+                if parse_entry(p, &sub, t) < 0:
+                    return -1
+                continue
+            if col != NULL and not column_new_row(col):
+                return fail(&p.fault, E_MEMORY, sub.pos)
+            if parse_feature(p, &sub, col) < 0:
+                return -1
+        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
 cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
     """A FeatureList body: each field-1 Feature is one more row (step)."""
     return parse_repeated(p, c, STEPS, col, NULL)
@@ -303,35 +331,6 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
             if read_len(&p.fault, c, &sub) < 0:
                 return -1
             if (parse_feature_list(p, &sub, col) if t.sequence else parse_feature(p, &sub, col)) < 0:
-                return -1
-        elif skip_field(&p.fault, c, field, wire, 0) < 0:
-            return -1
-    return 0
-
-
-cdef enum Repeated:      # what each field-1 LEN of a parse_repeated body holds
-    STEPS                # a FeatureList's Feature: one more row of col
-    ENTRIES              # a Features / FeatureLists map entry of t
-
-
-cdef inline int parse_repeated(Parser *p, Cursor *c, int what, Column *col, Table *t) noexcept nogil:
-    """The loop Features, FeatureLists and FeatureList share: field 1 (LEN) repeated, each one
-    parsed as `what` says; other fields skipped. Inlined with a constant `what`."""
-    cdef uint32_t field, wire
-    cdef Cursor sub
-    while c.pos < c.end:
-        if read_tag(&p.fault, c, &field, &wire) < 0:
-            return -1
-        if field == 1 and wire == LEN:
-            if read_len(&p.fault, c, &sub) < 0:
-                return -1
-            if what == ENTRIES:
-                if parse_entry(p, &sub, t) < 0:
-                    return -1
-                continue
-            if col != NULL and not column_new_row(col):
-                return fail(&p.fault, E_MEMORY, sub.pos)
-            if parse_feature(p, &sub, col) < 0:
                 return -1
         elif skip_field(&p.fault, c, field, wire, 0) < 0:
             return -1
