@@ -1,7 +1,7 @@
 """Build the compiled core: the Cython extension list and its build switches.
 
 Environment switches:
-  TFRECORD_LITE_DEBUG=1     -O0 -g and Cython bounds/wraparound checks on
+  TFRECORD_LITE_DEBUG=1     -O0 -g, Cython bounds/wraparound checks and the encoders' end checks
   TFRECORD_LITE_SANITIZE=1  build with AddressSanitizer/UBSan
   TFRECORD_LITE_COVERAGE=1  Cython line tracing (linetrace, CYTHON_TRACE_NOGIL), so that
                             coverage.py with Cython.Coverage measures the .pyx lines
@@ -43,6 +43,7 @@ directives = {
     "cdivision": True,
     "initializedcheck": DEBUG,
     "embedsignature": True,
+    "binding": True,  # def functions carry signatures: inspect.signature compares them with the twins'
     "linetrace": COVERAGE,
 }
 define_macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
@@ -50,14 +51,18 @@ if COVERAGE:
     # The core runs without the GIL, so nogil sections must be traced too.
     define_macros.append(("CYTHON_TRACE_NOGIL", "1"))
 
-C_SOURCES = ["csrc/crc32c.c"]
+# C sources linked into one extension only: _framing owns CRC32C and its backend state, and
+# the other modules borrow tfl_crc32c from it (a capsule), so there is one backend choice.
+C_SOURCES = {"_framing": ["csrc/crc32c.c"]}
+if DEBUG:
+    define_macros.append(("TFL_DEBUG", "1"))  # encoders check they end where their size pass said
 
 
 def extension(pyx):
-    name = os.path.splitext(os.path.basename(pyx))[0]
+    name = os.path.splitext(os.path.basename(pyx))[0]  # csrc/_framing.pyx builds tfrecord_lite._framing
     return Extension(
-        f"tfrecord_lite._{name}",
-        sources=[pyx] + C_SOURCES,
+        f"tfrecord_lite.{name}",
+        sources=[pyx] + C_SOURCES.get(name, []),
         include_dirs=["csrc", numpy.get_include()],
         define_macros=define_macros,
         extra_compile_args=compile_args,

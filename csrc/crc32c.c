@@ -1,6 +1,7 @@
 /* CRC32C with run-time dispatch: SSE4.2 crc32 on x86-64, the CRC extension on ARMv8,
  * slicing-by-8 tables everywhere else. */
 #include "crc32c.h"
+#include "le.h"
 
 #include <string.h>
 

@@ -1,19 +1,7 @@
 # The one bounds-checked read cursor every compiled read of input goes through.
 # Checks are written as `n <= end - pos`, a form that cannot overflow.
 from cpython.buffer cimport PyObject_GetBuffer, PyBUF_SIMPLE
-from libc.stdint cimport uint32_t, uint64_t
-
-
-cdef extern from "crc32c.h":
-    uint32_t tfl_crc32c(uint32_t crc, const void *data, size_t n) nogil
-    uint32_t tfl_mask_crc(uint32_t crc) nogil
-    int tfl_crc32c_init(int force_table) nogil
-    int tfl_crc32c_backend() nogil
-    int tfl_crc32c_hw_available() nogil
-    uint64_t tfl_load_le64(const unsigned char *p) nogil
-    uint32_t tfl_load_le32(const unsigned char *p) nogil
-    void tfl_store_le64(unsigned char *p, uint64_t v) nogil
-    void tfl_store_le32(unsigned char *p, uint32_t v) nogil
+from libc.stdint cimport uint64_t
 
 
 cdef struct Cursor:
@@ -76,3 +64,12 @@ cdef inline bint cursor_len(Cursor *c, Cursor *sub) noexcept nogil:
     sub.end = c.pos + n
     c.pos = sub.end
     return True
+
+
+cdef inline bint cursor_expect(Cursor *c, unsigned char b) noexcept nogil:
+    """Consume the next byte if it is b (a one-byte tag the fast paths look for); otherwise
+    leave c where it is."""
+    if c.pos < c.end and c.pos[0] == b:
+        c.pos += 1
+        return True
+    return False

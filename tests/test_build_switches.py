@@ -1,6 +1,6 @@
 """setup.py's build switches: TFRECORD_LITE_COVERAGE=1 turns on Cython line tracing.
 
-setup.py runs in a copy of the tree (without example.pyx, the slow one to translate) with
+setup.py runs in a copy of the tree (without _example.pyx, the slow one to translate) with
 setuptools.setup replaced by a function that reports the extensions, so the real
 cythonize step runs but nothing is compiled."""
 
@@ -24,7 +24,7 @@ def configure(tree, **switches):
     """{extension name: (generated C text, define_macros)} as setup.py configures them."""
     os.makedirs(tree / "csrc")
     shutil.copy(os.path.join(ROOT, "setup.py"), tree)
-    for name in ("framing.pyx", "cursor.pxd", "crc32c.c", "crc32c.h"):
+    for name in ("_framing.pyx", "cursor.pxd", "crc32c.pxd", "le.pxd", "crc32c.c", "crc32c.h", "le.h"):
         shutil.copy(os.path.join(ROOT, "csrc", name), tree / "csrc")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TFRECORD_LITE_")}
     env.update(switches)
@@ -42,5 +42,14 @@ def test_coverage_switch_enables_line_tracing(tmp_path):
     assert not any(name.startswith("CYTHON_TRACE") for name, _ in macros)
     assert "__Pyx_TraceLine" not in plain
     # The traced C lives apart from the normal build's, so neither is reused for the other.
-    assert (tmp_path / "coverage" / "build" / "cython-coverage" / "csrc" / "framing.c").exists()
-    assert not (tmp_path / "coverage" / "csrc" / "framing.c").exists()
+    assert (tmp_path / "coverage" / "build" / "cython-coverage" / "csrc" / "_framing.c").exists()
+    assert not (tmp_path / "coverage" / "csrc" / "_framing.c").exists()
+
+
+def test_debug_switch_turns_on_the_encoders_end_check(tmp_path):
+    """TFRECORD_LITE_DEBUG=1 defines TFL_DEBUG, under which the encoders abort when they end
+    anywhere but where their size pass said (tfl_check_end in csrc/wire.pxd)."""
+    _, macros = configure(tmp_path / "debug", TFRECORD_LITE_DEBUG="1")["tfrecord_lite._framing"]
+    assert ("TFL_DEBUG", "1") in macros
+    _, macros = configure(tmp_path / "release")["tfrecord_lite._framing"]
+    assert not any(name == "TFL_DEBUG" for name, _ in macros)

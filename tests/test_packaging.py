@@ -128,5 +128,5 @@ def test_sdist_ships_license_sources_and_py_typed(tmp_path):
     assert name == f"{DIST_NAME}-0.1.0.tar.gz"
     with tarfile.open(out / name) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"LICENSE", "tfrecord_lite/py.typed", "csrc/framing.pyx", "csrc/example.pyx",
+    assert {"LICENSE", "tfrecord_lite/py.typed", "csrc/_framing.pyx", "csrc/_example.pyx",
             "csrc/crc32c.c", "csrc/crc32c.h", "csrc/cursor.pxd", "setup.py", "pyproject.toml"} <= names

@@ -1,4 +1,4 @@
-"""Pure-Python twin of csrc/example.pyx: Example/SequenceExample decoding through the
+"""Pure-Python twin of csrc/_example.pyx: Example/SequenceExample decoding through the
 protobuf package, and the same columnar output and encoders.
 
 The message classes come from the bundled example.proto, built at import time from a
@@ -15,13 +15,15 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from . import _framing_py
 from .errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
 
-KIND_ABSENT = 0   # the key is not in this record
-KIND_BYTES = 1
-KIND_FLOAT = 2
-KIND_INT64 = 3
-KIND_EMPTY = 4    # the key is present with an empty Feature (no kind set)
-KIND_RAW = 5      # encoder only: 2-D uint8 array, one bytes value per row
-KIND_ROWS = 6     # encoder only: list of per-row (kind, values)
+from ._contract import DecodedColumn, Kind
+
+KIND_ABSENT = Kind.ABSENT.value
+KIND_BYTES = Kind.BYTES.value
+KIND_FLOAT = Kind.FLOAT.value
+KIND_INT64 = Kind.INT64.value
+KIND_EMPTY = Kind.EMPTY.value
+KIND_RAW = Kind.RAW.value
+KIND_ROWS = Kind.ROWS.value
 
 PACKAGE = "tfrecord_lite.example"
 _F = descriptor_pb2.FieldDescriptorProto
@@ -152,7 +154,7 @@ class _Column:
                             out[i] = np.frombuffer(value, dtype=np.uint8)
                     at += count
             byte_values = (out, lengths)
-        return (
+        return DecodedColumn(
             np.array(self.steps, dtype=np.int64) if self.sequence else None,
             kinds,
             counts,
@@ -164,7 +166,7 @@ class _Column:
 
 
 def _uniform(kinds, counts):
-    """(kind, count) when every row agrees, else None; see csrc/example.pyx."""
+    """(kind, count) when every row agrees, else None; see csrc/_example.pyx."""
     if kinds and all(k == kinds[0] for k in kinds) and all(c == counts[0] for c in counts):
         return kinds[0], counts[0]
     return None
@@ -231,7 +233,7 @@ def _records(records):
 
 
 def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
-    """Columns of a batch of serialized Examples; see csrc/example.pyx."""
+    """Columns of a batch of serialized Examples; see csrc/_example.pyx."""
     table = _Table(keys, sequence=False)
     for i, data in enumerate(_records(records)):
         table.add(i, _parse(Example, data, i).features.feature)
@@ -240,7 +242,7 @@ def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
 
 def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None,
                              bytes_column=False):
-    """Columns of a batch of serialized SequenceExamples; see csrc/example.pyx."""
+    """Columns of a batch of serialized SequenceExamples; see csrc/_example.pyx."""
     context = _Table(context_keys, sequence=False)
     lists = _Table(sequence_keys, sequence=True)
     for i, data in enumerate(_records(records)):
@@ -297,14 +299,25 @@ def _features(keys, kinds, values) -> bytes:
     )
 
 
+def _lists(*args):
+    """The compiled encoders take lists (and bytes keys) and raise TypeError otherwise."""
+    for arg in args:
+        if type(arg) is not list:
+            raise TypeError(f"expected list, got {type(arg).__name__}")
+
+
 def encode_example(keys, kinds, values):
-    """One serialized Example; see csrc/example.pyx."""
+    """One serialized Example; see csrc/_example.pyx."""
+    _lists(keys, kinds, values)
     return _field(0x0A, _features(keys, kinds, values))
 
 
 def encode_examples(keys, kinds, columns, n):
-    """n serialized Examples from columns; see csrc/example.pyx."""
+    """n serialized Examples from columns; see csrc/_example.pyx."""
+    _lists(keys, kinds, columns)
     for key, kind, column in zip(keys, kinds, columns):
+        if kind == KIND_ROWS:
+            _lists(column)
         if kind in (KIND_BYTES, KIND_ROWS) and len(column) != n:
             raise FeatureSpecError(f"feature {key.decode()!r}: {len(column)} rows, expected {n}")
     out = []
@@ -325,7 +338,7 @@ def encode_examples(keys, kinds, columns, n):
 
 def encode_examples_framed(keys, kinds, columns, n):
     """encode_examples' records framed in one buffer: (frames, starts, lengths); see
-    csrc/example.pyx."""
+    csrc/_example.pyx."""
     records = encode_examples(keys, kinds, columns, n)
     frames = bytearray()
     for record in records:
@@ -336,7 +349,8 @@ def encode_examples_framed(keys, kinds, columns, n):
 
 
 def encode_sequence_example(context_keys, context_kinds, context_values, list_keys, list_steps):
-    """One serialized SequenceExample; see csrc/example.pyx."""
+    """One serialized SequenceExample; see csrc/_example.pyx."""
+    _lists(context_keys, context_kinds, context_values, list_keys, list_steps, *list_steps)
     lists = b"".join(
         _field(0x0A, _field(0x0A, k) + _field(0x12, b"".join(_field(0x0A, _feature(k, kind, v)) for kind, v in steps)))
         for k, steps in zip(list_keys, list_steps)

@@ -1,4 +1,4 @@
-"""Pure-Python twin of csrc/framing.pyx: CRC32C, frame scanning and frame writing.
+"""Pure-Python twin of csrc/_framing.pyx: CRC32C, frame scanning and frame writing.
 
 Same names, signatures and results as the compiled module; CRC32C comes from the crc32c
 package. Used when the compiled core is unavailable or TFRECORD_LITE_PURE_PYTHON=1.
@@ -77,7 +77,7 @@ def append_frame(out: bytearray, record) -> int:
 class FrameBuffer:
     """A writer's core: frames appended to buf under the lock this object is, with their
     index lines formatted as they are appended, drained to sink and index_sink; see
-    framing.pyx."""
+    _framing.pyx."""
 
     def __init__(self, sink, flush_bytes, path="<stream>", index_sink=None):
         self._lock = threading.Lock()
@@ -164,13 +164,13 @@ class FrameBuffer:
 
 
 def scan_frames(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
-    """Verify and copy out the complete frames in buf[start:stop]; see framing.pyx."""
+    """Verify and copy out the complete frames in buf[start:stop]; see _framing.pyx."""
     return _scan(buf, start, stop, check_crc, max_record_bytes, max_records, False)
 
 
 def scan_spans(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
     """As scan_frames, but int64 arrays of data offsets and lengths instead of copies:
-    (starts, lengths, pos, status, value); see framing.pyx."""
+    (starts, lengths, pos, status, value); see _framing.pyx."""
     spans, pos, status, value = _scan(buf, start, stop, check_crc, max_record_bytes, max_records, True)
     spans = np.array(spans, dtype=np.int64).reshape(-1, 2)
     return spans[:, 0].copy(), spans[:, 1].copy(), pos, status, value
@@ -178,7 +178,7 @@ def scan_spans(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFF
 
 def scan_block(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF, max_records=-1):
     """As scan_spans, plus the verified frames copied out as one bytes, starts relative to it:
-    (frames, starts, lengths, pos, status, value); see framing.pyx."""
+    (frames, starts, lengths, pos, status, value); see _framing.pyx."""
     starts, lengths, pos, status, value = scan_spans(buf, start, stop, check_crc, max_record_bytes, max_records)
     return bytes(memoryview(buf).cast("B")[start:pos]), starts - start, lengths, pos, status, value
 

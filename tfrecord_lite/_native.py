@@ -1,7 +1,7 @@
 """The one place that picks the compiled core or its pure-Python twin.
 
 Each concern (``framing``, ``example``) has a compiled module ``tfrecord_lite._<name>``
-built from ``csrc/<name>.pyx`` and a twin ``tfrecord_lite._<name>_py``. Library code reaches
+built from ``csrc/_<name>.pyx`` and a twin ``tfrecord_lite._<name>_py``. Library code reaches
 the active one through attributes of this module (``_native.framing.scan_frames``), looked up
 at call time, so ``use()`` switches every caller at once.
 

@@ -170,8 +170,8 @@ def _arrays(plan, columns, types, batch) -> list:
     from_buffers, py_buffer, fixed = pa.Array.from_buffers, pa.py_buffer, pa.FixedSizeListArray.from_arrays
     for (name, spec, index, uniform), (value_type, dims) in zip(plan.outputs, types):
         raw = columns[index]
-        if uniform is not None and raw[6] == uniform[0]:  # every record has it: no per-row work
-            values = raw[uniform[1]]
+        if uniform is not None and raw.uniform == uniform[0]:  # every record has it: no per-row work
+            values = getattr(raw, uniform[1])
             if type(values) is np.ndarray:  # from the core: 1-D and contiguous
                 array = from_buffers(value_type, values.size, [None, py_buffer(values)], 0)
             else:

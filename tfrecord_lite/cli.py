@@ -402,7 +402,7 @@ def cmd_stats(args) -> int:
                         raise type(exc)(exc.detail, path=path, index=in_file + (exc.index or 0),
                                         hint="stats reads tf.train.Example records") from None
                     for name, column in zip(names, columns):
-                        features[name].add(column[1], column[2])
+                        features[name].add(column.kinds, column.counts)
                     in_file += len(batch)
             records += in_file
     nbytes = sum(_fs.size(f, _storage(args)) for f in args.files)

@@ -1,7 +1,7 @@
 """tf.train.Example / SequenceExample: parsing against feature specs, spec-less decoding and
 encoding, with the semantics of ``tf.io.parse_example`` and friends.
 
-The wire work happens in ``_native.example`` (compiled csrc/example.pyx or its twin), which
+The wire work happens in ``_native.example`` (compiled csrc/_example.pyx or its twin), which
 turns a batch into columns: per key, one row per Feature with its kind, value count and
 values. This module turns columns into what TF returns, with numpy vectorised over the
 batch; every spec type goes through the same column checks (``_Column``).
@@ -17,6 +17,7 @@ from typing import Any, Iterable, Literal, Mapping, overload
 import numpy as np
 
 from . import _native
+from ._contract import Kind
 from ._typing import Buffer, Features, Records
 from .bytes_column import BytesColumn, scatter
 from .errors import FeatureSpecError
@@ -47,7 +48,7 @@ __all__ = [
     "encode_sequence_example",
 ]
 
-ABSENT, BYTES, FLOAT, INT64, EMPTY, RAW, ROWS = range(7)
+ABSENT, BYTES, FLOAT, INT64, EMPTY, RAW, ROWS = (k.value for k in Kind)  # plain ints: hot comparisons
 _KIND = {"string": BYTES, "float32": FLOAT, "int64": INT64}
 _KIND_NAME = {BYTES: "string", FLOAT: "float32", INT64: "int64"}
 _ZERO = {"float32": np.float32(0), "int64": np.int64(0), "string": b""}
@@ -88,7 +89,7 @@ class _Column:
 
     def __init__(self, name, raw, batch):
         self.name = name
-        self.steps, self.kinds, self.counts, self.floats, self.ints, self.bytes, _ = raw  # _: see _build
+        self.steps, self.kinds, self.counts, self.floats, self.ints, self.bytes = raw[:6]  # uniform: see _build
         self.batch = batch
 
     def record_of(self, row: int) -> int:
@@ -293,7 +294,7 @@ class _Plan:
         return len(features) == len(self.items) and all(features.get(k) is v for k, v in self.items)
 
 
-_VALUE_SLOT = {FLOAT: 3, INT64: 4, BYTES: 5}  # where a column holds each kind's values
+_VALUE_SLOT = {FLOAT: "floats", INT64: "ints", BYTES: "values"}  # the DecodedColumn field of each kind's values
 _PLANS: dict = {}  # (id(features), where) -> _Plan, checked against the mapping's items
 
 
@@ -336,15 +337,15 @@ def _decode(records, plan, seq_plan=None, bytes_output="object"):
 
 
 def _wrap_bytes(keys, columns, raw):
-    return [c if k in raw else c[:5] + (BytesColumn._of(*c[5]),) + c[6:] for k, c in zip(keys, columns)]
+    return [c if k in raw else c._replace(values=BytesColumn._of(*c.values)) for k, c in zip(keys, columns)]
 
 
 def _build(plan, raw_columns, batch):
     cols = None
     out = {}
     for name, spec, index, uniform in plan.outputs:
-        if uniform is not None and raw_columns[index][6] == uniform[0]:
-            out[name] = raw_columns[index][uniform[1]].reshape((batch,) + spec.shape)
+        if uniform is not None and raw_columns[index].uniform == uniform[0]:
+            out[name] = getattr(raw_columns[index], uniform[1]).reshape((batch,) + spec.shape)
             continue
         if cols is None:
             cols = {k: _Column(k, c, batch) for k, c in zip(plan.keys, raw_columns)}
@@ -500,8 +501,8 @@ def parse_single_sequence_example(serialized: Buffer, context_features: Features
 
 def _split_rows(col):
     """Per record: float32/int64 array, list of bytes, [] for an empty Feature, or None."""
-    kinds, counts = col[1], col[2]
-    stores = {FLOAT: col[3], INT64: col[4], BYTES: col[5]}
+    kinds, counts = col.kinds, col.counts
+    stores = {FLOAT: col.floats, INT64: col.ints, BYTES: col.values}
     at = {FLOAT: 0, INT64: 0, BYTES: 0}
     rows = []
     for kind, count in zip(kinds.tolist(), counts.tolist()):
@@ -545,7 +546,7 @@ def decode_sequence_examples(serialized: Records) -> list[tuple[dict[str, Any], 
                 context[name] = value
     for name, col in sorted(zip(list_names, list_columns), key=lambda nc: nc[0]):
         rows, at = _split_rows(col), 0
-        for (_, lists), steps in zip(out, col[0].tolist()):
+        for (_, lists), steps in zip(out, col.steps.tolist()):
             if steps >= 0:
                 lists[name] = rows[at:at + steps]
                 at += steps

@@ -17,6 +17,7 @@ from typing import Any, Mapping, NamedTuple, Sequence, Union
 import numpy as np
 
 from ._typing import BinaryIO, PathLike, Records
+from ._contract import Kind
 from .errors import FeatureSpecError
 
 # np.float32, np.int64, bytes, or "float32", "int64", "string" (and other spellings).
@@ -308,14 +309,14 @@ def spec_code(spec) -> str:
     return f"tfl.{type(spec).__name__}({', '.join(args)})"
 
 
-_KIND_NAMES = {1: "string", 2: "float32", 3: "int64"}
+_KIND_NAMES = {Kind.BYTES: "string", Kind.FLOAT: "float32", Kind.INT64: "int64"}
 
 
 def _dtype_and_count(name, column, record_of):
     """The dtype of a column's values, and the value count every row shares (None if the
     counts differ or a row has no typed value); several dtypes raise FeatureSpecError."""
-    kinds, counts = column[1], column[2]
-    typed = kinds[(kinds >= 1) & (kinds <= 3)]
+    kinds, counts = column.kinds, column.counts
+    typed = kinds[(kinds == Kind.BYTES) | (kinds == Kind.FLOAT) | (kinds == Kind.INT64)]
     found = set(np.unique(typed).tolist())
     if len(found) > 1:
         at = int(np.flatnonzero(kinds == typed[np.flatnonzero(typed != typed[0])[0]])[0])
@@ -366,7 +367,7 @@ def infer_schema(source: PathLike | BinaryIO | Records, sample: int = 1000, prog
         return context
     lists = Schema()
     for name, column in sorted(zip(list_names, list_columns), key=lambda nc: nc[0]):
-        steps = column[0]
+        steps = column.steps
         ends = np.cumsum(np.maximum(steps, 0))
         dtype, count = _dtype_and_count(name, column, lambda row: int(np.searchsorted(ends, row, side="right")))
         lists[name] = (VarLenFeature(dtype) if count is None else

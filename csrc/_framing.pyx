@@ -30,11 +30,16 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
-from cursor cimport (
-    Cursor, acquire, cursor_init, cursor_take, tfl_crc32c, tfl_crc32c_backend,
-    tfl_crc32c_hw_available, tfl_crc32c_init, tfl_load_le32, tfl_load_le64, tfl_mask_crc,
-    tfl_store_le32, tfl_store_le64,
+from cpython.pycapsule cimport PyCapsule_New
+from crc32c cimport (
+    TFL_CRC32C_CAPSULE, tfl_crc32c, tfl_crc32c_backend, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
 )
+from cursor cimport Cursor, acquire, cursor_init, cursor_take
+from le cimport tfl_load_le32, tfl_load_le64, tfl_store_le32, tfl_store_le64
+
+# This module is the only one that links crc32c.c, so the CRC backend state lives here once;
+# tfrecord_lite._example reaches tfl_crc32c through this capsule.
+_crc32c_capsule = PyCapsule_New(<void *>tfl_crc32c, TFL_CRC32C_CAPSULE, NULL)
 
 cdef enum:
     SPAN_BATCH = 1024     # records verified per GIL release before bytes objects are made

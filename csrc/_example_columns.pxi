@@ -1,0 +1,474 @@
+# Included by _example.pyx: the decoder's growable column buffers. A Table holds one Column
+# per feature name; a Column holds one row per record (Example) or per step (FeatureList
+# step), each row's kind and value count, and the values of every row back to back. The
+# first part grows them without the GIL; the second hands them to numpy (taking over the
+# storage) or makes the bytes objects.
+
+# -- growable buffers and columns ----------------------------------------------------------
+
+cdef struct Buf:
+    char *data           # malloc'd storage
+    Py_ssize_t len       # bytes in use
+    Py_ssize_t cap       # bytes allocated
+
+
+cdef struct Span:
+    const unsigned char *ptr   # a bytes value inside a record
+    Py_ssize_t len             # its length
+
+
+cdef struct Column:
+    const unsigned char *key   # UTF-8 name (the caller's bytes object, or inside a record)
+    Py_ssize_t key_len         # its length
+    bint sequence              # rows come from a FeatureList: any number per record
+    Buf steps                  # int64 per record (sequence only): rows in it, -1 when absent
+    Buf kinds                  # uint8 Kind per row
+    Buf counts                 # int64 value count per row
+    Buf floats                 # float32 values of all rows, concatenated
+    Buf ints                   # int64 values
+    Buf spans                  # Span per bytes value
+    Py_ssize_t last            # last record the key appeared in (-1: none yet)
+    Py_ssize_t rec_rows        # row count at this record's start (last-wins rollback)
+    Py_ssize_t rec_floats      # value counts at this record's start
+    Py_ssize_t rec_ints
+    Py_ssize_t rec_spans
+    Py_ssize_t row_floats      # value counts at the current row's start (oneof switch)
+    Py_ssize_t row_ints
+    Py_ssize_t row_spans
+    bint uniform               # after table_finish: every row has the same kind and count
+
+
+cdef struct Table:
+    Column *cols         # one per key
+    Py_ssize_t n         # columns in use
+    Py_ssize_t cap       # columns allocated
+    Py_ssize_t guess     # next column to try: keys tend to come in the same order
+    bint discover        # add a column for every unseen key
+    bint sequence        # columns hold FeatureLists
+
+
+
+
+cdef inline bint buf_reserve(Buf *b, Py_ssize_t extra) noexcept nogil:
+    """Room for extra more bytes; the check is inlined, growing is not."""
+    if extra <= b.cap - b.len:
+        return True
+    return buf_grow(b, extra)
+
+
+cdef bint buf_grow(Buf *b, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef char *p
+    cap = b.cap * 2 if b.cap else 64
+    while cap - b.len < extra:
+        cap *= 2
+    p = <char *>realloc(b.data, cap)
+    if p == NULL:
+        return False
+    b.data = p
+    b.cap = cap
+    return True
+
+
+cdef inline bint buf_push8(Buf *b, uint8_t v) noexcept nogil:
+    if not buf_reserve(b, 1):
+        return False
+    b.data[b.len] = <char>v
+    b.len += 1
+    return True
+
+
+cdef inline bint buf_push64(Buf *b, int64_t v) noexcept nogil:
+    if not buf_reserve(b, 8):
+        return False
+    memcpy(b.data + b.len, &v, 8)
+    b.len += 8
+    return True
+
+
+cdef void column_free(Column *c) noexcept nogil:
+    free(c.steps.data)
+    free(c.kinds.data)
+    free(c.counts.data)
+    free(c.floats.data)
+    free(c.ints.data)
+    free(c.spans.data)
+
+
+cdef void table_free(Table *t) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(t.n):
+        column_free(&t.cols[i])
+    free(t.cols)
+    t.cols = NULL
+    t.n = t.cap = 0
+
+
+cdef Column *table_add(Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
+    cdef Column *cols
+    cdef Py_ssize_t cap
+    if t.n == t.cap:
+        cap = t.cap * 2 if t.cap else 8
+        cols = <Column *>realloc(t.cols, cap * sizeof(Column))
+        if cols == NULL:
+            return NULL
+        t.cols = cols
+        t.cap = cap
+    memset(&t.cols[t.n], 0, sizeof(Column))
+    t.cols[t.n].key = key
+    t.cols[t.n].key_len = key_len
+    t.cols[t.n].sequence = t.sequence
+    t.cols[t.n].last = -1
+    t.n += 1
+    return &t.cols[t.n - 1]
+
+
+# -- per-record bookkeeping ----------------------------------------------------------------
+#
+# A column's rows are opened lazily: nothing happens for a column until its key shows up in
+# a record, and then the records it missed since it last appeared get their absent rows in
+# one go. A record therefore costs work only for the keys it holds.
+
+cdef inline bint column_catch_up(Column *c, Py_ssize_t record) noexcept nogil:
+    """Absent rows (Example) or -1 steps (SequenceExample) for the records after c.last and
+    before record."""
+    cdef Py_ssize_t i
+    for i in range(c.last + 1, record):
+        if c.sequence:
+            if not buf_push64(&c.steps, -1):
+                return False
+        elif not (buf_push8(&c.kinds, ABSENT) and buf_push64(&c.counts, 0)):
+            return False
+    return True
+
+
+cdef inline bint column_enter(Column *c, Py_ssize_t record) noexcept nogil:
+    """The key appears in this record. The first time, open the record's row (an empty
+    Feature until its value is parsed; for a FeatureList, no steps yet). A repeat means the
+    last entry wins: drop what the earlier one left."""
+    if c.last == record:
+        c.floats.len = c.row_floats = c.rec_floats
+        c.ints.len = c.row_ints = c.rec_ints
+        c.spans.len = c.row_spans = c.rec_spans
+        if c.sequence:
+            c.kinds.len = c.rec_rows
+            c.counts.len = c.rec_rows * 8
+            (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] = 0
+        else:
+            c.kinds.data[c.kinds.len - 1] = EMPTY
+            (<int64_t *>c.counts.data)[c.counts.len // 8 - 1] = 0
+        return True
+    if record - c.last > 1 and not column_catch_up(c, record):
+        return False
+    c.last = record
+    c.rec_rows = c.kinds.len
+    c.rec_floats = c.row_floats = c.floats.len
+    c.rec_ints = c.row_ints = c.ints.len
+    c.rec_spans = c.row_spans = c.spans.len
+    if c.sequence:
+        return buf_push64(&c.steps, 0)
+    return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
+
+
+cdef inline bint column_new_row(Column *c) noexcept nogil:
+    """A FeatureList step: one more (empty) row for this record."""
+    c.row_floats = c.floats.len
+    c.row_ints = c.ints.len
+    c.row_spans = c.spans.len
+    (<int64_t *>c.steps.data)[c.steps.len // 8 - 1] += 1
+    return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
+
+
+cdef inline bint buf_expect(Buf *b, Py_ssize_t per_record, Py_ssize_t records, Py_ssize_t most) noexcept nogil:
+    """Room for the batch at the rate of its first record, at most `most` bytes."""
+    cdef Py_ssize_t want = per_record * records
+    return buf_reserve(b, (want if want < most else most) - b.len)
+
+
+cdef bint table_expect(Table *t, Py_ssize_t records, Py_ssize_t input_bytes) noexcept nogil:
+    """After the first record: size every column for the whole batch, so buffers are not
+    regrown (and copied) a dozen times each. Capped by what the input could ever produce:
+    a float takes its own size on the wire, an int64 or a bytes value at least 1/8 of it."""
+    cdef Py_ssize_t i
+    cdef Column *c
+    for i in range(t.n):
+        c = &t.cols[i]
+        if not (buf_expect(&c.floats, c.floats.len, records, input_bytes)
+                and buf_expect(&c.ints, c.ints.len, records, 8 * input_bytes)
+                and buf_expect(&c.spans, c.spans.len, records, 8 * input_bytes)
+                and (not c.sequence or (buf_expect(&c.kinds, c.kinds.len, records, input_bytes)
+                                        and buf_expect(&c.counts, c.counts.len, records, 8 * input_bytes)))):
+            return False
+    return True
+
+
+cdef bint table_finish(Table *t, Py_ssize_t records) noexcept nogil:
+    """Absent rows for every column up to the end of the batch."""
+    cdef Py_ssize_t i, j, nrows
+    cdef Column *c
+    cdef const uint8_t *kinds
+    cdef const int64_t *counts
+    for i in range(t.n):
+        c = &t.cols[i]
+        if not column_catch_up(c, records):
+            return False
+        c.last = records - 1
+        kinds = <const uint8_t *>c.kinds.data
+        counts = <const int64_t *>c.counts.data
+        nrows = c.kinds.len
+        c.uniform = nrows > 0
+        for j in range(1, nrows):
+            if kinds[j] != kinds[0] or counts[j] != counts[0]:
+                c.uniform = False
+                break
+    return True
+
+
+cdef inline bint same_key(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
+    """a[:n] == b[:n]. Feature names are short and often share a prefix ("float_0",
+    "float_1"), so compare them as two overlapping words rather than byte by byte."""
+    cdef uint64_t x, y, u, v
+    cdef uint32_t x4, y4, u4, v4
+    if n >= 8:
+        if n > 16:
+            return memcmp(a, b, n) == 0
+        memcpy(&x, a, 8)
+        memcpy(&y, b, 8)
+        memcpy(&u, a + n - 8, 8)
+        memcpy(&v, b + n - 8, 8)
+        return x == y and u == v
+    if n >= 4:
+        memcpy(&x4, a, 4)
+        memcpy(&y4, b, 4)
+        memcpy(&u4, a + n - 4, 4)
+        memcpy(&v4, b + n - 4, 4)
+        return x4 == y4 and u4 == v4
+    return n == 0 or (a[0] == b[0] and a[n - 1] == b[n - 1] and a[n // 2] == b[n // 2])
+
+
+cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
+    """The column named key, or NULL. Starts at the column after the last one found: keys
+    tend to come in the same order in every record."""
+    cdef Py_ssize_t i, j
+    cdef Column *c
+    i = t.guess
+    for j in range(t.n):
+        if i >= t.n:
+            i = 0
+        c = &t.cols[i]
+        i += 1
+        if c.key_len == key_len and same_key(c.key, key, key_len):
+            t.guess = i
+            return c
+    return NULL
+
+
+# -- columns as numpy arrays (with the GIL) ------------------------------------------------
+
+cdef void _free_capsule(object capsule) noexcept:
+    free(PyCapsule_GetPointer(capsule, NULL))
+
+
+cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
+    """The buffer as a 1-D array. The array takes over the storage (freed with it) rather
+    than copying it; b is left empty."""
+    cdef cnp.npy_intp n = b.len // itemsize
+    cdef cnp.ndarray out
+    cdef char *data
+    if b.len == 0:
+        return cnp.PyArray_SimpleNew(1, &n, typenum)
+    data = <char *>realloc(b.data, b.len)   # give back the unused tail
+    if data == NULL:
+        data = b.data
+    b.data = NULL
+    b.len = b.cap = 0
+    try:
+        capsule = PyCapsule_New(data, NULL, _free_capsule)
+    except BaseException:
+        free(data)
+        raise
+    out = cnp.PyArray_SimpleNewFromData(1, &n, typenum, data)
+    cnp.set_array_base(out, capsule)
+    return out
+
+
+cdef object _uniform(Column *c):
+    """(kind, count) when every row has the same kind and value count, else None: lets the
+    spec layer skip its per-row checks for the common all-present column."""
+    if not c.uniform:
+        return None
+    return ((<const uint8_t *>c.kinds.data)[0], (<const int64_t *>c.counts.data)[0])
+
+
+cdef enum:
+    NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
+    SHARE_SLOTS = 64     # recent short values remembered per column
+    SHARE_MAX = 16       # longest value shared
+
+
+cdef inline Py_ssize_t share_slot(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """A hash of a short value (n <= SHARE_MAX) from two overlapping words."""
+    cdef uint64_t x = 0, y = 0
+    if n >= 8:
+        memcpy(&x, p, 8)
+        memcpy(&y, p + n - 8, 8)
+    else:
+        memcpy(&x, p, n)
+    x = x * <uint64_t>0x9E3779B97F4A7C15 ^ y * <uint64_t>0xC2B2AE3D27D4EB4F ^ <uint64_t>n
+    return <Py_ssize_t>(x >> 58)
+
+
+cdef void fill_values(char **fill, const Span *spans, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if fill[i] != NULL:
+            memcpy(fill[i], spans[i].ptr, spans[i].len)
+
+
+cdef object _bytes_array(Column *c):
+    """The bytes values as a 1-D object array of bytes. Making the objects is the part of
+    decoding that needs the GIL, so it does as little as it can: repeated short values
+    (categories, labels) share one bytes object (bytes are immutable), and long values are
+    allocated first and filled afterwards without the GIL (an image is mostly memcpy)."""
+    cdef cnp.npy_intp i, n = c.spans.len // sizeof(Span), pending = 0
+    cdef Span *spans = <Span *>c.spans.data
+    cdef cnp.ndarray out = np.empty(n, dtype=object)
+    cdef PyObject **slots = <PyObject **>cnp.PyArray_DATA(out)
+    cdef PyObject *recent[SHARE_SLOTS]   # borrowed: out holds a reference to each
+    cdef PyObject *hit
+    cdef char **fill = NULL              # where each long value goes, filled without the GIL
+    cdef Py_ssize_t h, length
+    cdef object value
+    memset(recent, 0, sizeof(recent))
+    try:
+        for i in range(n):
+            length = spans[i].len
+            hit = NULL
+            if length <= SHARE_MAX:
+                h = share_slot(spans[i].ptr, length)
+                hit = recent[h]
+                if hit != NULL and not (PyBytes_GET_SIZE(<object>hit) == length and
+                                        memcmp(PyBytes_AS_STRING(<object>hit), spans[i].ptr, length) == 0):
+                    hit = NULL
+            if hit != NULL:
+                value = <object>hit
+            elif length <= SHARE_MAX:
+                value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, length)
+                recent[h] = <PyObject *>value
+            else:
+                value = PyBytes_FromStringAndSize(NULL, length)
+                if fill == NULL:
+                    fill = <char **>calloc(n, sizeof(char *))
+                    if fill == NULL:
+                        raise MemoryError()
+                fill[i] = PyBytes_AS_STRING(value)
+                pending += length
+            Py_INCREF(value)        # the slot's reference; the None it held loses one
+            Py_XDECREF(slots[i])
+            slots[i] = <PyObject *>value
+        if pending >= NOGIL_MIN_BYTES:
+            with nogil:
+                fill_values(fill, spans, n)
+        elif fill != NULL:
+            fill_values(fill, spans, n)
+        return out
+    finally:
+        free(fill)
+
+
+# -- bytes values as one buffer plus offsets -----------------------------------------------
+#
+# The opt-in bytes output (``bytes_column=True``): every bytes value of a column copied back
+# to back into one uint8 array, with int64 offsets (n + 1, starting at 0) marking where each
+# begins and ends. No Python object is made per value, and the buffers can be handed to Arrow
+# (large_binary) as they are.
+
+cdef Py_ssize_t fill_column(unsigned char *dst, int64_t *offsets, const Span *spans,
+                            Py_ssize_t n) noexcept nogil:
+    """Copy n spans back to back into dst and write their n + 1 offsets; returns the bytes
+    copied (dst is NULL to only count them)."""
+    cdef Py_ssize_t i, at = 0
+    for i in range(n):
+        if dst != NULL:
+            offsets[i] = at
+            memcpy(dst + at, spans[i].ptr, spans[i].len)
+        at += spans[i].len
+    if dst != NULL:
+        offsets[n] = at
+    return at
+
+
+cdef object _bytes_column(Column *c):
+    """The bytes values as (values, offsets): one uint8 array and int64 offsets."""
+    cdef Py_ssize_t n = c.spans.len // sizeof(Span), total
+    cdef const Span *spans = <const Span *>c.spans.data
+    cdef cnp.ndarray values, offsets
+    cdef unsigned char *dst
+    cdef int64_t *op
+    total = fill_column(NULL, NULL, spans, n)
+    values = np.empty(total, dtype=np.uint8)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    dst = <unsigned char *>cnp.PyArray_DATA(values)
+    op = <int64_t *>cnp.PyArray_DATA(offsets)
+    if total >= NOGIL_MIN_BYTES:
+        with nogil:
+            fill_column(dst, op, spans, n)
+    else:
+        fill_column(dst, op, spans, n)
+    return values, offsets
+
+
+# -- column output -------------------------------------------------------------------------
+
+cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
+    """One column as a DecodedColumn (steps or None, kinds, counts, floats, ints, bytes values, uniform):
+    bytes values as an object array, as (values, offsets) when bytes_column, or for a raw
+    column (uint8 array (records, raw), byte length per row or -1); uniform as _uniform
+    gives it."""
+    cdef Py_ssize_t i, nrows = c.kinds.len, s = 0
+    cdef Span *spans = <Span *>c.spans.data
+    cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
+    cdef const int64_t *counts = <const int64_t *>c.counts.data
+    cdef cnp.ndarray raw_out, lengths
+    cdef int64_t *lp
+    cdef unsigned char *dst
+    if raw >= 0:
+        raw_out = np.zeros((nrows, raw), dtype=np.uint8)
+        lengths = np.full(nrows, -1, dtype=np.int64)
+        dst = <unsigned char *>cnp.PyArray_DATA(raw_out)
+        lp = <int64_t *>cnp.PyArray_DATA(lengths)
+        with nogil:
+            for i in range(nrows):
+                if kinds[i] == BYTES:
+                    if counts[i] == 1:
+                        lp[i] = spans[s].len
+                        if spans[s].len == raw:
+                            memcpy(dst + i * raw, spans[s].ptr, raw)
+                    s += counts[i]
+        byte_values = (raw_out, lengths)
+    elif bytes_column:
+        byte_values = _bytes_column(c)
+    else:
+        byte_values = _bytes_array(c)
+    uniform = _uniform(c)
+    return DecodedColumn(
+        _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,
+        _array(&c.kinds, cnp.NPY_UINT8, 1),
+        _array(&c.counts, cnp.NPY_INT64, 8),
+        _array(&c.floats, cnp.NPY_FLOAT32, 4),
+        _array(&c.ints, cnp.NPY_INT64, 8),
+        byte_values,
+        uniform,
+    )
+
+
+cdef int _set_keys(Table *t, list encoded) except -1:
+    for key in encoded:
+        if table_add(t, <const unsigned char *>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) == NULL:
+            raise MemoryError()
+    return 0
+
+
+cdef list _table_keys(Table *t):
+    return [PyUnicode_DecodeUTF8(<const char *>t.cols[i].key, t.cols[i].key_len, NULL) for i in range(t.n)]
+

@@ -1,0 +1,494 @@
+# Included by _example.pyx: Example and SequenceExample decoding into the Tables of
+# _example_columns.pxi, and the Python entry points decode_examples and
+# decode_sequence_examples.
+
+_ERRORS = {   # Err (csrc/wire.pxd) -> message
+    E_TRUNCATED: "a field runs past the end of its message",
+    E_VARINT: "a varint is longer than 10 bytes or cut short",
+    E_TAG: "invalid field tag (field number 0 or over 32 bits)",
+    E_WIRE: "invalid wire type",
+    E_GROUP: "unmatched end-group tag",
+    E_DEPTH: "nesting deeper than 100 levels",
+    E_PACKED: "packed float data is not a multiple of 4 bytes",
+    E_UTF8: "a feature name is not valid UTF-8",
+}
+
+
+cdef struct Parser:
+    Table ctx            # Example features / SequenceExample context
+    Table seq            # SequenceExample feature_lists
+    Py_ssize_t record    # index of the record being parsed
+    Fault fault          # the first failure, if any
+
+
+# -- Feature and list parsing --------------------------------------------------------------
+
+cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count) noexcept nogil:
+    """A BytesList/FloatList/Int64List body: field 1 repeated, packed (LEN) or one value per
+    tag; other fields skipped. col NULL validates without storing."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    cdef uint64_t v
+    cdef Py_ssize_t n
+    cdef const unsigned char *data
+    cdef const unsigned char *at
+    cdef Span span
+    while c.pos < c.end:
+        at = c.pos
+        if read_tag(&p.fault, c, &field, &wire) < 0:
+            return -1
+        if field != 1:
+            if skip_field(&p.fault, c, field, wire, 0) < 0:
+                return -1
+            continue
+        if kind == BYTES and wire == LEN:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            if col != NULL:
+                span.ptr = sub.pos
+                span.len = sub.end - sub.pos
+                if not buf_reserve(&col.spans, sizeof(Span)):
+                    return fail(&p.fault, E_MEMORY, at)
+                memcpy(col.spans.data + col.spans.len, &span, sizeof(Span))
+                col.spans.len += sizeof(Span)
+            count[0] += 1
+        elif kind == FLOAT and wire == LEN:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            n = sub.end - sub.pos
+            if n % 4:
+                return fail(&p.fault, E_PACKED, at)
+            if col != NULL:
+                if not buf_reserve(&col.floats, n):
+                    return fail(&p.fault, E_MEMORY, at)
+                copy_floats(col.floats.data + col.floats.len, sub.pos, n)
+                col.floats.len += n
+            count[0] += n // 4
+        elif kind == FLOAT and wire == I32:
+            if not cursor_take(c, 4, &data):
+                return fail(&p.fault, E_TRUNCATED, at)
+            if col != NULL:
+                if not buf_reserve(&col.floats, 4):
+                    return fail(&p.fault, E_MEMORY, at)
+                copy_floats(col.floats.data + col.floats.len, data, 4)
+                col.floats.len += 4
+            count[0] += 1
+        elif kind == INT64 and wire == LEN:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            # At most one value per byte, so reserving the byte count is enough.
+            if col != NULL and not buf_reserve(&col.ints, 8 * (sub.end - sub.pos)):
+                return fail(&p.fault, E_MEMORY, at)
+            while sub.pos < sub.end:
+                at = sub.pos
+                if not cursor_varint(&sub, &v):
+                    return fail(&p.fault, E_VARINT, at)
+                if col != NULL:
+                    (<int64_t *>(col.ints.data + col.ints.len))[0] = <int64_t>v
+                    col.ints.len += 8
+                count[0] += 1
+        elif kind == INT64 and wire == VARINT:
+            if not cursor_varint(c, &v):
+                return fail(&p.fault, E_VARINT, at)
+            if col != NULL:
+                if not buf_push64(&col.ints, <int64_t>v):
+                    return fail(&p.fault, E_MEMORY, at)
+            count[0] += 1
+        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept nogil:
+    """The Feature shapes every writer produces, into a fresh row of col: one *_list field
+    (tag 0x0A bytes, 0x12 float, 0x1A int64) that holds one packed run of floats or int64s
+    (tag 0x0A) or only bytes values (tag 0x0A each). Returns 1 when done, 0 when the Feature
+    is anything else; then nothing was consumed or kept and the general parser takes over,
+    so it also reports every error. -1 on allocation failure."""
+    cdef Cursor f = c[0]
+    cdef Cursor lst, sub
+    cdef int kind
+    cdef int64_t count = 0
+    cdef uint64_t v
+    cdef Py_ssize_t n, i
+    cdef int64_t *ints
+    cdef Span *span
+    if cursor_expect(&f, 0x12):
+        kind = FLOAT
+    elif cursor_expect(&f, 0x1A):
+        kind = INT64
+    elif cursor_expect(&f, 0x0A):
+        kind = BYTES
+    else:
+        return 0
+    if not cursor_len(&f, &lst) or f.pos != f.end or lst.pos == lst.end:
+        return 0
+    if kind == BYTES:
+        i = col.spans.len
+        while lst.pos < lst.end:
+            if not (cursor_expect(&lst, TAG_KEY) and cursor_len(&lst, &sub)):
+                col.spans.len = i
+                return 0
+            if not buf_reserve(&col.spans, sizeof(Span)):
+                return fail(&p.fault, E_MEMORY, sub.pos)
+            span = <Span *>(col.spans.data + col.spans.len)
+            span.ptr = sub.pos
+            span.len = sub.end - sub.pos
+            col.spans.len += sizeof(Span)
+            count += 1
+    else:
+        if not cursor_expect(&lst, TAG_KEY) or not cursor_len(&lst, &sub) or lst.pos != lst.end:
+            return 0
+        n = sub.end - sub.pos
+        if kind == FLOAT:
+            if n % 4:
+                return 0
+            if not buf_reserve(&col.floats, n):
+                return fail(&p.fault, E_MEMORY, sub.pos)
+            copy_floats(col.floats.data + col.floats.len, sub.pos, n)
+            col.floats.len += n
+            count = n // 4
+        else:
+            # At most one value per byte, so reserving the byte count is enough.
+            if not buf_reserve(&col.ints, 8 * n):
+                return fail(&p.fault, E_MEMORY, sub.pos)
+            ints = <int64_t *>(col.ints.data + col.ints.len)
+            while sub.pos < sub.end:
+                if not cursor_varint(&sub, &v):
+                    return 0   # nothing kept: col.ints.len has not moved
+                ints[count] = <int64_t>v
+                count += 1
+            col.ints.len += 8 * count
+    col.kinds.data[col.kinds.len - 1] = <char>kind
+    (<int64_t *>(col.counts.data + col.counts.len - 8))[0] = count
+    c[0] = f
+    return 1
+
+
+cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
+    """A Feature body into col's last row (which may already hold an earlier part of it)."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    cdef int kind = EMPTY
+    cdef int64_t count = 0
+    cdef int64_t *row_count = NULL
+    cdef char *row_kind = NULL
+    cdef int done
+    if col != NULL:
+        row_kind = col.kinds.data + col.kinds.len - 1
+        if row_kind[0] == EMPTY:   # a fresh row: no kind, no values yet
+            done = parse_feature_common(p, c, col)
+            if done != 0:
+                return done if done < 0 else 0
+        row_count = <int64_t *>(col.counts.data + col.counts.len - 8)
+        kind = row_kind[0]
+        count = row_count[0]
+    while c.pos < c.end:
+        if read_tag(&p.fault, c, &field, &wire) < 0:
+            return -1
+        if 1 <= field <= 3 and wire == LEN:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            if <int>field != kind:
+                # Setting another member of the oneof clears the previous one.
+                kind = field
+                count = 0
+                if col != NULL:
+                    col.floats.len = col.row_floats
+                    col.ints.len = col.row_ints
+                    col.spans.len = col.row_spans
+            if parse_list(p, &sub, col, kind, &count) < 0:
+                return -1
+        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+            return -1
+    if col != NULL:
+        row_kind[0] = <char>kind
+        row_count[0] = count
+    return 0
+
+
+cdef enum Repeated:      # what each field-1 LEN of a parse_repeated body holds
+    STEPS                # a FeatureList's Feature: one more row of col
+    ENTRIES              # a Features / FeatureLists map entry of t
+
+
+cdef inline int parse_repeated(Parser *p, Cursor *c, int what, Column *col, Table *t) noexcept nogil:
+    """The loop Features, FeatureLists and FeatureList share: field 1 (LEN) repeated, each one
+    parsed as `what` says; other fields skipped. Inlined with a constant `what`."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    while c.pos < c.end:
+        if read_tag(&p.fault, c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            if what == ENTRIES:
+                if parse_entry(p, &sub, t) < 0:
+                    return -1
+                continue
+            if col != NULL and not column_new_row(col):
+                return fail(&p.fault, E_MEMORY, sub.pos)
+            if parse_feature(p, &sub, col) < 0:
+                return -1
+        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
+    """A FeatureList body: each field-1 Feature is one more row (step)."""
+    return parse_repeated(p, c, STEPS, col, NULL)
+
+
+cdef inline int entry_column(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
+                             const unsigned char *key_at, Column **out) noexcept nogil:
+    """The column for a map entry's key, opened for this record; NULL when the key is not
+    wanted. Only a key that matches no column is checked for UTF-8: a column's name is
+    valid already (the caller's names are encoded str, found names were checked)."""
+    cdef Column *col = table_lookup(t, key, key_len)
+    if col == NULL:
+        return entry_new_key(p, t, key, key_len, key_at, out)
+    if not column_enter(col, p.record):
+        return fail(&p.fault, E_MEMORY, key_at)
+    out[0] = col
+    return 0
+
+
+cdef int entry_new_key(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
+                       const unsigned char *key_at, Column **out) noexcept nogil:
+    """entry_column for a key no column has (yet): check it, then add a column when every
+    key is wanted."""
+    cdef Column *col
+    out[0] = NULL
+    if not utf8_valid(key, key_len):
+        return fail(&p.fault, E_UTF8, key_at)
+    if not t.discover:
+        return 0
+    col = table_add(t, key, key_len)
+    if col == NULL:
+        return fail(&p.fault, E_MEMORY, key_at)
+    if not column_enter(col, p.record):
+        return fail(&p.fault, E_MEMORY, key_at)
+    out[0] = col
+    return 0
+
+
+cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
+    """A map entry {key = 1; value = 2}. The key may come after the value and either may
+    repeat (last key wins, values merge), so find the key first, then parse the values.
+    An entry holding any other field is checked but dropped, as protobuf does (it keeps
+    such an entry among the parent's unknown fields, not in the map)."""
+    cdef uint32_t field, wire
+    cdef Cursor sub
+    cdef Cursor start = c[0]
+    cdef bint unknown = False
+    cdef const unsigned char *key = NULL
+    cdef const unsigned char *key_at = c.pos
+    cdef Py_ssize_t key_len = 0
+    cdef Column *col
+    cdef Cursor value
+    cdef int done
+    # Fast path for what every writer produces: key, then value, then nothing.
+    if (cursor_expect(&start, TAG_KEY) and cursor_len(&start, &sub) and cursor_expect(&start, TAG_VALUE)
+            and cursor_len(&start, &value) and start.pos == start.end):
+        c[0] = start   # all of it
+        if entry_column(p, t, sub.pos, sub.end - sub.pos, key_at + 1, &col) < 0:
+            return -1
+        if t.sequence:
+            return parse_feature_list(p, &value, col)
+        if col != NULL:   # its row is fresh: try the common shapes without a call
+            done = parse_feature_common(p, &value, col)
+            if done != 0:
+                return done if done < 0 else 0
+        return parse_feature(p, &value, col)
+    start = c[0]   # any surprise: start over on the general path, which reports it
+    while c.pos < c.end:
+        if read_tag(&p.fault, c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            key_at = c.pos
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            key = sub.pos
+            key_len = sub.end - sub.pos
+            # Every occurrence must be UTF-8 (protobuf checks each), not only the last.
+            if not utf8_valid(key, key_len):
+                return fail(&p.fault, E_UTF8, key_at)
+        else:
+            unknown = unknown or not (field == 2 and wire == LEN)
+            if skip_field(&p.fault, c, field, wire, 0) < 0:
+                return -1
+    if unknown:
+        col = NULL   # dropped, but its values must still parse, as in protobuf
+    elif entry_column(p, t, key if key != NULL else <const unsigned char *>"", key_len, key_at, &col) < 0:
+        return -1
+    c[0] = start
+    while c.pos < c.end:   # the first pass checked the framing; this one still checks its codes
+        if read_tag(&p.fault, c, &field, &wire) < 0:
+            return -1
+        if field == 2 and wire == LEN:
+            if read_len(&p.fault, c, &sub) < 0:
+                return -1
+            if (parse_feature_list(p, &sub, col) if t.sequence else parse_feature(p, &sub, col)) < 0:
+                return -1
+        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+cdef int parse_map(Parser *p, Cursor *c, Table *t) noexcept nogil:
+    """Features / FeatureLists: field 1 repeated map entries."""
+    return parse_repeated(p, c, ENTRIES, NULL, t)
+
+
+cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint sequence) noexcept nogil:
+    """An Example (features = 1) or SequenceExample (context = 1, feature_lists = 2)."""
+    cdef Cursor c, sub
+    cdef uint32_t field, wire
+    cursor_init(&c, data, n)
+    while c.pos < c.end:
+        if read_tag(&p.fault, &c, &field, &wire) < 0:
+            return -1
+        if field == 1 and wire == LEN:
+            if read_len(&p.fault, &c, &sub) < 0 or parse_map(p, &sub, &p.ctx) < 0:
+                return -1
+        elif sequence and field == 2 and wire == LEN:
+            if read_len(&p.fault, &c, &sub) < 0 or parse_map(p, &sub, &p.seq) < 0:
+                return -1
+        elif skip_field(&p.fault, &c, field, wire, 0) < 0:
+            return -1
+    return 0
+
+
+
+
+cdef class _Records:
+    """Pointers to a batch's records, with the buffers behind them held until release:
+    either one buffer per record (a list of bytes-likes) or one per block (a RecordBatch's
+    segments of (frames, starts, lengths))."""
+    cdef const unsigned char **ptrs
+    cdef Py_ssize_t *lens
+    cdef Py_buffer *views     # views[:got] are live
+    cdef Py_ssize_t n, got, total_bytes
+
+    def __cinit__(self, records):
+        cdef Py_ssize_t j, k = 0, m
+        cdef Py_buffer *v
+        cdef const int64_t[:] starts, lengths   # strided: slices with a step
+        segments = None if type(records) is list else getattr(records, "segments", None)
+        if segments is None and type(records) is not list:
+            records = list(records)
+        items = records if segments is None else segments
+        self.n = len(records) if segments is None else sum(len(seg[1]) for seg in segments)
+        self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
+        self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
+        self.views = <Py_buffer *>malloc((len(items) if len(items) else 1) * sizeof(Py_buffer))
+        if self.ptrs == NULL or self.lens == NULL or self.views == NULL:
+            raise MemoryError()
+        for item in items:
+            v = &self.views[self.got]
+            acquire(item if segments is None else item[0], v)
+            self.got += 1
+            if segments is None:
+                self.ptrs[k] = <const unsigned char *>v.buf
+                self.lens[k] = v.len
+                self.total_bytes += v.len
+                k += 1
+                continue
+            starts, lengths = item[1], item[2]
+            m = starts.shape[0]
+            if lengths.shape[0] != m or k + m > self.n:
+                raise InvalidArgumentError("a RecordBatch segment has mismatched starts and lengths")
+            for j in range(m):   # a few us: not worth a GIL handoff
+                if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
+                    raise InvalidArgumentError(f"a RecordBatch record ({starts[j]}, {lengths[j]}) lies outside "
+                                     f"its {v.len}-byte block")
+                self.ptrs[k + j] = <const unsigned char *>v.buf + starts[j]
+                self.lens[k + j] = lengths[j]
+                self.total_bytes += lengths[j]
+            k += m
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.got):
+            PyBuffer_Release(&self.views[i])
+        free(self.views)
+        free(self.ptrs)
+        free(self.lens)
+
+
+def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_column):
+    cdef Parser p
+    cdef Py_ssize_t n, i
+    cdef _Records recs = _Records(records)
+    cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
+    cdef list seq_bytes = [k.encode() for k in sequence_keys] if sequence_keys is not None else None
+    cdef int status = 0
+    memset(&p, 0, sizeof(Parser))
+    p.ctx.discover = keys is None
+    p.seq.discover = sequence and sequence_keys is None
+    p.seq.sequence = True
+    n = recs.n
+    try:
+        if key_bytes is not None:
+            _set_keys(&p.ctx, key_bytes)
+        if seq_bytes is not None:
+            _set_keys(&p.seq, seq_bytes)
+        for i in range(p.ctx.n):   # one row per record: size the row arrays once
+            if not (buf_reserve(&p.ctx.cols[i].kinds, n) and buf_reserve(&p.ctx.cols[i].counts, 8 * n)):
+                raise MemoryError()
+        with nogil:
+            for i in range(n):
+                p.record = i
+                status = parse_record(&p, recs.ptrs[i], recs.lens[i], sequence)
+                if status < 0:
+                    break
+                if i == 0 and n > 1 and not (table_expect(&p.ctx, n, recs.total_bytes)
+                                             and table_expect(&p.seq, n, recs.total_bytes)):
+                    status = fail(&p.fault, E_MEMORY, NULL)
+                    break
+            if status == 0 and not (table_finish(&p.ctx, n) and table_finish(&p.seq, n)):
+                status = fail(&p.fault, E_MEMORY, NULL)
+        if status < 0:
+            if p.fault.err == E_MEMORY:
+                raise MemoryError()
+            raise ExampleDecodeError(
+                f"malformed {'SequenceExample' if sequence else 'Example'}: {_ERRORS[p.fault.err]} "
+                f"(at byte {p.fault.at - recs.ptrs[p.record]} of the record)",
+                index=p.record,
+            )
+        raw = raw_sizes or {}
+        ctx_keys = _table_keys(&p.ctx)
+        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1), bytes_column) for i in range(p.ctx.n)]
+        if not sequence:
+            return ctx_keys, ctx
+        seq_keys = _table_keys(&p.seq)
+        return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1, bytes_column)
+                                             for i in range(p.seq.n)]
+    finally:
+        table_free(&p.ctx)
+        table_free(&p.seq)
+
+
+def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
+    """Columns of a batch of serialized Examples: a list of bytes-likes, or a RecordBatch
+    (anything with ``segments``), read in place.
+
+    keys: names to extract (None: every name found, in order of first appearance).
+    raw_sizes: {name: nbytes} for names whose single bytes value is copied straight into a
+    (records, nbytes) uint8 array. Returns (keys, columns); each column is
+    (None, kinds, counts, floats, ints, bytes_values, uniform) with one row per record:
+    bytes_values an object array of bytes, or with bytes_column (values, offsets): a uint8
+    array of all values back to back and n + 1 int64 offsets; uniform (kind, count) when
+    every row agrees."""
+    return _decode(records, keys, raw_sizes, None, False, bytes_column)
+
+
+def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None,
+                             bytes_column=False):
+    """Columns of a batch of serialized SequenceExamples: (context_keys, context_columns,
+    sequence_keys, sequence_columns). A sequence column's rows are FeatureList steps and its
+    first item gives the steps per record (-1 where the key is absent)."""
+    return _decode(records, context_keys, raw_sizes, sequence_keys, True, bytes_column)
+

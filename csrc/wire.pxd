@@ -1,0 +1,213 @@
+# Protobuf wire primitives shared by the decoder and the encoder of tfrecord_lite._example:
+# inline readers over the bounds-checked Cursor (tags, lengths, skipping unknown fields,
+# UTF-8 checks, little-endian float runs) and the varint writers. Everything here is
+# `cdef inline` in a .pxd, so the hot per-value readers cost no call across files.
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from cursor cimport Cursor, cursor_init, cursor_take, cursor_varint
+from le cimport TFL_LITTLE_ENDIAN, tfl_load_le32
+
+
+cdef enum Wire:
+    VARINT = 0
+    I64 = 1
+    LEN = 2
+    SGROUP = 3
+    EGROUP = 4
+    I32 = 5
+
+cdef enum Err:           # decode failures; messages in _example's _ERRORS
+    E_OK = 0
+    E_TRUNCATED = 1
+    E_VARINT = 2
+    E_TAG = 3
+    E_WIRE = 4
+    E_GROUP = 5
+    E_DEPTH = 6
+    E_PACKED = 7
+    E_UTF8 = 8
+    E_MEMORY = 9
+
+cdef enum:
+    MAX_DEPTH = 100      # protobuf's default recursion limit
+    TAG_KEY = 0x0A       # field 1, LEN
+    TAG_VALUE = 0x12     # field 2, LEN
+    TAG_FLOAT = 0x0D     # field 1, I32 (unpacked float)
+
+
+cdef struct Fault:
+    int err                        # Err of the first failure (E_OK: none yet)
+    const unsigned char *at        # where it happened
+
+
+cdef inline int fail(Fault *p, int err, const unsigned char *at) noexcept nogil:
+    """Record the first failure; returns -1 for the caller to pass up."""
+    if p.err == E_OK:
+        p.err = err
+        p.at = at
+    return -1
+
+
+cdef inline int read_tag(Fault *p, Cursor *c, uint32_t *field, uint32_t *wire,
+                         bint in_group=False) noexcept nogil:
+    """Tag = varint (field_number << 3 | wire_type); field numbers start at 1 and fit 29 bits.
+    Inside a skipped group, field number 0 passes, as protobuf's upb runtime lets it."""
+    cdef uint64_t tag
+    cdef const unsigned char *at = c.pos
+    if not cursor_varint(c, &tag):
+        return fail(p, E_VARINT, at)
+    if (tag >> 32) != 0 or ((tag >> 3) == 0 and not in_group):
+        return fail(p, E_TAG, at)
+    field[0] = <uint32_t>(tag >> 3)
+    wire[0] = <uint32_t>(tag & 7)
+    return 0
+
+
+cdef inline int read_len(Fault *p, Cursor *c, Cursor *sub) noexcept nogil:
+    """LEN field: varint byte count, then that many bytes; sub is clamped to them."""
+    cdef uint64_t n
+    cdef const unsigned char *at = c.pos
+    cdef const unsigned char *data
+    if not cursor_varint(c, &n):
+        return fail(p, E_VARINT, at)
+    if not cursor_take(c, n, &data):
+        return fail(p, E_TRUNCATED, at)
+    cursor_init(sub, data, <Py_ssize_t>n)
+    return 0
+
+
+cdef inline int skip_field(Fault *p, Cursor *c, uint32_t field, uint32_t wire, int depth) noexcept nogil:
+    """Skip one unknown field of any wire type; a group runs to its matching end-group tag."""
+    cdef uint64_t v
+    cdef const unsigned char *data
+    cdef const unsigned char *at = c.pos
+    cdef Cursor sub
+    cdef uint32_t f2, w2
+    if wire == VARINT:
+        if not cursor_varint(c, &v):
+            return fail(p, E_VARINT, at)
+    elif wire == I64:
+        if not cursor_take(c, 8, &data):
+            return fail(p, E_TRUNCATED, at)
+    elif wire == I32:
+        if not cursor_take(c, 4, &data):
+            return fail(p, E_TRUNCATED, at)
+    elif wire == LEN:
+        return read_len(p, c, &sub)
+    elif wire == SGROUP:
+        if depth >= MAX_DEPTH:
+            return fail(p, E_DEPTH, at)
+        while True:
+            if c.pos >= c.end:
+                return fail(p, E_TRUNCATED, at)
+            if read_tag(p, c, &f2, &w2, True) < 0:
+                return -1
+            if w2 == EGROUP:
+                if f2 != field:
+                    return fail(p, E_GROUP, at)
+                return 0
+            if skip_field(p, c, f2, w2, depth + 1) < 0:
+                return -1
+    elif wire == EGROUP:
+        return fail(p, E_GROUP, at)
+    else:
+        return fail(p, E_WIRE, at)
+    return 0
+
+
+cdef inline int utf8_valid(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """Proto3 string fields must hold UTF-8 (no surrogates, no overlong forms)."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned char b, b1
+    cdef int need, j
+    while i < n:
+        b = s[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            need = 1
+        elif 0xE0 <= b <= 0xEF:
+            need = 2
+        elif 0xF0 <= b <= 0xF4:
+            need = 3
+        else:
+            return False
+        if n - i <= need:
+            return False
+        b1 = s[i + 1]
+        if (b == 0xE0 and b1 < 0xA0) or (b == 0xED and b1 > 0x9F) or \
+           (b == 0xF0 and b1 < 0x90) or (b == 0xF4 and b1 > 0x8F):
+            return False
+        for j in range(1, need + 1):
+            if (s[i + j] & 0xC0) != 0x80:
+                return False
+        i += need + 1
+    return True
+
+
+cdef inline void copy_floats(char *dst, const unsigned char *src, Py_ssize_t n) noexcept nogil:
+    """Wire floats are little-endian IEEE 754 binary32."""
+    cdef Py_ssize_t i
+    cdef uint32_t u
+    if n == 0:
+        return   # an empty packed run: dst may be a column not yet allocated (NULL)
+    if TFL_LITTLE_ENDIAN:
+        if n == 4:
+            memcpy(dst, src, 4)   # a scalar: inlined, no call
+        else:
+            memcpy(dst, src, n)
+    else:
+        for i in range(0, n, 4):
+            u = tfl_load_le32(src + i)
+            memcpy(dst + i, &u, 4)
+
+
+# -- writing -----------------------------------------------------------------------------
+
+cdef inline Py_ssize_t vsize(uint64_t v) noexcept nogil:
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline unsigned char *put_varint(unsigned char *p, uint64_t v) noexcept nogil:
+    """Base-128 varint, low group first; negative int64 take all 10 bytes."""
+    while v >= 0x80:
+        p[0] = <unsigned char>(v | 0x80)
+        v >>= 7
+        p += 1
+    p[0] = <unsigned char>v
+    return p + 1
+
+
+cdef inline Py_ssize_t framed(Py_ssize_t body) noexcept nogil:
+    """Size of a one-byte-tag LEN field holding body bytes."""
+    return 1 + vsize(body) + body
+
+
+
+cdef extern from *:
+    """
+    /* Debug builds (TFRECORD_LITE_DEBUG=1 defines TFL_DEBUG) check that every encoder ends
+     * exactly where its size pass said; a mismatch is a bug in the core, so it aborts. */
+    #if defined(TFL_DEBUG) && TFL_DEBUG
+    #include <stdio.h>
+    #include <stdlib.h>
+    static void tfl_check_end(const unsigned char *p, const unsigned char *end) {
+        if (p != end) {
+            fprintf(stderr, "tfrecord_lite: an encoder ended %ld bytes away from its size pass\\n",
+                    (long)(p - end));
+            abort();
+        }
+    }
+    #else
+    static inline void tfl_check_end(const unsigned char *p, const unsigned char *end) {
+        (void)p; (void)end;   /* the arguments are still evaluated: they may be the write itself */
+    }
+    #endif
+    """
+    void tfl_check_end(const unsigned char *p, const unsigned char *end) nogil
