@@ -41,8 +41,9 @@ def normalize(value):
 
 
 def error_key(exc: TFRecordError):
-    """What both backends must agree on about an error: its class and location."""
-    return (type(exc).__name__, exc.offset, exc.index)
+    """What both backends must agree on about an error: its class and location (offset,
+    index, and for parse errors the position in the batch)."""
+    return (type(exc).__name__, exc.offset, exc.index, getattr(exc, "batch_index", None))
 
 
 def outcome(call):
