@@ -136,9 +136,11 @@ def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
     return _timed(run, paths, records, repeats, warmup)
 
 
-def loader(paths, workload, records, n, repeats=2, warmup=1):
+def loader(paths, workload, records, n, repeats=2, warmup=1, persistent=True):
     """One DataLoader pass per run over TFRecordIterableDataset, n worker processes; the
-    batches go to the GPU when there is one."""
+    batches go to the GPU when there is one. persistent: one DataLoader with persistent
+    workers for every run (the warm-up run starts them), so the runs time the batches, not
+    the start of the worker processes (which torch takes 50-150 ms for on 2 cores)."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -148,9 +150,11 @@ def loader(paths, workload, records, n, repeats=2, warmup=1):
     ds = TFRecordIterableDataset(paths, lite_features(workload), batch_size=BATCH, as_tensors=True)
     key = _KEY[workload]
 
+    keep = DataLoader(ds, batch_size=None, num_workers=n, persistent_workers=True) if persistent and n else None
+
     def run():
         seen = 0
-        for batch in DataLoader(ds, batch_size=None, num_workers=n):
+        for batch in keep or DataLoader(ds, batch_size=None, num_workers=n):
             seen += len(batch[key].to(device, non_blocking=True))
         if device == "cuda":
             torch.cuda.synchronize()
