@@ -76,19 +76,35 @@ def assert_same(got, want, where="batch"):
 
 def crossing(item):
     """A collate_fn (runs in the worker): pickles the item the way the worker's result queue
-    does and names every global the pickle calls, beside the item itself."""
+    does and counts the calls of each function the unpickling makes (a numpy array or a
+    torch storage each costs one), beside the item itself."""
+    import collections
+    import io
+
     data = ForkingPickler.dumps(item)
-    names = []
+    calls = collections.Counter()
 
     class Recorder(pickle.Unpickler):
         def find_class(self, module, name):
-            names.append(f"{module}.{name}")
-            return super().find_class(module, name)
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
 
-    import io
+            def counted(*args, **kwargs):
+                calls[f"{module}.{name}"] += 1
+                return found(*args, **kwargs)
+            return counted
 
     Recorder(io.BytesIO(data)).load()
-    return {"type": type(item).__name__, "globals": names, "item": item}
+    return {"type": type(item).__name__, "calls": dict(calls), "item": item}
+
+
+def assert_one_buffer(calls, shared):
+    """The calls of one packed batch: one _unpack, and for a batch sent through the pipe the
+    one numpy array holding its buffer; nothing else from numpy or torch."""
+    buffer = {} if shared else {k: 1 for k in calls if k.startswith("numpy") and k.endswith("._reconstruct")}
+    assert len(buffer) == (0 if shared else 1), calls
+    assert calls == {"tfrecord_lite.torch._unpack": 1, **buffer}
 
 
 def loader(ds, workers, method=None, **options):
@@ -144,15 +160,14 @@ def test_a_worker_batch_crosses_as_one_buffer(tmp_path, per_file):
     crossed = list(loader(ds, 2, "fork", collate_fn=crossing))
     want = list(ds)  # in the main process, as the dataset yields them (no collate_fn)
     assert len(crossed) == len(want) == 2
+    big = per_file * 2048 >= tlt._SHM_MIN
     for c in crossed:
         assert c["type"] == "_PackedDict"
         # One call rebuilds the batch; torch rebuilds no tensor or storage of its own.
-        assert c["globals"].count("tfrecord_lite.torch._unpack") == 1
-        assert not [g for g in c["globals"] if g.startswith("torch")], c["globals"]
+        assert_one_buffer(c["calls"], shared=big)
         assert isinstance(c["item"]["id"], torch.Tensor)
     # The workers read shards (file 0, file 1); in order they give the in-process batches.
     assert_same(sorted([c["item"] for c in crossed], key=lambda b: int(b["id"][0])), want)
-    big = per_file * 2048 >= tlt._SHM_MIN
     assert ds_buffer_is_shared(crossed[0]["item"]) == big
 
 
@@ -204,6 +219,7 @@ _leaves = st.one_of(
 _structures = st.recursive(_leaves, lambda inner: st.one_of(
     st.dictionaries(st.text(max_size=4), inner, max_size=4),
     st.lists(inner, max_size=3).map(tuple),
+    st.lists(inner, max_size=3),
     st.builds(lambda a, b: RaggedValue(a, b), inner, inner),
     st.builds(lambda a, b, c: SparseTensorValue(a, b, c), inner, inner, inner),
 ), max_leaves=8)
@@ -230,10 +246,14 @@ def test_packing_round_trips_raw_records(records):
     assert_same(pickle.loads(ForkingPickler.dumps(packed)), records)
 
 
-def test_arrays_met_twice_stay_one_array():
+def test_nested_arrays_are_packed_and_one_met_twice_stays_one():
+    import torch
+
     from tfrecord_lite import torch as tlt
 
     a = np.arange(10)
-    got = pickle.loads(ForkingPickler.dumps(tlt._packed({"x": a, "y": a, "z": (a, a[2:])})))
+    batch = {"x": a, "y": a, "z": (a, a[2:]), "w": [torch.ones(3), np.zeros((2, 2)), [a[::2]]]}
+    assert_one_buffer(crossing(tlt._packed(batch))["calls"], shared=False)
+    got = pickle.loads(ForkingPickler.dumps(tlt._packed(batch)))
+    assert_same(got, batch)
     assert got["x"] is got["y"] is got["z"][0]
-    np.testing.assert_array_equal(got["z"][1], a[2:])

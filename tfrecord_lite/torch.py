@@ -142,21 +142,25 @@ class _Packer(pickle.Pickler):
 
     def _part(self, obj, kind):
         if kind is list:
-            if set(map(type, obj)) != {bytes} or not _large(obj):
-                return ("p", pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
-            return ("l", *self._bytes_values(obj), len(obj))
+            return self._bytes("l", obj, obj, len(obj))
         if kind is self.tensor:
             try:  # refused for GPU, sparse and grad-requiring tensors and dtypes numpy lacks
                 return self._array("t", obj.numpy())
             except (TypeError, RuntimeError):
                 return None
         if obj.dtype.hasobject:
-            flat = obj.reshape(-1).tolist()
-            if set(map(type, flat)) != {bytes} or not _large(flat):
-                # Pickled at C speed apart (this pickler would call persistent_id per value).
-                return ("p", pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
-            return ("b", *self._bytes_values(flat), obj.shape)
+            return self._bytes("b", obj, obj.reshape(-1).tolist(), obj.shape)
         return self._array("a", obj)
+
+    def _bytes(self, kind: str, obj, values: list, shape):
+        """A list or object array: bytes values of 1 KiB or more on average go into the
+        buffer; smaller ones are pickled apart at C speed (this pickler would call
+        persistent_id once per value); anything else is pickled part by part."""
+        if set(map(type, values)) != {bytes}:
+            return None
+        if not _large(values):
+            return ("p", pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+        return (kind, *self._bytes_values(values), shape)
 
     def _array(self, kind: str, array: np.ndarray):
         if array.dtype.fields is not None:
