@@ -11,9 +11,12 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
                 max_open_files=max(16, n)) with default options (cycle_length follows
                 num_threads, block_length=1) and with block_length=1024
   loader        torch DataLoader(TFRecordIterableDataset(files, spec, batch_size=1024,
-                as_tensors=True), batch_size=None, num_workers=0, 2, 4, ...)
+                as_tensors=True), batch_size=None, num_workers=0, 2, 4, ...): "defaults"
+                keeps one DataLoader with persistent workers across the timed runs (its
+                warm-up run starts them), so it times the batches; "fresh workers" makes a
+                DataLoader per run, so each run also starts its worker processes
   write         write_parallel(batched encode_examples over W2 column blocks, 16 shards,
-                num_workers=n)
+                num_workers=n), each run into a fresh folder
   reference     n processes, each mapping its share of the files and checking every masked
                 CRC with the crc32c package: what the hardware gives with no pipeline at all
 
@@ -292,7 +295,9 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
                     plan += [((sweep, variant, n), "pipeline", {"sweep": sweep, "n": n, "options": options})
                              for n in counts(cpus)]
         if "loader" in sweeps:
-            plan += [(("loader", "defaults", n), "loader", {"n": n}) for n in counts(cpus, workers=True)]
+            for variant, persistent in (("defaults", True), ("fresh workers", False)):
+                plan += [(("loader", variant, n), "loader", {"n": n, "persistent": persistent})
+                         for n in counts(cpus, workers=True)]
         if "write" in sweeps and name == "w2":
             plan += [(("write", "defaults", n), "write", {"n": n}) for n in counts(cpus)]
         if "reference" in sweeps:

@@ -257,28 +257,28 @@ def _unpack(payload, layout: bytes):
     return _Unpacker(layout, buffer).load()
 
 
-class _PackedDict(dict):
-    """A dict that crosses processes packed (module doc); a copy stays packed."""
+class _Packed:
+    """A dict or list that crosses processes packed (module doc); a copy stays packed (torch's
+    default_convert copies a batch), the main process gets the plain dict or list."""
 
     __slots__ = ()
+    _plain: type
 
     def __copy__(self):
-        return _PackedDict(self)
+        return type(self)(self)
 
     def __reduce__(self):
-        return _pack(dict(self))
+        return _pack(self._plain(self))
 
 
-class _PackedList(list):
-    """A list that crosses processes packed (module doc); a copy stays packed."""
-
+class _PackedDict(_Packed, dict):
     __slots__ = ()
+    _plain = dict
 
-    def __copy__(self):
-        return _PackedList(self)
 
-    def __reduce__(self):
-        return _pack(list(self))
+class _PackedList(_Packed, list):
+    __slots__ = ()
+    _plain = list
 
 
 def _packed(item):
