@@ -11,9 +11,12 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
                 max_open_files=max(16, n)) with default options (cycle_length follows
                 num_threads, block_length=1) and with block_length=1024
   loader        torch DataLoader(TFRecordIterableDataset(files, spec, batch_size=1024,
-                as_tensors=True), batch_size=None, num_workers=0, 2, 4, ...)
+                as_tensors=True), batch_size=None, num_workers=0, 2, 4, ...): "defaults"
+                keeps one DataLoader with persistent workers across the timed runs (its
+                warm-up run starts them), so it times the batches; "fresh workers" makes a
+                DataLoader per run, so each run also starts its worker processes
   write         write_parallel(batched encode_examples over W2 column blocks, 16 shards,
-                num_workers=n)
+                num_workers=n), each run into a fresh folder
   reference     n processes, each mapping its share of the files and checking every masked
                 CRC with the crc32c package: what the hardware gives with no pipeline at all
 
@@ -136,9 +139,11 @@ def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
     return _timed(run, paths, records, repeats, warmup)
 
 
-def loader(paths, workload, records, n, repeats=2, warmup=1):
+def loader(paths, workload, records, n, repeats=2, warmup=1, persistent=True):
     """One DataLoader pass per run over TFRecordIterableDataset, n worker processes; the
-    batches go to the GPU when there is one."""
+    batches go to the GPU when there is one. persistent: one DataLoader with persistent
+    workers for every run (the warm-up run starts them), so the runs time the batches, not
+    the start of the worker processes (which torch takes 50-150 ms for on 2 cores)."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -148,9 +153,11 @@ def loader(paths, workload, records, n, repeats=2, warmup=1):
     ds = TFRecordIterableDataset(paths, lite_features(workload), batch_size=BATCH, as_tensors=True)
     key = _KEY[workload]
 
+    keep = DataLoader(ds, batch_size=None, num_workers=n, persistent_workers=True) if persistent and n else None
+
     def run():
         seen = 0
-        for batch in DataLoader(ds, batch_size=None, num_workers=n):
+        for batch in keep or DataLoader(ds, batch_size=None, num_workers=n):
             seen += len(batch[key].to(device, non_blocking=True))
         if device == "cuda":
             torch.cuda.synchronize()
@@ -174,11 +181,13 @@ def write(paths, workload, records, n, repeats=2, warmup=1):
     cols = [_columns("w2", i, per_file) for i in range(len(paths))]
     blocks = [{k: v[a:a + WRITE_BLOCK] for k, v in c.items()} for c in cols for a in range(0, per_file, WRITE_BLOCK)]
     out = tempfile.mkdtemp(prefix="tfl-scaling-write-")
+    runs = iter(range(1 << 30))
     try:
         def run():
-            shutil.rmtree(out, ignore_errors=True)
-            os.makedirs(out)
-            infos = tfl.write_parallel(blocks, _encode_blocks, os.path.join(out, "w"), WRITE_SHARDS,
+            # A fresh folder per run: deleting the last run's shards is no part of writing.
+            folder = os.path.join(out, str(next(runs)))
+            os.makedirs(folder)
+            infos = tfl.write_parallel(blocks, _encode_blocks, os.path.join(folder, "w"), WRITE_SHARDS,
                                        num_workers=n, chunk_size=1, batched=True, progress=False)
             return sum(i.records for i in infos)
 
@@ -286,7 +295,9 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
                     plan += [((sweep, variant, n), "pipeline", {"sweep": sweep, "n": n, "options": options})
                              for n in counts(cpus)]
         if "loader" in sweeps:
-            plan += [(("loader", "defaults", n), "loader", {"n": n}) for n in counts(cpus, workers=True)]
+            for variant, persistent in (("defaults", True), ("fresh workers", False)):
+                plan += [(("loader", variant, n), "loader", {"n": n, "persistent": persistent})
+                         for n in counts(cpus, workers=True)]
         if "write" in sweeps and name == "w2":
             plan += [(("write", "defaults", n), "write", {"n": n}) for n in counts(cpus)]
         if "reference" in sweeps:

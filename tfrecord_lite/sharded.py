@@ -237,7 +237,8 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     be picklable, so encode must be a module-level function, not a lambda or closure, and a
     script must guard its entry point with ``if __name__ == "__main__":``), or any
     ``concurrent.futures.Executor``. Workers also frame the records (CRCs included); each
-    shard has one writer thread, so compression runs in parallel across shards.
+    shard has one writer thread (``num_workers`` threads share the shards), so compression
+    runs in parallel across shards.
     mp_context: the multiprocessing context for "process" (default "forkserver" where
     available, else "spawn"; both are safe with the writer threads).
 
@@ -273,10 +274,15 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
         writers = [TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
                                   fsync=fsync, index=index, storage_options=storage_options)
                    for i in range(num_shards)]
-        queues = [queue.Queue(maxsize=2) for _ in writers]
-        for w, q in zip(writers, queues):
-            t = threading.Thread(target=_shard_loop, args=(w, q, failure), daemon=True,
-                                 name=f"tfrecord_lite-shard-{os.path.basename(w.path)}")
+        # One writer thread per encoding worker, not per shard: thread t owns the shards
+        # t, t + n_threads, ... (so each shard keeps one writer and its order). Writes run
+        # without the GIL; more threads than cores would only take turns with the encoders.
+        n_threads = min(num_shards, num_workers)
+        per_thread = -(-num_shards // n_threads)
+        queues = [queue.Queue(maxsize=2 * per_thread) for _ in range(n_threads)]
+        for i, q in enumerate(queues):
+            t = threading.Thread(target=_shard_loop, args=(writers, q, failure), daemon=True,
+                                 name=f"tfrecord_lite-shards-{i}")
             t.start()
             threads.append((t, q))
 
@@ -293,7 +299,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
                     item=first, shard=shard, path=writers[shard].path,
                     hint="with executor='process', encode and the items must be picklable",
                 ) from exc
-            queues[shard].put((frames, count))
+            queues[shard % len(queues)].put((shard, frames, count))
             bar.update(count if batched else size)
             if failure:
                 raise failure[0]
@@ -385,15 +391,17 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
     return out, count
 
 
-def _shard_loop(writer, q, failure):
-    """The one writer thread of a shard: append framed chunks until None arrives."""
+def _shard_loop(writers, q, failure):
+    """The one writer thread of some shards: append framed chunks (shard, frames, count)
+    to their shard's writer until None arrives."""
     while True:
         got = q.get()
         if got is None:
             return
         if failure:
             continue  # keep draining so the producer never blocks on a full queue
+        shard, frames, count = got
         try:
-            writer._write_frames(*got)
+            writers[shard]._write_frames(frames, count)
         except BaseException as exc:
             failure.append(exc)

@@ -24,12 +24,27 @@ one scan kept as a sidecar (``TFRecordDataset.num_elements``).
 ``state_dict()`` / ``load_state_dict()``: torchdata's ``StatefulDataLoader`` resumes
 mid-epoch from them, per worker; the state holds file byte offsets, so resuming seeks.
 
+Crossing to the main process: in a DataLoader worker each dict (parsed batch) or list
+(raw records) is yielded as a dict or list subclass that pickles as ONE buffer plus a small
+layout: every array, tensor, object array of ``bytes`` and list of ``bytes`` in it is copied
+into that buffer (bytes as values + int64 offsets), and the main process unpickles the very
+same structure, types and dtypes, its arrays and tensors as views of the buffer. torch moves
+each tensor's storage through its own descriptor handshake and pickles ``bytes`` one object
+at a time, which cost more than the batch took to parse; one buffer per batch makes that
+one handshake (shared memory, for buffers of ``_SHM_MIN`` bytes or more) or one pipe write.
+Collate functions in the worker see the dict or list as it is.
+
 JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes kept on the host.
 """
 
 from __future__ import annotations
 
+import io
+import pickle
+from math import prod
 from typing import Any
+
+import numpy as np
 
 from ._typing import Features, Files
 from .dataset import TFRecordDataset
@@ -80,6 +95,195 @@ def _to_tensors(value):
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
     return value
+
+
+# -- one buffer per batch across the process boundary ------------------------------------------
+
+_ALIGN = 64  # every part starts aligned, so views of any dtype are aligned
+_LARGE_BYTES = 1024  # bytes values of this average size and more go through the buffer
+_SHM_MIN = 1 << 20  # from this size a buffer crosses in shared memory, below it through the pipe
+
+
+class _Packer(pickle.Pickler):
+    """Pickles a structure, setting aside every array-like part to be copied into one buffer;
+    a part is pickled as a persistent id: (kind, offsets into the buffer, dtype, shape)."""
+
+    def __init__(self, file):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.parts: list = []  # (offset, uint8 array or list of bytes to copy there)
+        self.size = 0
+        self.ids: dict = {}  # id(part) -> its persistent id: a part met twice is one part
+        import torch
+
+        self.tensor = torch.Tensor
+
+    def _place(self, nbytes: int, source) -> int:
+        offset = self.size
+        self.size += -(-nbytes // _ALIGN) * _ALIGN
+        self.parts.append((offset, source))
+        return offset
+
+    def _bytes_values(self, values: list) -> tuple[int, int]:
+        """Place bytes values back to back plus their int64 offsets; (values at, offsets at)."""
+        offsets = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, values), np.int64, len(values)), out=offsets[1:])
+        return self._place(int(offsets[-1]), values), self._place(offsets.nbytes, offsets.view(np.uint8))
+
+    def persistent_id(self, obj):
+        kind = type(obj)
+        if kind is not np.ndarray and kind is not self.tensor and kind is not list:
+            return None
+        pid = self.ids.get(id(obj))
+        if pid is None:
+            pid = self._part(obj, kind)
+            if pid is not None:
+                self.ids[id(obj)] = pid
+        return pid
+
+    def _part(self, obj, kind):
+        if kind is list:
+            return self._bytes("l", obj, obj, len(obj))
+        if kind is self.tensor:
+            try:  # refused for GPU, sparse and grad-requiring tensors and dtypes numpy lacks
+                return self._array("t", obj.numpy())
+            except (TypeError, RuntimeError):
+                return None
+        if obj.dtype.hasobject:
+            return self._bytes("b", obj, obj.reshape(-1).tolist(), obj.shape)
+        return self._array("a", obj)
+
+    def _bytes(self, kind: str, obj, values: list, shape):
+        """A list or object array: bytes values of 1 KiB or more on average go into the
+        buffer; smaller ones are pickled apart at C speed (this pickler would call
+        persistent_id once per value); anything else is pickled part by part."""
+        if set(map(type, values)) != {bytes}:
+            return None
+        if not _large(values):
+            return ("p", pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+        return (kind, *self._bytes_values(values), shape)
+
+    def _array(self, kind: str, array: np.ndarray):
+        if array.dtype.fields is not None:
+            return None  # a structured dtype: pickled as numpy does
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        return (kind, self._place(array.nbytes, array.reshape(-1).view(np.uint8)), array.dtype.str, array.shape)
+
+    def fill(self, buffer: np.ndarray) -> None:
+        """Copy every part set aside into buffer."""
+        for offset, source in self.parts:
+            if type(source) is list:  # large bytes values: one copy each
+                view, at = memoryview(buffer), offset
+                for v in source:
+                    view[at:at + len(v)] = v
+                    at += len(v)
+            else:
+                buffer[offset:offset + source.nbytes] = source
+
+
+def _large(values: list) -> bool:
+    """Bytes values large enough on average to go through the buffer; pickle copies small
+    ones in and out faster than they can be sliced out of a buffer one by one."""
+    return len(values) > 1 and sum(map(len, values)) >= _LARGE_BYTES * len(values)
+
+
+def _pack(obj):
+    """(_unpack, (buffer, layout)) for obj: the reduce value of a packed batch."""
+    layout = io.BytesIO()
+    packer = _Packer(layout)
+    packer.dump(obj)
+    if packer.size >= _SHM_MIN:
+        import torch
+
+        # Shared memory from the start (the one copy is the fill), found by its name as
+        # torch's "file_system" sharing does: no descriptor handshake with this process.
+        storage = torch.UntypedStorage._new_using_filename_cpu(packer.size)
+        buffer = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+        manager, handle, size = storage._share_filename_cpu_()
+        storage._shared_incref()  # the main process's rebuild drops this reference
+        payload = (manager, handle, size)
+    else:
+        payload = buffer = np.empty(packer.size, dtype=np.uint8)
+    packer.fill(buffer)
+    return _unpack, (payload, layout.getvalue())
+
+
+class _Unpacker(pickle.Unpickler):
+    def __init__(self, layout: bytes, buffer: np.ndarray):
+        super().__init__(io.BytesIO(layout))
+        self.buffer = buffer
+        self.loaded: dict = {}
+
+    def persistent_load(self, pid):
+        got = self.loaded.get(pid)
+        if got is None:
+            got = self.loaded[pid] = self._load(pid)
+        return got
+
+    def _load(self, pid):
+        kind, buffer = pid[0], self.buffer
+        if kind == "p":
+            return pickle.loads(pid[1])
+        if kind in ("a", "t"):
+            _, at, dtype, shape = pid
+            dtype = np.dtype(dtype)
+            array = buffer[at:at + dtype.itemsize * prod(shape)].view(dtype).reshape(shape)
+            if kind == "a":
+                return array
+            import torch
+
+            return torch.from_numpy(array)
+        _, at, offsets_at, shape = pid
+        n = shape if kind == "l" else prod(shape)
+        offsets = buffer[offsets_at:offsets_at + 8 * (n + 1)].view(np.int64).tolist()
+        values = buffer[at:at + offsets[-1]]
+        view = memoryview(values)
+        items = list(map(bytes, map(view.__getitem__, map(slice, offsets[:-1], offsets[1:]))))
+        if kind == "l":
+            return items
+        out = np.empty(n, dtype=object)
+        out[:] = items
+        return out.reshape(shape)
+
+
+def _unpack(payload, layout: bytes):
+    if type(payload) is tuple:
+        import torch
+        from torch.multiprocessing.reductions import rebuild_storage_filename
+
+        storage = rebuild_storage_filename(torch.UntypedStorage, *payload)
+        payload = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+    buffer = payload
+    return _Unpacker(layout, buffer).load()
+
+
+class _Packed:
+    """A dict or list that crosses processes packed (module doc); a copy stays packed (torch's
+    default_convert copies a batch), the main process gets the plain dict or list."""
+
+    __slots__ = ()
+    _plain: type
+
+    def __copy__(self):
+        return type(self)(self)
+
+    def __reduce__(self):
+        return _pack(self._plain(self))
+
+
+class _PackedDict(_Packed, dict):
+    __slots__ = ()
+    _plain = dict
+
+
+class _PackedList(_Packed, list):
+    __slots__ = ()
+    _plain = list
+
+
+def _packed(item):
+    kind = type(item)
+    return _PackedDict(item) if kind is dict else _PackedList(item) if kind is list else item
 
 
 def _build():
@@ -142,9 +346,14 @@ def _build():
             return self.dataset().num_elements() * epochs
 
         def _items(self, it):
+            from torch.utils.data import get_worker_info
+
+            pack = get_worker_info() is not None  # in a worker: batches cross packed (module doc)
             try:
                 for item in it:
-                    yield _to_tensors(item) if self.as_tensors else item
+                    if self.as_tensors:
+                        item = _to_tensors(item)
+                    yield _packed(item) if pack else item
             finally:
                 it.close()
 
