@@ -68,7 +68,7 @@ from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidAr
 cnp.import_array()
 
 # The framed encoder's CRC32C is _framing's, so both follow the one backend choice.
-cdef crc32c_fn tfl_crc32c = <crc32c_fn>PyCapsule_GetPointer(_framing._crc32c_capsule, TFL_CRC32C_CAPSULE)
+cdef crc32c_fn framing_crc32c = <crc32c_fn>PyCapsule_GetPointer(_framing._crc32c_capsule, TFL_CRC32C_CAPSULE)
 
 cdef enum:               # Kind: a row's Feature kind; exported below as the Kind IntEnum
     ABSENT = 0           # the key is not in this record

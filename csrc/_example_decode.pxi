@@ -21,6 +21,81 @@ cdef struct Parser:
     Fault fault          # the first failure, if any
 
 
+# -- the decoder's cold wire readers -------------------------------------------------------
+#
+# Beside the inline readers of wire.pxd, but plain functions: unknown fields and new names
+# are rare, and inlining these at every call site made the hot loops measurably slower.
+
+cdef int skip_field(Fault *p, Cursor *c, uint32_t field, uint32_t wire, int depth) noexcept nogil:
+    """Skip one unknown field of any wire type; a group runs to its matching end-group tag."""
+    cdef uint64_t v
+    cdef const unsigned char *data
+    cdef const unsigned char *at = c.pos
+    cdef Cursor sub
+    cdef uint32_t f2, w2
+    if wire == VARINT:
+        if not cursor_varint(c, &v):
+            return fail(p, E_VARINT, at)
+    elif wire == I64:
+        if not cursor_take(c, 8, &data):
+            return fail(p, E_TRUNCATED, at)
+    elif wire == I32:
+        if not cursor_take(c, 4, &data):
+            return fail(p, E_TRUNCATED, at)
+    elif wire == LEN:
+        return read_len(p, c, &sub)
+    elif wire == SGROUP:
+        if depth >= MAX_DEPTH:
+            return fail(p, E_DEPTH, at)
+        while True:
+            if c.pos >= c.end:
+                return fail(p, E_TRUNCATED, at)
+            if read_tag(p, c, &f2, &w2, True) < 0:
+                return -1
+            if w2 == EGROUP:
+                if f2 != field:
+                    return fail(p, E_GROUP, at)
+                return 0
+            if skip_field(p, c, f2, w2, depth + 1) < 0:
+                return -1
+    elif wire == EGROUP:
+        return fail(p, E_GROUP, at)
+    else:
+        return fail(p, E_WIRE, at)
+    return 0
+
+
+cdef int utf8_valid(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """Proto3 string fields must hold UTF-8 (no surrogates, no overlong forms)."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned char b, b1
+    cdef int need, j
+    while i < n:
+        b = s[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            need = 1
+        elif 0xE0 <= b <= 0xEF:
+            need = 2
+        elif 0xF0 <= b <= 0xF4:
+            need = 3
+        else:
+            return False
+        if n - i <= need:
+            return False
+        b1 = s[i + 1]
+        if (b == 0xE0 and b1 < 0xA0) or (b == 0xED and b1 > 0x9F) or \
+           (b == 0xF0 and b1 < 0x90) or (b == 0xF4 and b1 > 0x8F):
+            return False
+        for j in range(1, need + 1):
+            if (s[i + j] & 0xC0) != 0x80:
+                return False
+        i += need + 1
+    return True
+
+
 # -- Feature and list parsing --------------------------------------------------------------
 
 cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count) noexcept nogil:
@@ -207,14 +282,20 @@ cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
     return 0
 
 
-cdef enum Repeated:      # what each field-1 LEN of a parse_repeated body holds
-    STEPS                # a FeatureList's Feature: one more row of col
-    ENTRIES              # a Features / FeatureLists map entry of t
+ctypedef Column *StepsOf    # parse_repeated into a column: a FeatureList's steps
+ctypedef Table *EntriesOf   # parse_repeated into a table: a Features / FeatureLists map
 
 
-cdef inline int parse_repeated(Parser *p, Cursor *c, int what, Column *col, Table *t) noexcept nogil:
-    """The loop Features, FeatureLists and FeatureList share: field 1 (LEN) repeated, each one
-    parsed as `what` says; other fields skipped. Inlined with a constant `what`."""
+ctypedef fused Repeated:
+    StepsOf
+    EntriesOf
+
+
+cdef int parse_repeated(Parser *p, Cursor *c, Repeated into) noexcept nogil:
+    """The loop Features, FeatureLists and FeatureList share: field 1 (LEN) repeated, each a
+    map entry of a table or one more step (row) of a column; other fields skipped. A fused
+    type rather than a flag: each kind gets its own C function, so the compiler inlines
+    parse_entry into the map loop as it would into a loop written for it."""
     cdef uint32_t field, wire
     cdef Cursor sub
     while c.pos < c.end:
@@ -223,14 +304,14 @@ cdef inline int parse_repeated(Parser *p, Cursor *c, int what, Column *col, Tabl
         if field == 1 and wire == LEN:
             if read_len(&p.fault, c, &sub) < 0:
                 return -1
-            if what == ENTRIES:
-                if parse_entry(p, &sub, t) < 0:
+            if Repeated is EntriesOf:
+                if parse_entry(p, &sub, into) < 0:
                     return -1
-                continue
-            if col != NULL and not column_new_row(col):
-                return fail(&p.fault, E_MEMORY, sub.pos)
-            if parse_feature(p, &sub, col) < 0:
-                return -1
+            else:
+                if into != NULL and not column_new_row(into):
+                    return fail(&p.fault, E_MEMORY, sub.pos)
+                if parse_feature(p, &sub, into) < 0:
+                    return -1
         elif skip_field(&p.fault, c, field, wire, 0) < 0:
             return -1
     return 0
@@ -238,7 +319,7 @@ cdef inline int parse_repeated(Parser *p, Cursor *c, int what, Column *col, Tabl
 
 cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
     """A FeatureList body: each field-1 Feature is one more row (step)."""
-    return parse_repeated(p, c, STEPS, col, NULL)
+    return parse_repeated[StepsOf](p, c, col)
 
 
 cdef inline int entry_column(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
@@ -339,7 +420,7 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
 
 cdef int parse_map(Parser *p, Cursor *c, Table *t) noexcept nogil:
     """Features / FeatureLists: field 1 repeated map entries."""
-    return parse_repeated(p, c, ENTRIES, NULL, t)
+    return parse_repeated[EntriesOf](p, c, t)
 
 
 cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint sequence) noexcept nogil:

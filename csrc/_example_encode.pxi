@@ -372,8 +372,8 @@ cdef inline void _frame_around(unsigned char *data, int64_t n) noexcept nogil:
     """The TFRecord header (length, its masked CRC) before n bytes of data, the data's
     masked CRC after them."""
     tfl_store_le64(data - 12, <uint64_t>n)
-    tfl_store_le32(data - 4, tfl_mask_crc(tfl_crc32c(0, data - 12, 8)))   # _framing's, via the capsule
-    tfl_store_le32(data + n, tfl_mask_crc(tfl_crc32c(0, data, n)))
+    tfl_store_le32(data - 4, tfl_mask_crc(framing_crc32c(0, data - 12, 8)))
+    tfl_store_le32(data + n, tfl_mask_crc(framing_crc32c(0, data, n)))
 
 
 cdef tuple _frame_records(list records, cnp.ndarray starts, cnp.ndarray lengths):

@@ -1,7 +1,8 @@
 # Protobuf wire primitives shared by the decoder and the encoder of tfrecord_lite._example:
-# inline readers over the bounds-checked Cursor (tags, lengths, skipping unknown fields,
-# UTF-8 checks, little-endian float runs) and the varint writers. Everything here is
-# `cdef inline` in a .pxd, so the hot per-value readers cost no call across files.
+# inline readers over the bounds-checked Cursor (tags, lengths, little-endian float runs)
+# and the varint writers. Everything here is `cdef inline` in a .pxd, so the hot per-value
+# readers cost no call across files. The cold readers (skip_field, utf8_valid) are plain
+# functions in _example_decode.pxi: inlined everywhere, they slowed the hot loops down.
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -75,76 +76,6 @@ cdef inline int read_len(Fault *p, Cursor *c, Cursor *sub) noexcept nogil:
         return fail(p, E_TRUNCATED, at)
     cursor_init(sub, data, <Py_ssize_t>n)
     return 0
-
-
-cdef inline int skip_field(Fault *p, Cursor *c, uint32_t field, uint32_t wire, int depth) noexcept nogil:
-    """Skip one unknown field of any wire type; a group runs to its matching end-group tag."""
-    cdef uint64_t v
-    cdef const unsigned char *data
-    cdef const unsigned char *at = c.pos
-    cdef Cursor sub
-    cdef uint32_t f2, w2
-    if wire == VARINT:
-        if not cursor_varint(c, &v):
-            return fail(p, E_VARINT, at)
-    elif wire == I64:
-        if not cursor_take(c, 8, &data):
-            return fail(p, E_TRUNCATED, at)
-    elif wire == I32:
-        if not cursor_take(c, 4, &data):
-            return fail(p, E_TRUNCATED, at)
-    elif wire == LEN:
-        return read_len(p, c, &sub)
-    elif wire == SGROUP:
-        if depth >= MAX_DEPTH:
-            return fail(p, E_DEPTH, at)
-        while True:
-            if c.pos >= c.end:
-                return fail(p, E_TRUNCATED, at)
-            if read_tag(p, c, &f2, &w2, True) < 0:
-                return -1
-            if w2 == EGROUP:
-                if f2 != field:
-                    return fail(p, E_GROUP, at)
-                return 0
-            if skip_field(p, c, f2, w2, depth + 1) < 0:
-                return -1
-    elif wire == EGROUP:
-        return fail(p, E_GROUP, at)
-    else:
-        return fail(p, E_WIRE, at)
-    return 0
-
-
-cdef inline int utf8_valid(const unsigned char *s, Py_ssize_t n) noexcept nogil:
-    """Proto3 string fields must hold UTF-8 (no surrogates, no overlong forms)."""
-    cdef Py_ssize_t i = 0
-    cdef unsigned char b, b1
-    cdef int need, j
-    while i < n:
-        b = s[i]
-        if b < 0x80:
-            i += 1
-            continue
-        if 0xC2 <= b <= 0xDF:
-            need = 1
-        elif 0xE0 <= b <= 0xEF:
-            need = 2
-        elif 0xF0 <= b <= 0xF4:
-            need = 3
-        else:
-            return False
-        if n - i <= need:
-            return False
-        b1 = s[i + 1]
-        if (b == 0xE0 and b1 < 0xA0) or (b == 0xED and b1 > 0x9F) or \
-           (b == 0xF0 and b1 < 0x90) or (b == 0xF4 and b1 > 0x8F):
-            return False
-        for j in range(1, need + 1):
-            if (s[i + j] & 0xC0) != 0x80:
-                return False
-        i += need + 1
-    return True
 
 
 cdef inline void copy_floats(char *dst, const unsigned char *src, Py_ssize_t n) noexcept nogil:
