@@ -355,8 +355,8 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
         for i in range(n):
             _row(feats, cols, kind, nf, i)
             length[i] = framed(features_body(feats, nf, entry))
-            start[i] = total + 12
-            total += length[i] + 16
+            start[i] = total + FRAME_HEADER
+            total += length[i] + FRAME_OVERHEAD
     frames = PyByteArray_FromStringAndSize(NULL, total)
     base = <unsigned char *>PyByteArray_AS_STRING(frames)
     with nogil:
@@ -371,8 +371,8 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
 cdef inline void _frame_around(unsigned char *data, int64_t n) noexcept nogil:
     """The TFRecord header (length, its masked CRC) before n bytes of data, the data's
     masked CRC after them."""
-    tfl_store_le64(data - 12, <uint64_t>n)
-    tfl_store_le32(data - 4, tfl_mask_crc(framing_crc32c(0, data - 12, 8)))
+    tfl_store_le64(data - FRAME_HEADER, <uint64_t>n)
+    tfl_store_le32(data - FRAME_HEADER + 8, tfl_mask_crc(framing_crc32c(0, data - FRAME_HEADER, 8)))
     tfl_store_le32(data + n, tfl_mask_crc(framing_crc32c(0, data, n)))
 
 
@@ -383,8 +383,8 @@ cdef tuple _frame_records(list records, cnp.ndarray starts, cnp.ndarray lengths)
     cdef int64_t *length = <int64_t *>cnp.PyArray_DATA(lengths)
     for i in range(len(records)):
         length[i] = PyBytes_GET_SIZE(records[i])
-        start[i] = total + 12
-        total += length[i] + 16
+        start[i] = total + FRAME_HEADER
+        total += length[i] + FRAME_OVERHEAD
     cdef bytearray frames = PyByteArray_FromStringAndSize(NULL, total)
     cdef unsigned char *base = <unsigned char *>PyByteArray_AS_STRING(frames)
     for i in range(len(records)):
