@@ -49,6 +49,7 @@ class RecordOrigins(NamedTuple):
 
 
 Origin = BlockOrigin | RecordOrigins | None
+_NO_ORIGINS = itertools.repeat(None)
 
 
 class RecordBatch(Sequence):
@@ -149,7 +150,7 @@ class RecordBatch(Sequence):
 
     def _slice(self, start, stop, step):
         out, origins, base = [], [], 0
-        known = self.origins or itertools.repeat(None)
+        known = self.origins or _NO_ORIGINS
         for (frames, starts, lengths), o in zip(self.segments, known):
             m = len(starts)
             lo = max(start, base)
@@ -161,7 +162,7 @@ class RecordBatch(Sequence):
             base += m
             if base >= stop:
                 break
-        return RecordBatch(segments=out, framed=self.framed, origins=None if self.origins is None else origins)
+        return RecordBatch._of(out, None if self.origins is None else origins, self.framed)
 
     @classmethod
     def concat(cls, parts):
@@ -170,7 +171,16 @@ class RecordBatch(Sequence):
         origins = None
         if any(p.origins is not None for p in parts):
             origins = [o for p in parts for o in (p.origins or [None] * len(p.segments))]
-        return cls(segments=segments, framed=all(p.framed for p in parts), origins=origins)
+        return cls._of(segments, origins, all(p.framed for p in parts))
+
+    @classmethod
+    def _of(cls, segments, origins, framed):
+        """A batch of segments already checked (none empty, origins aligned or None): the
+        constructor's checks are skipped where batches are regrouped, once per chunk."""
+        batch = cls.__new__(cls)
+        batch.segments, batch.origins, batch.framed = segments, origins, framed
+        batch._len = sum(len(s[1]) for s in segments)
+        return batch
 
     def append_frames(self, out: bytearray) -> None:
         """Append the records to out as TFRecord frames. A ``framed`` batch's frames that
