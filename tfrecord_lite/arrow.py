@@ -38,10 +38,10 @@ import pyarrow as pa
 
 from . import example as _ex
 from ._typing import Features, Files, PathLike, Progress, Records
-from .batch import located
+from .batch import locate_error
 from .dataset import TFRecordDataset
 from .files import resolve_files
-from .errors import FeatureSpecError
+from .errors import FeatureSpecError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -199,9 +199,12 @@ def to_arrow(records: Records, features: Features) -> pa.RecordBatch:
     records = _ex._records(records)
     plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
     schema, types = _layout(plan, features)
-    with located(records):
+    try:
         columns, _ = _ex._decode(records, plan, bytes_output="column")
         return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
+    except TFRecordError as exc:
+        locate_error(exc, records)
+        raise
 
 
 # -- SequenceExample -----------------------------------------------------------------------
@@ -250,7 +253,7 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
     plan = _ex._plan(context_features, _ex._CONTEXT_SPECS, "context_features")
     seq_plan = _ex._plan(sequence_features, tuple(_ex._STEP_ROWS), "sequence_features")
     schema, types = _layout(plan, context_features)
-    with located(records):
+    try:
         columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
         batch = len(records)
         arrays = _arrays(plan, columns, types, batch)
@@ -260,6 +263,9 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
             col = _ex._Column(seq_plan.keys[index], seq_columns[index], batch)
             arrays.append(_steps_array(col, spec, _value_type(field.type)))
             fields.append(field)
+    except TFRecordError as exc:
+        locate_error(exc, records)
+        raise
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 

@@ -4,7 +4,8 @@ regrouped into batches without copies (slicing, ``+``, :func:`rebatch`,
 about the n-th record of a batch can name the record's file, byte offset and index.
 
 Origins cost nothing while records flow: one small tuple per segment, carried along by
-slicing and concatenation, looked up (``RecordBatch.locate``) only when an error is raised.
+slicing and concatenation, looked up (``RecordBatch.locate``, ``locate_error``) only when
+an error is raised.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from . import _native
 from .errors import InvalidArgumentError, TFRecordError
 
-__all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "located"]
+__all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "locate_error"]
 
 _HEADER = _native.framing.HEADER_BYTES  # frame bytes before a record's data: length and its masked CRC
 _FOOTER = _native.framing.FOOTER_BYTES
@@ -49,6 +50,7 @@ class RecordOrigins(NamedTuple):
 
 
 Origin = BlockOrigin | RecordOrigins | None
+_NO_ORIGINS = itertools.repeat(None)
 
 
 class RecordBatch(Sequence):
@@ -164,7 +166,7 @@ class RecordBatch(Sequence):
 
     def _slice(self, start, stop, step):
         out, origins, base = [], [], 0
-        known = self.origins or itertools.repeat(None)
+        known = self.origins or _NO_ORIGINS
         for (frames, starts, lengths), o in zip(self.segments, known):
             m = len(starts)
             lo = max(start, base)
@@ -176,7 +178,7 @@ class RecordBatch(Sequence):
             base += m
             if base >= stop:
                 break
-        return RecordBatch(segments=out, framed=self.framed, origins=None if self.origins is None else origins)
+        return RecordBatch._of(out, None if self.origins is None else origins, self.framed)
 
     @classmethod
     def concat(cls, parts):
@@ -185,7 +187,16 @@ class RecordBatch(Sequence):
         origins = None
         if any(p.origins is not None for p in parts):
             origins = [o for p in parts for o in (p.origins or [None] * len(p.segments))]
-        return cls(segments=segments, framed=all(p.framed for p in parts), origins=origins)
+        return cls._of(segments, origins, all(p.framed for p in parts))
+
+    @classmethod
+    def _of(cls, segments, origins, framed):
+        """A batch of segments already checked (none empty, origins aligned or None): the
+        constructor's checks are skipped where batches are regrouped, once per chunk."""
+        batch = cls.__new__(cls)
+        batch.segments, batch.origins, batch.framed = segments, origins, framed
+        batch._len = sum(len(s[1]) for s in segments)
+        return batch
 
     def append_frames(self, out) -> None:
         """Append the records as TFRecord frames to out, a ``FrameBuffer`` whose lock the
@@ -209,30 +220,20 @@ def _sliced(origin, cut):
     return RecordOrigins(origin.paths, origin.path_ids[cut], origin.offsets[cut], origin.indices[cut])
 
 
-class located:
-    """``with located(records): parse(records)``: an ExampleDecodeError, FeatureSpecError
-    (any TFRecordError) raised inside that names a record by its position in ``records``
-    (an ``index`` and no ``path``) is made to name the record's file, frame offset and index
-    in that file instead, when ``records`` knows them: a RecordBatch with origins, or a
-    callable from position to ``(path, offset, index)`` or None. The position stays in the
-    error's ``batch_index``. Nothing is looked up unless an error is raised."""
-
-    __slots__ = ("where",)
-
-    def __init__(self, where):
-        self.where = where
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, typ, exc, tb):
-        if isinstance(exc, TFRecordError):
-            locate_error(exc, self.where)
-        return False
-
-
 def locate_error(exc: TFRecordError, where) -> TFRecordError:
-    """exc made to name its record's place in its file (see :class:`located`); returned."""
+    """exc, an error raised while parsing a batch, made to name its record by its file,
+    frame offset and index in that file instead of its position in the batch (kept in
+    ``exc.batch_index``), when the batch knows them. where: the batch (a RecordBatch with
+    origins; a list knows nothing), or a callable from position to ``(path, offset, index)``
+    or None. Only errors that name a position (an ``index``, no ``path``) change. Called
+    from ``except`` clauses, so nothing is looked up unless an error was raised::
+
+        try:
+            return parse(records)
+        except TFRecordError as exc:
+            locate_error(exc, records)
+            raise
+    """
     if exc.path is not None or exc.index is None:
         return exc
     if type(where) is RecordBatch:

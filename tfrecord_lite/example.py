@@ -20,7 +20,7 @@ from . import _native
 from ._contract import Kind
 from ._typing import Buffer, Features, Records
 from .bytes_column import BytesColumn, scatter
-from .errors import FeatureSpecError
+from .errors import FeatureSpecError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -29,7 +29,7 @@ from .features import (
     SparseFeature,
     VarLenFeature,
 )
-from .batch import RecordBatch, located
+from .batch import RecordBatch, locate_error
 
 __all__ = [
     "BytesColumn",
@@ -387,9 +387,12 @@ def parse_example(serialized: Records, features: Features, *, bytes_output: str 
         raise FeatureSpecError(f"output must be 'numpy' or 'arrow', not {output!r}")
     records = _records(serialized)
     plan = _plan(features, _EXAMPLE_SPECS, "parse_example")
-    with located(records):  # errors name the record's file, offset and index when known
+    try:
         columns, _ = _decode(records, plan, bytes_output=bytes_output)
         return _build(plan, columns, len(records))
+    except TFRecordError as exc:
+        locate_error(exc, records)  # name the record's file, offset and index when known
+        raise
 
 
 def _unbatch(spec, value):
@@ -462,7 +465,7 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
     sequence_features = sequence_features or {}
     plan = _plan(context_features, _CONTEXT_SPECS, "context_features")
     seq_plan = _plan(sequence_features, tuple(_STEP_ROWS), "sequence_features")
-    with located(records):
+    try:
         columns, seq_columns = _decode(records, plan, seq_plan, bytes_output)
         batch = len(records)
         context = _build(plan, columns, batch)
@@ -474,6 +477,9 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
                 feature_lists[name], lengths[name] = result
             else:
                 feature_lists[name] = result
+    except TFRecordError as exc:
+        locate_error(exc, records)
+        raise
     return context, feature_lists, lengths
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from . import _native
 from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, Progress, StorageOptions
-from .batch import located
+from .batch import locate_error
 from .errors import ArgumentTypeError, CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .files import resolve_files
 from .io import detect_compression
@@ -368,8 +368,11 @@ class IndexedDataset:
         records = self.records(key)
         if self._parse_fn is None:
             return records
-        with located(self._origins(key)):
+        try:
             return self._parse_fn(records)
+        except TFRecordError as exc:
+            locate_error(exc, self._origins(key))
+            raise
 
     def _getitems(self, indices) -> list:
         """One item (record or parsed example) per index, read with coalesced reads and
@@ -378,8 +381,11 @@ class IndexedDataset:
         records = self.records(indices)
         if self._parse_fn is None:
             return records
-        with located(self._origins(indices)):
+        try:
             return unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+        except TFRecordError as exc:
+            locate_error(exc, self._origins(indices))
+            raise
 
     def _origins(self, indices):
         """Position in a read of these indices -> (path, frame offset, index in the file)."""

@@ -5,7 +5,8 @@ results of a parsed batch)."""
 
 from __future__ import annotations
 
-from .batch import located
+from .batch import locate_error
+from .errors import TFRecordError
 
 __all__ = ["make_parse", "ParseFeatures", "LocatedParse", "unbatch"]
 
@@ -41,7 +42,7 @@ class ParseFeatures:
 
 class LocatedParse:
     """A parse step (records -> output) whose errors about a record name the record's
-    origin when the records know it (see ``tfrecord_lite.batch.located``)."""
+    origin when the records know it (see ``tfrecord_lite.batch.locate_error``)."""
 
     __slots__ = ("parse",)
 
@@ -49,8 +50,11 @@ class LocatedParse:
         self.parse = parse
 
     def __call__(self, records):
-        with located(records):
+        try:
             return self.parse(records)
+        except TFRecordError as exc:
+            locate_error(exc, records)
+            raise
 
 
 def unbatch(parsed, n, parse, records):
