@@ -140,7 +140,7 @@ cdef class _Views:
 
     cdef const char *get(self, object obj, Py_ssize_t *nbytes) except? NULL:
         if self.n == self.cap:
-            raise ValueError("too many buffers")
+            raise InvalidArgumentError("the values changed while they were encoded")
         acquire(obj, &self.views[self.n])
         self.n += 1
         nbytes[0] = self.views[self.n - 1].len

@@ -35,6 +35,12 @@ VALUE_ERRORS = {
                                                                parse=len),
     "BytesColumn offsets": lambda p: BytesColumn(np.zeros(3, np.uint8), np.zeros(0, np.int64)),
     "RecordBatch origins": lambda p: tfl.RecordBatch(segments=[], origins=[None]),
+    "writer index on a compressed file": lambda p: tfl.TFRecordWriter(p + ".gz", compression="gzip", index=True),
+    "sharded writer without a shard rule": lambda p: tfl.ShardedWriter(p + "-out"),
+    "sharded writer max_records_per_shard": lambda p: tfl.ShardedWriter(p + "-out", max_records_per_shard=0),
+    "write_parallel chunk_size": lambda p: tfl.write_parallel([b"x"], bytes, p + "-par", 2, chunk_size=0),
+    "write_parallel executor": lambda p: tfl.write_parallel([b"x"], bytes, p + "-par", 2, executor="fork"),
+    "split num_shards": lambda p: tfl.split(p, 0),
 }
 
 
@@ -49,7 +55,14 @@ TYPE_ERRORS = {
     "record index": lambda p: tfl.TFRecordFile(p)["0"],
     "indexed record index": lambda p: tfl.IndexedDataset([p])[1.5],
     "0-d BytesColumn len": lambda p: len(BytesColumn(np.zeros(1, np.uint8), np.array([0, 1]), ())),
+    "writer target": lambda p: tfl.TFRecordWriter(123),
+    "routing key": lambda p: _route(p, 1.5),
 }
+
+
+def _route(path, key):
+    with tfl.ShardedWriter(path + "-keyed", num_shards=2) as w:
+        w.write(b"x", key=key)
 
 
 @pytest.mark.parametrize("call", list(TYPE_ERRORS.values()), ids=list(TYPE_ERRORS))

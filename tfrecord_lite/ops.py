@@ -13,7 +13,7 @@ from typing import Iterable
 from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Compression, PathLike, Progress, StorageOptions
-from .errors import TFRecordError
+from .errors import InvalidArgumentError
 from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
@@ -108,7 +108,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     """
     path = os.fspath(input)
     if not isinstance(num_shards, int) or num_shards < 1:
-        raise TFRecordError(f"num_shards must be a positive int, not {num_shards!r}")
+        raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
     if prefix is None:
         prefix = _strip_extensions(path)
     input_compression = normalize_compression(input_compression, allow_auto=True)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Hashable, Iterable, NamedTuple
 from . import _native
 from . import fs as _fs
 from ._typing import Buffer, Compression, PathLike, Progress, StorageOptions
-from .errors import EncodeError, TFRecordError
+from .errors import ArgumentTypeError, EncodeError, InvalidArgumentError, TFRecordError
 from .io import CommitOnExit
 from .progress import progress as _progress
 from .batch import RecordBatch
@@ -56,7 +56,7 @@ def key_to_shard(key, num_shards: int) -> int:
     elif hasattr(key, "__index__") and not isinstance(key, bool):
         data = str(key.__index__()).encode("ascii")
     else:
-        raise TFRecordError(f"a routing key must be str, bytes or int, not {type(key).__name__}")
+        raise ArgumentTypeError(f"a routing key must be str, bytes or int, not {type(key).__name__}")
     return _native.framing.crc32c(data) % num_shards
 
 
@@ -89,7 +89,7 @@ class ShardedWriter(CommitOnExit):
                  fsync: bool = False, storage_options: StorageOptions = None) -> None:
         rolling = max_records_per_shard is not None or max_bytes_per_shard is not None
         if (num_shards is None) == (not rolling):
-            raise TFRecordError(
+            raise InvalidArgumentError(
                 "ShardedWriter needs either num_shards (a fixed shard count) or "
                 "max_records_per_shard/max_bytes_per_shard (roll to a new shard at a limit), not "
                 + ("both" if rolling else "neither")
@@ -97,7 +97,7 @@ class ShardedWriter(CommitOnExit):
         for name, value in (("num_shards", num_shards), ("max_records_per_shard", max_records_per_shard),
                             ("max_bytes_per_shard", max_bytes_per_shard)):
             if value is not None and (not isinstance(value, int) or value < 1):
-                raise TFRecordError(f"{name} must be a positive int, not {value!r}")
+                raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
         self.prefix = os.fspath(prefix)
         self.suffix = suffix
         self.max_records = max_records_per_shard
@@ -191,7 +191,7 @@ class ShardedWriter(CommitOnExit):
         if key is not None:
             self._check_open()
             if self.rolling:
-                raise TFRecordError("routing by key needs a fixed num_shards, not rolling shards")
+                raise InvalidArgumentError("routing by key needs a fixed num_shards, not rolling shards")
             return self._writers[key_to_shard(key, len(self._writers))]
         with self._lock:
             self._check_open()
@@ -259,9 +259,9 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     discarded: no file is left under a final name. Shards appear only when all succeed.
     """
     if not isinstance(num_shards, int) or num_shards < 1:
-        raise TFRecordError(f"num_shards must be a positive int, not {num_shards!r}")
+        raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
     if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise TFRecordError(f"chunk_size must be a positive int, not {chunk_size!r}")
+        raise InvalidArgumentError(f"chunk_size must be a positive int, not {chunk_size!r}")
     num_workers = num_workers or os.cpu_count() or 1
     pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
     total = len(items) if hasattr(items, "__len__") else None
@@ -347,7 +347,7 @@ def _make_pool(executor, num_workers, encode, mp_context):
         try:
             pickle.dumps(encode)
         except Exception as exc:
-            raise TFRecordError(
+            raise InvalidArgumentError(
                 f"executor='process' needs a picklable encode function, but {encode!r} is not ({exc})",
                 hint="define encode at module level (not a lambda, closure or local function), "
                 "or use executor='thread'",
@@ -360,7 +360,7 @@ def _make_pool(executor, num_workers, encode, mp_context):
         if isinstance(mp_context, str):
             mp_context = multiprocessing.get_context(mp_context)
         return cf.ProcessPoolExecutor(num_workers, mp_context=mp_context), True
-    raise TFRecordError(f"executor must be 'thread', 'process' or a concurrent.futures.Executor, "
+    raise InvalidArgumentError(f"executor must be 'thread', 'process' or a concurrent.futures.Executor, "
                         f"not {executor!r}")
 
 

@@ -16,7 +16,7 @@ from typing import Iterable
 from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
-from .errors import TFRecordError
+from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
 from .io import CommitOnExit, compressor, normalize_compression
 from .batch import RecordBatch
 
@@ -68,18 +68,18 @@ class TFRecordWriter(CommitOnExit):
             if not isinstance(self.path, str):
                 self.path = "<stream>"
         else:
-            raise TFRecordError(
+            raise ArgumentTypeError(
                 f"TFRecordWriter needs a path or a binary file object, not {type(path_or_fileobj).__name__}"
             )
         if index:
             if self.compression:
-                raise TFRecordError(
+                raise InvalidArgumentError(
                     f"index=True needs an uncompressed file, but compression={compression!r}: "
                     "records in a compressed stream have no byte offsets to index",
                     path=self.path, hint="write it uncompressed, or drop index=True",
                 )
             if index is True and not isinstance(path_or_fileobj, (str, os.PathLike)):
-                raise TFRecordError("index=True needs a path to put the sidecar beside; pass "
+                raise InvalidArgumentError("index=True needs a path to put the sidecar beside; pass "
                                     "index='<sidecar path>' when writing to a file object", path=self.path)
             self._index_path = None if index is True else os.fspath(index)
             self._index = _fs.open_output(self._index_path or self.path + ".index", storage_options, fsync=fsync)
@@ -197,7 +197,7 @@ class TFRecordWriter(CommitOnExit):
         with self._lock:
             self._core.check_open()
             if not self._raw_copyable():
-                raise TFRecordError(f"{self.path}: raw copies need uncompressed output without an index")
+                raise InvalidArgumentError(f"{self.path}: raw copies need uncompressed output without an index")
             self._core.drain()
             if hasattr(self._file, "flush"):
                 self._file.flush()  # a buffered sink must not hold bytes that belong before these
