@@ -113,7 +113,7 @@ class FrameBuffer:
                 self.drain()
 
     def write_frames(self, frames, lengths=None, count=-1):
-        """Append whole, verified frames verbatim; see framing.pyx."""
+        """Append whole, verified frames verbatim; see _framing.pyx."""
         at = len(self.buf)
         self.check_open()
         if lengths is None and (count < 0 or self._lines is not None):

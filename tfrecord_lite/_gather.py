@@ -27,7 +27,10 @@ from .batch import BlockOrigin, RecordBatch, RecordOrigins
 __all__ = ["Gathered", "object_array", "shuffle"]
 
 _EMPTY = np.empty(0, np.int64)
-_RUN_MIN = 64  # average records per buffer run from which a batch keeps its buffers' runs
+# A batch keeps its records where they are when they come in runs from one block of at
+# least this many records, or bytes, on average; else they are copied into one block.
+_RUN_MIN = 64
+_RUN_BYTES = 64 << 10
 _BLOCKS_MAX = 64  # blocks a join may list before those without records are dropped
 _SHUFFLE_STEP = 4096  # records a shuffle buffer takes in at a time
 
@@ -141,7 +144,8 @@ class Gathered:
         which = self.which
         origin = self._origins()
         cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
-        if len(cuts) * _RUN_MIN <= n:
+        runs = len(cuts) + 1
+        if runs * _RUN_MIN <= n or int(self.lengths.sum()) >= runs * _RUN_BYTES:
             bounds = [0, *cuts.tolist(), n]
             blocks = which[bounds[:-1]].tolist()
             return RecordBatch(segments=[(self.buffers[b], self.starts[a:z], self.lengths[a:z])

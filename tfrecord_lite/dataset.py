@@ -359,12 +359,13 @@ class _Run:
         if self._blocks and self._parse is None:
             self._parse = _raw_batch  # made in the pool: a batch's records may be copied
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
-        # Small batches of a dense spec are parsed several at a time and the arrays split
-        # after: every parse task costs GIL handoffs and future traffic, which with batches
+        # Small batches of a dense spec, or of raw records, are made several at a time and
+        # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
         # be split (sparse indices, padding to the longest list).
-        self._group = (ds.batch_size is not None and ds.features is not None and ds.parse is None
-                       and all(type(s) in (FixedLenFeature, RawTensorFeature) for s in ds.features.values()))
+        self._group = (ds.batch_size is not None and ds.parse is None
+                       and (ds.features is None or all(type(s) in (FixedLenFeature, RawTensorFeature)
+                                                       for s in ds.features.values())))
 
     def close(self) -> None:
         if self.finished:
@@ -685,6 +686,8 @@ def _parse_task(parse, records, sizes):
     starts = list(itertools.accumulate(sizes, initial=0))
     try:
         parsed = parse(records)
+        if type(parsed) is RecordBatch:  # raw output
+            return [parsed[a:a + n] for a, n in zip(starts, sizes)], None
         if not isinstance(parsed, dict):  # a pyarrow.RecordBatch
             return [parsed.slice(a, n) for a, n in zip(starts, sizes)], None
         return [{key: value[a:a + n] for key, value in parsed.items()} for a, n in zip(starts, sizes)], None
