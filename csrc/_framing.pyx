@@ -409,14 +409,12 @@ def scan_block(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
     cdef bytes frames
     cdef Py_ssize_t n
     cdef char *dst
-    starts, lengths, pos, status, value = _scan_into(buf, start, stop, check_crc, max_record_bytes,
-                                                     max_records, True)
-    n = pos - start
-    frames = PyBytes_FromStringAndSize(NULL, n)
-    acquire(buf, &view)
+    acquire(buf, &view)  # once: the scan and the copy see the same bytes
     try:
-        if view.len < pos:
-            raise InvalidArgumentError("the buffer shrank while it was scanned")
+        starts, lengths, pos, status, value = _scan_view(&view, start, stop, check_crc, max_record_bytes,
+                                                         max_records, True)
+        n = pos - start
+        frames = PyBytes_FromStringAndSize(NULL, n)
         dst = PyBytes_AS_STRING(frames)
         with nogil:
             memcpy(dst, <const char *>view.buf + start, n)
@@ -429,6 +427,15 @@ def scan_block(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
 cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
                       uint64_t max_record_bytes, Py_ssize_t max_records, bint as_spans):
     cdef Py_buffer view
+    acquire(buf, &view)
+    try:
+        return _scan_view(&view, start, stop, check_crc, max_record_bytes, max_records, as_spans)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
+                      uint64_t max_record_bytes, Py_ssize_t max_records, bint as_spans):
     cdef Cursor c
     cdef Span batch[SPAN_BATCH]
     cdef Span *spans = batch     # as_spans: grows past the batch into heap storage
@@ -439,7 +446,6 @@ cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
     cdef const unsigned char *base
     cdef list out = []
     cdef int64_t[::1] starts_view, lengths_view
-    acquire(buf, &view)
     try:
         if stop < 0 or stop > view.len:
             stop = view.len
@@ -482,7 +488,6 @@ cdef tuple _scan_into(buf, Py_ssize_t start, Py_ssize_t stop, bint check_crc,
     finally:
         if spans != batch:
             PyMem_Free(spans)
-        PyBuffer_Release(&view)
 
 
 def new_buffer(Py_ssize_t n):
