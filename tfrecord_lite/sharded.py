@@ -16,6 +16,8 @@ import queue
 import threading
 from typing import Any, Callable, Hashable, Iterable, NamedTuple
 
+import numpy as np
+
 from . import _native
 from . import fs as _fs
 from ._typing import Buffer, Compression, PathLike, Progress, StorageOptions
@@ -289,7 +291,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
         def collect():
             shard, first, size, future = pending.popleft()
             try:
-                frames, count = future.result()
+                frames, count, lengths = future.result()
             except EncodeError:
                 raise
             except Exception as exc:
@@ -299,7 +301,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
                     item=first, shard=shard, path=writers[shard].path,
                     hint="with executor='process', encode and the items must be picklable",
                 ) from exc
-            queues[shard % len(queues)].put((shard, frames, count))
+            queues[shard % len(queues)].put((shard, frames, count, lengths))
             bar.update(count if batched else size)
             if failure:
                 raise failure[0]
@@ -365,22 +367,26 @@ def _make_pool(executor, num_workers, encode, mp_context):
 
 
 def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
-    """Worker: encode and frame one chunk; the frames travel back as one bytearray, or as
-    the RecordBatch that a batched encode returned."""
+    """Worker: encode and frame one chunk; the frames travel back as one bytearray with
+    their data lengths (so that a shard's index needs no second look at them), or as the
+    RecordBatch that a batched encode returned."""
     out = bytearray()
     encode_frames = _native.framing.encode_frames
-    j, count = 0, len(chunk)
+    j, lengths = 0, []
     try:
         if batched:
             records = encode(chunk)
             if type(records) is RecordBatch:  # the shard's writer takes it as it is
-                return records, len(records)
+                return records, len(records), None
             records = list(records)
             encode_frames(records, out)
-            count = len(records)
+            lengths = [memoryview(r).nbytes for r in records]
         else:
+            overhead = _native.framing.OVERHEAD_BYTES
             for j, item in enumerate(chunk):
+                before = len(out)
                 encode_frames((encode(item),), out)
+                lengths.append(len(out) - before - overhead)
     except Exception as exc:
         what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first + j}"
         raise EncodeError(
@@ -388,7 +394,7 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
             item=first + j, shard=shard, path=path,
             hint="No shard was written; fix encode or the item and run again",
         ) from exc
-    return out, count
+    return out, len(lengths), np.array(lengths, np.int64)
 
 
 def _shard_loop(writers, q, failure):
@@ -400,8 +406,8 @@ def _shard_loop(writers, q, failure):
             return
         if failure:
             continue  # keep draining so the producer never blocks on a full queue
-        shard, frames, count = got
+        shard, frames, count, lengths = got
         try:
-            writers[shard]._write_frames(frames, count)
+            writers[shard]._write_frames(frames, count, lengths)
         except BaseException as exc:
             failure.append(exc)
