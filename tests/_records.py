@@ -9,14 +9,15 @@ def record(f, j, size=0):
     return f"{f}:{j}:".encode() + b"x" * size
 
 
-def write_files(directory, counts, size=0, compression=None, name="part-{:05d}.tfrecord"):
-    """One file per entry of counts; record j of file f is record(f, j, size)."""
+def write_files(directory, counts, size=0, compression=None, name="part-{:05d}.tfrecord", make=None):
+    """One file per entry of counts; record j of file f is make(f, j), by default
+    record(f, j, size)."""
+    make = make or (lambda f, j: record(f, j, size))
     paths = []
     for f, n in enumerate(counts):
         path = os.path.join(str(directory), name.format(f))
         with TFRecordWriter(path, compression=compression) as w:
-            for j in range(n):
-                w.write(record(f, j, size))
+            w.write_many(make(f, j) for j in range(n))
         paths.append(path)
     return paths
 

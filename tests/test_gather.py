@@ -12,6 +12,8 @@ import tfrecord_lite as tfl
 from tfrecord_lite import _native
 from tfrecord_lite._gather import Gathered
 
+from ._records import write_files
+
 SPEC = {"id": tfl.FixedLenFeature([], np.int64)}
 COUNTS = [9000, 0, 1, 5000, 4500, 37, 300]
 
@@ -77,13 +79,8 @@ def test_long_runs_stay_in_their_blocks():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("gather")
-    paths = []
-    for f, n in enumerate(COUNTS):
-        paths.append(str(d / f"part-{f}.tfrecord"))
-        with tfl.TFRecordWriter(paths[-1]) as w:
-            w.write_many(tfl.encode_example({"id": 100_000 * f + j, "pad": b"p" * (j % 300)}) for j in range(n))
-    return paths
+    return write_files(tmp_path_factory.mktemp("gather"), COUNTS,
+                       make=lambda f, j: tfl.encode_example({"id": 100_000 * f + j, "pad": b"p" * (j % 300)}))
 
 
 @settings(max_examples=25, deadline=None)

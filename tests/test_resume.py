@@ -25,13 +25,8 @@ def raw_files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def example_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ex")
-    paths = []
-    for f, n in enumerate(COUNTS):
-        paths.append(str(d / f"ex-{f}.tfrecord"))
-        with tfl.TFRecordWriter(paths[-1]) as w:
-            w.write_many(tfl.encode_example({"id": 1000 * f + j}) for j in range(n))
-    return paths
+    return write_files(tmp_path_factory.mktemp("ex"), COUNTS, name="ex-{}.tfrecord",
+                       make=lambda f, j: tfl.encode_example({"id": 1000 * f + j}))
 
 
 def _plain(item):
