@@ -660,8 +660,9 @@ def _raw_batch(records):
 
 def _held_bytes(records) -> int:
     """About the memory records hold: for a RecordBatch the stretch of its blocks it spans
-    (frame headers and any records a strided slice skips included). Not RecordBatch.nbytes:
-    a numpy reduction of 500+ values releases the GIL, and retaking it waits for a worker."""
+    (frame headers and any records a strided slice skips included), for a Gathered its
+    records times the mean of its first and last lengths. Not a sum over the lengths: a
+    numpy reduction of 500+ values releases the GIL, and retaking it waits for a worker."""
     if type(records) is Gathered:
         n = len(records)
         return n and n * (int(records.lengths[0]) + int(records.lengths[-1])) // 2
