@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _native
 from .batch import BlockOrigin, RecordBatch, RecordOrigins
+from .batch import _sliced as sliced_origin
 
 __all__ = ["Gathered", "object_array", "shuffle"]
 
@@ -48,10 +49,6 @@ class Gathered:
         # byte 0), and per record its index in its file (see batch.BlockOrigin).
         self.places = places
         self.index = index
-
-    def _with(self, which, starts, lengths, index_of) -> Gathered:
-        return Gathered(self.buffers, which, starts, lengths, self.framed, self.places,
-                        None if self.index is None else index_of(self.index))
 
     @classmethod
     def of(cls, batch: RecordBatch) -> Gathered:
@@ -79,12 +76,17 @@ class Gathered:
     def __getitem__(self, i):
         if not isinstance(i, slice):
             raise TypeError("Gathered records are sliced, not indexed")
-        return self._with(self.which[i], self.starts[i], self.lengths[i], lambda a: a[i])
+        return self._pick(i)
+
+    def _pick(self, idx) -> Gathered:
+        """The records at positions idx (a slice or an int array), in that order."""
+        return Gathered(self.buffers, self.which[idx], self.starts[idx], self.lengths[idx], self.framed,
+                        self.places, None if self.index is None else self.index[idx])
 
     def take(self, idx) -> Gathered:
         """The records at positions idx (an int array), in that order, holding only the
         blocks they lie in."""
-        return self._with(self.which[idx], self.starts[idx], self.lengths[idx], lambda a: a[idx])._compact()
+        return self._pick(idx)._compact()
 
     def _compact(self) -> Gathered:
         """Drop the blocks no record lies in, so that what a shuffle buffer keeps, or a
@@ -132,7 +134,7 @@ class Gathered:
             order = (firsts[:, None] + np.arange(span)).reshape(m, rounds, block).transpose(1, 0, 2).ravel()
             if extra:
                 order = np.concatenate([order, (firsts[:extra, None] + span + np.arange(block)).ravel()])
-            return whole._with(whole.which[order], whole.starts[order], whole.lengths[order], lambda a: a[order])
+            return whole._pick(order)
         return whole
 
     def to_batch(self) -> RecordBatch:
@@ -152,8 +154,7 @@ class Gathered:
                                          for b, a, z in zip(blocks, bounds, bounds[1:])],
                                framed=self.framed,
                                origins=None if origin is None else
-                               [origin._replace(path_ids=origin.path_ids[a:z], offsets=origin.offsets[a:z],
-                                                indices=origin.indices[a:z]) for a, z in zip(bounds, bounds[1:])])
+                               [sliced_origin(origin, slice(a, z, 1)) for a, z in zip(bounds, bounds[1:])])
         data, starts = _native.framing.gather(self.buffers, which, self.starts, self.lengths)
         return RecordBatch(data, starts, self.lengths, origin=origin)
 
