@@ -106,3 +106,14 @@ def memfs():
                                  "url": staticmethod(lambda name="": f"memory://{prefix}/{name}".rstrip("/"))})
     if fs.exists(prefix):
         fs.rm(prefix, recursive=True)
+
+
+@pytest.fixture(params=["signed", "ranged"])
+def s3_reads(request, monkeypatch):
+    """Both ways an s3:// input is read: one presigned GET streamed into the reader
+    (SignedStream), or fsspec's ranged blocks (settings a presigned URL cannot carry)."""
+    from tfrecord_lite import fs
+
+    if request.param == "ranged":
+        monkeypatch.setattr(fs, "_signs_urls", lambda filesystem: False)
+    return request.param

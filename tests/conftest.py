@@ -46,4 +46,4 @@ def backend(request):
 
 
 # The loopback S3 server (moto) and memory:// prefixes for the remote-path tests.
-from tests._s3 import memfs, s3, s3_server  # noqa: E402,F401
+from tests._s3 import memfs, s3, s3_reads, s3_server  # noqa: E402,F401

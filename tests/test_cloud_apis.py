@@ -97,11 +97,9 @@ def test_dataset_shards_read_every_record_exactly_once(remote, backend, shards):
     assert sorted(seen) == list(range(200))
 
 
-def test_dataset_max_open_files_bounds_open_remote_handles(s3, monkeypatch):
+def test_dataset_max_open_files_bounds_open_remote_handles(s3, s3_reads, monkeypatch):
     """At most max_open_files S3 handles are open at once, and none is left open."""
-    import s3fs
-
-    from tfrecord_lite import dataset
+    from tfrecord_lite import dataset, fs as tfs
 
     # Read pieces of 64 KiB, so that each file takes several and stays open a while.
     monkeypatch.setattr(dataset, "_PIECE_BYTES_TOTAL", 0)
@@ -111,20 +109,23 @@ def test_dataset_max_open_files_bounds_open_remote_handles(s3, monkeypatch):
             [tfl.encode_example({"id": f * 12 + j, "v": np.zeros(3, np.float32), "pad": big.tobytes()})
              for j in range(12)]))
     live, peak = set(), [0]
-    real_open, real_close = s3fs.S3FileSystem._open, s3fs.core.S3File.close
+    real_open = tfs.open_input
 
-    def counting_open(self, *args, **kwargs):
-        f = real_open(self, *args, **kwargs)
+    def counting_open(path, storage_options=None):
+        f = real_open(path, storage_options)
+        assert isinstance(f, tfs.SignedStream) == (s3_reads == "signed")
         live.add(id(f))
         peak[0] = max(peak[0], len(live))
+        real_close = f.close
+
+        def close():
+            live.discard(id(f))
+            real_close()
+
+        f.close = close
         return f
 
-    def counting_close(self):
-        live.discard(id(self))
-        return real_close(self)
-
-    monkeypatch.setattr(s3fs.S3FileSystem, "_open", counting_open)
-    monkeypatch.setattr(s3fs.core.S3File, "close", counting_close)
+    monkeypatch.setattr(tfs, "open_input", counting_open)
     ds = tfl.TFRecordDataset(s3.url("data"), SPEC, batch_size=7, num_threads=2, max_open_files=3,
                              cycle_length=3)
     assert ids(ds) == list(range(96))

@@ -2,6 +2,7 @@
 loopback, through s3fs) and fsspec's memory://; file:// and local paths stay local."""
 
 import gzip
+import http.client
 import os
 import signal
 import subprocess
@@ -18,6 +19,35 @@ from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 records_st = st.lists(st.binary(max_size=300), max_size=40)
+
+
+@pytest.fixture
+def gets(monkeypatch):
+    """The GETs SignedStreams send, as their header dicts."""
+    sent, real = [], http.client.HTTPConnection.request
+
+    def counting(self, method, url, body=None, headers={}, **kwargs):
+        if method == "GET":
+            sent.append(dict(headers))
+        return real(self, method, url, body, headers, **kwargs)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "request", counting)
+    return sent
+
+
+def drop_connection(monkeypatch, after_calls, times=1):
+    """Make HTTPResponse.readinto fail as a reset connection would, `times` times, once
+    `after_calls` reads have succeeded."""
+    real, calls = http.client.HTTPResponse.readinto, [0, 0]
+
+    def flaky(self, view):
+        calls[0] += 1
+        if calls[0] > after_calls and calls[1] < times:
+            calls[1] += 1
+            raise ConnectionResetError("connection reset by peer")
+        return real(self, view)
+
+    monkeypatch.setattr(http.client.HTTPResponse, "readinto", flaky)
 
 
 def frames(records, compression=None):
@@ -54,13 +84,16 @@ def test_s3_round_trip_any_compression(s3, backend, compression, records):
 
 
 @pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
-def test_s3_reads_files_written_by_anything_with_auto_detection(s3, backend, compression):
+def test_s3_reads_files_written_by_anything_with_auto_detection(s3, s3_reads, backend, compression):
     records = [os.urandom(n) for n in (0, 1, 100, 5000, 70000)] * 5
     url = s3.put(f"in.tfrecord.{compression}", frames(records, compression))
     reader = tfl.TFRecordReader(url)
     assert list(reader) == records
     batches = list(tfl.TFRecordReader(url).record_batches(7))
     assert [r for b in batches for r in b] == records
+    if compression is None:  # an uncompressed file starts at a frame's offset with a seek
+        at = sum(16 + len(r) for r in records[:7])
+        assert list(tfl.TFRecordReader(url, start_offset=at, start_index=7)) == records[7:]
 
 
 def test_memory_round_trip_and_storage_options(memfs, backend):
@@ -88,10 +121,30 @@ def test_storage_options_reach_s3fs(s3, monkeypatch):
             "retries": {"max_attempts": 1}, "connect_timeout": 1}}))
 
 
-def test_s3_reads_in_large_ranged_blocks(s3, monkeypatch):
-    """Thousands of small records cost a handful of ranged GETs, not one per record."""
+def test_s3_streams_each_object_through_one_get(s3, gets, monkeypatch):
+    """Thousands of small records cost one GET, received straight into the reader."""
     import s3fs
 
+    records = [os.urandom(200) for _ in range(100_000)]  # about 22 MB
+    url = s3.put("many.tfrecord", frames(records))
+
+    def through_the_sdk(*args, **kwargs):
+        raise AssertionError("object bytes went through s3fs")
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", through_the_sdk)
+    monkeypatch.setattr(s3fs.S3FileSystem, "_cat_file", through_the_sdk)
+    with tfl.TFRecordReader(url) as reader:
+        assert isinstance(reader._file, tfs.SignedStream)
+        assert list(reader) == records
+    assert gets == [{}]  # no Range: from the start to the end
+
+
+def test_s3_ranged_reads_fetch_large_blocks(s3, monkeypatch):
+    """Where a presigned URL cannot be used, fsspec reads large ranged blocks, never one
+    request per record."""
+    import s3fs
+
+    monkeypatch.setattr(tfs, "_signs_urls", lambda fs: False)
     records = [os.urandom(200) for _ in range(100_000)]  # about 22 MB: two blocks
     url = s3.put("many.tfrecord", frames(records))
     calls = []
@@ -108,7 +161,69 @@ def test_s3_reads_in_large_ranged_blocks(s3, monkeypatch):
     assert all(end - start >= min(tfs.BLOCK_BYTES, size - start) for start, end in calls)
 
 
-def test_s3_corrupt_data_names_url_offset_and_record(s3, tmp_path, backend):
+def test_s3_stream_resumes_a_dropped_connection_at_the_same_byte(s3, gets, monkeypatch, backend):
+    records = [os.urandom(1000) for _ in range(3000)]
+    url = s3.put("drop.tfrecord", frames(records))
+    drop_connection(monkeypatch, after_calls=3, times=2)
+    assert list(tfl.TFRecordReader(url, chunk_size=1 << 16)) == records
+    assert len(gets) == 3 and gets[0] == {}
+    etag = s3.fs.info(url)["ETag"]
+    resumed = [int(g["Range"][len("bytes="):-1]) for g in gets[1:]]
+    # Where the reads stopped (both retries at the same byte), not at the start again.
+    assert resumed[0] == resumed[1] and 0 < resumed[0] < 3 << 16
+    assert all(g["If-Match"] == etag for g in gets[1:])
+
+
+def test_s3_object_replaced_during_a_read_is_an_error(s3, monkeypatch):
+    records = [os.urandom(1000) for _ in range(3000)]
+    url = s3.put("moving.tfrecord", frames(records))
+    reader = iter(tfl.TFRecordReader(url, chunk_size=1 << 16))
+    assert next(reader) == records[0]
+    s3.put("moving.tfrecord", frames(records[::-1]))
+    drop_connection(monkeypatch, after_calls=0)
+    with pytest.raises(TFRecordError, match="changed while it was read") as err:
+        list(reader)
+    assert err.value.path == url and err.value.offset > 0 and err.value.hint
+
+
+def test_s3_stream_gives_up_after_repeated_drops(s3, monkeypatch):
+    url = s3.put("gone.tfrecord", frames([os.urandom(1000) for _ in range(300)]))
+    drop_connection(monkeypatch, after_calls=1, times=10)
+    with pytest.raises(TFRecordError, match="failed at byte .* after 4 attempts: connection reset") as err:
+        list(tfl.TFRecordReader(url, chunk_size=1 << 16))
+    assert err.value.path == url and err.value.offset == 12  # after the first frame's header
+    assert "network" in err.value.hint
+
+
+def test_s3_presigned_only_where_the_url_carries_the_settings(s3, monkeypatch):
+    import s3fs
+
+    url = s3.put("plain.tfrecord", frames([b"a", b"b"]))
+    so = s3.storage_options
+
+    def opened(**extra):
+        s3fs.S3FileSystem.clear_instance_cache()
+        with tfs.open_input(url, {**so, **extra}) as f:
+            assert f.read() == frames([b"a", b"b"])
+            return isinstance(f, tfs.SignedStream)
+
+    assert opened()
+    assert not opened(requester_pays=True)
+    assert not opened(s3_additional_kwargs={"SSECustomerAlgorithm": "AES256"})
+    proxied = s3fs.S3FileSystem(**so, config_kwargs={"proxies": {"http": "http://127.0.0.1:9"}})
+    assert not tfs._signs_urls(proxied) and tfs._signs_urls(s3fs.S3FileSystem(**so))
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # so the SDK itself still reaches the server
+    assert not opened()
+    monkeypatch.delenv("HTTP_PROXY")
+    assert opened()
+    # A store that refuses the presigned GET is read through the SDK instead.
+    monkeypatch.setattr(tfs.SignedStream, "_open", lambda self, first=False: (_ for _ in ()).throw(
+        tfs._NotSigned(403)))
+    assert not opened()
+
+
+def test_s3_corrupt_data_names_url_offset_and_record(s3, s3_reads, tmp_path, backend):
     data = bytearray(frames([b"alpha", b"beta" * 10, b"gamma"]))
     data[21 + 12 + 3] ^= 0x40  # a data byte of record 1 (record 0's frame is 21 bytes)
     url = s3.put("bad.tfrecord", bytes(data))

@@ -8,8 +8,10 @@ the fsspec filesystem; fsspec's own configuration (``FSSPEC_S3_...`` environment
 its config files) and the cloud SDKs' (``AWS_ENDPOINT_URL``, credentials) apply as usual.
 
 What this module owns for remote paths:
-- inputs: buffered binary streams read in large ranged blocks (``BLOCK_BYTES``), the next
-  block fetched in the background while the current one is parsed; never a request per record;
+- inputs: never a request per record. An S3 object streams through one presigned GET
+  (``SignedStream``), its bytes received straight into the reader's buffer without the GIL;
+  other filesystems (and S3 settings a presigned URL cannot carry) read through fsspec in
+  large ranged blocks (``BLOCK_BYTES``), the next fetched in the background;
 - resolution of globs and directories (sorted; ``.index`` sidecars and hidden names left out);
 - sizes, existence, small whole reads (sidecars) and ranged reads (random access);
 - atomic outputs: an object appears under its final name only when complete. S3 and GCS
@@ -21,9 +23,13 @@ What this module owns for remote paths:
 from __future__ import annotations
 
 import errno
+import http.client
+import io
 import os
 import posixpath
 import re
+import time
+import urllib.parse
 import uuid
 
 from .errors import TFRecordError
@@ -34,6 +40,10 @@ __all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "e
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
 _READ_AHEAD_BLOCKS = 2  # blocks kept per open input (fsspec re-fetches with fewer); one more in flight
+_SIGNED_PROTOCOLS = frozenset({"s3", "s3a"})  # presigning is local computation there
+_SIGNED_SECONDS = 3600  # a presigned URL is checked when a GET starts, not while it streams
+_STREAM_ATTEMPTS = 4  # GETs per read before a dropped connection is an error
+_TIMEOUT = 60  # seconds without a byte before a GET counts as dropped (botocore's default)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
@@ -77,13 +87,18 @@ def _not_found(url):
 
 
 def open_input(path, storage_options=None):
-    """A binary input stream: an unbuffered local file, or a remote file read in blocks of
-    BLOCK_BYTES (the next one fetched in the background)."""
+    """A binary input stream: an unbuffered local file, a SignedStream for an S3 object, or
+    an fsspec file read in blocks of BLOCK_BYTES (the next one fetched in the background)."""
     if not is_url(path):
         return open(local_path(path), "rb", buffering=0)
     import fsspec.caching
 
     fs, p = filesystem(path, storage_options)
+    if _signs_urls(fs):
+        try:
+            return SignedStream(fs, p, path)
+        except _NotSigned:
+            pass  # the store wants what the SDK sends: read through it
     if "background" in fsspec.caching.caches:
         cache = {"cache_type": "background", "cache_options": {"maxblocks": _READ_AHEAD_BLOCKS}}
     else:
@@ -101,6 +116,155 @@ def open_input(path, storage_options=None):
         except AttributeError:
             pass
     return f
+
+
+def _signs_urls(fs) -> bool:
+    """True when a presigned GET reads this filesystem's objects as its own client would:
+    S3 without request payment, extra request parameters (SSE-C keys) or proxies."""
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if not protocols & _SIGNED_PROTOCOLS or getattr(fs, "requester_pays", False):
+        return False
+    if getattr(fs, "asynchronous", False):  # its sign() is a coroutine, for an event loop's caller
+        return False
+    if getattr(fs, "s3_additional_kwargs", None) or (getattr(fs, "config_kwargs", None) or {}).get("proxies"):
+        return False
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    return not (proxies.get("http") or proxies.get("https"))  # proxies are the SDK's to honour
+
+
+class _NotSigned(Exception):
+    """The first presigned GET was refused: read through the filesystem instead."""
+
+
+class SignedStream(io.RawIOBase):
+    """A seekable remote file read through one presigned GET from the current position to
+    the end. ``readinto`` receives straight into the caller's buffer (the socket read
+    releases the GIL), so the transfer runs beside the parsing threads instead of through
+    an event loop shared with them.
+
+    A dropped connection is resumed with a ranged GET at the same byte, up to
+    ``_STREAM_ATTEMPTS`` times; resumed GETs carry the first response's ETag
+    (``If-Match``), so a file replaced meanwhile is an error, never a splice of two."""
+
+    def __init__(self, fs, path: str, name: str):
+        super().__init__()
+        self._fs, self._path, self.name = fs, path, name
+        self._pos, self._etag, self._response = 0, None, None
+        self.size = None
+        self._open(first=True)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        if base + offset != self._pos:
+            self._pos = base + offset
+            self._drop()
+        return self._pos
+
+    def readinto(self, view) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        failure = None
+        for attempt in range(_STREAM_ATTEMPTS):
+            if self._pos >= self.size or not len(view):
+                return 0
+            try:
+                if self._response is None:
+                    self._open()
+                n = self._response.readinto(view)
+            except (http.client.HTTPException, OSError) as exc:
+                failure = exc
+            else:
+                if n:
+                    self._pos += n
+                    return n
+                failure = "the connection closed early"
+            self._drop()
+            time.sleep(0.1 * attempt)
+        raise TFRecordError(f"reading {self.name} failed at byte {self._pos} after {_STREAM_ATTEMPTS} "
+                            f"attempts: {failure}", path=self.name, offset=self._pos,
+                            hint="check the network and the object store, then read it again")
+
+    def close(self) -> None:
+        self._drop()
+        super().close()
+
+    def _drop(self) -> None:
+        if self._response is not None:
+            self._response.close()  # not drained: the rest of the object is never wanted
+            self._connection.close()
+            self._response = None
+
+    def _open(self, first: bool = False) -> None:
+        """GET from self._pos to the end; the first one also learns the size and ETag."""
+        headers = {"Range": f"bytes={self._pos}-"} if self._pos else {}
+        if self._etag:
+            headers["If-Match"] = self._etag
+        url = urllib.parse.urlsplit(self._fs.sign(self._path, expiration=_SIGNED_SECONDS))
+        if url.scheme == "https":
+            connection = http.client.HTTPSConnection(url.hostname, url.port, timeout=_TIMEOUT,
+                                                     context=_tls(self._fs))
+        else:
+            connection = http.client.HTTPConnection(url.hostname, url.port, timeout=_TIMEOUT)
+        connection.request("GET", f"{url.path}?{url.query}" if url.query else url.path, headers=headers)
+        response = connection.getresponse()
+        if response.status in (200, 206):
+            self._connection, self._response = connection, response
+            if first:
+                self._etag = response.getheader("ETag")
+                self.size = _total_size(response)
+            return
+        response.close()
+        connection.close()
+        if response.status == 404:
+            raise _not_found(self.name)
+        if first:
+            raise _NotSigned(response.status)
+        if response.status == 412:
+            raise TFRecordError(f"{self.name} changed while it was read (at byte {self._pos})",
+                                path=self.name, offset=self._pos, hint="read it again from the start")
+        raise http.client.HTTPException(f"HTTP {response.status}")  # retried, then reported
+
+
+def _total_size(response) -> int:
+    """The object's size from a 200's Content-Length or a 206's Content-Range."""
+    content_range = response.getheader("Content-Range")
+    if content_range:
+        return int(content_range.rsplit("/", 1)[1])
+    return int(response.getheader("Content-Length"))
+
+
+_tls_contexts: dict = {}
+
+
+def _tls(fs):
+    """An SSL context that verifies certificates as the filesystem's own client does."""
+    verify = (getattr(fs, "client_kwargs", None) or {}).get("verify", os.environ.get("AWS_CA_BUNDLE", True))
+    context = _tls_contexts.get(verify)
+    if context is None:
+        import ssl
+
+        if verify is False:
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        else:
+            from botocore.httpsession import get_cert_path
+
+            context = ssl.create_default_context(cafile=get_cert_path(verify))
+        _tls_contexts[verify] = context
+    return context
 
 
 def size(path, storage_options=None) -> int:
