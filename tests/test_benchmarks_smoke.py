@@ -224,7 +224,7 @@ def test_bench_scaling_end_to_end(tmp_path):
 
 def test_bench_cloud_end_to_end(workloads, tmp_path):
     results = bench_cloud.run(workloads, repeats=1, warmup=1, timeout=600)
-    text = _check(results, bench_cloud, tmp_path, {"w1": ["lite", "lite_s3", "ceiling"]})
+    text = _check(results, bench_cloud, tmp_path, {"w1": ["lite", "lite_s3", "s3fs"]})
     assert [r["target"] for r in results["ratios"]] == [bench_cloud.TARGET, None]
     assert "s3:// on loopback" in text and "vs local" in text
 
