@@ -116,6 +116,26 @@ def test_sequence_list_of_mixed_kinds_names_the_record(backend):
     assert info.value.index == 1
 
 
+def test_bad_record_in_a_file_is_named_by_file_offset_and_index(backend, tmp_path):
+    """A sample read from files across several read chunks: the error names the file, the
+    frame's offset and the record's index in it, like every other reading error."""
+    good = [tfl.encode_example({"a": np.full(k % 50, 2**40, np.int64)}) for k in range(3000)]  # ~500 KB
+    for bad, kind, message in [(tfl.encode_example({"a": np.ones(2, np.float32)}), tfl.FeatureSpecError,
+                                "'a' has values of more than one type"),
+                               (b"\x0a\x05garbage", tfl.ExampleDecodeError, "malformed")]:
+        path = tmp_path / "ex.tfrecord"
+        records = good[:2500] + [bad] + good[2500:]
+        with tfl.TFRecordWriter(path) as w:
+            w.write_many(records)
+        with pytest.raises(kind, match=message) as info:
+            tfl.infer_schema(path, sample=2800)
+        offset = sum(16 + len(r) for r in records[:2500])
+        assert (info.value.path, info.value.offset, info.value.index) == (str(path), offset, 2500)
+        assert f"byte offset {offset}" in str(info.value)
+        # Records after the sample are never looked at.
+        assert tfl.infer_schema(path, sample=2500) == {"a": tfl.VarLenFeature(np.int64)}
+
+
 def test_decode_sequence_example(backend):
     context, lists = tfl.decode_sequence_example(_sequences()[0])
     assert context["id"].tolist() == [1] and context["name"] == [b"a"]

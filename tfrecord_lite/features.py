@@ -344,19 +344,41 @@ def infer_schema(source: PathLike | BinaryIO | Records, sample: int = 1000, prog
     otherwise. Features whose kind differs between records raise FeatureSpecError.
     progress: a bar over the records read (see tfrecord_lite.progress). storage_options: for
     an fsspec URL."""
-    from . import _native
+    from .batch import locate_error
+    from .errors import TFRecordError
+
+    records = _sample(source, sample, progress, storage_options)
+    try:
+        return _infer(records)
+    except TFRecordError as exc:  # name the record's file, offset and index, where known
+        locate_error(exc, records)
+        raise
+
+
+def _sample(source, sample, progress, storage_options):
+    """The first ``sample`` records: a RecordBatch that knows their origins when read from a
+    file, else a list."""
+    from .batch import RecordBatch
     from .progress import progress as _progress
     from .reader import TFRecordReader
 
-    if isinstance(source, (str, os.PathLike)) or hasattr(source, "read"):
-        with TFRecordReader(source, storage_options=storage_options) as reader, \
-                _progress(sample, desc="schema", enabled=progress) as bar:
-            records = []
-            for _, record in zip(range(sample), reader):
-                records.append(record)
-                bar.update()
-    else:
-        records = list(source)[:sample]
+    if not (isinstance(source, (str, os.PathLike)) or hasattr(source, "read")):
+        return list(source)[:sample]
+    with TFRecordReader(source, storage_options=storage_options) as reader, \
+            _progress(sample, desc="schema", enabled=progress) as bar:
+        parts, have = [], 0
+        for batch in reader.record_batches():
+            parts.append(batch[:sample - have])
+            have += len(parts[-1])
+            bar.update(len(parts[-1]))
+            if have >= sample:
+                break
+    return RecordBatch.concat(parts)
+
+
+def _infer(records) -> Schema | SequenceSchema:
+    from . import _native
+
     # An Example parses as a SequenceExample with no feature lists (same field 1).
     names, columns, list_names, list_columns = _native.example.decode_sequence_examples(records)
     context = Schema()

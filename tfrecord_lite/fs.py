@@ -153,7 +153,7 @@ class SignedStream(io.RawIOBase):
         self._fs, self._path, self.name = fs, path, name
         self._pos, self._etag, self._response = 0, None, None
         self.size = None
-        self._open(first=True)
+        self._retrying(lambda: self._open(first=True))
 
     def readable(self) -> bool:
         return True
@@ -176,25 +176,34 @@ class SignedStream(io.RawIOBase):
     def readinto(self, view) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file")
+        if self._pos >= self.size or not len(view):
+            return 0
+        n = self._retrying(lambda: self._receive(view))
+        self._pos += n
+        return n
+
+    def _receive(self, view) -> int:
+        if self._response is None:
+            self._open()
+        n = self._response.readinto(view)
+        if not n:
+            raise http.client.IncompleteRead(b"", self.size - self._pos)
+        return n
+
+    def _retrying(self, action):
+        """action(), again on a fresh GET from the same byte when the connection fails."""
         failure = None
         for attempt in range(_STREAM_ATTEMPTS):
-            if self._pos >= self.size or not len(view):
-                return 0
             try:
-                if self._response is None:
-                    self._open()
-                n = self._response.readinto(view)
+                return action()
+            except FileNotFoundError:
+                raise
             except (http.client.HTTPException, OSError) as exc:
                 failure = exc
-            else:
-                if n:
-                    self._pos += n
-                    return n
-                failure = "the connection closed early"
             self._drop()
             time.sleep(0.1 * attempt)
         raise TFRecordError(f"reading {self.name} failed at byte {self._pos} after {_STREAM_ATTEMPTS} "
-                            f"attempts: {failure}", path=self.name, offset=self._pos,
+                            f"attempts: {failure!r}", path=self.name, offset=self._pos,
                             hint="check the network and the object store, then read it again")
 
     def close(self) -> None:
