@@ -18,11 +18,12 @@ SPEC = {"id": tfl.FixedLenFeature([], np.int64)}
 COUNTS = [9000, 0, 1, 5000, 4500, 37, 300]
 
 
-def _blocks(records_per_block):
-    """RecordBatches over real frame blocks, records numbered across them."""
+def _blocks(records_per_block, pad=0):
+    """RecordBatches over real frame blocks, records numbered across them (``pad`` bytes
+    longer each)."""
     out, k = [], 0
     for n in records_per_block:
-        frames = _native.framing.encode_frames([b"r%d-" % (k + i) + b"x" * ((k + i) % 7) for i in range(n)])
+        frames = _native.framing.encode_frames([b"r%d-" % (k + i) + b"x" * ((k + i) % 7 + pad) for i in range(n)])
         frames, starts, lengths, *_ = _native.framing.scan_block(frames)
         out.append(tfl.RecordBatch(frames, starts, lengths, framed=True))
         k += n
@@ -75,6 +76,18 @@ def test_long_runs_stay_in_their_blocks():
     mixed = Gathered.rounds([Gathered.of(b) for b in blocks], 1, 500, 0).to_batch()
     assert len(mixed.segments) == 1 and not mixed.framed  # copied into one new block
     assert list(mixed) == [r for pair in zip(blocks[0], blocks[1]) for r in pair]
+
+
+@pytest.mark.parametrize("pad, in_place", [(8 << 10, False), (32 << 10, True)])
+def test_large_records_stay_in_place_even_in_short_runs(pad, in_place):
+    """One-record runs: small records are copied into one block, large ones (where a copy
+    costs more than a segment) keep their blocks."""
+    blocks = _blocks([20, 20], pad=pad)
+    batch = Gathered.rounds([Gathered.of(b) for b in blocks], 1, 20, 0).to_batch()
+    assert list(batch) == [r for pair in zip(blocks[0], blocks[1]) for r in pair]
+    assert len(batch.segments) == (40 if in_place else 1) and batch.framed == in_place
+    if in_place:
+        assert {id(s[0]) for s in batch.segments} == {id(b.segments[0][0]) for b in blocks}
 
 
 @pytest.fixture(scope="module")
