@@ -35,7 +35,8 @@ import uuid
 from .errors import TFRecordError
 
 __all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
-           "exists", "remove", "read_bytes", "read_range", "BLOCK_BYTES", "WRITE_BLOCK_BYTES", "GLOB_CHARS"]
+           "exists", "remove", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
+           "GLOB_CHARS"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
