@@ -225,6 +225,20 @@ _structures = st.recursive(_leaves, lambda inner: st.one_of(
 ), max_leaves=8)
 
 
+@pytest.mark.parametrize("other", [7, "x", None])
+@pytest.mark.parametrize("size", [4, 1100])
+def test_packing_judges_lists_on_a_sample_but_buffers_only_bytes(other, size):
+    """Kind and size are judged on a sample of a list's values; something else at a
+    position the sample leaves out still never goes into the buffer as bytes."""
+    from tfrecord_lite import torch as tlt
+
+    values = [bytes([i]) * size for i in range(40)]
+    values.insert(1, other)  # a list of 41 is sampled every second value from 0
+    for leaf in (values, _object_array(values)):
+        batch = {"v": leaf}
+        assert_same(pickle.loads(ForkingPickler.dumps(tlt._packed(batch))), batch)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.text(max_size=4), _structures, max_size=5), st.booleans())
 def test_packing_round_trips_any_structure(batch, as_tensors):

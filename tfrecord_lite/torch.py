@@ -101,6 +101,7 @@ def _to_tensors(value):
 
 _ALIGN = 64  # every part starts aligned, so views of any dtype are aligned
 _LARGE_BYTES = 1024  # bytes values of this average size and more go through the buffer
+_SAMPLE = 16  # values a list's kind and size are judged on
 _SHM_MIN = 1 << 20  # from this size a buffer crosses in shared memory, below it through the pipe
 
 
@@ -155,11 +156,16 @@ class _Packer(pickle.Pickler):
     def _bytes(self, kind: str, obj, values: list, shape):
         """A list or object array: bytes values of 1 KiB or more on average go into the
         buffer; smaller ones are pickled apart at C speed (this pickler would call
-        persistent_id once per value); anything else is pickled part by part."""
-        if set(map(type, values)) != {bytes}:
+        persistent_id once per value); anything else is pickled part by part. Kind and size
+        are judged on a sample: over every value, the checks cost as much as the pickling
+        (a W2 batch's two string columns spent 150 of 370 µs on them)."""
+        sample = values[::max(1, len(values) // _SAMPLE)]
+        if set(map(type, sample)) != {bytes}:
             return None
-        if not _large(values):
+        if len(values) < 2 or sum(map(len, sample)) < _LARGE_BYTES * len(sample):
             return ("p", pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+        if set(map(type, values)) != {bytes}:  # the buffer takes bytes only
+            return None
         return (kind, *self._bytes_values(values), shape)
 
     def _array(self, kind: str, array: np.ndarray):
@@ -179,12 +185,6 @@ class _Packer(pickle.Pickler):
                     at += len(v)
             else:
                 buffer[offset:offset + source.nbytes] = source
-
-
-def _large(values: list) -> bool:
-    """Bytes values large enough on average to go through the buffer; pickle copies small
-    ones in and out faster than they can be sliced out of a buffer one by one."""
-    return len(values) > 1 and sum(map(len, values)) >= _LARGE_BYTES * len(values)
 
 
 def _pack(obj):
