@@ -117,10 +117,10 @@ class TFRecordDataset:
         self.batch_size = _positive("batch_size", batch_size, allow_none=True)
         if output not in ("numpy", "arrow") or bytes_output not in ("object", "column"):
             raise InvalidArgumentError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
-                                f"not {output!r} and {bytes_output!r}")
+                                       f"not {output!r} and {bytes_output!r}")
         if output == "arrow" and (features is None or self.batch_size is None):
             raise InvalidArgumentError("output='arrow' yields RecordBatches parsed with a spec",
-                                hint="pass features= and batch_size=")
+                                       hint="pass features= and batch_size=")
         self.bytes_output, self.output = bytes_output, output
         self.drop_remainder = bool(drop_remainder)
         self.num_threads = _positive("num_threads", num_threads)
@@ -700,8 +700,6 @@ def _parse_task(parse, records, sizes):
         except Exception as exc:
             return outputs, exc
     return outputs, None  # only the group was too much (MemoryError)
-
-
 
 
 def _skip(chunks, n):

@@ -36,7 +36,7 @@ def device_put(batch: Any, device: Any = None, *, bytes: str = "host") -> Any:
     whole)."""
     if bytes not in ("host", "drop"):
         raise InvalidArgumentError(f"bytes must be 'host' or 'drop', not {bytes!r}",
-                                    hint="'host' keeps bytes features as NumPy object arrays, 'drop' leaves them out")
+                                   hint="'host' keeps bytes features as NumPy object arrays, 'drop' leaves them out")
     import jax
 
     out = _put(batch, lambda a: jax.device_put(a, device), bytes == "drop")

@@ -363,7 +363,7 @@ def _make_pool(executor, num_workers, encode, mp_context):
             mp_context = multiprocessing.get_context(mp_context)
         return cf.ProcessPoolExecutor(num_workers, mp_context=mp_context), True
     raise InvalidArgumentError(f"executor must be 'thread', 'process' or a concurrent.futures.Executor, "
-                        f"not {executor!r}")
+                               f"not {executor!r}")
 
 
 def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):

@@ -80,7 +80,7 @@ class TFRecordWriter(CommitOnExit):
                 )
             if index is True and not isinstance(path_or_fileobj, (str, os.PathLike)):
                 raise InvalidArgumentError("index=True needs a path to put the sidecar beside; pass "
-                                    "index='<sidecar path>' when writing to a file object", path=self.path)
+                                           "index='<sidecar path>' when writing to a file object", path=self.path)
             self._index_path = None if index is True else os.fspath(index)
             self._index = _fs.open_output(self._index_path or self.path + ".index", storage_options, fsync=fsync)
         try:
