@@ -14,13 +14,14 @@ import os
 
 import numpy as np
 
-from tfrecord_lite.errors import InvalidArgumentError, not_a_record, writer_closed
+from tfrecord_lite.errors import ArgumentTypeError, InvalidArgumentError, not_a_record, writer_closed
 
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport (
     PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
 )
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
@@ -571,3 +572,91 @@ def gather(list buffers, const int64_t[:] which, const int64_t[:] starts, const 
         for b in range(got):
             PyBuffer_Release(&views[b])
         PyMem_Free(views)
+
+
+# -- bytes values back to back: moving many values as one block --------------------------------
+
+def value_lengths(list values):
+    """The byte length of each value (int64), or None unless every value is exactly ``bytes``:
+    the check and the offsets that ``copy_values`` needs, in one pass."""
+    cdef Py_ssize_t i, n = len(values)
+    cdef object v
+    out = np.empty(n, np.int64)
+    cdef int64_t[::1] lengths = out
+    for i in range(n):
+        v = values[i]
+        if not PyBytes_CheckExact(v):
+            return None
+        lengths[i] = PyBytes_GET_SIZE(v)
+    return out
+
+
+cdef void copy_all(char *dst, const char **src, const Py_ssize_t *sizes, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        memcpy(dst, src[i], sizes[i])
+        dst += sizes[i]
+
+
+def copy_values(list values, out, Py_ssize_t at=0):
+    """Copy bytes values back to back into the writable buffer ``out`` from byte ``at``;
+    returns the byte after the last. Large copies run without the GIL."""
+    cdef tuple held = tuple(values)  # keeps every value alive while the GIL is released
+    cdef Py_ssize_t i, n = len(held), total = 0, slots = n if n else 1
+    cdef const char **src
+    cdef Py_ssize_t *sizes
+    cdef Py_buffer view
+    cdef char *dst
+    cdef object v
+    src = <const char **>PyMem_Realloc(NULL, slots * (sizeof(char *) + sizeof(Py_ssize_t)))
+    if src == NULL:
+        raise MemoryError()
+    sizes = <Py_ssize_t *>(src + slots)
+    try:
+        for i in range(n):
+            v = held[i]
+            if not PyBytes_CheckExact(v):
+                raise ArgumentTypeError(f"copy_values: value {i} is {type(v).__name__}, not bytes")
+            src[i] = PyBytes_AS_STRING(v)
+            sizes[i] = PyBytes_GET_SIZE(v)
+            total += sizes[i]
+        PyObject_GetBuffer(out, &view, PyBUF_WRITABLE)
+        try:
+            if at < 0 or total > view.len - at:
+                raise InvalidArgumentError(f"copy_values: {total} bytes do not fit at {at} of a {view.len}-byte buffer")
+            dst = <char *>view.buf + at
+            if total >= NOGIL_MIN_BYTES:
+                with nogil:
+                    copy_all(dst, src, sizes, n)
+            else:
+                copy_all(dst, src, sizes, n)
+        finally:
+            PyBuffer_Release(&view)
+        return at + total
+    finally:
+        PyMem_Free(src)
+
+
+def split_values(buf, const int64_t[:] offsets):
+    """Value i is ``bytes(buf[offsets[i]:offsets[i + 1]])``: a list of them (what
+    copy_values placed, given its offsets)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t i, n = offsets.shape[0] - 1
+    cdef const char *base
+    if n < 0:
+        raise InvalidArgumentError("split_values: offsets must hold at least one position")
+    acquire(buf, &view)
+    try:
+        if offsets[0] < 0 or offsets[n] > view.len:
+            raise InvalidArgumentError(f"split_values: offsets run from {offsets[0]} to {offsets[n]}, "
+                                       f"outside a {view.len}-byte buffer")
+        for i in range(n):
+            if offsets[i] > offsets[i + 1]:
+                raise InvalidArgumentError(f"split_values: offset {i + 1} is before offset {i}")
+        base = <const char *>view.buf
+        out = [None] * n
+        for i in range(n):
+            out[i] = PyBytes_FromStringAndSize(base + offsets[i], offsets[i + 1] - offsets[i])
+        return out
+    finally:
+        PyBuffer_Release(&view)

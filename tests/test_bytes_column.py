@@ -164,3 +164,48 @@ def test_dataset_passes_bytes_output_through(backend, tmp_path):
     assert [v for b in batches for v in b["b"]] == values
     items = list(TFRecordDataset(path, spec, bytes_output="column"))
     assert [item["b"] for item in items] == values
+
+
+# -- the core's helpers for values back to back (BytesColumn, DataLoader batches) ----------------
+
+@given(st.lists(st.binary(max_size=40), max_size=30), st.integers(0, 9))
+def test_values_copy_back_to_back_and_split_again(backend, values, at):
+    from tfrecord_lite import _native
+
+    lengths = _native.framing.value_lengths(values)
+    assert lengths.dtype == np.int64 and lengths.tolist() == [len(v) for v in values]
+    out = np.full(at + sum(lengths) + 3, 255, np.uint8)
+    assert _native.framing.copy_values(values, out, at) == at + sum(lengths)
+    assert out[:at].tolist() == [255] * at and out[len(out) - 3:].tolist() == [255] * 3
+    assert out[at:len(out) - 3].tobytes() == b"".join(values)
+    offsets = at + np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    got = _native.framing.split_values(out, offsets)
+    assert got == values and all(type(v) is bytes for v in got)
+    with _native.use(backend.other):
+        assert _native.framing.split_values(out, offsets) == got
+
+
+@pytest.mark.parametrize("odd", [bytearray(b"x"), memoryview(b"x"), "x", 7, None])
+def test_only_exact_bytes_are_copied(backend, odd):
+    from tfrecord_lite import _native
+
+    values = [b"ab", odd, b"c"]
+    assert _native.framing.value_lengths(values) is None
+    with pytest.raises(tfl.ArgumentTypeError, match="value 1 is"):
+        _native.framing.copy_values(values, bytearray(16))
+
+
+def test_copies_and_splits_stay_inside_their_buffers(backend):
+    from tfrecord_lite import _native
+
+    with pytest.raises(tfl.InvalidArgumentError, match="do not fit"):
+        _native.framing.copy_values([b"abc", b"de"], bytearray(6), 2)
+    with pytest.raises(tfl.InvalidArgumentError, match="do not fit"):
+        _native.framing.copy_values([b"a"], bytearray(6), -1)
+    with pytest.raises(BufferError):
+        _native.framing.copy_values([b"a"], b"read-only")
+    a = np.array
+    for offsets, match in [([0, 3, 7], "outside"), ([-1, 2], "outside"), ([0, 4, 2], "before"), ([], "at least one")]:
+        with pytest.raises(tfl.InvalidArgumentError, match=match):
+            _native.framing.split_values(b"abcdef", a(offsets, np.int64))
+    assert _native.framing.split_values(b"abcdef", a([2, 2, 6], np.int64)) == [b"", b"cdef"]

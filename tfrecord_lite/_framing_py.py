@@ -12,7 +12,7 @@ import threading
 import crc32c as _crc32c_pkg
 import numpy as np
 
-from .errors import InvalidArgumentError, not_a_record, writer_closed
+from .errors import ArgumentTypeError, InvalidArgumentError, not_a_record, writer_closed
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
@@ -249,3 +249,42 @@ def gather(buffers, which, starts, lengths):
         out += views[b][s:s + m]
         total += m
     return out, out_starts
+
+
+# -- bytes values back to back ---------------------------------------------------------------
+
+def value_lengths(values):
+    if any(type(v) is not bytes for v in values):
+        return None
+    return np.fromiter(map(len, values), np.int64, len(values))
+
+
+def copy_values(values, out, at=0):
+    for i, v in enumerate(values):
+        if type(v) is not bytes:
+            raise ArgumentTypeError(f"copy_values: value {i} is {type(v).__name__}, not bytes")
+    view = memoryview(out).cast("B")
+    if view.readonly:
+        raise BufferError("Object is not writable.")
+    total = sum(map(len, values))
+    if at < 0 or total > len(view) - at:
+        raise InvalidArgumentError(f"copy_values: {total} bytes do not fit at {at} of a {len(view)}-byte buffer")
+    for v in values:
+        view[at:at + len(v)] = v
+        at += len(v)
+    return at
+
+
+def split_values(buf, offsets):
+    offsets = np.asarray(offsets).tolist()
+    n = len(offsets) - 1
+    if n < 0:
+        raise InvalidArgumentError("split_values: offsets must hold at least one position")
+    view = memoryview(buf).cast("B")
+    if offsets[0] < 0 or offsets[n] > len(view):
+        raise InvalidArgumentError(f"split_values: offsets run from {offsets[0]} to {offsets[n]}, "
+                                   f"outside a {len(view)}-byte buffer")
+    for i in range(n):
+        if offsets[i] > offsets[i + 1]:
+            raise InvalidArgumentError(f"split_values: offset {i + 1} is before offset {i}")
+    return [bytes(view[a:z]) for a, z in zip(offsets, offsets[1:])]

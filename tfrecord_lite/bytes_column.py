@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _native
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["BytesColumn"]
@@ -62,8 +63,10 @@ class BytesColumn:
         """A column of the given bytes values (a flat iterable; ``shape`` defaults to its length)."""
         items = [bytes(v) for v in items]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
-        np.cumsum([len(v) for v in items], out=offsets[1:])
-        return cls(np.frombuffer(bytearray(b"".join(items)), dtype=np.uint8), offsets, shape)
+        np.cumsum(_native.framing.value_lengths(items), out=offsets[1:])
+        values = np.empty(int(offsets[-1]), dtype=np.uint8)
+        _native.framing.copy_values(items, values)
+        return cls(values, offsets, shape)
 
     # -- numpy-like surface ----------------------------------------------------------------
 
@@ -155,7 +158,7 @@ class BytesColumn:
     def to_numpy(self) -> np.ndarray:
         """An object array of ``bytes`` with the column's shape."""
         out = np.empty(self.size, dtype=object)
-        out[:] = [self._value(i) for i in range(self.size)]
+        out[:] = _native.framing.split_values(np.ascontiguousarray(self.values), self.offsets)
         return out.reshape(self.shape)
 
     def __array__(self, dtype=None, copy=None):
