@@ -194,6 +194,17 @@ cdef class FrameBuffer:
             count = len(lengths)
         if self._lines is not None:
             _check_tiling(frames, lengths)
+        nbytes = memoryview(frames).nbytes
+        if at == 0 and nbytes >= self.flush_bytes:
+            # Enough for a write of its own: to the sink as it is, not copied into the buffer
+            # first (io's write contract: the sink keeps no reference to what it is given).
+            if self._lines is not None:
+                _index_lines(self._lines, self.drained, lengths)
+            self._send(frames, nbytes)
+            self.drained += nbytes
+            self.records += count
+            self._drain()  # the index lines
+            return
         self.buf += frames
         if self._lines is not None:
             _index_lines(self._lines, self.drained + at, lengths)
@@ -226,10 +237,22 @@ cdef class FrameBuffer:
         self.records += 1
         return 0
 
+    cdef int _send(self, data, Py_ssize_t size) except -1:
+        """Hand data to the sink whole: a raw file may take only part of what it is given
+        (returning how much), and then gets the rest."""
+        taken = self.sink(data)
+        while isinstance(taken, int) and taken < size:
+            if taken <= 0:
+                raise OSError(f"{self.path}: the output took none of the last {size} bytes written to it")
+            data = memoryview(data)[taken:]
+            size -= taken
+            taken = self.sink(data)
+        return 0
+
     cdef int _drain(self) except -1:
         cdef bytearray frames = self.buf
         if PyByteArray_GET_SIZE(frames):
-            self.sink(frames)
+            self._send(frames, PyByteArray_GET_SIZE(frames))
             self.drained += PyByteArray_GET_SIZE(frames)
             self.buf = bytearray()  # the sink may keep the one it was given
         if self._lines is not None and PyByteArray_GET_SIZE(self._lines):

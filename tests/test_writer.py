@@ -273,6 +273,37 @@ def test_frame_buffer_frames_and_indexes_as_it_appends(backend, records, flush, 
     assert fb.records == len(records) and fb.drained == len(data) and not fb.buf
 
 
+@settings(max_examples=30, deadline=None)
+@given(records=st.lists(st.binary(max_size=300), min_size=1, max_size=30), most=st.integers(1, 700),
+       flush=st.integers(1, 2000))
+def test_frame_buffer_gives_a_short_writing_file_the_rest(backend, records, most, flush):
+    """A raw file may take only part of a write and say how much (io's contract): the rest
+    is written after it, from the buffer and from frames written as they are."""
+    F = backend.framing
+    data = bytearray()
+
+    def sink(b):
+        taken = bytes(b)[:most]
+        data.extend(taken)
+        return len(taken)
+
+    fb = F.FrameBuffer(sink, flush, "out.tfrecord")
+    half = len(records) // 2
+    for r in records[:half]:
+        fb.write(r)
+    with fb:
+        fb.drain()
+        fb.write_frames(F.encode_frames(records[half:]))
+        fb.drain()
+    assert bytes(data) == bytes(F.encode_frames(records))
+
+
+def test_frame_buffer_fails_on_a_file_that_takes_nothing(backend):
+    fb = backend.framing.FrameBuffer(lambda b: 0, 1, "out.tfrecord")
+    with pytest.raises(OSError, match="out.tfrecord: the output took none"):
+        fb.write(b"abc")
+
+
 def test_frame_buffer_errors_name_the_path_and_record(backend):
     F = backend.framing
     data = bytearray()

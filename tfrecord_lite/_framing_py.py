@@ -126,20 +126,36 @@ class FrameBuffer:
             nbytes = memoryview(frames).nbytes
             if sum(sizes) != nbytes:
                 raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
-        self.buf += frames
+        nbytes = memoryview(frames).nbytes
+        direct = at == 0 and nbytes >= self.flush_bytes  # a write of its own, not copied first
+        if not direct:
+            self.buf += frames
         if self._lines is not None:
             offset = self.drained + at
             for size in sizes:
                 self._lines.append(f"{offset} {size}\n")
                 offset += size
         self.records += count
-        if len(self.buf) >= self.flush_bytes:
+        if direct:
+            self._send(frames, nbytes)
+            self.drained += nbytes
             self.drain()
+        elif len(self.buf) >= self.flush_bytes:
+            self.drain()
+
+    def _send(self, data, size):
+        taken = self.sink(data)
+        while isinstance(taken, int) and taken < size:
+            if taken <= 0:
+                raise OSError(f"{self.path}: the output took none of the last {size} bytes written to it")
+            data = memoryview(data)[taken:]
+            size -= taken
+            taken = self.sink(data)
 
     def drain(self):
         """Hand the buffered frames to sink and the pending index lines to index_sink."""
         if self.buf:
-            self.sink(self.buf)
+            self._send(self.buf, len(self.buf))
             self.drained += len(self.buf)
             self.buf = bytearray()  # the sink may keep the one it was given
         if self._lines:
