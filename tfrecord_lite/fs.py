@@ -357,7 +357,7 @@ def open_plain_output(path, storage_options=None):
         from .io import make_parents
 
         make_parents(local_path(path))
-        return open(local_path(path), "wb", buffering=0)
+        return open(local_path(path), "wb")  # buffered: write takes everything or raises
     fs, p = filesystem(path, storage_options)
     return fs.open(p, "wb")
 

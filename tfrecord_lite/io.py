@@ -240,7 +240,9 @@ class AtomicFile:
             )
         except OSError as exc:
             raise _named(exc, self.path) from None
-        self.file = os.fdopen(fd, "wb", buffering=0)
+        # Buffered: its write takes everything or raises (a raw file may take part). Writes
+        # of a buffer's size or more pass straight through.
+        self.file = os.fdopen(fd, "wb")
         self._fsync = fsync
 
     def commit(self) -> None:
