@@ -144,14 +144,15 @@ def test_shuffle_buffer_window_and_same_order_on_every_path(backend, files, size
     assert list(tfl.TFRecordDataset(files, **{**opts, "seed": seed + 10})) != shuffled or size == 1
 
 
-def test_take_and_long_joins_hold_only_the_blocks_their_records_use():
+def test_take_and_long_joins_hold_each_block_their_records_use_once():
     blocks = [Gathered.of(b) for b in _blocks([3] * 100)]
     joined = Gathered.join(blocks)  # past 64 blocks a join drops those it does not use
     assert len(joined.buffers) == 100
     picked = joined.take(np.array([299, 0, 150]))
     assert len(picked.buffers) == 3 and list(picked.to_batch()) == [list(joined.to_batch())[i] for i in (299, 0, 150)]
     sliced = Gathered.join([b[:1] for b in blocks] + [joined[:3]] * 2)
-    assert len({id(b) for b in sliced.buffers}) == 100 and list(sliced.to_batch())[-6:] == list(joined.to_batch())[:3] * 2
+    # The first block is met three times (its slice, and twice in joined[:3]) and listed once.
+    assert len(sliced.buffers) == 100 and list(sliced.to_batch())[-6:] == list(joined.to_batch())[:3] * 2
 
 
 @settings(max_examples=12, deadline=None)

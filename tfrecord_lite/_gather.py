@@ -93,15 +93,24 @@ class Gathered:
         return self._pick(idx)._compact()
 
     def _compact(self) -> Gathered:
-        """Drop the blocks no record lies in, so that what a shuffle buffer keeps, or a
-        batch joined of many slices, holds no more memory than its records need."""
-        used = np.unique(self.which)
-        if len(used) < len(self.buffers):
-            kept = used.tolist()
+        """Drop the blocks no record lies in and list a block met under several numbers
+        (joins of slices of one block) once, so that what a shuffle buffer keeps, or a batch
+        joined of many slices, holds no more memory than its records need. O(records)."""
+        used = np.zeros(len(self.buffers), bool)
+        used[self.which] = True
+        remap = np.zeros(len(self.buffers), np.int64)
+        first: dict = {}
+        kept = []
+        for b in np.flatnonzero(used).tolist():
+            key = (id(self.buffers[b]), None if self.places is None else self.places[b])
+            remap[b] = first.setdefault(key, len(kept))
+            if remap[b] == len(kept):
+                kept.append(b)
+        if len(kept) < len(self.buffers):
             self.buffers = [self.buffers[b] for b in kept]
             if self.places is not None:
                 self.places = [self.places[b] for b in kept]
-            self.which = np.searchsorted(used, self.which)
+            self.which = remap[self.which]
         return self
 
     @classmethod
