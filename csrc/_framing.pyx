@@ -12,6 +12,7 @@ The pure-Python twin is tfrecord_lite/_framing_py.py; both expose the same names
 """
 import os
 
+cimport numpy as cnp
 import numpy as np
 
 from tfrecord_lite.errors import ArgumentTypeError, InvalidArgumentError, not_a_record, writer_closed
@@ -23,6 +24,7 @@ from cpython.bytearray cimport (
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
     PyThread_release_lock, PyThread_type_lock,
@@ -60,6 +62,8 @@ FRAME_OK = OK
 FRAME_BAD_LENGTH_CRC = BAD_LENGTH_CRC
 FRAME_BAD_DATA_CRC = BAD_DATA_CRC
 FRAME_TOO_LARGE = TOO_LARGE
+
+cnp.import_array()
 
 _BACKEND_NAMES = {0: "table", 1: "sse4.2", 2: "armv8"}
 tfl_crc32c_init(os.environ.get("TFRECORD_LITE_CRC32C_TABLE") == "1")
@@ -661,11 +665,13 @@ def copy_values(list values, out, Py_ssize_t at=0):
 
 
 def split_values(buf, const int64_t[:] offsets):
-    """Value i is ``bytes(buf[offsets[i]:offsets[i + 1]])``: a list of them (what
-    copy_values placed, given its offsets)."""
+    """Value i is ``bytes(buf[offsets[i]:offsets[i + 1]])``: a 1-D object array of them (what
+    copy_values placed, given its offsets), made without numpy looking at each value."""
     cdef Py_buffer view
     cdef Py_ssize_t i, n = offsets.shape[0] - 1
     cdef const char *base
+    cdef PyObject **slots
+    cdef object value
     if n < 0:
         raise InvalidArgumentError("split_values: offsets must hold at least one position")
     acquire(buf, &view)
@@ -677,9 +683,13 @@ def split_values(buf, const int64_t[:] offsets):
             if offsets[i] > offsets[i + 1]:
                 raise InvalidArgumentError(f"split_values: offset {i + 1} is before offset {i}")
         base = <const char *>view.buf
-        out = [None] * n
+        out = np.empty(n, dtype=object)  # filled with None, each slot holding a reference
+        slots = <PyObject **>cnp.PyArray_DATA(out)
         for i in range(n):
-            out[i] = PyBytes_FromStringAndSize(base + offsets[i], offsets[i + 1] - offsets[i])
+            value = PyBytes_FromStringAndSize(base + offsets[i], offsets[i + 1] - offsets[i])
+            Py_INCREF(value)
+            Py_DECREF(<object>slots[i])
+            slots[i] = <PyObject *>value
         return out
     finally:
         PyBuffer_Release(&view)

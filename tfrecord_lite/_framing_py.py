@@ -303,4 +303,6 @@ def split_values(buf, offsets):
     for i in range(n):
         if offsets[i] > offsets[i + 1]:
             raise InvalidArgumentError(f"split_values: offset {i + 1} is before offset {i}")
-    return [bytes(view[a:z]) for a, z in zip(offsets, offsets[1:])]
+    out = np.empty(n, dtype=object)
+    out[:] = [bytes(view[a:z]) for a, z in zip(offsets, offsets[1:])]
+    return out

@@ -157,9 +157,7 @@ class BytesColumn:
 
     def to_numpy(self) -> np.ndarray:
         """An object array of ``bytes`` with the column's shape."""
-        out = np.empty(self.size, dtype=object)
-        out[:] = _native.framing.split_values(np.ascontiguousarray(self.values), self.offsets)
-        return out.reshape(self.shape)
+        return _native.framing.split_values(np.ascontiguousarray(self.values), self.offsets).reshape(self.shape)
 
     def __array__(self, dtype=None, copy=None):
         out = self.to_numpy()

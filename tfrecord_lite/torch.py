@@ -262,11 +262,7 @@ class _Unpacker:
         if tag == _VALUES:
             _, _, at, offsets_at, n, shape = node
             items = _native.framing.split_values(buffer[at:], np.ndarray(n + 1, np.int64, buffer, offsets_at))
-            if shape is None:
-                return items
-            out = np.empty(n, dtype=object)
-            out[:] = items
-            return out.reshape(shape)
+            return items.tolist() if shape is None else items.reshape(shape)
         _, _, at, dtype, shape = node
         array = np.ndarray(shape, dtype, buffer, at)
         return array if tag == _ARRAY else self.from_numpy(array)
