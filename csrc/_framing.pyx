@@ -258,7 +258,7 @@ cdef class FrameBuffer:
         if PyByteArray_GET_SIZE(frames):
             self._send(frames, PyByteArray_GET_SIZE(frames))
             self.drained += PyByteArray_GET_SIZE(frames)
-            self.buf = bytearray()  # the sink may keep the one it was given
+            self.buf = bytearray()  # not emptied in place: a view the sink still holds would forbid it
         if self._lines is not None and PyByteArray_GET_SIZE(self._lines):
             self.index_sink(self._lines)
             self._lines = bytearray()

@@ -121,12 +121,11 @@ class FrameBuffer:
         if lengths is not None:
             lengths = np.asarray(lengths, dtype=np.int64)
             count = len(lengths)
+        nbytes = memoryview(frames).nbytes
         if self._lines is not None:
             sizes = (lengths + OVERHEAD_BYTES).tolist()
-            nbytes = memoryview(frames).nbytes
             if sum(sizes) != nbytes:
                 raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
-        nbytes = memoryview(frames).nbytes
         direct = at == 0 and nbytes >= self.flush_bytes  # a write of its own, not copied first
         if not direct:
             self.buf += frames
@@ -157,7 +156,7 @@ class FrameBuffer:
         if self.buf:
             self._send(self.buf, len(self.buf))
             self.drained += len(self.buf)
-            self.buf = bytearray()  # the sink may keep the one it was given
+            self.buf = bytearray()  # not emptied in place: a view the sink still holds would forbid it
         if self._lines:
             self.index_sink(bytearray("".join(self._lines).encode("ascii")))
             self._lines = []
