@@ -41,13 +41,14 @@ from ._resume import ROUNDS, Cursor, check_state, piece_segment, start_state
 from ._gather import Gathered, object_array, shuffle
 from .batch import RecordBatch, join_records, rebatch
 from .parsing import LocatedParse, make_parse, unbatch
-from .reader import ON_CORRUPT, TFRecordReader
+from .reader import CHUNK_BYTES, ON_CORRUPT, TFRecordReader
 
 __all__ = ["TFRecordDataset"]
 
 _PIECE_RECORDS = 4096
 _PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
+_CHUNK_MAX = 1 << 20  # largest read chunk for records that stay in their blocks (see _Run)
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
@@ -359,6 +360,11 @@ class _Run:
         if self._blocks and self._parse is None:
             self._parse = _raw_batch  # made in the pool: a batch's records may be copied
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
+        # Records that stay in their blocks are read in chunks of up to a piece (at most
+        # _CHUNK_MAX): every chunk costs Python work under the GIL (a RecordBatch, its index
+        # arrays, a fresh buffer); records copied out into bytes keep the reader's
+        # cache-sized chunks.
+        self._chunk = min(_CHUNK_MAX, max(CHUNK_BYTES, self._piece_bytes)) if self._blocks else CHUNK_BYTES
         # Small batches of a dense spec, or of raw records, are made several at a time and
         # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
@@ -592,7 +598,7 @@ class _Run:
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
-                                         start_offset=slot.offset, start_index=slot.index)
+                                         start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk)
             slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
         parts, piece_map, count, nbytes, limit = [], [], 0, 0, self._piece_bytes
         try:
