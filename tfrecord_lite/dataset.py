@@ -41,14 +41,13 @@ from ._resume import ROUNDS, Cursor, check_state, piece_segment, start_state
 from ._gather import Gathered, object_array, shuffle
 from .batch import RecordBatch, join_records, rebatch
 from .parsing import LocatedParse, make_parse, unbatch
-from .reader import CHUNK_BYTES, ON_CORRUPT, TFRecordReader
+from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, ON_CORRUPT, TFRecordReader
 
 __all__ = ["TFRecordDataset"]
 
 _PIECE_RECORDS = 4096
 _PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
-_CHUNK_MAX = 1 << 20  # largest read chunk for records that stay in their blocks (see _Run)
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
@@ -361,10 +360,10 @@ class _Run:
             self._parse = _raw_batch  # made in the pool: a batch's records may be copied
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
         # Records that stay in their blocks are read in chunks of up to a piece (at most
-        # _CHUNK_MAX): every chunk costs Python work under the GIL (a RecordBatch, its index
-        # arrays, a fresh buffer); records copied out into bytes keep the reader's
+        # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
+        # index arrays, a fresh buffer); records copied out into bytes keep the reader's
         # cache-sized chunks.
-        self._chunk = min(_CHUNK_MAX, max(CHUNK_BYTES, self._piece_bytes)) if self._blocks else CHUNK_BYTES
+        self._chunk = min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes)) if self._blocks else CHUNK_BYTES
         # Small batches of a dense spec, or of raw records, are made several at a time and
         # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot

@@ -32,6 +32,10 @@ log = logging.getLogger("tfrecord_lite")
 # Protobuf messages cannot exceed 2 GiB, so no Example can; a larger length is corruption.
 DEFAULT_MAX_RECORD_BYTES = 2**31
 CHUNK_BYTES = 1 << 18  # stays in L2 cache, so the CRC and the copy into bytes read warm data
+# Blocks and spans copy no record into bytes: larger chunks mean fewer blocks and fewer
+# record tails carried over to the next one (parse_example over record_batches(): W2 10%,
+# W1 4% faster). Both are the defaults of chunk_size=None.
+BLOCK_CHUNK_BYTES = 1 << 20
 ON_CORRUPT = ("raise", "skip", "stop")
 _HEADER = _native.framing.HEADER_BYTES
 _FOOTER = _native.framing.FOOTER_BYTES
@@ -66,6 +70,8 @@ class TFRecordReader:
     valid header, log it and keep going; dropped records are in ``.skipped``) or "stop"
     (end quietly at the first bad record, like TF's ``ignore_errors()``).
     max_record_bytes: a length field above this is reported as RecordTooLargeError.
+    chunk_size: bytes read at a time; by default 256 KiB where records become ``bytes`` and
+    1 MiB for ``record_batches()``, ``frame_blocks()`` and ``record_spans()``, which copy none.
     start_offset / start_index: begin at the frame at this byte offset, counting it as record
     ``start_index`` in errors. An uncompressed file or buffer seeks
     there; a compressed stream has no seekable record offsets, so the bytes before it are
@@ -77,7 +83,7 @@ class TFRecordReader:
 
     def __init__(self, source: PathLike | BinaryIO | Buffer, compression: Compression = "auto",
                  check_crc: bool = True, on_corrupt: str = "raise", *,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int = CHUNK_BYTES,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int | None = None,
                  start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None) -> None:
         if on_corrupt not in ON_CORRUPT:
             raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
@@ -85,7 +91,7 @@ class TFRecordReader:
         self.check_crc = bool(check_crc)
         self.on_corrupt = on_corrupt
         self.max_record_bytes = int(max_record_bytes)
-        self.chunk_size = max(int(chunk_size), 64)
+        self.chunk_size = None if chunk_size is None else max(int(chunk_size), 64)
         self.skipped: list[TFRecordError] = []  # errors for records dropped under "skip"
         self.records_read = 0
         self.start_offset, self.start_index = int(start_offset), int(start_index)
@@ -240,7 +246,8 @@ class TFRecordReader:
             in_place = in_place and isinstance(buf, bytes)  # never alias a mutable buffer
             base, pos = 0, min(self.start_offset, filled)
         else:
-            buf = F.new_buffer(max(self.chunk_size, len(head)))
+            chunk = self.chunk_size or (BLOCK_CHUNK_BYTES if blocks or spans else CHUNK_BYTES)
+            buf = F.new_buffer(max(chunk, len(head)))
             buf[: len(head)] = head
             filled, eof = len(head), False
             base, pos = self.start_offset, 0  # base: stream offset of buf[0]
