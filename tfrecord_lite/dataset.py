@@ -359,11 +359,12 @@ class _Run:
         if self._blocks and self._parse is None:
             self._parse = _raw_batch  # made in the pool: a batch's records may be copied
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
-        # Records that stay in their blocks are read in chunks of up to a piece (at most
+        # Records that stay in their blocks are read in chunks of up to half a piece (at most
         # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
-        # index arrays, a fresh buffer); records copied out into bytes keep the reader's
-        # cache-sized chunks.
-        self._chunk = min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes)) if self._blocks else CHUNK_BYTES
+        # index arrays, a fresh buffer), and a piece stays under 1.5 times its budget.
+        # Records copied out into bytes keep the reader's cache-sized chunks.
+        self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
+                       else CHUNK_BYTES)
         # Small batches of a dense spec, or of raw records, are made several at a time and
         # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
