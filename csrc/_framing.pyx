@@ -196,24 +196,22 @@ cdef class FrameBuffer:
         if lengths is not None:
             lengths = np.ascontiguousarray(lengths, dtype=np.int64)
             count = len(lengths)
-        if self._lines is not None:
-            _check_tiling(frames, lengths)
         nbytes = memoryview(frames).nbytes
-        if at == 0 and nbytes >= self.flush_bytes:
-            # Enough for a write of its own: to the sink as it is, not copied into the buffer
-            # first (io's write contract: the sink keeps no reference to what it is given).
-            if self._lines is not None:
-                _index_lines(self._lines, self.drained, lengths)
-            self._send(frames, nbytes)
-            self.drained += nbytes
-            self.records += count
-            self._drain()  # the index lines
-            return
-        self.buf += frames
+        if self._lines is not None:
+            _check_tiling(nbytes, lengths)
+        # Enough for a write of its own: to the sink as it is, not copied into the buffer first
+        # (io's write contract: the sink keeps no reference to what it is given).
+        direct = at == 0 and nbytes >= self.flush_bytes
+        if not direct:
+            self.buf += frames
         if self._lines is not None:
             _index_lines(self._lines, self.drained + at, lengths)
         self.records += count
-        if PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
+        if direct:
+            self._send(frames, nbytes)
+            self.drained += nbytes
+            self._drain()  # the index lines
+        elif PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
             self._drain()
 
     def drain(self):
@@ -271,9 +269,8 @@ cdef inline void _take(PyThread_type_lock lock):
             PyThread_acquire_lock(lock, WAIT_LOCK)
 
 
-def _check_tiling(frames, lengths):
-    """Index lines are only as right as lengths: they must tile frames exactly."""
-    nbytes = memoryview(frames).nbytes
+def _check_tiling(Py_ssize_t nbytes, lengths):
+    """Index lines are only as right as lengths: they must tile the frames' nbytes exactly."""
     if int(lengths.sum()) + OVERHEAD_BYTES * len(lengths) != nbytes:
         raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
 

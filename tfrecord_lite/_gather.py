@@ -103,8 +103,8 @@ class Gathered:
         kept = []
         for b in np.flatnonzero(used).tolist():
             key = (id(self.buffers[b]), None if self.places is None else self.places[b])
-            remap[b] = first.setdefault(key, len(kept))
-            if remap[b] == len(kept):
+            remap[b] = j = first.setdefault(key, len(kept))
+            if j == len(kept):
                 kept.append(b)
         if len(kept) < len(self.buffers):
             self.buffers = [self.buffers[b] for b in kept]
