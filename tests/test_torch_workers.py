@@ -1,6 +1,8 @@
 """Batches crossing from DataLoader workers: each crosses as one buffer plus a layout, and the
 main process gets exactly what loading in the main process gives (types, dtypes, shapes,
-values) for every feature kind, bytes small and large, and raw records."""
+values) for every feature kind, bytes small and large, and raw records. Buffers of 64 KiB or
+more live in segments of shared memory the worker reuses once the main process drops a batch:
+never earlier, whatever the main process holds, and freed when the worker ends."""
 
 import os
 import pickle
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tfrecord_lite as tfl
+from tfrecord_lite import _crossing
 from tfrecord_lite.bytes_column import BytesColumn
 from tfrecord_lite.example import RaggedValue, SparseTensorValue
 
@@ -51,7 +54,8 @@ def assert_same(got, want, where="batch"):
 
     assert type(got) is type(want), f"{where}: {type(got).__name__} != {type(want).__name__}"
     if isinstance(want, torch.Tensor):
-        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want), where
+        assert got.dtype == want.dtype and got.shape == want.shape, where
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=where)
     elif isinstance(want, np.ndarray):
         assert got.dtype == want.dtype and got.shape == want.shape, where
         if want.dtype == object:
@@ -100,11 +104,24 @@ def crossing(item):
 
 
 def assert_one_buffer(calls, shared):
-    """The calls of one packed batch: one _unpack, and for a batch sent through the pipe the
-    one numpy array holding its buffer; nothing else from numpy or torch."""
-    buffer = {} if shared else {k: 1 for k in calls if k.startswith("numpy") and k.endswith("._reconstruct")}
-    assert len(buffer) == (0 if shared else 1), calls
-    assert calls == {"tfrecord_lite.torch._unpack": 1, **buffer}
+    """The calls of one packed batch: one _unpack_pooled for a batch in a segment; one _unpack
+    and the one numpy array holding its buffer for a batch sent through the pipe; nothing else
+    from numpy or torch."""
+    if shared:
+        assert calls == {"tfrecord_lite._crossing._unpack_pooled": 1}
+        return
+    buffer = {k: 1 for k in calls if k.startswith("numpy") and k.endswith("._reconstruct")}
+    assert len(buffer) == 1, calls
+    assert calls == {"tfrecord_lite._crossing._unpack": 1, **buffer}
+
+
+@pytest.fixture(autouse=True)
+def own_pool(monkeypatch):
+    """This process packs as a worker with segments of its own, let go of afterwards."""
+    monkeypatch.setattr(_crossing, "_pool", None)
+    yield
+    if _crossing._pool is not None:
+        _crossing._pool.close()
 
 
 def loader(ds, workers, method=None, **options):
@@ -117,14 +134,15 @@ def loader(ds, workers, method=None, **options):
 
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 @pytest.mark.parametrize("as_tensors", [True, False])
-def test_worker_batches_equal_main_process_batches(tmp_path, method, as_tensors):
+@pytest.mark.parametrize("batch_size", [16, 40])  # through the pipe, in a segment
+def test_worker_batches_equal_main_process_batches(tmp_path, method, as_tensors, batch_size):
     from tfrecord_lite.torch import TFRecordIterableDataset
 
     paths = write_examples(tmp_path)
-    ds = TFRecordIterableDataset(paths, SPEC, batch_size=16, as_tensors=as_tensors, seed=3)
+    ds = TFRecordIterableDataset(paths, SPEC, batch_size=batch_size, as_tensors=as_tensors, seed=3)
     want = list(loader(ds, 0))
     got = list(loader(ds, 1, method, pin_memory=True))  # one worker reads the whole shard
-    assert len(got) == len(want) == 5
+    assert len(got) == len(want) == -(-74 // batch_size)
     for g, w in zip(got, want):
         assert type(w["tags"]) is SparseTensorValue and type(w["ragged"]) is RaggedValue
         assert_same(g, w)
@@ -149,7 +167,7 @@ def test_bytes_output_column_crosses(tmp_path):
     assert_same(list(loader(ds, 1, "fork")), want)
 
 
-@pytest.mark.parametrize("per_file", [37, 600])  # batches under and over 1 MiB: pipe, shared memory
+@pytest.mark.parametrize("per_file", [20, 600])  # batches under and over 64 KiB: pipe, segment
 def test_a_worker_batch_crosses_as_one_buffer(tmp_path, per_file):
     import torch
 
@@ -160,7 +178,7 @@ def test_a_worker_batch_crosses_as_one_buffer(tmp_path, per_file):
     crossed = list(loader(ds, 2, "fork", collate_fn=crossing))
     want = list(ds)  # in the main process, as the dataset yields them (no collate_fn)
     assert len(crossed) == len(want) == 2
-    big = per_file * 2048 >= tlt._SHM_MIN
+    big = per_file * 2048 >= _crossing._POOL_MIN
     for c in crossed:
         assert c["type"] == "_PackedDict"
         # One call rebuilds the batch; torch rebuilds no tensor or storage of its own.
@@ -171,16 +189,20 @@ def test_a_worker_batch_crosses_as_one_buffer(tmp_path, per_file):
     assert ds_buffer_is_shared(crossed[0]["item"]) == big
 
 
-def ds_buffer_is_shared(batch) -> bool:
-    """Whether the batch's tensors view memory the OS shares between processes (a
-    /dev/shm mapping) rather than private memory the pipe's bytes were read into."""
-    start = batch["id"].data_ptr()
+def mapping_of(address: int) -> str:
+    """The line of /proc/self/maps that holds address."""
     with open("/proc/self/maps") as f:
         for line in f:
             lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-            if lo <= start < hi:
-                return "/dev/shm" in line or "torch_" in line
-    raise AssertionError("the tensor's memory is not mapped")
+            if lo <= address < hi:
+                return line
+    raise AssertionError("the address is not mapped")
+
+
+def ds_buffer_is_shared(batch) -> bool:
+    """Whether the batch's tensors view a worker's segment (a memfd) rather than private
+    memory the pipe's bytes were read into."""
+    return "memfd:tfrecord_lite-batch" in mapping_of(batch["id"].data_ptr())
 
 
 def test_in_process_items_are_not_packed(tmp_path):
@@ -229,44 +251,137 @@ _structures = st.recursive(_leaves, lambda inner: st.one_of(
 @pytest.mark.parametrize("size", [4, 1100])
 def test_only_bytes_values_go_into_the_buffer(other, size):
     """A list or object array with anything but bytes in it, anywhere, crosses as it is."""
-    from tfrecord_lite import torch as tlt
-
     values = [bytes([i]) * size for i in range(40)]
     values.insert(31, other)
     for leaf in (values, _object_array(values)):
         batch = {"v": leaf}
-        assert_same(pickle.loads(ForkingPickler.dumps(tlt._packed(batch))), batch)
+        assert_same(pickle.loads(ForkingPickler.dumps(_crossing._packed(batch))), batch)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(st.text(max_size=4), _structures, max_size=5), st.booleans())
-def test_packing_round_trips_any_structure(batch, as_tensors):
+@given(st.dictionaries(st.text(max_size=4), _structures, max_size=5), st.booleans(), st.booleans())
+def test_packing_round_trips_any_structure(batch, as_tensors, big):
     from tfrecord_lite import torch as tlt
 
+    if big:  # in a segment, not through the pipe
+        batch = {**batch, "big": np.arange(_crossing._POOL_MIN // 8, dtype=np.int64)}
     if as_tensors:
         batch = tlt._to_tensors(batch)
-    packed = tlt._packed(batch)
-    assert type(packed) is tlt._PackedDict
+    packed = _crossing._packed(batch)
+    assert type(packed) is _crossing._PackedDict
     assert_same(pickle.loads(ForkingPickler.dumps(packed)), batch)
 
 
 @given(st.one_of(_small_bytes, _large_bytes))
 def test_packing_round_trips_raw_records(records):
-    from tfrecord_lite import torch as tlt
-
-    packed = tlt._packed(records)
-    assert type(packed) is tlt._PackedList
+    packed = _crossing._packed(records)
+    assert type(packed) is _crossing._PackedList
     assert_same(pickle.loads(ForkingPickler.dumps(packed)), records)
 
 
 def test_nested_arrays_are_packed_and_one_met_twice_stays_one():
     import torch
 
-    from tfrecord_lite import torch as tlt
-
     a = np.arange(10)
     batch = {"x": a, "y": a, "z": (a, a[2:]), "w": [torch.ones(3), np.zeros((2, 2)), [a[::2]]]}
-    assert_one_buffer(crossing(tlt._packed(batch))["calls"], shared=False)
-    got = pickle.loads(ForkingPickler.dumps(tlt._packed(batch)))
+    assert_one_buffer(crossing(_crossing._packed(batch))["calls"], shared=False)
+    got = pickle.loads(ForkingPickler.dumps(_crossing._packed(batch)))
     assert_same(got, batch)
     assert got["x"] is got["y"] is got["z"][0]
+
+
+# -- segments: reused once the main process drops a batch, never earlier, freed at the end ----------
+
+def big_batch(i: int) -> dict:
+    return {"x": np.full(_crossing._POOL_MIN // 8, i, np.int64), "i": i}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=40))
+def test_a_segment_is_reused_only_once_its_batch_is_dropped(holds):
+    """Batch i is held for holds[i] more batches (12: to the end), packed and unpacked in one
+    process as a worker and the main process do: every batch held keeps its values while
+    later ones are written, and the worker makes a new segment only when all are held."""
+    if _crossing._pool is not None:  # a fresh worker for each example
+        _crossing._pool.close()
+        _crossing._pool = None
+    held, most = {}, 0
+    for i, hold in enumerate(holds):
+        held = {j: b for j, b in held.items() if holds[j] == 12 or j + holds[j] >= i}
+        held[i] = pickle.loads(ForkingPickler.dumps(_crossing._packed(big_batch(i))))
+        for j in held:
+            assert held[j]["i"] == j and (held[j]["x"] == j).all(), (i, j)
+        in_segments = sum(in_a_segment(b["x"]) for b in held.values())
+        # A batch goes elsewhere only when every segment is held.
+        assert in_a_segment(held[i]["x"]) or in_segments == _crossing._SEGMENTS
+        most = max(most, in_segments)
+    segments = _crossing._pool.segments
+    assert len(segments) == most  # a new segment only when all the others were held
+    assert sum(int(s.words[0]) for s in segments) == sum(in_a_segment(b["x"]) for b in held.values())
+    held.clear()
+    assert not any(s.words[0] for s in segments)
+
+
+def in_a_segment(array) -> bool:
+    return "memfd:tfrecord_lite-batch" in mapping_of(array.ctypes.data)
+
+
+def test_a_forked_child_does_not_hand_back_the_parents_batch():
+    import gc
+
+    got = pickle.loads(ForkingPickler.dumps(_crossing._packed(big_batch(1))))
+    segment = _crossing._pool.segments[0]
+    pid = os.fork()
+    if pid == 0:  # the child drops its copy of the batch
+        del got
+        gc.collect()
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert segment.words[0] == 1 and (got["x"] == 1).all()
+    del got
+    assert segment.words[0] == 0
+
+
+def segment_mappings() -> list[tuple[str, int]]:
+    """(address range, resident kB) of each segment this process maps."""
+    out, current = [], None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if "memfd:tfrecord_lite-batch" in line:
+                current = line.split()[0]
+            elif current and line.startswith("Rss:"):
+                out.append((current, int(line.split()[1])))
+                current = None
+    return out
+
+
+def test_workers_reuse_segments_and_free_them_as_they_end(tmp_path):
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_examples(tmp_path, files=1, per_file=600)
+    ds = TFRecordIterableDataset(paths, SPEC, batch_size=40, as_tensors=True, seed=3)
+    want = [b["id"] for b in loader(ds, 0)]
+    for epoch in range(3):  # a new worker each epoch
+        places = []
+        for i, b in enumerate(loader(ds, 1, "fork")):
+            assert_same(b["id"], want[i])
+            places.append(b["id"].data_ptr())
+            assert "memfd:tfrecord_lite-batch" in mapping_of(places[-1])
+        del b
+        # 15 batches in a handful of segments, each batch dropped before the next but one.
+        assert len(places) == 15 and len(set(places)) <= 5
+        # The worker has ended: of its segments only header pages are left, and only this
+        # epoch's are mapped.
+        mapped = segment_mappings()
+        assert len(mapped) <= 5 and all(kb <= 4 for _, kb in mapped), mapped
+
+
+def test_batches_held_past_every_segment_cross_intact(tmp_path):
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_examples(tmp_path, files=1, per_file=600)
+    ds = TFRecordIterableDataset(paths, SPEC, batch_size=40, as_tensors=True, seed=3)
+    got = list(loader(ds, 1, "fork"))  # all 15 held: the first 8 in segments, the rest not
+    assert_same(got, list(loader(ds, 0)))
+    shared = ["memfd:tfrecord_lite-batch" in mapping_of(b["id"].data_ptr()) for b in got]
+    assert shared == [True] * _crossing._SEGMENTS + [False] * (15 - _crossing._SEGMENTS)
