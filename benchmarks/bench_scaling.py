@@ -157,7 +157,8 @@ def loader(paths, workload, records, n, repeats=2, warmup=1, persistent=True):
 
     def run():
         seen = 0
-        for batch in keep or DataLoader(ds, batch_size=None, num_workers=n):
+        # Not `keep or ...`: truth of a DataLoader is its len(), which counts the records.
+        for batch in keep if keep is not None else DataLoader(ds, batch_size=None, num_workers=n):
             seen += len(batch[key].to(device, non_blocking=True))
         if device == "cuda":
             torch.cuda.synchronize()

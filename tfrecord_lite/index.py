@@ -43,7 +43,7 @@ __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index
            "count_records", "count_shard", "TFRecordFile", "IndexedDataset"]
 
 OVERHEAD = _native.framing.OVERHEAD_BYTES  # frame bytes around the data
-_COUNTS: dict = {}  # (path, size, mtime) -> records, for files counted without a sidecar
+_COUNTS: dict = {}  # (path, size, mtime) -> records: each file counted once per process
 
 
 def index_path(path) -> str:
@@ -147,9 +147,9 @@ def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
 
 def count_records(path, storage_options=None) -> int:
     """Records in a TFRecord file, counted once: from its sidecar when that matches the file's
-    size, else by scanning. The scan of an uncompressed file is kept as its sidecar (so later
-    counts, and random access, read it); where the sidecar cannot be written, and for
-    compressed files, the count is kept in memory for the file's size (and local mtime)."""
+    size, else by scanning. The scan of an uncompressed file is kept as its sidecar (so other
+    processes, and random access, read it); a count is kept in memory too, for the file's
+    size (and local mtime)."""
     path = os.fspath(path)
     if _fs.is_url(path):
         size, key = _fs.size(path, storage_options), (path, _fs.size(path, storage_options))
@@ -162,6 +162,7 @@ def count_records(path, storage_options=None) -> int:
     if _fs.exists(sidecar, storage_options):
         offsets, lengths = read_index(sidecar, storage_options=storage_options)
         if (int(offsets[-1] + lengths[-1]) if len(offsets) else 0) == size:
+            _COUNTS[key] = len(offsets)
             return len(offsets)
     with _fs.open_input(path, storage_options) as f:
         compressed = detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
