@@ -342,7 +342,7 @@ class _Mapped:
 
     def __init__(self, pid: int, fd: int, size: int):
         try:
-            # The worker's own descriptor: the main process may open it, as its parent.
+            # The worker's own descriptor, opened anew: no handshake with the worker.
             local = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDWR)
         except OSError as e:
             raise RuntimeError(f"cannot map the batches of DataLoader worker {pid} through /proc/{pid}/fd "
