@@ -385,3 +385,23 @@ def test_batches_held_past_every_segment_cross_intact(tmp_path):
     assert_same(got, list(loader(ds, 0)))
     shared = ["memfd:tfrecord_lite-batch" in mapping_of(b["id"].data_ptr()) for b in got]
     assert shared == [True] * _crossing._SEGMENTS + [False] * (15 - _crossing._SEGMENTS)
+
+
+def test_segments_of_a_killed_worker_are_unmapped_as_its_batch_goes(tmp_path):
+    """A worker ended without its exit handlers (torch ends a worker slow to stop with
+    SIGTERM) leaves its segments to the main process, which drops them with the batch."""
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_examples(tmp_path, files=1, per_file=600)
+    ds = TFRecordIterableDataset(paths, SPEC, batch_size=40, as_tensors=True, seed=3)
+    it = iter(loader(ds, 1, "fork"))
+    batches = [next(it) for _ in range(3)]  # the worker has made a few segments by now
+    worker = it._workers[0]
+    ranges = {mapping_of(b["id"].data_ptr()).split()[0] for b in batches}
+    worker.terminate()  # as torch does: its handler exits at once, skipping exit handlers
+    worker.join()
+    assert worker.exitcode == 0 and {r for r, _ in segment_mappings()} >= ranges
+    del batches
+    assert not {r for r, _ in segment_mappings()} & ranges
+    assert not any(m.pid == worker.pid for m in _crossing._mapped.values())
+    del it

@@ -16,7 +16,8 @@ time; the main process hands it back when the last array or tensor over it goes,
 worker reuses it from then on. With every segment still held (``_SEGMENTS`` per worker) or
 without memfd, a batch goes through shared memory of its own, as torch shares storages.
 A worker that ends frees the memory of the segments the main process no longer holds, the
-main process the rest as it drops them.
+main process the rest as it drops them; of a worker killed before it could, the main process
+unmaps the segments when it drops a batch of that worker or maps a new segment.
 """
 
 from __future__ import annotations
@@ -359,19 +360,9 @@ class _Mapped:
 _mapped: dict = {}  # (worker token, serial) -> _Mapped
 
 
-def _release(lease, getpid=os.getpid, mapped=_mapped):
-    """The last array over a batch is gone: its segment goes back to the worker. A forked
-    child's copy of the lease is not the batch, so only the process that made it releases."""
-    if lease.pid == getpid():
-        words = lease.mapped.words
-        words[0] = 0
-        if words[1]:
-            mapped.pop(lease.key, None)
-
-
-def _alive(pid: int) -> bool:
+def _alive(pid: int, kill=os.kill) -> bool:
     try:
-        os.kill(pid, 0)
+        kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -379,12 +370,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _forget(mapped=_mapped, alive=_alive) -> None:
+    """Drop the segments let go of: retired by their worker, or of a worker that is gone (torch
+    ends a worker that is slow to stop with SIGTERM, and it then skips its exit handlers). The
+    memory of each goes with its last lease."""
+    for key in [k for k, m in mapped.items() if m.words[1] or not alive(m.pid)]:
+        del mapped[key]
+
+
+def _release(lease, getpid=os.getpid, alive=_alive, forget=_forget):
+    """The last array over a batch is gone: its segment goes back to the worker. A forked
+    child's copy of the lease is not the batch, so only the process that made it releases."""
+    if lease.pid == getpid():
+        segment = lease.mapped
+        segment.words[0] = 0
+        if segment.words[1] or not alive(segment.pid):
+            forget()
+
+
 def _unpack_pooled(pid, fd, token, serial, size, layout):
     key = (token, serial)
     mapped = _mapped.get(key)
     if mapped is None:
-        for old in [k for k, m in _mapped.items() if m.words[1] or not _alive(m.pid)]:
-            del _mapped[old]  # segments let go of: their memory goes with the last lease
+        _forget()
         mapped = _mapped[key] = _Mapped(pid, fd, size)
     lease = mapped.lease.from_buffer(mapped.map, _HEADER)
     lease.mapped, lease.key, lease.pid = mapped, key, os.getpid()
