@@ -374,8 +374,9 @@ def _forget(mapped=_mapped, alive=_alive) -> None:
     """Drop the segments let go of: retired by their worker, or of a worker that is gone (torch
     ends a worker that is slow to stop with SIGTERM, and it then skips its exit handlers). The
     memory of each goes with its last lease."""
-    for key in [k for k, m in mapped.items() if m.words[1] or not alive(m.pid)]:
-        del mapped[key]
+    for key, segment in list(mapped.items()):  # a copy: the pin-memory thread may map one meanwhile
+        if segment.words[1] or not alive(segment.pid):
+            mapped.pop(key, None)
 
 
 def _release(lease, getpid=os.getpid, alive=_alive, forget=_forget):
@@ -395,5 +396,5 @@ def _unpack_pooled(pid, fd, token, serial, size, layout):
         _forget()
         mapped = _mapped[key] = _Mapped(pid, fd, size)
     lease = mapped.lease.from_buffer(mapped.map, _HEADER)
-    lease.mapped, lease.key, lease.pid = mapped, key, os.getpid()
+    lease.mapped, lease.pid = mapped, os.getpid()
     return _Unpacker(np.frombuffer(lease, np.uint8)).build(layout)
