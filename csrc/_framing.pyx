@@ -550,11 +550,13 @@ def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):
         PyBuffer_Release(&view)
 
 
-def gather(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths):
+def gather(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths, out=None):
     """Copy records that lie in several buffers into one: record j is
-    ``buffers[which[j]][starts[j]:starts[j] + lengths[j]]``. Returns (bytearray, int64 starts
-    in it); the lengths stay as given. The interleave uses it to put records of several
-    files into one batch in their output order, without a Python object per record."""
+    ``buffers[which[j]][starts[j]:starts[j] + lengths[j]]``. Returns (buffer, int64 starts
+    in it); the lengths stay as given. The buffer is a new bytearray, or out (a writable
+    bytearray at least as long as the records, its first bytes overwritten). The interleave
+    uses it to put records of several files into one batch in their output order, without a
+    Python object per record."""
     cdef Py_ssize_t nb = len(buffers), n = which.shape[0], j, total = 0, b
     cdef Py_buffer *views
     cdef const unsigned char **bases
@@ -580,7 +582,10 @@ def gather(list buffers, const int64_t[:] which, const int64_t[:] starts, const 
             if b < 0 or b >= nb or starts[j] < 0 or lengths[j] < 0 or starts[j] > sizes[b] - lengths[j]:
                 raise InvalidArgumentError(f"gather: record {j} ({b}, {starts[j]}, {lengths[j]}) lies outside its buffer")
             total += lengths[j]
-        out = PyByteArray_FromStringAndSize(NULL, total)
+        if out is None:
+            out = PyByteArray_FromStringAndSize(NULL, total)
+        elif type(out) is not bytearray or PyByteArray_GET_SIZE(out) < total:
+            raise InvalidArgumentError(f"gather: out must be a bytearray of at least {total} bytes")
         result = np.empty(n, np.int64)
         out_starts = result
         dst = <unsigned char *>PyByteArray_AS_STRING(out)

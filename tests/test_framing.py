@@ -308,6 +308,66 @@ def test_record_batches_behave_as_the_record_list(backend, records, chunk, data)
     assert [len(b) for b in dropped] == [size] * (len(records) // size)
 
 
+@settings(max_examples=60, deadline=None)
+@given(records=st.lists(st.binary(max_size=300), min_size=1, max_size=120), chunk=st.integers(64, 700),
+       holds=st.lists(st.integers(0, 6), min_size=120, max_size=120))
+def test_read_buffers_are_reused_only_once_their_blocks_are_gone(backend, records, chunk, holds):
+    """Block i is held for holds[i] more blocks (6: to the end) while the reader goes on:
+    every block held keeps its records though the reader refills freed buffers."""
+    blob = frames(backend, records)
+    reader = TFRecordReader(io.BytesIO(blob), chunk_size=chunk)
+    held, at, got = {}, 0, []
+    for i, block in enumerate(reader.record_batches()):
+        held = {j: b for j, b in held.items() if holds[j] == 6 or j + holds[j] >= i}
+        held[i] = (block, records[at:at + len(block)])
+        got += list(block)
+        at += len(block)
+        for j, (b, want) in held.items():
+            assert list(b) == want, (i, j)
+    assert got == records
+
+
+def test_buffer_pool_hands_out_only_free_buffers():
+    from tfrecord_lite.reader import BufferPool
+
+    pool = BufferPool(keep=2, grain=100)
+    a = pool.take(1000)
+    b = pool.take(950)  # a new one, rounded up to the grain
+    assert a is not b and len(a) == len(b) == 1000
+    view = memoryview(b)[10:20]  # what a block keeps of its buffer
+    del b
+    c = pool.take(1000)  # both in use: a third, not kept
+    assert all(c is not x for x in pool._buffers) and len(pool._buffers) == 2
+    del a
+    assert pool.take(1000) is pool._buffers[0]
+    assert pool.take(501) is pool._buffers[0]  # up to twice the size asked for
+    assert pool.take(499) not in pool._buffers  # a buffer more than twice as long is not taken
+    assert pool.take(1001) not in pool._buffers  # nor one too short
+    del view
+    assert pool.take(1000) is pool._buffers[0]  # the first free one again
+
+
+def test_a_dataset_reuses_its_gather_buffers(tmp_path, monkeypatch):
+    """Batches interleaved record by record from 2 files are gathered (a task of 4,096
+    records at a time) into one buffer, which serves again once its batches are dropped."""
+    N = 45000
+    paths = []
+    for f in range(2):
+        paths.append(str(tmp_path / f"g{f}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            for i in range(N):
+                w.write(b"%d-%d-" % (f, i) + b"x" * 200)
+    calls, made = [], []
+    gather, new_buffer = _native.framing.gather, _native.framing.new_buffer
+    monkeypatch.setattr(_native.framing, "gather", lambda *a: calls.append(a[-1] is not None) or gather(*a))
+    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
+    got = [r for b in tfrecord_lite.TFRecordDataset(paths, batch_size=64, num_threads=2) for r in b]
+    assert got == [b"%d-%d-" % (f, i) + b"x" * 200 for i in range(N) for f in range(2)]
+    assert all(calls) and len(calls) >= 20  # every task gathered into a buffer of the pool's
+    gathered = [n for n in made if n % (1 << 16) == 0 and n != 1 << 20]  # not the 1 MiB read buffers
+    assert 0 < len(gathered) <= 12 < len(calls), (len(gathered), len(calls))
+
+
 def test_record_batches_rejects_bad_batch_size(backend):
     with pytest.raises(TFRecordError, match="batch_size"):
         TFRecordReader(b"").record_batches(0)

@@ -42,6 +42,13 @@ def test_gather_copies_the_records_it_is_given(backend, sizes, data):
     with _native.use(backend.other):
         theirs = _native.framing.gather(flat.buffers, flat.which[order], flat.starts[order], flat.lengths[order])
     assert bytes(theirs[0]) == bytes(buf) and theirs[1].tolist() == starts.tolist()
+    # Into a given buffer, longer than the records: the same bytes at its start, the rest kept.
+    spare = data.draw(st.integers(0, 9))
+    out = bytearray(b"\xee" * (len(buf) + spare))
+    into, starts_into = _native.framing.gather(flat.buffers, flat.which[order], flat.starts[order],
+                                               flat.lengths[order], out)
+    assert into is out and out[:len(buf)] == buf and out[len(buf):] == b"\xee" * spare
+    assert starts_into.tolist() == starts.tolist()
 
 
 @pytest.mark.parametrize("which, start, length", [(1, 0, 1), (-1, 0, 1), (0, -1, 1), (0, 0, -1), (0, 5, 1), (0, 0, 6)])
@@ -51,6 +58,9 @@ def test_gather_rejects_records_outside_their_buffer(backend, which, start, leng
         _native.framing.gather([b"12345"], a([which], np.int64), a([start], np.int64), a([length], np.int64))
     with pytest.raises(tfl.InvalidArgumentError, match="same length"):
         _native.framing.gather([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64))
+    for out in (bytearray(1), bytes(5), memoryview(bytearray(5))):  # too short, or not a bytearray
+        with pytest.raises(tfl.InvalidArgumentError, match="out must be a bytearray of at least 2 bytes"):
+            _native.framing.gather([b"12345"], a([0], np.int64), a([1], np.int64), a([2], np.int64), out)
 
 
 @given(st.lists(st.integers(0, 30), min_size=1, max_size=4), st.integers(1, 5), st.data())

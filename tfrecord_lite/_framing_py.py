@@ -251,18 +251,23 @@ def find_header(buf, start=0, stop=-1):
     return -1
 
 
-def gather(buffers, which, starts, lengths):
+def gather(buffers, which, starts, lengths, out=None):
     n = len(which)
     if len(starts) != n or len(lengths) != n:
         raise InvalidArgumentError("gather: which, starts and lengths must have the same length")
     views = [memoryview(b).cast("B") for b in buffers]
-    out, out_starts, total = bytearray(), np.empty(n, np.int64), 0
+    data, out_starts, total = bytearray(), np.empty(n, np.int64), 0
     for j, (b, s, m) in enumerate(zip(which.tolist(), starts.tolist(), lengths.tolist())):
         if not 0 <= b < len(views) or s < 0 or m < 0 or s > len(views[b]) - m:
             raise InvalidArgumentError(f"gather: record {j} ({b}, {s}, {m}) lies outside its buffer")
         out_starts[j] = total
-        out += views[b][s:s + m]
+        data += views[b][s:s + m]
         total += m
+    if out is None:
+        return data, out_starts
+    if type(out) is not bytearray or len(out) < total:
+        raise InvalidArgumentError(f"gather: out must be a bytearray of at least {total} bytes")
+    out[:total] = data
     return out, out_starts
 
 

@@ -150,9 +150,10 @@ class Gathered:
             return whole._pick(order)
         return whole
 
-    def to_batch(self) -> RecordBatch:
+    def to_batch(self, pool=None) -> RecordBatch:
         """The records as a RecordBatch: runs of one block stay in it, unless the runs are
-        short, when the records are copied into one new block."""
+        short, when the records are copied into one new block (a buffer of pool's, a
+        reader.BufferPool, when given)."""
         n = len(self.which)
         if not n:
             return RecordBatch()
@@ -160,7 +161,8 @@ class Gathered:
         origin = self._origins()
         cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
         runs = len(cuts) + 1
-        if runs * _RUN_MIN <= n or int(self.lengths.sum()) >= runs * _RUN_BYTES:
+        total = int(self.lengths.sum())
+        if runs * _RUN_MIN <= n or total >= runs * _RUN_BYTES:
             bounds = [0, *cuts.tolist(), n]
             blocks = which[bounds[:-1]].tolist()
             return RecordBatch(segments=[(self.buffers[b], self.starts[a:z], self.lengths[a:z])
@@ -168,7 +170,8 @@ class Gathered:
                                framed=self.framed,
                                origins=None if origin is None else
                                [sliced_origin(origin, slice(a, z, 1)) for a, z in zip(bounds, bounds[1:])])
-        data, starts = _native.framing.gather(self.buffers, which, self.starts, self.lengths)
+        out = None if pool is None else pool.take(total)
+        data, starts = _native.framing.gather(self.buffers, which, self.starts, self.lengths, out)
         return RecordBatch(data, starts, self.lengths, origin=origin)
 
     def _origins(self):

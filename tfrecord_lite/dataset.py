@@ -41,7 +41,7 @@ from ._resume import ROUNDS, Cursor, check_state, piece_segment, start_state
 from ._gather import Gathered, object_array, shuffle
 from .batch import RecordBatch, join_records, rebatch
 from .parsing import LocatedParse, make_parse, unbatch
-from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, ON_CORRUPT, TFRecordReader
+from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, ON_CORRUPT, BufferPool, TFRecordReader
 
 __all__ = ["TFRecordDataset"]
 
@@ -365,6 +365,11 @@ class _Run:
         # Records copied out into bytes keep the reader's cache-sized chunks.
         self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
                        else CHUNK_BYTES)
+        # Buffers reused once what was read or gathered into them is gone: for the readers,
+        # twice the read-ahead and a few batches the consumer holds; for batches gathered
+        # from several files, the tasks in flight and a few held.
+        self._buffers = BufferPool(2 * _PIECE_BYTES_TOTAL // self._chunk + 8)
+        self._gathered = BufferPool(2 * ds.prefetch + 4, grain=1 << 16)
         # Small batches of a dense spec, or of raw records, are made several at a time and
         # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
@@ -438,7 +443,7 @@ class _Run:
                 if task is None:
                     exhausted = True
                 else:
-                    pending.append(self._pool.submit(_parse_task, self._parse, *task))
+                    pending.append(self._pool.submit(_parse_task, self._parse, *task, self._gathered))
             if not pending:
                 return
             if ds.deterministic or pending[0].done():
@@ -599,6 +604,7 @@ class _Run:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
                                          start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk)
+            slot.reader._buffers = self._buffers
             slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
         parts, piece_map, count, nbytes, limit = [], [], 0, 0, self._piece_bytes
         try:
@@ -677,14 +683,15 @@ def _held_bytes(records) -> int:
     return sum(map(len, records))
 
 
-def _parse_task(parse, records, sizes):
+def _parse_task(parse, records, sizes, pool):
     """Worker: parse records into (outputs, error): one output per record when sizes is
-    None, else one batch per size, split from one parse of them all (as views). When that
+    None, else one batch per size, split from one parse of them all (as views); records
+    gathered from several blocks are copied into a buffer of pool's. When that
     parse fails, the batches are parsed one by one so that the good ones before the bad
     one are delivered, then its error, which names the record's file, offset and index
     where the records know them (RecordBatch), else its position in its batch."""
     if type(records) is Gathered:
-        records = records.to_batch()
+        records = records.to_batch(pool)
     parse = LocatedParse(parse)
     if sizes is None:
         return unbatch(parse(records), len(records), parse, records), None

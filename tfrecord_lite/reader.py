@@ -14,6 +14,8 @@ import itertools
 import logging
 import os
 import stat
+import sys
+import threading
 from typing import Any, Iterator
 
 from . import _native
@@ -36,6 +38,7 @@ CHUNK_BYTES = 1 << 18  # stays in L2 cache, so the CRC and the copy into bytes r
 # record tails carried over to the next one (parse_example over record_batches(): W2 10%,
 # W1 4% faster). Both are the defaults of chunk_size=None.
 BLOCK_CHUNK_BYTES = 1 << 20
+_KEEP_BUFFERS = 8  # a reader's own pool: the blocks a consumer typically holds, and the one read into
 ON_CORRUPT = ("raise", "skip", "stop")
 _HEADER = _native.framing.HEADER_BYTES
 _FOOTER = _native.framing.FOOTER_BYTES
@@ -113,6 +116,7 @@ class TFRecordReader:
             self._file = source
         self._iter = None
         self._gen = None  # the scanning generator, once reading has started
+        self._buffers: BufferPool | None = None  # read buffers; a dataset gives its readers one to share
 
     def __iter__(self) -> Iterator[bytes]:
         if self._iter is None:
@@ -247,7 +251,10 @@ class TFRecordReader:
             base, pos = 0, min(self.start_offset, filled)
         else:
             chunk = self.chunk_size or (BLOCK_CHUNK_BYTES if blocks or spans else CHUNK_BYTES)
-            buf = F.new_buffer(max(chunk, len(head)))
+            if self._buffers is None:
+                self._buffers = BufferPool(_KEEP_BUFFERS)
+            pool = self._buffers
+            buf = pool.take(max(chunk, len(head)))
             buf[: len(head)] = head
             filled, eof = len(head), False
             base, pos = self.start_offset, 0  # base: stream offset of buf[0]
@@ -308,7 +315,7 @@ class TFRecordReader:
             if pos or handed_out:
                 tail = filled - pos
                 if handed_out:
-                    buf, handed_out = _moved(buf, pos, filled, len(buf)), False
+                    buf, handed_out = _moved(buf, pos, filled, len(buf), pool), False
                 else:
                     buf[:tail] = buf[pos:filled]
                 base += pos
@@ -316,7 +323,7 @@ class TFRecordReader:
             if filled == len(buf):
                 # Doubling only when full of real data keeps allocation under 2x what was
                 # read, whatever a (possibly hostile) length field claims.
-                buf = _moved(buf, 0, filled, 2 * len(buf))
+                buf = _moved(buf, 0, filled, 2 * len(buf), pool)
             with memoryview(buf) as mv:
                 try:
                     n = stream.readinto(mv[filled:])
@@ -379,9 +386,49 @@ class _ReadInto:
         return len(data)
 
 
-def _moved(buf: bytearray, start: int, stop: int, size: int) -> bytearray:
-    """A fresh size-byte buffer that begins with buf[start:stop], the rest uninitialized."""
-    fresh = _native.framing.new_buffer(size)
+class BufferPool:
+    """Buffers handed out again once nothing but the pool refers to them (whatever is read
+    or gathered into a buffer keeps it, as a reference, for as long as it lives). A fresh
+    1 MiB buffer per chunk costs an allocation and, as glibc gives such blocks back to the
+    kernel, a page fault per 4 KiB. Thread-safe: a dataset's readers share one.
+
+    keep: the buffers held for reuse at most. grain: new buffers are a multiple of it long, so
+    that a slightly longer request later still fits."""
+
+    def __init__(self, keep: int, grain: int = 1):
+        self.keep, self.grain = keep, grain
+        self._buffers: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bytearray:
+        """A buffer of size to 2 x size bytes, its content undefined."""
+        with self._lock:
+            buf = _first_free(self._buffers, _FREE_REFS, size)
+            if buf is None:
+                buf = _native.framing.new_buffer(-(-size // self.grain) * self.grain)
+                if len(self._buffers) < self.keep:
+                    self._buffers.append(buf)
+            return buf
+
+
+def _first_free(buffers: list, refs: int, size: int):
+    """The first of buffers of size to 2 x size bytes with refs references, which is what one
+    that only the list holds has here, or None."""
+    for buf in buffers:
+        if sys.getrefcount(buf) == refs and size <= len(buf) <= 2 * size:
+            return buf
+    return None
+
+
+# Measured, not assumed: how many references this interpreter counts in _first_free for a
+# buffer only its list holds (newer interpreters may borrow some of them).
+_FREE_REFS = next(refs for refs in range(1, 16) if _first_free([bytearray()], refs, 0) is not None)
+
+
+def _moved(buf: bytearray, start: int, stop: int, size: int, pool: BufferPool) -> bytearray:
+    """A buffer of pool's (size bytes or more) that begins with buf[start:stop], the rest
+    undefined."""
+    fresh = pool.take(size)
     with memoryview(buf) as mv:
         fresh[:stop - start] = mv[start:stop]
     return fresh
