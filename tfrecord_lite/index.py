@@ -152,33 +152,33 @@ def count_records(path, storage_options=None) -> int:
     size (and local mtime)."""
     path = os.fspath(path)
     if _fs.is_url(path):
-        size, key = _fs.size(path, storage_options), (path, _fs.size(path, storage_options))
+        size = _fs.size(path, storage_options)
+        key = (path, size)
     else:
         st = os.stat(path)
         size, key = st.st_size, (path, st.st_size, st.st_mtime_ns)
-    if key in _COUNTS:
-        return _COUNTS[key]
+    if key not in _COUNTS:
+        _COUNTS[key] = _count(path, size, storage_options)
+    return _COUNTS[key]
+
+
+def _count(path, size, storage_options) -> int:
     sidecar = index_path(path)
     if _fs.exists(sidecar, storage_options):
         offsets, lengths = read_index(sidecar, storage_options=storage_options)
         if (int(offsets[-1] + lengths[-1]) if len(offsets) else 0) == size:
-            _COUNTS[key] = len(offsets)
             return len(offsets)
     with _fs.open_input(path, storage_options) as f:
         compressed = detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
     if compressed:
         with TFRecordReader(path, storage_options=storage_options) as reader:
-            count = sum(len(offsets) for offsets, _ in reader.record_spans())
-    else:
-        offsets, lengths = scan_index(path, storage_options=storage_options)
-        count = len(offsets)
-        try:
-            write_index(sidecar, offsets, lengths, storage_options=storage_options)
-            return count
-        except OSError:
-            pass  # a read-only directory: remember it here instead
-    _COUNTS[key] = count
-    return count
+            return sum(len(offsets) for offsets, _ in reader.record_spans())
+    offsets, lengths = scan_index(path, storage_options=storage_options)
+    try:
+        write_index(sidecar, offsets, lengths, storage_options=storage_options)
+    except OSError:
+        pass  # a read-only directory: the count in memory is all there is
+    return len(offsets)
 
 
 def count_shard(files, positions, record_rule=None, storage_options=None) -> int:
