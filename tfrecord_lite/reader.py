@@ -116,7 +116,7 @@ class TFRecordReader:
             self._file = source
         self._iter = None
         self._gen = None  # the scanning generator, once reading has started
-        self._buffers: BufferPool | None = None  # read buffers; a dataset gives its readers one to share
+        self._buffers = BufferPool(_KEEP_BUFFERS)  # read buffers; a dataset gives its readers one to share
 
     def __iter__(self) -> Iterator[bytes]:
         if self._iter is None:
@@ -251,8 +251,6 @@ class TFRecordReader:
             base, pos = 0, min(self.start_offset, filled)
         else:
             chunk = self.chunk_size or (BLOCK_CHUNK_BYTES if blocks or spans else CHUNK_BYTES)
-            if self._buffers is None:
-                self._buffers = BufferPool(_KEEP_BUFFERS)
             pool = self._buffers
             buf = pool.take(max(chunk, len(head)))
             buf[: len(head)] = head
