@@ -186,7 +186,7 @@ def test_a_worker_batch_crosses_as_one_buffer(tmp_path, per_file):
         assert isinstance(c["item"]["id"], torch.Tensor)
     # The workers read shards (file 0, file 1); in order they give the in-process batches.
     assert_same(sorted([c["item"] for c in crossed], key=lambda b: int(b["id"][0])), want)
-    assert ds_buffer_is_shared(crossed[0]["item"]) == big
+    assert in_a_segment(crossed[0]["item"]["id"].data_ptr()) == big
 
 
 def mapping_of(address: int) -> str:
@@ -199,10 +199,13 @@ def mapping_of(address: int) -> str:
     raise AssertionError("the address is not mapped")
 
 
-def ds_buffer_is_shared(batch) -> bool:
-    """Whether the batch's tensors view a worker's segment (a memfd) rather than private
-    memory the pipe's bytes were read into."""
-    return "memfd:tfrecord_lite-batch" in mapping_of(batch["id"].data_ptr())
+SEGMENT = "memfd:tfrecord_lite-batch"  # how /proc/self/maps names a worker's segment
+
+
+def in_a_segment(address: int) -> bool:
+    """Whether address lies in a worker's segment (a memfd) rather than in private memory
+    the pipe's bytes were read into."""
+    return SEGMENT in mapping_of(address)
 
 
 def test_in_process_items_are_not_packed(tmp_path):
@@ -311,19 +314,15 @@ def test_a_segment_is_reused_only_once_its_batch_is_dropped(holds):
         held[i] = pickle.loads(ForkingPickler.dumps(_crossing._packed(big_batch(i))))
         for j in held:
             assert held[j]["i"] == j and (held[j]["x"] == j).all(), (i, j)
-        in_segments = sum(in_a_segment(b["x"]) for b in held.values())
+        in_segments = sum(in_a_segment(b["x"].ctypes.data) for b in held.values())
         # A batch goes elsewhere only when every segment is held.
-        assert in_a_segment(held[i]["x"]) or in_segments == _crossing._SEGMENTS
+        assert in_a_segment(held[i]["x"].ctypes.data) or in_segments == _crossing._SEGMENTS
         most = max(most, in_segments)
     segments = _crossing._pool.segments
     assert len(segments) == most  # a new segment only when all the others were held
-    assert sum(int(s.words[0]) for s in segments) == sum(in_a_segment(b["x"]) for b in held.values())
+    assert sum(int(s.words[0]) for s in segments) == sum(in_a_segment(b["x"].ctypes.data) for b in held.values())
     held.clear()
     assert not any(s.words[0] for s in segments)
-
-
-def in_a_segment(array) -> bool:
-    return "memfd:tfrecord_lite-batch" in mapping_of(array.ctypes.data)
 
 
 def test_a_forked_child_does_not_hand_back_the_parents_batch():
@@ -347,7 +346,7 @@ def segment_mappings() -> list[tuple[str, int]]:
     out, current = [], None
     with open("/proc/self/smaps") as f:
         for line in f:
-            if "memfd:tfrecord_lite-batch" in line:
+            if SEGMENT in line:
                 current = line.split()[0]
             elif current and line.startswith("Rss:"):
                 out.append((current, int(line.split()[1])))
@@ -366,7 +365,7 @@ def test_workers_reuse_segments_and_free_them_as_they_end(tmp_path):
         for i, b in enumerate(loader(ds, 1, "fork")):
             assert_same(b["id"], want[i])
             places.append(b["id"].data_ptr())
-            assert "memfd:tfrecord_lite-batch" in mapping_of(places[-1])
+            assert in_a_segment(places[-1])
         del b
         # 15 batches in a handful of segments, each batch dropped before the next but one.
         assert len(places) == 15 and len(set(places)) <= 5
@@ -383,7 +382,7 @@ def test_batches_held_past_every_segment_cross_intact(tmp_path):
     ds = TFRecordIterableDataset(paths, SPEC, batch_size=40, as_tensors=True, seed=3)
     got = list(loader(ds, 1, "fork"))  # all 15 held: the first 8 in segments, the rest not
     assert_same(got, list(loader(ds, 0)))
-    shared = ["memfd:tfrecord_lite-batch" in mapping_of(b["id"].data_ptr()) for b in got]
+    shared = [in_a_segment(b["id"].data_ptr()) for b in got]
     assert shared == [True] * _crossing._SEGMENTS + [False] * (15 - _crossing._SEGMENTS)
 
 
