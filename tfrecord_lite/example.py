@@ -10,7 +10,7 @@ batch; every spec type goes through the same column checks (``_Column``).
 from __future__ import annotations
 
 from collections import namedtuple
-from functools import cmp_to_key
+from functools import cmp_to_key, lru_cache
 from math import prod
 from typing import Any, Iterable, Literal, Mapping, overload
 
@@ -651,8 +651,14 @@ _DETERMINISTIC = cmp_to_key(_deterministic_cmp)
 
 def _order(mapping, deterministic):
     """(name, encoded key) pairs in mapping order, or in protobuf's deterministic order."""
-    pairs = [(name, _key(name)) for name in mapping]
-    return sorted(pairs, key=_DETERMINISTIC) if deterministic else pairs
+    return _order_of(tuple(mapping), deterministic)
+
+
+@lru_cache(maxsize=256)
+def _order_of(names, deterministic):
+    # Cached: batches of one schema ask again and again, and the sort holds the GIL.
+    pairs = [(name, _key(name)) for name in names]
+    return tuple(sorted(pairs, key=_DETERMINISTIC) if deterministic else pairs)
 
 
 def _features_args(mapping, deterministic):
@@ -724,7 +730,9 @@ def _column(name, column, n, raw):
         return kind, flat.reshape(n, -1)
     if not isinstance(column, np.ndarray) or column.ndim == 1:
         items = column.tolist() if isinstance(column, np.ndarray) else list(column)
-        if set(map(type, items)) <= {bytes}:  # one bytes value per row, the common case
+        # One bytes value per row, the common case; checked in C, as a Python loop over the
+        # rows would hold the GIL that parallel encoders share.
+        if _native.framing.value_lengths(items) is not None:
             return BYTES, items
     rows = [_normalize(name, v) for v in column]
     if all(kind == BYTES for kind, _ in rows):
