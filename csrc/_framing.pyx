@@ -29,7 +29,7 @@ from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
     PyThread_release_lock, PyThread_type_lock,
 )
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
@@ -520,6 +520,48 @@ def new_buffer(Py_ssize_t n):
     if n < 0:
         raise InvalidArgumentError("n must be >= 0")
     return PyByteArray_FromStringAndSize(NULL, n)
+
+
+cdef extern from *:
+    """
+    /* A word two processes share (a batch segment's "held" flag). The release store makes
+     * every read of the batch before it visible first, which x86 does anyway and aarch64
+     * does not; the acquire load orders the reads and writes after it. */
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static void tfl_store_release_i32(int32_t *p, int32_t v) { _InterlockedExchange((volatile long *)p, v); }
+    static int32_t tfl_load_acquire_i32(int32_t *p) { return _InterlockedOr((volatile long *)p, 0); }
+    #else
+    static void tfl_store_release_i32(int32_t *p, int32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static int32_t tfl_load_acquire_i32(int32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    #endif
+    """
+    void tfl_store_release_i32(int32_t *p, int32_t v) nogil
+    int32_t tfl_load_acquire_i32(int32_t *p) nogil
+
+
+cdef int32_t *_shared_word(buf, Py_ssize_t index, Py_buffer *view) except NULL:
+    PyObject_GetBuffer(buf, view, PyBUF_WRITABLE)
+    if index < 0 or (index + 1) * 4 > view.len or (<size_t>view.buf) % 4:
+        PyBuffer_Release(view)
+        raise InvalidArgumentError(f"word {index} is not an aligned int32 of the {view.len}-byte buffer")
+    return <int32_t *>view.buf + index
+
+
+def store_release(buf, Py_ssize_t index, int32_t value):
+    """Set int32 word index of a writable buffer with release ordering (reads and writes of
+    this process before it are seen first by another process that loads it acquiring)."""
+    cdef Py_buffer view
+    tfl_store_release_i32(_shared_word(buf, index, &view), value)
+    PyBuffer_Release(&view)
+
+
+def load_acquire(buf, Py_ssize_t index):
+    """int32 word index of a writable buffer, loaded with acquire ordering."""
+    cdef Py_buffer view
+    cdef int32_t value = tfl_load_acquire_i32(_shared_word(buf, index, &view))
+    PyBuffer_Release(&view)
+    return value
 
 
 def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tfrecord_lite
 from tfrecord_lite import DataLossError, TFRecordReader, TFRecordWriter, _native
-from tfrecord_lite.errors import RecordTooLargeError, TFRecordError, TruncatedRecordError
+from tfrecord_lite.errors import InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError
 
 from .data.make_golden import FILES, GOLDEN_RECORDS
 
@@ -473,3 +473,24 @@ def test_corrupt_compressed_stream_error_names_path_offset_and_record(backend, t
         got, err = _read_until_error(path)
         _check_location(err, path, records, got)
         path.write_bytes(bytes(data))
+
+
+def test_shared_words_store_and_load(backend):
+    """The flag a batch segment shares with another process: one int32 word, written with
+    release and read with acquire ordering, in place in any writable buffer."""
+    import mmap
+
+    shared = mmap.mmap(-1, 64)
+    _native.framing.store_release(shared, 0, 1)
+    _native.framing.store_release(shared, 15, -7)
+    assert _native.framing.load_acquire(shared, 0) == 1 and _native.framing.load_acquire(shared, 15) == -7
+    assert np.frombuffer(shared, np.int32).tolist() == [1] + [0] * 14 + [-7]
+    _native.framing.store_release(shared, 0, 0)
+    assert _native.framing.load_acquire(shared, 0) == 0
+    for index in (-1, 16):
+        with pytest.raises(InvalidArgumentError, match="aligned int32"):
+            _native.framing.load_acquire(shared, index)
+    with pytest.raises(InvalidArgumentError, match="aligned int32"):
+        _native.framing.store_release(memoryview(shared)[1:9], 0, 1)  # not 4-byte aligned
+    with pytest.raises(BufferError, match="not writable"):
+        _native.framing.store_release(b"\0\0\0\0", 0, 1)

@@ -280,7 +280,7 @@ class _Segment:
         """Its memory goes now if the main process does not hold the batch, else when it drops
         it (the main process's mapping is the last reference then)."""
         self.words[1] = 1
-        if not self.words[0]:
+        if not _native.framing.load_acquire(self.map, 0):
             os.ftruncate(self.fd, _HEADER)
         os.close(self.fd)
 
@@ -300,7 +300,7 @@ class _Pool:
     def take(self, nbytes: int) -> _Segment | None:
         """The smallest free segment for nbytes, marked held; a new one while there are fewer
         than _SEGMENTS (the smallest free one makes room), None when all are held."""
-        free = [s for s in self.segments if not s.words[0]]
+        free = [s for s in self.segments if not _native.framing.load_acquire(s.map, 0)]
         fits = [s for s in free if s.size - _HEADER >= nbytes]
         if fits:
             segment = min(fits, key=lambda s: s.size)
@@ -384,7 +384,8 @@ def _release(lease, getpid=os.getpid, alive=_alive, forget=_forget):
     child's copy of the lease is not the batch, so only the process that made it releases."""
     if lease.pid == getpid():
         segment = lease.mapped
-        segment.words[0] = 0
+        # Ordered after every read of the batch: the worker may overwrite it from then on.
+        _native.framing.store_release(segment.map, 0, 0)
         if segment.words[1] or not alive(segment.pid):
             forget()
 

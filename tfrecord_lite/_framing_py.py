@@ -230,6 +230,24 @@ def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
         pos += HEADER_BYTES + length + FOOTER_BYTES
 
 
+def _shared_word(buf, index):
+    view = memoryview(buf).cast("B")
+    if view.readonly:
+        raise BufferError("Object is not writable.")
+    if index < 0 or (index + 1) * 4 > view.nbytes or np.frombuffer(view, np.uint8).ctypes.data % 4:
+        raise InvalidArgumentError(f"word {index} is not an aligned int32 of the {view.nbytes}-byte buffer")
+    return np.frombuffer(view, np.int32, 1, 4 * index)
+
+
+def store_release(buf, index, value):
+    # Python gives no ordering guarantees to choose from: the compiled core's is what counts.
+    _shared_word(buf, index)[0] = value
+
+
+def load_acquire(buf, index):
+    return int(_shared_word(buf, index)[0])
+
+
 def new_buffer(n):
     """A bytearray of n bytes (zeroed here; the compiled core leaves it uninitialized)."""
     if n < 0:
