@@ -446,8 +446,10 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
 
 cdef class _Records:
     """Pointers to a batch's records, with the buffers behind them held until release:
-    either one buffer per record (a list of bytes-likes) or one per block (a RecordBatch's
-    segments of (frames, starts, lengths))."""
+    one buffer per record (a list of bytes-likes), one per block (a RecordBatch's segments
+    of (frames, starts, lengths)), or records in place in several blocks in any order (an
+    interleave's gathered batch: ``buffers``, and per record ``which`` buffer, ``starts``,
+    ``lengths``), read where they lie instead of being copied together first."""
     cdef const unsigned char **ptrs
     cdef Py_ssize_t *lens
     cdef Py_buffer *views     # views[:got] are live
@@ -457,11 +459,14 @@ cdef class _Records:
         cdef Py_ssize_t j, k = 0, m
         cdef Py_buffer *v
         cdef const int64_t[:] starts, lengths   # strided: slices with a step
+        cdef const int64_t[:] which
         segments = None if type(records) is list else getattr(records, "segments", None)
-        if segments is None and type(records) is not list:
+        gathered = segments is None and type(records) is not list and hasattr(records, "which")
+        if segments is None and type(records) is not list and not gathered:
             records = list(records)
-        items = records if segments is None else segments
-        self.n = len(records) if segments is None else sum(len(seg[1]) for seg in segments)
+        items = records.buffers if gathered else records if segments is None else segments
+        self.n = (len(records.which) if gathered else len(records) if segments is None
+                  else sum(len(seg[1]) for seg in segments))
         self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
         self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
         self.views = <Py_buffer *>malloc((len(items) if len(items) else 1) * sizeof(Py_buffer))
@@ -471,6 +476,8 @@ cdef class _Records:
             v = &self.views[self.got]
             acquire(item if segments is None else item[0], v)
             self.got += 1
+            if gathered:
+                continue
             if segments is None:
                 self.ptrs[k] = <const unsigned char *>v.buf
                 self.lens[k] = v.len
@@ -482,13 +489,26 @@ cdef class _Records:
             if lengths.shape[0] != m or k + m > self.n:
                 raise InvalidArgumentError("a RecordBatch segment has mismatched starts and lengths")
             for j in range(m):   # a few us: not worth a GIL handoff
-                if starts[j] < 0 or lengths[j] < 0 or starts[j] > v.len - lengths[j]:
-                    raise InvalidArgumentError(f"a RecordBatch record ({starts[j]}, {lengths[j]}) lies outside "
-                                     f"its {v.len}-byte block")
-                self.ptrs[k + j] = <const unsigned char *>v.buf + starts[j]
-                self.lens[k + j] = lengths[j]
-                self.total_bytes += lengths[j]
+                self._point(k + j, v, starts[j], lengths[j])
             k += m
+        if gathered:
+            which, starts, lengths = records.which, records.starts, records.lengths
+            if starts.shape[0] != self.n or lengths.shape[0] != self.n:
+                raise InvalidArgumentError("gathered records have mismatched which, starts and lengths")
+            for j in range(self.n):
+                if not 0 <= which[j] < self.got:
+                    raise InvalidArgumentError(f"a gathered record names block {which[j]} of {self.got}")
+                self._point(j, &self.views[which[j]], starts[j], lengths[j])
+
+    cdef inline int _point(self, Py_ssize_t k, Py_buffer *v, int64_t start, int64_t length) except -1:
+        """Record k is bytes start:start + length of the block in v."""
+        if start < 0 or length < 0 or start > v.len - length:
+            raise InvalidArgumentError(f"a RecordBatch record ({start}, {length}) lies outside "
+                                       f"its {v.len}-byte block")
+        self.ptrs[k] = <const unsigned char *>v.buf + start
+        self.lens[k] = length
+        self.total_bytes += length
+        return 0
 
     def __dealloc__(self):
         cdef Py_ssize_t i

@@ -100,6 +100,66 @@ def test_large_records_stay_in_place_even_in_short_runs(pad, in_place):
         assert {id(s[0]) for s in batch.segments} == {id(b.segments[0][0]) for b in blocks}
 
 
+def _example_blocks(sizes):
+    """RecordBatches over frame blocks of Examples, record k of them all with id k and a
+    bytes value of k % 11 bytes."""
+    records = [tfl.encode_example({"id": k, "b": b"v" * (k % 11)}) for k in range(sum(sizes))]
+    out, k = [], 0
+    for n in sizes:
+        frames, starts, lengths, *_ = _native.framing.scan_block(_native.framing.encode_frames(records[k:k + n]))
+        out.append(tfl.RecordBatch(frames, starts, lengths, framed=True))
+        k += n
+    return out, records
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=4), st.data())
+def test_the_parsers_read_gathered_records_where_they_lie(backend, sizes, data):
+    """parse_example over a Gathered (any records of several blocks, in any order) gives
+    what it gives over those records as bytes, on both backends; indexing and iterating a
+    Gathered give those bytes too."""
+    blocks, records = _example_blocks(sizes)
+    flat = Gathered.join([Gathered.of(b) for b in blocks])
+    order = np.array(data.draw(st.lists(st.integers(0, len(records) - 1), max_size=50)), np.int64)
+    picked = flat._pick(order)
+    want = [records[i] for i in order.tolist()]
+    assert list(picked) == want and [picked[j] for j in range(-len(want), 0)] == want
+    spec = {"id": tfl.FixedLenFeature([], np.int64), "b": tfl.FixedLenFeature([], bytes)}
+    got = tfl.parse_example(picked, spec)
+    assert got["id"].tolist() == order.tolist() and got["b"].tolist() == [b"v" * (i % 11) for i in order.tolist()]
+    with _native.use(backend.other):
+        theirs = tfl.parse_example(picked, spec)
+    assert theirs["id"].tolist() == got["id"].tolist() and theirs["b"].tolist() == got["b"].tolist()
+
+
+@pytest.mark.parametrize("which, start, length, match", [
+    (1, 0, 1, "names block 1 of 1"), (-1, 0, 1, "names block -1 of 1"), (0, -1, 1, "lies outside"),
+    (0, 0, -1, "lies outside"), (0, 5, 1, "lies outside"), (0, 0, 6, "lies outside")])
+def test_the_parsers_reject_gathered_records_outside_their_blocks(backend, which, start, length, match):
+    a = np.array
+    bad = Gathered([b"12345"], a([which], np.int64), a([start], np.int64), a([length], np.int64), False)
+    with pytest.raises(tfl.InvalidArgumentError, match=match):
+        tfl.parse_example(bad, SPEC)
+    uneven = Gathered([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64), False)
+    with pytest.raises(tfl.InvalidArgumentError, match="mismatched"):
+        tfl.parse_example(uneven, SPEC)
+
+
+def test_a_bad_example_read_in_place_names_its_file_offset_and_index(backend, tmp_path):
+    """Records interleaved one by one from two files reach the parser in place; a record
+    that does not fit the spec is named by its file, frame offset and index in that file."""
+    paths = write_files(tmp_path, [50, 50], make=lambda f, j: tfl.encode_example(
+        {"id": 1000 * f + j} if (f, j) != (1, 37) else {"id": [1, 2]}))
+    got = []
+    with pytest.raises(tfl.FeatureSpecError) as info:
+        for b in tfl.TFRecordDataset(paths, SPEC, batch_size=10, num_threads=2, cycle_length=2):
+            got.extend(b["id"].tolist())
+    assert got == [1000 * f + j for j in range(35) for f in (0, 1)]  # the batches before the bad one's
+    e = info.value
+    assert (e.path, e.index, e.batch_index) == (paths[1], 37, 5)
+    assert e.offset == tfl.index.scan_index(paths[1])[0][37]
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     return write_files(tmp_path_factory.mktemp("gather"), COUNTS,

@@ -219,17 +219,33 @@ def _parse(message_class, data, index):
 
 
 def _records(records):
-    """A list of bytes-likes, or a RecordBatch's records after the compiled core's bounds
+    """A list of bytes-likes, a RecordBatch's records, or gathered records (``buffers``, and
+    per record ``which`` buffer, ``starts``, ``lengths``), after the compiled core's bounds
     checks."""
-    segments = None if type(records) is list else getattr(records, "segments", None)
-    if segments is None:
+    if type(records) is list:
         return records
-    for frames, starts, lengths in segments:
-        size = memoryview(frames).nbytes
-        for start, length in zip(starts.tolist(), lengths.tolist()):
+    segments = getattr(records, "segments", None)
+    if segments is not None:
+        _check_places([(memoryview(frames).nbytes, starts, lengths) for frames, starts, lengths in segments])
+        return list(records)
+    if not hasattr(records, "which"):
+        return records
+    views = [memoryview(b).cast("B") for b in records.buffers]
+    which, starts, lengths = records.which.tolist(), records.starts.tolist(), records.lengths.tolist()
+    if not len(which) == len(starts) == len(lengths):
+        raise InvalidArgumentError("gathered records have mismatched which, starts and lengths")
+    for w in which:
+        if not 0 <= w < len(views):
+            raise InvalidArgumentError(f"a gathered record names block {w} of {len(views)}")
+    _check_places([(views[w].nbytes, [s], [n]) for w, s, n in zip(which, starts, lengths)])
+    return [views[w][s:s + n] for w, s, n in zip(which, starts, lengths)]
+
+
+def _check_places(blocks):
+    for size, starts, lengths in blocks:
+        for start, length in zip(list(starts), list(lengths)):
             if start < 0 or length < 0 or start > size - length:
                 raise InvalidArgumentError(f"a RecordBatch record ({start}, {length}) lies outside its {size}-byte block")
-    return list(records)
 
 
 def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):

@@ -10,7 +10,8 @@ of blocks are a few NumPy operations on those arrays, whatever the number of rec
 ``shuffle`` is TensorFlow's shuffle buffer on the same arrays (or on an object array of
 the records, for the paths that hand out ``bytes``).
 
-``to_batch()`` runs in the parse worker and turns it into a RecordBatch: the buffers' own
+The core's decoders read a Gathered's records where they lie, in any order. For raw
+output, ``to_batch()`` runs in a worker and turns it into a RecordBatch: the buffers' own
 runs when the records come in long runs (no copy), else one copy of the records' bytes into
 a new block, made by the core without the GIL.
 """
@@ -78,9 +79,16 @@ class Gathered:
         return len(self.which)
 
     def __getitem__(self, i):
-        if not isinstance(i, slice):
-            raise TypeError("Gathered records are sliced, not indexed")
-        return self._pick(i)
+        """A slice: a Gathered of those records; an index: that record's bytes (as a
+        RecordBatch gives them: the parsers take a Gathered as a sequence of records)."""
+        if isinstance(i, slice):
+            return self._pick(i)
+        b, start = int(self.which[i]), int(self.starts[i])
+        with memoryview(self.buffers[b]) as view:
+            return bytes(view[start:start + int(self.lengths[i])])
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self.which)))
 
     def _pick(self, idx) -> Gathered:
         """The records at positions idx (a slice or an int array), in that order."""
@@ -173,6 +181,15 @@ class Gathered:
         out = None if pool is None else pool.take(total)
         data, starts = _native.framing.gather(self.buffers, which, self.starts, self.lengths, out)
         return RecordBatch(data, starts, self.lengths, origin=origin)
+
+    def locate(self, i: int):
+        """``(path, frame offset, record index in that file)`` of record i, or None when its
+        origin is unknown (``batch.locate_error`` asks)."""
+        b = int(self.which[i])  # IndexError out of range, as RecordBatch.locate
+        if self.index is None:
+            return None
+        path, base = self.places[b]
+        return path, base + int(self.starts[i]) - _native.framing.HEADER_BYTES, int(self.index[i])
 
     def _origins(self):
         """Every record's origin (batch.RecordOrigins), or None when unknown."""

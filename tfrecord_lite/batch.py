@@ -223,9 +223,9 @@ def _sliced(origin, cut):
 def locate_error(exc: TFRecordError, where) -> TFRecordError:
     """exc, an error raised while parsing a batch, made to name its record by its file,
     frame offset and index in that file instead of its position in the batch (kept in
-    ``exc.batch_index``), when the batch knows them. where: the batch (a RecordBatch with
-    origins; a list knows nothing), or a callable from position to ``(path, offset, index)``
-    or None. Only errors that name a position (an ``index``, no ``path``) change. Called
+    ``exc.batch_index``), when the batch knows them. where: the batch (one with a
+    ``locate`` method, as RecordBatch has; a list knows nothing), or a callable from position
+    to ``(path, offset, index)`` or None. Only errors that name a position (an ``index``, no ``path``) change. Called
     from ``except`` clauses, so nothing is looked up unless an error was raised::
 
         try:
@@ -236,12 +236,10 @@ def locate_error(exc: TFRecordError, where) -> TFRecordError:
     """
     if exc.path is not None or exc.index is None:
         return exc
-    if type(where) is RecordBatch:
-        if where.origins is None:
+    if not callable(where):
+        where = getattr(where, "locate", None)  # a RecordBatch, or a dataset's gathered records
+        if where is None:
             return exc
-        where = where.locate
-    elif not callable(where):
-        return exc
     try:
         place = where(exc.index)
     except IndexError:

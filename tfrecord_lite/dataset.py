@@ -10,9 +10,10 @@ bookkeeping done on the consumer's thread, so the output order is a pure functio
 files, the options, the seed and the epoch when ``deterministic=True``. When parsing with a
 feature spec, and for batched raw output, records stay in their read blocks from the reader
 to the decoder: those stages move index arrays (``_gather.Gathered``; whole rounds of the
-interleave at a time, the shuffle buffer a few thousand records at a time), and each batch's
-records are copied into one block by the parse worker, so no stage handles a Python object
-per record.
+interleave at a time, the shuffle buffer a few thousand records at a time), the decoder
+reads each batch's records where they lie, and a raw batch's records are copied into one
+block by a worker when they come in short runs, so no stage handles a Python object per
+record.
 
 Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
 open file at most one piece being read and one waiting (a piece is a few hundred KiB of
@@ -24,6 +25,7 @@ the dataset size.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import random
 import threading
@@ -356,8 +358,6 @@ class _Run:
         self._blocks = ds.parse is None and (ds.features is not None or ds.batch_size is not None)
         self._join = Gathered.join if self._blocks else join_records
         self._shuffle_join = Gathered.join if self._blocks else object_array
-        if self._blocks and self._parse is None:
-            self._parse = _raw_batch  # made in the pool: a batch's records may be copied
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
         # Records that stay in their blocks are read in chunks of up to half a piece (at most
         # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
@@ -369,7 +369,11 @@ class _Run:
         # twice the read-ahead and a few batches the consumer holds; for batches gathered
         # from several files, the tasks in flight and a few held.
         self._buffers = BufferPool(2 * _PIECE_BYTES_TOTAL // self._chunk + 8)
-        self._gathered = BufferPool(2 * ds.prefetch + 4, grain=1 << 16)
+        gathered = BufferPool(2 * ds.prefetch + 4, grain=1 << 16)
+        if self._blocks and self._parse is None:
+            # Made in the pool: a batch's records may be copied together. A parse reads
+            # them where they lie instead (the core takes a Gathered as it is).
+            self._parse = functools.partial(_raw_batch, pool=gathered)
         # Small batches of a dense spec, or of raw records, are made several at a time and
         # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
@@ -443,7 +447,7 @@ class _Run:
                 if task is None:
                     exhausted = True
                 else:
-                    pending.append(self._pool.submit(_parse_task, self._parse, *task, self._gathered))
+                    pending.append(self._pool.submit(_parse_task, self._parse, *task))
             if not pending:
                 return
             if ds.deterministic or pending[0].done():
@@ -665,9 +669,10 @@ def _rounds(slots, index, block):
     return chunk, moved, (last + 1) % len(slots)
 
 
-def _raw_batch(records):
-    """Batched raw output: the RecordBatch itself."""
-    return records
+def _raw_batch(records, pool):
+    """Batched raw output: a RecordBatch of the records, in their blocks when they come in
+    long runs, else copied into one buffer of pool's."""
+    return records.to_batch(pool) if type(records) is Gathered else records
 
 
 def _held_bytes(records) -> int:
@@ -683,15 +688,12 @@ def _held_bytes(records) -> int:
     return sum(map(len, records))
 
 
-def _parse_task(parse, records, sizes, pool):
+def _parse_task(parse, records, sizes):
     """Worker: parse records into (outputs, error): one output per record when sizes is
-    None, else one batch per size, split from one parse of them all (as views); records
-    gathered from several blocks are copied into a buffer of pool's. When that
+    None, else one batch per size, split from one parse of them all (as views). When that
     parse fails, the batches are parsed one by one so that the good ones before the bad
     one are delivered, then its error, which names the record's file, offset and index
-    where the records know them (RecordBatch), else its position in its batch."""
-    if type(records) is Gathered:
-        records = records.to_batch(pool)
+    where the records know them (RecordBatch, Gathered), else its position in its batch."""
     parse = LocatedParse(parse)
     if sizes is None:
         return unbatch(parse(records), len(records), parse, records), None

@@ -30,6 +30,7 @@ from .features import (
     VarLenFeature,
 )
 from .batch import RecordBatch, locate_error
+from ._gather import Gathered
 
 __all__ = [
     "BytesColumn",
@@ -80,8 +81,9 @@ class RaggedValue:
 
 
 def _records(serialized):
-    """A batch as the core takes it: a list, tuple or RecordBatch as is, anything else listed."""
-    return serialized if isinstance(serialized, (list, tuple, RecordBatch)) else list(serialized)
+    """A batch as the core takes it: a list, tuple, RecordBatch or a dataset's gathered
+    records as is, anything else listed."""
+    return serialized if isinstance(serialized, (list, tuple, RecordBatch, Gathered)) else list(serialized)
 
 
 class _Column:
