@@ -404,3 +404,33 @@ def test_segments_of_a_killed_worker_are_unmapped_as_its_batch_goes(tmp_path):
     assert not {r for r, _ in segment_mappings()} & ranges
     assert not any(m.pid == worker.pid for m in _crossing._mapped.values())
     del it
+
+
+_HELD_TO_THE_END = """
+import sys
+import torch
+from torch.utils.data import DataLoader
+from tfrecord_lite.torch import TFRecordIterableDataset
+from tests.test_torch_workers import SPEC, in_a_segment
+
+ds = TFRecordIterableDataset(sys.argv[1:], SPEC, batch_size=40, as_tensors=True, seed=3)
+loader = DataLoader(ds, batch_size=None, num_workers=1, persistent_workers=True, multiprocessing_context="fork")
+for batch in loader:
+    pass
+assert in_a_segment(batch["id"].data_ptr())
+print("held")
+"""
+
+
+def test_batches_held_until_the_interpreter_ends_are_released_cleanly(tmp_path):
+    """A batch still held as the interpreter clears its modules hands its segment back
+    without an "Exception ignored" on stderr."""
+    import subprocess
+    import sys
+
+    paths = write_examples(tmp_path, files=1, per_file=600)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", _HELD_TO_THE_END, *paths], capture_output=True, text=True,
+                          cwd=root, timeout=120, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0 and done.stdout.strip() == "held", done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -379,13 +379,15 @@ def _forget(mapped=_mapped, alive=_alive) -> None:
             mapped.pop(key, None)
 
 
-def _release(lease, getpid=os.getpid, alive=_alive, forget=_forget):
+def _release(lease, getpid=os.getpid, alive=_alive, forget=_forget, store=_native.framing.store_release):
     """The last array over a batch is gone: its segment goes back to the worker. A forked
-    child's copy of the lease is not the batch, so only the process that made it releases."""
+    child's copy of the lease is not the batch, so only the process that made it releases.
+    (What it calls is bound here: a batch held to the end is released as the interpreter
+    clears the modules.)"""
     if lease.pid == getpid():
         segment = lease.mapped
         # Ordered after every read of the batch: the worker may overwrite it from then on.
-        _native.framing.store_release(segment.map, 0, 0)
+        store(segment.map, 0, 0)
         if segment.words[1] or not alive(segment.pid):
             forget()
 
