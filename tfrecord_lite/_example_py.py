@@ -226,7 +226,10 @@ def _records(records):
         return records
     segments = getattr(records, "segments", None)
     if segments is not None:
-        _check_places([(memoryview(frames).nbytes, starts, lengths) for frames, starts, lengths in segments])
+        for frames, starts, lengths in segments:
+            size = memoryview(frames).nbytes
+            for start, length in zip(starts.tolist(), lengths.tolist()):
+                _check_inside(size, start, length)
         return list(records)
     if not hasattr(records, "which"):
         return records
@@ -234,18 +237,18 @@ def _records(records):
     which, starts, lengths = records.which.tolist(), records.starts.tolist(), records.lengths.tolist()
     if not len(which) == len(starts) == len(lengths):
         raise InvalidArgumentError("gathered records have mismatched which, starts and lengths")
-    for w in which:
+    out = []
+    for w, start, length in zip(which, starts, lengths):
         if not 0 <= w < len(views):
             raise InvalidArgumentError(f"a gathered record names block {w} of {len(views)}")
-    _check_places([(views[w].nbytes, [s], [n]) for w, s, n in zip(which, starts, lengths)])
-    return [views[w][s:s + n] for w, s, n in zip(which, starts, lengths)]
+        _check_inside(views[w].nbytes, start, length)
+        out.append(views[w][start:start + length])
+    return out
 
 
-def _check_places(blocks):
-    for size, starts, lengths in blocks:
-        for start, length in zip(list(starts), list(lengths)):
-            if start < 0 or length < 0 or start > size - length:
-                raise InvalidArgumentError(f"a RecordBatch record ({start}, {length}) lies outside its {size}-byte block")
+def _check_inside(size, start, length):
+    if start < 0 or length < 0 or start > size - length:
+        raise InvalidArgumentError(f"a RecordBatch record ({start}, {length}) lies outside its {size}-byte block")
 
 
 def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):

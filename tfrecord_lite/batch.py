@@ -224,9 +224,10 @@ def locate_error(exc: TFRecordError, where) -> TFRecordError:
     """exc, an error raised while parsing a batch, made to name its record by its file,
     frame offset and index in that file instead of its position in the batch (kept in
     ``exc.batch_index``), when the batch knows them. where: the batch (one with a
-    ``locate`` method, as RecordBatch has; a list knows nothing), or a callable from position
-    to ``(path, offset, index)`` or None. Only errors that name a position (an ``index``, no ``path``) change. Called
-    from ``except`` clauses, so nothing is looked up unless an error was raised::
+    ``locate`` method, as RecordBatch has; a list knows nothing), or a callable from
+    position to ``(path, offset, index)`` or None. Only errors that name a position (an
+    ``index``, no ``path``) change. Called from ``except`` clauses, so nothing is looked up
+    unless an error was raised::
 
         try:
             return parse(records)

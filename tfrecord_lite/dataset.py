@@ -366,14 +366,13 @@ class _Run:
         self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
                        else CHUNK_BYTES)
         # Buffers reused once what was read or gathered into them is gone: for the readers,
-        # twice the read-ahead and a few batches the consumer holds; for batches gathered
-        # from several files, the tasks in flight and a few held.
+        # twice the read-ahead and a few batches the consumer holds; for raw batches
+        # gathered from several files, the tasks in flight and a few held.
         self._buffers = BufferPool(2 * _PIECE_BYTES_TOTAL // self._chunk + 8)
-        gathered = BufferPool(2 * ds.prefetch + 4, grain=1 << 16)
         if self._blocks and self._parse is None:
-            # Made in the pool: a batch's records may be copied together. A parse reads
-            # them where they lie instead (the core takes a Gathered as it is).
-            self._parse = functools.partial(_raw_batch, pool=gathered)
+            # Made in the pool, where a batch's records may be copied together. A parse
+            # reads them where they lie instead (the core takes a Gathered as it is).
+            self._parse = functools.partial(_raw_batch, pool=BufferPool(2 * ds.prefetch + 4, grain=1 << 16))
         # Small batches of a dense spec, or of raw records, are made several at a time and
         # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
