@@ -274,18 +274,19 @@ def gather(buffers, which, starts, lengths, out=None):
     if len(starts) != n or len(lengths) != n:
         raise InvalidArgumentError("gather: which, starts and lengths must have the same length")
     views = [memoryview(b).cast("B") for b in buffers]
-    data, out_starts, total = bytearray(), np.empty(n, np.int64), 0
-    for j, (b, s, m) in enumerate(zip(which.tolist(), starts.tolist(), lengths.tolist())):
+    records = list(zip(which.tolist(), starts.tolist(), lengths.tolist()))
+    out_starts, total = np.empty(n, np.int64), 0
+    for j, (b, s, m) in enumerate(records):
         if not 0 <= b < len(views) or s < 0 or m < 0 or s > len(views[b]) - m:
             raise InvalidArgumentError(f"gather: record {j} ({b}, {s}, {m}) lies outside its buffer")
         out_starts[j] = total
-        data += views[b][s:s + m]
         total += m
     if out is None:
-        return data, out_starts
-    if type(out) is not bytearray or len(out) < total:
+        out = bytearray(total)
+    elif type(out) is not bytearray or len(out) < total:
         raise InvalidArgumentError(f"gather: out must be a bytearray of at least {total} bytes")
-    out[:total] = data
+    for (b, s, m), at in zip(records, out_starts.tolist()):
+        out[at:at + m] = views[b][s:s + m]
     return out, out_starts
 
 
