@@ -347,6 +347,22 @@ def test_buffer_pool_hands_out_only_free_buffers():
     assert pool.take(1000) is pool._buffers[0]  # the first free one again
 
 
+def test_readers_given_one_buffer_pool_share_its_buffers(backend, monkeypatch):
+    """A reader reads into the pool it is given: once the first reader's blocks are gone,
+    the second reads into the same buffers and makes none."""
+    from tfrecord_lite.reader import BufferPool
+
+    blob = frames(backend, [b"r%d" % i * 50 for i in range(2000)])
+    made, new_buffer = [], _native.framing.new_buffer
+    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
+    pool = BufferPool(keep=4)
+    first = [list(b) for b in TFRecordReader(io.BytesIO(blob), chunk_size=4096, buffers=pool).record_batches()]
+    assert made and pool._buffers and len(first) > 4
+    made.clear()
+    second = [list(b) for b in TFRecordReader(io.BytesIO(blob), chunk_size=4096, buffers=pool).record_batches()]
+    assert second == first and made == []
+
+
 def test_a_dataset_reuses_its_gather_buffers(tmp_path, monkeypatch):
     """Batches interleaved record by record from 2 files are gathered (a task of 4,096
     records at a time) into one buffer, which serves again once its batches are dropped."""

@@ -606,8 +606,8 @@ class _Run:
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
-                                         start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk)
-            slot.reader._buffers = self._buffers
+                                         start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk,
+                                         buffers=self._buffers)
             slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
         parts, piece_map, count, nbytes, limit = [], [], 0, 0, self._piece_bytes
         try:

@@ -79,6 +79,8 @@ class TFRecordReader:
     ``start_index`` in errors. An uncompressed file or buffer seeks
     there; a compressed stream has no seekable record offsets, so the bytes before it are
     decompressed and discarded (not scanned).
+    buffers: the ``BufferPool`` read buffers come from; readers that run together (a
+    dataset's) share one. By default the reader has its own, keeping 8.
 
     Offsets in errors count bytes of the decompressed stream. ``batch_offset`` is the offset
     of the first frame of the batch (or block) yielded last, ``batch_index`` its index.
@@ -87,7 +89,8 @@ class TFRecordReader:
     def __init__(self, source: PathLike | BinaryIO | Buffer, compression: Compression = "auto",
                  check_crc: bool = True, on_corrupt: str = "raise", *,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int | None = None,
-                 start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None) -> None:
+                 start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None,
+                 buffers: BufferPool | None = None) -> None:
         if on_corrupt not in ON_CORRUPT:
             raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
@@ -116,7 +119,7 @@ class TFRecordReader:
             self._file = source
         self._iter = None
         self._gen = None  # the scanning generator, once reading has started
-        self._buffers = BufferPool(_KEEP_BUFFERS)  # read buffers; a dataset gives its readers one to share
+        self._buffers = buffers if buffers is not None else BufferPool(_KEEP_BUFFERS)
 
     def __iter__(self) -> Iterator[bytes]:
         if self._iter is None:
