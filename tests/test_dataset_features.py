@@ -80,6 +80,11 @@ def test_batches_parsed_together_equal_batches_parsed_alone(backend, tmp_path_fa
     options = dict(batch_size=batch, drop_remainder=drop, cycle_length=cycle, block_length=block,
                    num_threads=threads, max_open_files=4)
     raw = list(TFRecordDataset(paths, **options))
+    # Raw batches are cut in groups too: each is the next batch_size records of the
+    # unbatched stream, the last one short unless drop_remainder.
+    flat = list(TFRecordDataset(paths, **{**options, "batch_size": None, "drop_remainder": False}))
+    ends = range(batch, len(flat) + (1 if drop else batch), batch)
+    assert [list(b) for b in raw] == [flat[end - batch:end] for end in ends]
     for spec in (dense_raw, sparse):
         got = list(TFRecordDataset(paths, spec, **options))
         assert len(got) == len(raw)

@@ -103,6 +103,33 @@ def test_locate_survives_slicing_concat_and_rebatching(tmp_path_factory, backend
             assert batch.locate(-1) == flat[-1]
 
 
+@given(chunks=st.lists(st.integers(0, 9), max_size=8), sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5),
+       drop=st.booleans())
+def test_rebatch_takes_each_batch_size_from_its_first_chunk(chunks, sizes, drop):
+    # A callable size is asked at each batch's start, with the first chunk that batch takes
+    # records of; the batches follow one another with no record lost or repeated.
+    parts, at = [], 0
+    for n in chunks:
+        parts.append(list(range(at, at + n)))
+        at += n
+    asked = []
+
+    def size_of(chunk):
+        asked.append(chunk[0])
+        return sizes[chunk[0] % len(sizes)]
+
+    got = list(rebatch(parts, size_of, drop_remainder=drop))
+    want, starts, start = [], [], 0
+    while start < at:
+        starts.append(start)
+        n = sizes[start % len(sizes)]
+        if start + n <= at or not drop:
+            want.append(list(range(start, min(start + n, at))))
+        start += n
+    assert got == want
+    assert asked == starts  # a short last batch is begun, then dropped
+
+
 def test_locate_is_none_without_origins_and_checks_its_index():
     frames = b"\x00" * 12 + b"abc"
     batch = RecordBatch(frames, np.array([12]), np.array([3]))

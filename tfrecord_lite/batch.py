@@ -260,11 +260,15 @@ def join_records(parts):
 def rebatch(chunks, size, drop_remainder=False, join=join_records):
     """Chunks of records (lists or RecordBatches, or what ``join`` joins) regrouped into
     batches of ``size``, the last one shorter unless drop_remainder; chunks are sliced, never
-    copied record by record."""
+    copied record by record. ``size`` may be a callable that gives each batch's size from
+    the first chunk it takes records of."""
+    size_of = size if callable(size) else None
     parts, have = [], 0
     for chunk in chunks:
         if not len(chunk):
             continue
+        if size_of is not None and not have:
+            size = size_of(chunk)
         parts.append(chunk)
         have += len(chunk)
         while have >= size:
@@ -274,5 +278,7 @@ def rebatch(chunks, size, drop_remainder=False, join=join_records):
                 parts[-1] = last[:len(last) - extra]
             yield join(parts)
             parts, have = ([last[len(last) - extra:]] if extra else []), extra
+            if size_of is not None and have:
+                size = size_of(parts[0])
     if parts and not drop_remainder:
         yield join(parts)

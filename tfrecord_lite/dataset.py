@@ -417,8 +417,11 @@ class _Run:
                 chunks = _skip(chunks, self._skip * (ds.batch_size or 1))
                 self._skip = 0
             size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
-            if size is not None:
-                chunks = rebatch(chunks, size, ds.drop_remainder and ds.batch_size is not None, self._join)
+            drop = ds.drop_remainder and ds.batch_size is not None
+            if self._group:
+                chunks = _groups(chunks, size, drop, self._join)
+            elif size is not None:
+                chunks = rebatch(chunks, size, drop, self._join)
             if self._parse is None:
                 if ds.batch_size is None:
                     for chunk in chunks:
@@ -462,25 +465,11 @@ class _Run:
 
     def _tasks(self, batches):
         """(records, batch sizes) per parse task; sizes None: unbatch the output."""
+        if self._group:
+            return batches  # cut as tasks already (_groups)
         if self.ds.batch_size is None:
-            for group in batches:
-                yield group, None
-            return
-        if not self._group:
-            for batch in batches:
-                yield batch, [len(batch)]
-            return
-        group, sizes, count, nbytes = [], [], 0, 0
-        for batch in batches:
-            group.append(batch)
-            sizes.append(len(batch))
-            count += len(batch)
-            nbytes += _held_bytes(batch)
-            if count >= _TASK_RECORDS or nbytes >= _TASK_BYTES:
-                yield self._join(group), sizes
-                group, sizes, count, nbytes = [], [], 0, 0
-        if group:
-            yield self._join(group), sizes
+            return ((group, None) for group in batches)
+        return ((batch, [len(batch)]) for batch in batches)
 
     def _interleave(self, positions, start=None):
         """Chunks (lists) of records in interleave order; see TFRecordDataset. start: the
@@ -714,6 +703,27 @@ def _parse_task(parse, records, sizes):
         except Exception as exc:
             return outputs, exc
     return outputs, None  # only the group was too much (MemoryError)
+
+
+def _groups(chunks, size, drop_remainder, join):
+    """(records, batch sizes) per parse task: whole batches of ``size`` records cut from
+    the chunks as one slice, as many as fit in _TASK_RECORDS and _TASK_BYTES (at least one),
+    the last batch short unless drop_remainder. Cutting batches and joining them into a
+    task again cost the consumer's thread, under the GIL, more than the batch itself."""
+    for group in rebatch(chunks, functools.partial(_task_records, size=size), join=join):
+        n = len(group)
+        tail = n % size  # only the last group has one
+        if tail and drop_remainder:
+            n, tail = n - tail, 0
+            group = group[:n]
+        if n:
+            yield group, [size] * (n // size) + ([tail] if tail else [])
+
+
+def _task_records(chunk, size) -> int:
+    """Records a task of size-record batches takes, judged by the record size in chunk."""
+    per_batch = max(1, _held_bytes(chunk) * size // len(chunk))
+    return size * max(1, min(_TASK_RECORDS // size, _TASK_BYTES // per_batch))
 
 
 def _skip(chunks, n):
