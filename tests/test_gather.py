@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import tfrecord_lite as tfl
 from tfrecord_lite import _native
 from tfrecord_lite._gather import Gathered
+from tfrecord_lite.batch import BlockOrigin
 
 from ._records import write_files
 
@@ -63,17 +64,27 @@ def test_gather_rejects_records_outside_their_buffer(backend, which, start, leng
             _native.framing.gather([b"12345"], a([0], np.int64), a([1], np.int64), a([2], np.int64), out)
 
 
-@given(st.lists(st.integers(0, 30), min_size=1, max_size=4), st.integers(1, 5), st.data())
+@given(st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=3), min_size=1, max_size=4), st.integers(1, 5),
+       st.data())
 def test_rounds_interleave_whole_blocks(backend, sizes, block, data):
-    pieces = [tfl.RecordBatch.concat(_blocks([n])) for n in sizes]
+    # Parts of one to three read blocks each, every block with its origin: the records and
+    # where each came from follow TF's order.
+    blocks = _blocks([n for part in sizes for n in part])
+    blocks = [tfl.RecordBatch(*b.segments[0], framed=True, origin=BlockOrigin(f"f{j}", 100 * j, 10 * j))
+              if len(b) else b for j, b in enumerate(blocks)]
+    pieces, at = [], 0
+    for part in sizes:
+        pieces.append(tfl.RecordBatch.concat(blocks[at:at + len(part)]))
+        at += len(part)
     rounds = min(len(p) for p in pieces) // block
     extra = data.draw(st.integers(0, sum(len(p) - rounds * block >= block for p in pieces)))
     extra = min(extra, next((j for j, p in enumerate(pieces) if len(p) - rounds * block < block), len(pieces)))
     parts = [p[:rounds * block + (block if j < extra else 0)] for j, p in enumerate(pieces)]
-    want = [p[r * block:(r + 1) * block] for r in range(rounds) for p in parts]
-    want += [p[rounds * block:(rounds + 1) * block] for p in parts[:extra]]
+    order = [(j, r * block + i) for r in range(rounds) for j in range(len(parts)) for i in range(block)]
+    order += [(j, rounds * block + i) for j in range(extra) for i in range(block)]
     got = Gathered.rounds([Gathered.of(p) for p in parts], block, rounds, extra)
-    assert list(got.to_batch()) == [r for chunk in want for r in chunk]
+    assert list(got.to_batch()) == [parts[j][i] for j, i in order]
+    assert [got.locate(k) for k in range(len(got))] == [parts[j].locate(i) for j, i in order]
     cut = data.draw(st.integers(0, len(got)))
     joined = Gathered.join([got[:cut], got[cut:]]).to_batch()
     assert list(joined) == list(got.to_batch())

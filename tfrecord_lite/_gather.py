@@ -146,17 +146,34 @@ class Gathered:
         """Interleave whole blocks: ``rounds`` rounds of ``block`` records from each part in
         turn, then one more block from each of the first ``extra`` parts. Each part holds
         exactly the records it gives."""
-        whole = cls.join(parts)  # part j's records are whole[offset_j:offset_j + len_j]
-        sizes = np.array([len(p) for p in parts])
-        if rounds and len(parts) > 1:
-            m, span = len(parts), rounds * block
-            firsts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-            # (part, round, record in block) -> (round, part, record in block)
-            order = (firsts[:, None] + np.arange(span)).reshape(m, rounds, block).transpose(1, 0, 2).ravel()
+        m, span = len(parts), rounds * block
+        if not rounds or m < 2:
+            return cls.join(parts)
+        # Each array is written once, in output order: the rounds as a (rounds, part, block)
+        # grid (a concatenation along the part axis), then the extra blocks.
+        n = m * span + extra * block
+        buffers, bases = [], np.empty(m, np.int64)
+        for j, p in enumerate(parts):
+            bases[j] = len(buffers)
+            buffers.extend(p.buffers)
+
+        def interleaved(field):
+            out = np.empty(n, np.int64)
+            grid = out[:m * span].reshape(rounds, m, block)
+            np.concatenate([getattr(p, field)[:span].reshape(rounds, 1, block) for p in parts], axis=1, out=grid)
             if extra:
-                order = np.concatenate([order, (firsts[:extra, None] + span + np.arange(block)).ravel()])
-            return whole._pick(order)
-        return whole
+                np.concatenate([getattr(p, field)[span:] for p in parts[:extra]], out=out[m * span:])
+            return out, grid
+
+        which, grid = interleaved("which")
+        grid += bases[:, None]
+        if extra:
+            which[m * span:] += np.repeat(bases[:extra], block)
+        known = all(p.index is not None for p in parts)
+        out = cls(buffers, which, interleaved("starts")[0], interleaved("lengths")[0], all(p.framed for p in parts),
+                  [place for p in parts for place in p.places] if known else None,
+                  interleaved("index")[0] if known else None)
+        return out._compact() if len(buffers) > _BLOCKS_MAX else out
 
     def to_batch(self, pool=None) -> RecordBatch:
         """The records as a RecordBatch: runs of one block stay in it, unless the runs are
