@@ -11,7 +11,7 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
                 max_open_files=max(16, n)) with default options (cycle_length follows
                 num_threads, block_length=1), with block_length=1024, and with default
                 options under the glibc settings of the README's "Large records and glibc"
-                (set with mallopt in the child before any thread starts)
+                (tfrecord_lite.tune_malloc() in the child before any thread starts)
   loader        torch DataLoader(TFRecordIterableDataset(files, spec, batch_size=1024,
                 as_tensors=True), batch_size=None, num_workers=0, 2, 4, ...): "defaults"
                 keeps one DataLoader with persistent workers across the timed runs (its
@@ -53,10 +53,6 @@ W1_ROWS, W1_BYTES = 1_000, 32 * 1024
 WRITE_SHARDS, WRITE_BLOCK = 16, 2048
 GIL_RATE = 997  # py-spy samples per second; prime, so it does not beat with periodic work
 VARIANTS = {"defaults": {}, "block_length=1024": {"block_length": 1024}, "glibc settings": {"glibc": True}}
-# The README's settings: malloc keeps freed memory (trim and mmap thresholds) and all
-# threads allocate from one arena. mallopt parameter numbers from glibc's malloc.h.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
-_GLIBC_SETTINGS = {_M_TRIM_THRESHOLD: 256 << 20, _M_MMAP_THRESHOLD: 32 << 20, _M_ARENA_MAX: 1}
 # Each target: (workload, sweep, variant, n, over: "1" | "reference", ratio). The 2-core
 # ones are the floors of the many-core issue on a 2-core machine; the others apply where
 # the machine has that many cores.
@@ -134,8 +130,8 @@ def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
     import tfrecord_lite as tfl
 
     options = dict(options)
-    if options.pop("glibc", False):
-        _glibc_settings()
+    if options.pop("glibc", False) and not tfl.tune_malloc():
+        raise RuntimeError("the glibc settings apply only where the C library is glibc")
     features = lite_features(workload) if sweep == "parse" else None
     key = _KEY[workload]
 
@@ -147,15 +143,6 @@ def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
         return seen
 
     return _timed(run, paths, records, repeats, warmup)
-
-
-def _glibc_settings():
-    import ctypes
-
-    libc = ctypes.CDLL(None)
-    for param, value in _GLIBC_SETTINGS.items():
-        if not libc.mallopt(param, value):
-            raise RuntimeError(f"mallopt({param}, {value}) failed")
 
 
 def loader(paths, workload, records, n, repeats=2, warmup=1, persistent=True):

@@ -17,6 +17,7 @@ from .index import IndexedDataset, TFRecordFile, build_index
 from .ops import merge, split
 from .batch import RecordBatch
 from .reader import TFRecordReader
+from .memory import tune_malloc
 from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
 
@@ -43,6 +44,8 @@ __all__ = [
     "write_parallel",
     "merge",
     "split",
+    # process settings
+    "tune_malloc",
 ]
 __all__ += example.__all__
 __all__ += features.__all__

@@ -1,0 +1,51 @@
+"""The process's malloc settings for large records (README, "Large records and glibc"):
+glibc gives the memory of a freed batch of large values back to the kernel, and the next
+batch faults every page of it in again. ``tune_malloc`` keeps that memory in the process.
+Opt-in: the settings are the whole process's, so tfrecord_lite never applies them itself.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["tune_malloc"]
+
+# mallopt parameter numbers, from glibc's malloc.h; each setting's environment variable
+# does the same from the start of a process.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+_SETTINGS = {
+    _M_TRIM_THRESHOLD: 256 << 20,  # MALLOC_TRIM_THRESHOLD_: give back free heap top past 256 MiB
+    _M_MMAP_THRESHOLD: 32 << 20,   # MALLOC_MMAP_THRESHOLD_: blocks under 32 MiB from the heap
+}
+_ONE_ARENA = {_M_ARENA_MAX: 1}     # MALLOC_ARENA_MAX=1: every thread allocates from one arena
+
+
+def tune_malloc(*, one_arena: bool = True) -> bool:
+    """Keep the memory of freed batches in this process, where glibc would give it back to
+    the kernel and fault it in again for the next batch: free memory at the top of the heap
+    is given back only past 256 MiB (not 128 KiB), blocks under 32 MiB come from the heap
+    (not fresh mmaps), and with ``one_arena`` every thread allocates from one arena (each
+    reading thread's own arena would otherwise give back its memory the same way).
+
+    On 32 KiB images (W1 in the README) 2 reading threads went from no faster than one
+    to 1.25x of one, with almost no page faults. The process then holds on to up to
+    256 MiB more than it uses, and threads contend for one arena, which costs little when
+    they allocate few large blocks, as tfrecord_lite's readers do.
+
+    The same as ``MALLOC_TRIM_THRESHOLD_=268435456 MALLOC_MMAP_THRESHOLD_=33554432
+    MALLOC_ARENA_MAX=1`` in the environment, for where that cannot be set (a notebook).
+    Call it once, early, before threads start: an arena already made stays. DataLoader
+    workers that fork inherit the settings; others (``spawn``) call it in
+    ``worker_init_fn``. Returns True when applied, False (changing nothing) where the C
+    library is not glibc."""
+    if os.name != "posix":
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "gnu_get_libc_version"):  # musl, macOS: no mallopt of these
+        return False
+    for param, value in {**_SETTINGS, **(_ONE_ARENA if one_arena else {})}.items():
+        if not libc.mallopt(param, value):
+            raise OSError(f"glibc refused mallopt({param}, {value})")
+    return True
