@@ -16,7 +16,9 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
                 as_tensors=True), batch_size=None, num_workers=0, 2, 4, ...): "defaults"
                 keeps one DataLoader with persistent workers across the timed runs (its
                 warm-up run starts them), so it times the batches; "fresh workers" makes a
-                DataLoader per run, so each run also starts its worker processes
+                DataLoader per run, so each run also starts its worker processes; "glibc
+                settings" is "defaults" after tfrecord_lite.tune_malloc() (the workers fork
+                from the process, so they inherit the settings)
   write         write_parallel(batched encode_examples over W2 column blocks, 16 shards,
                 num_workers=n), each run into a fresh folder
   reference     n processes, each mapping its share of the files and checking every masked
@@ -52,6 +54,7 @@ W2_ROWS = 100_000
 W1_ROWS, W1_BYTES = 1_000, 32 * 1024
 WRITE_SHARDS, WRITE_BLOCK = 16, 2048
 GIL_RATE = 997  # py-spy samples per second; prime, so it does not beat with periodic work
+GLIBC = platform.libc_ver()[0] == "glibc"  # the glibc settings' variants need it
 VARIANTS = {"defaults": {}, "block_length=1024": {"block_length": 1024}, "glibc settings": {"glibc": True}}
 # Each target: (workload, sweep, variant, n, over: "1" | "reference", ratio). The 2-core
 # ones are the floors of the many-core issue on a 2-core machine; the others apply where
@@ -130,8 +133,8 @@ def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
     import tfrecord_lite as tfl
 
     options = dict(options)
-    if options.pop("glibc", False) and not tfl.tune_malloc():
-        raise RuntimeError("the glibc settings apply only where the C library is glibc")
+    if options.pop("glibc", False):
+        _glibc_settings()
     features = lite_features(workload) if sweep == "parse" else None
     key = _KEY[workload]
 
@@ -145,15 +148,19 @@ def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
     return _timed(run, paths, records, repeats, warmup)
 
 
-def loader(paths, workload, records, n, repeats=2, warmup=1, persistent=True):
+def loader(paths, workload, records, n, repeats=2, warmup=1, persistent=True, glibc=False):
     """One DataLoader pass per run over TFRecordIterableDataset, n worker processes; the
     batches go to the GPU when there is one. persistent: one DataLoader with persistent
     workers for every run (the warm-up run starts them), so the runs time the batches, not
-    the start of the worker processes (which torch takes 50-150 ms for on 2 cores)."""
+    the start of the worker processes (which torch takes 50-150 ms for on 2 cores).
+    glibc: tune_malloc() first."""
     import torch
     from torch.utils.data import DataLoader
 
     from tfrecord_lite.torch import TFRecordIterableDataset
+
+    if glibc:
+        _glibc_settings()
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ds = TFRecordIterableDataset(paths, lite_features(workload), batch_size=BATCH, as_tensors=True)
@@ -171,6 +178,13 @@ def loader(paths, workload, records, n, repeats=2, warmup=1, persistent=True):
         return seen
 
     return _timed(run, paths, records, repeats, warmup)
+
+
+def _glibc_settings():
+    import tfrecord_lite as tfl
+
+    if not tfl.tune_malloc():
+        raise RuntimeError("the glibc settings apply only where the C library is glibc")
 
 
 def _encode_blocks(chunk):
@@ -299,14 +313,16 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
         for sweep in ("raw", "parse"):
             if sweep in sweeps:
                 for variant, options in VARIANTS.items():
-                    if options.get("glibc") and platform.libc_ver()[0] != "glibc":
+                    if options.get("glibc") and not GLIBC:
                         continue  # mallopt's parameters are glibc's
                     plan += [((sweep, variant, n), "pipeline", {"sweep": sweep, "n": n, "options": options})
                              for n in counts(cpus)]
         if "loader" in sweeps:
-            for variant, persistent in (("defaults", True), ("fresh workers", False)):
-                plan += [(("loader", variant, n), "loader", {"n": n, "persistent": persistent})
-                         for n in counts(cpus, workers=True)]
+            for variant, args in (("defaults", {}), ("fresh workers", {"persistent": False}),
+                                  ("glibc settings", {"glibc": True})):
+                if args.get("glibc") and not GLIBC:
+                    continue
+                plan += [(("loader", variant, n), "loader", {"n": n, **args}) for n in counts(cpus, workers=True)]
         if "write" in sweeps and name == "w2":
             plan += [(("write", "defaults", n), "write", {"n": n}) for n in counts(cpus)]
         if "reference" in sweeps:
