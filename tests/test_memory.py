@@ -12,11 +12,12 @@ import tfrecord_lite
 GLIBC = platform.libc_ver()[0] == "glibc"
 
 # Rounds of a W1 batch of images (1,024 blocks of 32 KiB) allocated and written by each of
-# two pool threads, then freed by the main thread, as a dataset's batches are; prints the
-# page faults of the rounds after the first.
+# two threads, then freed by the main thread, as a dataset's batches are; prints the page
+# faults of the rounds after the first. Each thread makes one batch a round (not a pool,
+# where one thread may take both), so that with an arena per thread each arena gets the
+# same work every round.
 _ROUNDS = textwrap.dedent("""
-    import ctypes, resource, sys
-    from concurrent.futures import ThreadPoolExecutor
+    import ctypes, queue, resource, sys, threading
     import tfrecord_lite
     if sys.argv[1] != "none":
         assert tfrecord_lite.tune_malloc(one_arena=sys.argv[1] == "one_arena") is True
@@ -30,15 +31,26 @@ _ROUNDS = textwrap.dedent("""
             ctypes.memset(b, 1, 32 << 10)
         return blocks
 
-    pool = ThreadPoolExecutor(2)
+    jobs, done = [queue.Queue(), queue.Queue()], queue.Queue()
+
+    def worker(todo):
+        while todo.get():
+            done.put(batch())
+
+    for todo in jobs:
+        threading.Thread(target=worker, args=(todo,), daemon=True).start()
     faults = []
     for _ in range(4):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        batches = [f.result() for f in [pool.submit(batch) for _ in range(2)]]
+        for todo in jobs:
+            todo.put(True)
+        batches = [done.get() for _ in jobs]
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
         for blocks in batches:
             for b in blocks:
                 libc.free(b)
+    for todo in jobs:
+        todo.put(False)
     print(sum(faults[1:]))
 """)
 

@@ -34,10 +34,11 @@ def tune_malloc(*, one_arena: bool = True) -> bool:
 
     The same as ``MALLOC_TRIM_THRESHOLD_=268435456 MALLOC_MMAP_THRESHOLD_=33554432
     MALLOC_ARENA_MAX=1`` in the environment, for where that cannot be set (a notebook).
-    Call it once, early, before threads start: an arena already made stays. DataLoader
-    workers that fork inherit the settings; others (``spawn``) call it in
-    ``worker_init_fn``. Returns True when applied, False (changing nothing) where the C
-    library is not glibc."""
+    Call it once, early, before threads start: an arena already made stays. With a
+    DataLoader, call it in the main process, which turns the workers' bytes values back
+    into objects (on W1, 2 workers went from 0.38x of none to 0.90x; in the workers alone
+    it changed nothing); workers that fork inherit it. Returns True when applied, False
+    (changing nothing) where the C library is not glibc."""
     if os.name != "posix":
         return False
     import ctypes
