@@ -35,7 +35,6 @@ thread by about 1/g however many cores there are (the GIL runs one thread at a t
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -54,7 +53,6 @@ W2_ROWS = 100_000
 W1_ROWS, W1_BYTES = 1_000, 32 * 1024
 WRITE_SHARDS, WRITE_BLOCK = 16, 2048
 GIL_RATE = 997  # py-spy samples per second; prime, so it does not beat with periodic work
-GLIBC = platform.libc_ver()[0] == "glibc"  # the glibc settings' variants need it
 VARIANTS = {"defaults": {}, "block_length=1024": {"block_length": 1024}, "glibc settings": {"glibc": True}}
 # Each target: (workload, sweep, variant, n, over: "1" | "reference", ratio). The 2-core
 # ones are the floors of the many-core issue on a 2-core machine; the others apply where
@@ -304,8 +302,11 @@ def gil_share(paths, workload, records, n, timeout):
 
 def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int = 1, timeout=None,
         log=None, rounds: int = 1, gil: bool = False, sweeps=("raw", "parse", "loader", "write", "reference")) -> dict:
+    from tfrecord_lite.memory import glibc
+
     cpus = cpus or os.cpu_count() or 1
     machine = H.machine_info()
+    on_glibc = glibc() is not None  # the glibc settings' variants need it
     rows = []
     for name, w in workloads.items():
         base = {"paths": w["paths"], "workload": name, "records": w["records"], "repeats": repeats, "warmup": warmup}
@@ -313,14 +314,14 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
         for sweep in ("raw", "parse"):
             if sweep in sweeps:
                 for variant, options in VARIANTS.items():
-                    if options.get("glibc") and not GLIBC:
+                    if options.get("glibc") and not on_glibc:
                         continue  # mallopt's parameters are glibc's
                     plan += [((sweep, variant, n), "pipeline", {"sweep": sweep, "n": n, "options": options})
                              for n in counts(cpus)]
         if "loader" in sweeps:
             for variant, args in (("defaults", {}), ("fresh workers", {"persistent": False}),
                                   ("glibc settings", {"glibc": True})):
-                if args.get("glibc") and not GLIBC:
+                if args.get("glibc") and not on_glibc:
                     continue
                 plan += [(("loader", variant, n), "loader", {"n": n, **args}) for n in counts(cpus, workers=True)]
         if "write" in sweeps and name == "w2":

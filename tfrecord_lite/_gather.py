@@ -163,16 +163,16 @@ class Gathered:
             np.concatenate([getattr(p, field)[:span].reshape(rounds, 1, block) for p in parts], axis=1, out=grid)
             if extra:
                 np.concatenate([getattr(p, field)[span:] for p in parts[:extra]], out=out[m * span:])
-            return out, grid
+            return out
 
-        which, grid = interleaved("which")
-        grid += bases[:, None]
+        which = interleaved("which")
+        which[:m * span].reshape(rounds, m, block)[...] += bases[:, None]  # a view: offsets in place
         if extra:
             which[m * span:] += np.repeat(bases[:extra], block)
         known = all(p.index is not None for p in parts)
-        out = cls(buffers, which, interleaved("starts")[0], interleaved("lengths")[0], all(p.framed for p in parts),
+        out = cls(buffers, which, interleaved("starts"), interleaved("lengths"), all(p.framed for p in parts),
                   [place for p in parts for place in p.places] if known else None,
-                  interleaved("index")[0] if known else None)
+                  interleaved("index") if known else None)
         return out._compact() if len(buffers) > _BLOCKS_MAX else out
 
     def to_batch(self, pool=None) -> RecordBatch:

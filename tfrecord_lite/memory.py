@@ -39,14 +39,21 @@ def tune_malloc(*, one_arena: bool = True) -> bool:
     into objects (on W1, 2 workers went from 0.38x of none to 0.90x; in the workers alone
     it changed nothing); workers that fork inherit it. Returns True when applied, False
     (changing nothing) where the C library is not glibc."""
-    if os.name != "posix":
-        return False
-    import ctypes
-
-    libc = ctypes.CDLL(None)
-    if not hasattr(libc, "gnu_get_libc_version"):  # musl, macOS: no mallopt of these
+    libc = glibc()
+    if libc is None:
         return False
     for param, value in {**_SETTINGS, **(_ONE_ARENA if one_arena else {})}.items():
         if not libc.mallopt(param, value):
             raise OSError(f"glibc refused mallopt({param}, {value})")
     return True
+
+
+def glibc():
+    """The C library through ctypes when it is glibc, else None (musl, macOS and Windows
+    have no mallopt of these settings)."""
+    if os.name != "posix":
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    return libc if hasattr(libc, "gnu_get_libc_version") else None
