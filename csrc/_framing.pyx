@@ -645,6 +645,70 @@ def gather(list buffers, const int64_t[:] which, const int64_t[:] starts, const 
         PyMem_Free(views)
 
 
+
+cdef inline void _scatter(int64_t *dst, const int64_t *src, Py_ssize_t step, int64_t shift, Py_ssize_t block,
+                          Py_ssize_t rounds, Py_ssize_t gap) noexcept nogil:
+    """rounds blocks of src (entries step apart) plus shift, each block to dst, gap apart."""
+    cdef Py_ssize_t r, k
+    if block == 1 and step == 1:
+        for r in range(rounds):
+            dst[r * gap] = src[r] + shift
+        return
+    for r in range(rounds):
+        for k in range(block):
+            dst[r * gap + k] = src[(r * block + k) * step] + shift
+
+
+def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extra, add=None):
+    """One index array per part, interleaved a block at a time: ``rounds`` rounds of
+    ``block`` entries of each part in turn, then one more block of each of the first
+    ``extra`` parts, with ``add[j]`` (int64, one per part) added to part j's entries.
+    A part holds at least the entries it gives. Under the GIL: a batch's index arrays are
+    a few thousand entries, less work than a GIL handoff (in NumPy, several passes that
+    each released and retook it cost the interleave's thread twice as much)."""
+    cdef Py_ssize_t m = len(arrays), span, n, r, j, k, need
+    cdef const int64_t[:] part
+    cdef const int64_t[:] plus
+    cdef int64_t *o
+    cdef const int64_t **src
+    cdef Py_ssize_t *step
+    cdef int64_t *shift
+    if block < 1 or rounds < 0 or not 0 <= extra <= m:
+        raise InvalidArgumentError(f"interleave: block {block}, rounds {rounds} and extra {extra} "
+                                   f"do not describe an interleave of {m} parts")
+    if add is not None:
+        plus = add
+        if plus.shape[0] != m:
+            raise InvalidArgumentError(f"interleave: {plus.shape[0]} offsets for {m} parts")
+    span = rounds * block
+    n = m * span + extra * block
+    out = np.empty(n, np.int64)
+    o = <int64_t *>cnp.PyArray_DATA(out)
+    # Per part: where its entries are, their stride, what to add. The arrays stay referenced
+    # by the caller's list for the call.
+    src = <const int64_t **>PyMem_Realloc(NULL, (m if m else 1) * (sizeof(int64_t *) + sizeof(Py_ssize_t)
+                                                                   + sizeof(int64_t)))
+    if src == NULL:
+        raise MemoryError()
+    step = <Py_ssize_t *>(src + (m if m else 1))
+    shift = <int64_t *>(step + (m if m else 1))
+    try:
+        for j in range(m):
+            part = arrays[j]
+            need = span + (block if j < extra else 0)
+            if part.shape[0] < need:
+                raise InvalidArgumentError(f"interleave: part {j} has {part.shape[0]} entries, not {need}")
+            src[j] = &part[0] if need else NULL
+            step[j] = part.strides[0] // 8
+            shift[j] = plus[j] if add is not None else 0
+        for j in range(m):  # part by part, each entry to its place in the output
+            _scatter(o + j * block, src[j], step[j], shift[j], block, rounds, m * block)
+            if j < extra:
+                _scatter(o + m * span + j * block, src[j] + span * step[j], step[j], shift[j], block, 1, 0)
+        return out
+    finally:
+        PyMem_Free(src)
+
 # -- bytes values back to back: moving many values as one block --------------------------------
 
 def value_lengths(list values):

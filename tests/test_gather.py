@@ -64,6 +64,37 @@ def test_gather_rejects_records_outside_their_buffer(backend, which, start, leng
             _native.framing.gather([b"12345"], a([0], np.int64), a([1], np.int64), a([2], np.int64), out)
 
 
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 6), st.data())
+def test_interleave_takes_a_block_of_each_part_in_turn(backend, parts, block, rounds, data):
+    extra = data.draw(st.integers(0, parts))
+    step = data.draw(st.integers(1, 3))  # parts may be strided views (sharded pieces)
+    arrays = []
+    for j in range(parts):
+        need = rounds * block + (block if j < extra else 0) + data.draw(st.integers(0, 3))  # longer is fine
+        arrays.append(np.arange(1000 * j, 1000 * j + need * step, dtype=np.int64)[::step])
+    add = np.array(data.draw(st.lists(st.integers(-50, 50), min_size=parts, max_size=parts)), np.int64)
+    want = [int(arrays[j][r * block + k]) + int(add[j]) for r in range(rounds) for j in range(parts)
+            for k in range(block)]
+    want += [int(arrays[j][rounds * block + k]) + int(add[j]) for j in range(extra) for k in range(block)]
+    assert _native.framing.interleave(arrays, block, rounds, extra, add).tolist() == want
+    assert _native.framing.interleave(arrays, block, rounds, extra).tolist() == [
+        v - int(add[j]) for v, j in zip(want, [j for _ in range(rounds) for j in range(parts) for _ in range(block)]
+                                         + [j for j in range(extra) for _ in range(block)])]
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda f, a: f([a, a], 0, 1, 0), "do not describe"),
+    (lambda f, a: f([a, a], 1, -1, 0), "do not describe"),
+    (lambda f, a: f([a, a], 1, 1, 3), "do not describe"),
+    (lambda f, a: f([a, a[:1]], 2, 1, 0), "part 1 has 1 entries, not 2"),
+    (lambda f, a: f([a, a], 2, 2, 1), "part 0 has 4 entries, not 6"),
+    (lambda f, a: f([a, a], 1, 1, 0, np.zeros(3, np.int64)), "3 offsets for 2 parts"),
+])
+def test_interleave_rejects_what_its_parts_cannot_give(backend, call, match):
+    with pytest.raises(tfl.InvalidArgumentError, match=match):
+        call(_native.framing.interleave, np.arange(4, dtype=np.int64))
+
+
 @given(st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=3), min_size=1, max_size=4), st.integers(1, 5),
        st.data())
 def test_rounds_interleave_whole_blocks(backend, sizes, block, data):

@@ -290,6 +290,31 @@ def gather(buffers, which, starts, lengths, out=None):
     return out, out_starts
 
 
+
+def interleave(arrays, block, rounds, extra, add=None):
+    m = len(arrays)
+    if block < 1 or rounds < 0 or not 0 <= extra <= m:
+        raise InvalidArgumentError(f"interleave: block {block}, rounds {rounds} and extra {extra} "
+                                   f"do not describe an interleave of {m} parts")
+    if add is not None and len(add) != m:
+        raise InvalidArgumentError(f"interleave: {len(add)} offsets for {m} parts")
+    span = rounds * block
+    for j, part in enumerate(arrays):
+        need = span + (block if j < extra else 0)
+        if len(part) < need:
+            raise InvalidArgumentError(f"interleave: part {j} has {len(part)} entries, not {need}")
+    out = np.empty(m * span + extra * block, np.int64)
+    # The rounds as a (rounds, part, block) grid, filled along the part axis, then the extra blocks.
+    grid = out[:m * span].reshape(rounds, m, block)
+    for j, part in enumerate(arrays):
+        grid[:, j, :] = np.asarray(part[:span], np.int64).reshape(rounds, block)
+    for j, part in enumerate(arrays[:extra]):
+        out[m * span + j * block:m * span + (j + 1) * block] = part[span:span + block]
+    if add is not None:
+        out[:m * span].reshape(rounds, m, block)[...] += np.asarray(add, np.int64)[:, None]
+        out[m * span:] += np.repeat(np.asarray(add, np.int64)[:extra], block)
+    return out
+
 # -- bytes values back to back ---------------------------------------------------------------
 
 def value_lengths(values):

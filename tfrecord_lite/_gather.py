@@ -146,33 +146,20 @@ class Gathered:
         """Interleave whole blocks: ``rounds`` rounds of ``block`` records from each part in
         turn, then one more block from each of the first ``extra`` parts. Each part holds
         exactly the records it gives."""
-        m, span = len(parts), rounds * block
-        if not rounds or m < 2:
+        if not rounds or len(parts) < 2:
             return cls.join(parts)
-        # Each array is written once, in output order: the rounds as a (rounds, part, block)
-        # grid (a concatenation along the part axis), then the extra blocks.
-        n = m * span + extra * block
-        buffers, bases = [], np.empty(m, np.int64)
+        # Each array is written once, in output order, by the core.
+        buffers, bases = [], np.empty(len(parts), np.int64)
         for j, p in enumerate(parts):
             bases[j] = len(buffers)
             buffers.extend(p.buffers)
-
-        def interleaved(field):
-            out = np.empty(n, np.int64)
-            grid = out[:m * span].reshape(rounds, m, block)
-            np.concatenate([getattr(p, field)[:span].reshape(rounds, 1, block) for p in parts], axis=1, out=grid)
-            if extra:
-                np.concatenate([getattr(p, field)[span:] for p in parts[:extra]], out=out[m * span:])
-            return out
-
-        which = interleaved("which")
-        which[:m * span].reshape(rounds, m, block)[...] += bases[:, None]  # a view: offsets in place
-        if extra:
-            which[m * span:] += np.repeat(bases[:extra], block)
+        interleave = _native.framing.interleave
         known = all(p.index is not None for p in parts)
-        out = cls(buffers, which, interleaved("starts"), interleaved("lengths"), all(p.framed for p in parts),
+        out = cls(buffers, interleave([p.which for p in parts], block, rounds, extra, bases),
+                  interleave([p.starts for p in parts], block, rounds, extra),
+                  interleave([p.lengths for p in parts], block, rounds, extra), all(p.framed for p in parts),
                   [place for p in parts for place in p.places] if known else None,
-                  interleaved("index") if known else None)
+                  interleave([p.index for p in parts], block, rounds, extra) if known else None)
         return out._compact() if len(buffers) > _BLOCKS_MAX else out
 
     def to_batch(self, pool=None) -> RecordBatch:
