@@ -25,7 +25,8 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
                 CRC with the crc32c package: what the hardware gives with no pipeline at all
 
 GIL share (--gil, needs py-spy): the W2 parse pipeline with default options runs under
-py-spy twice, once sampling every running thread and once only the thread holding the GIL.
+py-spy twice, once sampling every running thread and once only the thread holding the GIL;
+then again with bytes_output="column", which makes no Python object per bytes value.
 The share of the pipeline's work done holding the GIL, g, bounds its speed-up over one
 thread by about 1/g however many cores there are (the GIL runs one thread at a time).
 
@@ -245,8 +246,9 @@ def _crc_file(path) -> int:
     return n
 
 
-def gil_pass(paths, workload, records, n, seconds=3.0):
-    """Parse passes with default options until `seconds` have passed (run under py-spy)."""
+def gil_pass(paths, workload, records, n, seconds=3.0, bytes_output="object"):
+    """Parse passes with default options (but bytes_output) until `seconds` have passed (run
+    under py-spy)."""
     import tfrecord_lite as tfl
 
     features, key = lite_features(workload), _KEY[workload]
@@ -254,7 +256,8 @@ def gil_pass(paths, workload, records, n, seconds=3.0):
     batches = passes = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds or not passes:
-        for batch in tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n)):
+        for batch in tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n),
+                                         bytes_output=bytes_output):
             batches += 1
             len(batch[key])
         passes += 1
@@ -281,9 +284,9 @@ def _py_spy_samples(function: str, args: dict, gil: bool, timeout) -> tuple[dict
     return result, threads
 
 
-def gil_share(paths, workload, records, n, timeout):
+def gil_share(paths, workload, records, n, timeout, bytes_output="object"):
     """The pipeline's GIL share measured with py-spy (module docstring)."""
-    args = {"paths": paths, "workload": workload, "records": records, "n": n}
+    args = {"paths": paths, "workload": workload, "records": records, "n": n, "bytes_output": bytes_output}
     ran, busy = _py_spy_samples(f"{MODULE}:gil_pass", args, False, timeout)
     held_run, held = _py_spy_samples(f"{MODULE}:gil_pass", args, True, timeout)
     # Normalise each run to samples per batch: the two runs do different numbers of batches.
@@ -291,7 +294,7 @@ def gil_share(paths, workload, records, n, timeout):
     held_per_batch = {t: held.get(t, 0) / held_run["batches"] for t in held}
     work, gil = sum(per_batch.values()), sum(held_per_batch.values())
     wall_ms = 1e3 * ran["seconds"][0] / ran["batches"]
-    return {"threads": n, "batch_ms": wall_ms, "cpu_ms": 1e3 * work / GIL_RATE,
+    return {"threads": n, "bytes_output": bytes_output, "batch_ms": wall_ms, "cpu_ms": 1e3 * work / GIL_RATE,
             "gil_ms": 1e3 * gil / GIL_RATE, "share": gil / work if work else float("nan"),
             "by_thread": {t: {"busy_ms": 1e3 * per_batch.get(t, 0) / GIL_RATE,
                               "gil_ms": 1e3 * held_per_batch.get(t, 0) / GIL_RATE}
@@ -340,7 +343,9 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
                "rows": rows, "targets": _targets(rows, cpus)}
     if gil and "w2" in workloads:
         w = workloads["w2"]
-        results["gil"] = [gil_share(w["paths"], "w2", w["records"], n, timeout) for n in (1, min(2, cpus))]
+        # Default output, and bytes as BytesColumn: the share that making bytes objects takes.
+        results["gil"] = [gil_share(w["paths"], "w2", w["records"], n, timeout, out)
+                          for out in ("object", "column") for n in (1, min(2, cpus))]
     return results
 
 
@@ -404,12 +409,13 @@ def report(results: dict) -> str:
                                     "vs n=1", "vs ref"], table, "llrrrrrrr"), ""]
     if results.get("gil"):
         lines += ["### GIL share of the W2 parse pipeline (default options, py-spy)", ""]
-        table = [[g["threads"], f"{g['batch_ms']:.2f}", f"{g['cpu_ms']:.2f}", f"{g['gil_ms']:.2f}",
+        table = [[g.get("bytes_output", "object"), g["threads"], f"{g['batch_ms']:.2f}", f"{g['cpu_ms']:.2f}", f"{g['gil_ms']:.2f}",
                   f"{100 * g['share']:.0f}%", f"{1 / g['share']:.1f}x" if g["share"] else "",
                   ", ".join(f"{t}: {v['gil_ms']:.2f} of {v['busy_ms']:.2f}" for t, v in g["by_thread"].items())]
                  for g in results["gil"]]
-        lines += [H.markdown_table(["threads", "wall ms/batch", "CPU ms/batch", "GIL-held ms/batch", "GIL share",
-                                    "ceiling (1/share)", "per thread: GIL ms of busy ms"], table, "rrrrrrl"), ""]
+        lines += [H.markdown_table(["bytes_output", "threads", "wall ms/batch", "CPU ms/batch", "GIL-held ms/batch",
+                                    "GIL share", "ceiling (1/share)", "per thread: GIL ms of busy ms"], table,
+                                   "lrrrrrrl"), ""]
     if results["targets"]:
         lines += ["### Targets", "", H.markdown_table(
             ["workload", "measurement", "measured", "target", "met"],
