@@ -384,6 +384,35 @@ def test_a_dataset_reuses_its_gather_buffers(tmp_path, monkeypatch):
     assert 0 < len(gathered) <= 12 < len(calls), (len(gathered), len(calls))
 
 
+def test_a_dataset_reuses_read_buffers_that_whole_batches_keep(tmp_path, monkeypatch):
+    """Records left in their read buffers keep them for as long as their batch lives: with
+    batches of many buffers in flight (prefetch, the one the consumer holds), the pool must
+    keep as many as are in use at once, or every chunk is read into a fresh buffer.
+    Scaled down: 64 KiB chunks, a 512 KiB read-ahead, batches of 2 MiB (32 chunks)."""
+    from tfrecord_lite import dataset
+
+    monkeypatch.setattr(dataset, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(dataset, "BLOCK_CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(dataset, "_PIECE_BYTES_TOTAL", 512 << 10)
+    paths = []
+    for f in range(2):
+        paths.append(str(tmp_path / f"big{f}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            w.write_many([b"%d-%d-" % (f, i) + b"x" * 4000 for i in range(4000)])
+    made, new_buffer = [], _native.framing.new_buffer
+    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
+    got = 0
+    for i, batch in enumerate(tfrecord_lite.TFRecordDataset(paths, batch_size=512)):
+        assert batch[0] == b"%d-%d-" % divmod(512 * i, 4000) + b"x" * 4000
+        got += len(batch)
+    assert got == 8000
+    fresh = made.count(64 << 10)
+    # 32 MB read in 64 KiB chunks: about 500 reads, of which the pipeline holds about 200 at
+    # once (2 prefetched tasks of 2 batches, the pieces read ahead). A pool of the
+    # read-ahead's size, 24 buffers, made a fresh one for 454 of them.
+    assert 0 < fresh < 300, fresh
+
+
 def test_record_batches_rejects_bad_batch_size(backend):
     with pytest.raises(TFRecordError, match="batch_size"):
         TFRecordReader(b"").record_batches(0)

@@ -50,6 +50,7 @@ __all__ = ["TFRecordDataset"]
 _PIECE_RECORDS = 4096
 _PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
+_READ_POOL_BYTES = 256 << 20  # read buffers a run keeps for reuse, at most
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
@@ -365,10 +366,16 @@ class _Run:
         # Records copied out into bytes keep the reader's cache-sized chunks.
         self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
                        else CHUNK_BYTES)
-        # Buffers reused once what was read or gathered into them is gone: for the readers,
-        # twice the read-ahead and a few batches the consumer holds; for raw batches
-        # gathered from several files, the tasks in flight and a few held.
-        self._buffers = BufferPool(2 * _PIECE_BYTES_TOTAL // self._chunk + 8)
+        # Buffers reused once what was read or gathered into them is gone. For the readers, as
+        # many as are in use at once, up to _READ_POOL_BYTES: records left in their read
+        # buffers keep them for as long as their batch lives, and with large records the
+        # batches in flight (prefetch, and the one the consumer holds) span dozens of buffers
+        # each (33 for a batch of 1,024 32 KiB images). A pool no larger than the read-ahead
+        # missed every time there, and each fresh buffer faulted its pages in again. The pool
+        # only keeps a new buffer when all it holds are in use, so it never holds more than
+        # the pipeline used at once. For raw batches gathered from several files: the tasks
+        # in flight and a few held.
+        self._buffers = BufferPool(max(_READ_POOL_BYTES, 2 * _PIECE_BYTES_TOTAL) // self._chunk + 8)
         if self._blocks and self._parse is None:
             # Made in the pool, where a batch's records may be copied together. A parse
             # reads them where they lie instead (the core takes a Gathered as it is).
