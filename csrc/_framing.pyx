@@ -645,18 +645,20 @@ def gather(list buffers, const int64_t[:] which, const int64_t[:] starts, const 
         PyMem_Free(views)
 
 
-
-cdef inline void _scatter(int64_t *dst, const int64_t *src, Py_ssize_t step, int64_t shift, Py_ssize_t block,
+cdef inline void _scatter(int64_t *dst, const char *src, Py_ssize_t stride, int64_t shift, Py_ssize_t block,
                           Py_ssize_t rounds, Py_ssize_t gap) noexcept nogil:
-    """rounds blocks of src (entries step apart) plus shift, each block to dst, gap apart."""
+    """rounds blocks of entries of src (stride bytes apart) plus shift, each block to dst,
+    gap entries apart."""
     cdef Py_ssize_t r, k
-    if block == 1 and step == 1:
+    cdef int64_t v
+    if block == 1 and stride == 8:
         for r in range(rounds):
-            dst[r * gap] = src[r] + shift
+            dst[r * gap] = (<const int64_t *>src)[r] + shift
         return
     for r in range(rounds):
         for k in range(block):
-            dst[r * gap + k] = src[(r * block + k) * step] + shift
+            memcpy(&v, src + (r * block + k) * stride, 8)  # a view's entries need not be aligned
+            dst[r * gap + k] = v + shift
 
 
 def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extra, add=None):
@@ -670,7 +672,7 @@ def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extr
     cdef const int64_t[:] part
     cdef const int64_t[:] plus
     cdef int64_t *o
-    cdef const int64_t **src
+    cdef const char **src
     cdef Py_ssize_t *step
     cdef int64_t *shift
     if block < 1 or rounds < 0 or not 0 <= extra <= m:
@@ -686,7 +688,7 @@ def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extr
     o = <int64_t *>cnp.PyArray_DATA(out)
     # Per part: where its entries are, their stride, what to add. The arrays stay referenced
     # by the caller's list for the call.
-    src = <const int64_t **>PyMem_Realloc(NULL, (m if m else 1) * (sizeof(int64_t *) + sizeof(Py_ssize_t)
+    src = <const char **>PyMem_Realloc(NULL, (m if m else 1) * (sizeof(char *) + sizeof(Py_ssize_t)
                                                                    + sizeof(int64_t)))
     if src == NULL:
         raise MemoryError()
@@ -698,8 +700,8 @@ def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extr
             need = span + (block if j < extra else 0)
             if part.shape[0] < need:
                 raise InvalidArgumentError(f"interleave: part {j} has {part.shape[0]} entries, not {need}")
-            src[j] = &part[0] if need else NULL
-            step[j] = part.strides[0] // 8
+            src[j] = <const char *>&part[0] if need else NULL
+            step[j] = part.strides[0]  # bytes: any stride a view may have
             shift[j] = plus[j] if add is not None else 0
         for j in range(m):  # part by part, each entry to its place in the output
             _scatter(o + j * block, src[j], step[j], shift[j], block, rounds, m * block)
@@ -708,6 +710,7 @@ def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extr
         return out
     finally:
         PyMem_Free(src)
+
 
 # -- bytes values back to back: moving many values as one block --------------------------------
 

@@ -67,11 +67,17 @@ def test_gather_rejects_records_outside_their_buffer(backend, which, start, leng
 @given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 6), st.data())
 def test_interleave_takes_a_block_of_each_part_in_turn(backend, parts, block, rounds, data):
     extra = data.draw(st.integers(0, parts))
-    step = data.draw(st.integers(1, 3))  # parts may be strided views (sharded pieces)
+    step = data.draw(st.integers(-2, 3).filter(bool))  # parts may be strided views (sharded pieces)
+    packed = data.draw(st.booleans())  # or a field of packed records: entries 12 bytes apart, unaligned
     arrays = []
     for j in range(parts):
         need = rounds * block + (block if j < extra else 0) + data.draw(st.integers(0, 3))  # longer is fine
-        arrays.append(np.arange(1000 * j, 1000 * j + need * step, dtype=np.int64)[::step])
+        values = np.arange(1000 * j, 1000 * j + need * abs(step), dtype=np.int64)[::step]
+        if packed:
+            rows = np.zeros(len(values), np.dtype([("pad", "i4"), ("v", "i8")]))  # itemsize 12
+            rows["v"] = values
+            values = rows["v"]
+        arrays.append(values)
     add = np.array(data.draw(st.lists(st.integers(-50, 50), min_size=parts, max_size=parts)), np.int64)
     want = [int(arrays[j][r * block + k]) + int(add[j]) for r in range(rounds) for j in range(parts)
             for k in range(block)]
