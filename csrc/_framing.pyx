@@ -668,7 +668,7 @@ def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extr
     A part holds at least the entries it gives. Under the GIL: a batch's index arrays are
     a few thousand entries, less work than a GIL handoff (in NumPy, several passes that
     each released and retook it cost the interleave's thread twice as much)."""
-    cdef Py_ssize_t m = len(arrays), span, n, r, j, k, need
+    cdef Py_ssize_t m = len(arrays), span, n, j, need
     cdef const int64_t[:] part
     cdef const int64_t[:] plus
     cdef int64_t *o

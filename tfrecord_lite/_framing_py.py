@@ -290,7 +290,6 @@ def gather(buffers, which, starts, lengths, out=None):
     return out, out_starts
 
 
-
 def interleave(arrays, block, rounds, extra, add=None):
     m = len(arrays)
     if block < 1 or rounds < 0 or not 0 <= extra <= m:
@@ -314,6 +313,7 @@ def interleave(arrays, block, rounds, extra, add=None):
         out[:m * span].reshape(rounds, m, block)[...] += np.asarray(add, np.int64)[:, None]
         out[m * span:] += np.repeat(np.asarray(add, np.int64)[:extra], block)
     return out
+
 
 # -- bytes values back to back ---------------------------------------------------------------
 

@@ -375,7 +375,7 @@ class _Run:
         # only keeps a new buffer when all it holds are in use, so it never holds more than
         # the pipeline used at once. For raw batches gathered from several files: the tasks
         # in flight and a few held.
-        self._buffers = BufferPool(max(_READ_POOL_BYTES, 2 * _PIECE_BYTES_TOTAL) // self._chunk + 8)
+        self._buffers = BufferPool(_READ_POOL_BYTES // self._chunk)
         if self._blocks and self._parse is None:
             # Made in the pool, where a batch's records may be copied together. A parse
             # reads them where they lie instead (the core takes a Gathered as it is).
