@@ -220,7 +220,8 @@ def test_bench_scaling_end_to_end(tmp_path):
     assert [(g["bytes_output"], g["threads"]) for g in results["gil"]] == [
         ("object", 1), ("object", 2), ("column", 1), ("column", 2)]
     text = bench_scaling.report(results)
-    assert "### GIL share" in text and "| column | 2 |" in text and "### Targets" in text and "| loader | defaults | 2 |" in text
+    assert "### GIL share" in text and "| column | 2 |" in text
+    assert "### Targets" in text and "| loader | defaults | 2 |" in text
     assert bench_scaling.counts(12) == [1, 2, 4, 8, 12] and bench_scaling.counts(2, workers=True) == [0, 2]
 
 
