@@ -460,6 +460,9 @@ cdef class _Records:
         cdef Py_buffer *v
         cdef const int64_t[:] starts, lengths   # strided: slices with a step
         cdef const int64_t[:] which
+        inner = None if type(records) is list else getattr(records, "_gathered", None)
+        if inner is not None:  # a RecordBatch holding a Gathered
+            records = inner
         segments = None if type(records) is list else getattr(records, "segments", None)
         gathered = segments is None and type(records) is not list and hasattr(records, "which")
         if segments is None and type(records) is not list and not gathered:

@@ -592,59 +592,6 @@ def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):
         PyBuffer_Release(&view)
 
 
-def gather(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths, out=None):
-    """Copy records that lie in several buffers into one: record j is
-    ``buffers[which[j]][starts[j]:starts[j] + lengths[j]]``. Returns (buffer, int64 starts
-    in it); the lengths stay as given. The buffer is a new bytearray, or out (a writable
-    bytearray at least as long as the records, its first bytes overwritten). The interleave
-    uses it to put records of several files into one batch in their output order, without a
-    Python object per record."""
-    cdef Py_ssize_t nb = len(buffers), n = which.shape[0], j, total = 0, b
-    cdef Py_buffer *views
-    cdef const unsigned char **bases
-    cdef Py_ssize_t *sizes
-    cdef Py_ssize_t got = 0
-    cdef unsigned char *dst
-    cdef int64_t[::1] out_starts
-    if starts.shape[0] != n or lengths.shape[0] != n:
-        raise InvalidArgumentError("gather: which, starts and lengths must have the same length")
-    views = <Py_buffer *>PyMem_Realloc(NULL, (nb if nb else 1) * (sizeof(Py_buffer) + sizeof(char *) + sizeof(Py_ssize_t)))
-    if views == NULL:
-        raise MemoryError()
-    bases = <const unsigned char **>(views + (nb if nb else 1))
-    sizes = <Py_ssize_t *>(bases + (nb if nb else 1))
-    try:
-        for b in range(nb):
-            acquire(buffers[b], &views[b])
-            got += 1
-            bases[b] = <const unsigned char *>views[b].buf
-            sizes[b] = views[b].len
-        for j in range(n):
-            b = which[j]
-            if b < 0 or b >= nb or starts[j] < 0 or lengths[j] < 0 or starts[j] > sizes[b] - lengths[j]:
-                raise InvalidArgumentError(f"gather: record {j} ({b}, {starts[j]}, {lengths[j]}) lies outside its buffer")
-            total += lengths[j]
-        if out is None:
-            out = PyByteArray_FromStringAndSize(NULL, total)
-        elif type(out) is not bytearray or PyByteArray_GET_SIZE(out) < total:
-            raise InvalidArgumentError(f"gather: out must be a bytearray of at least {total} bytes")
-        result = np.empty(n, np.int64)
-        out_starts = result
-        dst = <unsigned char *>PyByteArray_AS_STRING(out)
-        with nogil:
-            total = 0
-            for j in range(n):
-                out_starts[j] = total
-                if lengths[j]:
-                    memcpy(dst + total, bases[which[j]] + starts[j], lengths[j])
-                total += lengths[j]
-        return out, result
-    finally:
-        for b in range(got):
-            PyBuffer_Release(&views[b])
-        PyMem_Free(views)
-
-
 cdef inline void _scatter(int64_t *dst, const char *src, Py_ssize_t stride, int64_t shift, Py_ssize_t block,
                           Py_ssize_t rounds, Py_ssize_t gap) noexcept nogil:
     """rounds blocks of entries of src (stride bytes apart) plus shift, each block to dst,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite
-from tfrecord_lite import DataLossError, TFRecordReader, TFRecordWriter, _native
+from tfrecord_lite import DataLossError, RecordBatch, TFRecordReader, TFRecordWriter, _native
 from tfrecord_lite.errors import InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError
 
 from .data.make_golden import FILES, GOLDEN_RECORDS
@@ -330,9 +330,9 @@ def test_read_buffers_are_reused_only_once_their_blocks_are_gone(backend, record
 def test_buffer_pool_hands_out_only_free_buffers():
     from tfrecord_lite.reader import BufferPool
 
-    pool = BufferPool(keep=2, grain=100)
+    pool = BufferPool(keep=2)
     a = pool.take(1000)
-    b = pool.take(950)  # a new one, rounded up to the grain
+    b = pool.take(1000)  # a new one
     assert a is not b and len(a) == len(b) == 1000
     view = memoryview(b)[10:20]  # what a block keeps of its buffer
     del b
@@ -363,9 +363,10 @@ def test_readers_given_one_buffer_pool_share_its_buffers(backend, monkeypatch):
     assert second == first and made == []
 
 
-def test_a_dataset_reuses_its_gather_buffers(tmp_path, monkeypatch):
-    """Batches interleaved record by record from 2 files are gathered (a task of 4,096
-    records at a time) into one buffer, which serves again once its batches are dropped."""
+def test_a_dataset_leaves_interleaved_raw_batches_in_its_read_buffers(tmp_path, monkeypatch):
+    """Batches interleaved record by record from 2 files (2 threads) are RecordBatches over
+    the buffers the files were read into, records in any order: no copy, no buffer of
+    another kind, and the order is TF's."""
     N = 45000
     paths = []
     for f in range(2):
@@ -373,15 +374,18 @@ def test_a_dataset_reuses_its_gather_buffers(tmp_path, monkeypatch):
         with TFRecordWriter(paths[-1]) as w:
             for i in range(N):
                 w.write(b"%d-%d-" % (f, i) + b"x" * 200)
-    calls, made = [], []
-    gather, new_buffer = _native.framing.gather, _native.framing.new_buffer
-    monkeypatch.setattr(_native.framing, "gather", lambda *a: calls.append(a[-1] is not None) or gather(*a))
-    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
-    got = [r for b in tfrecord_lite.TFRecordDataset(paths, batch_size=64, num_threads=2) for r in b]
-    assert got == [b"%d-%d-" % (f, i) + b"x" * 200 for i in range(N) for f in range(2)]
-    assert all(calls) and len(calls) >= 20  # every task gathered into a buffer of the pool's
-    gathered = [n for n in made if n % (1 << 16) == 0 and n != 1 << 20]  # not the 1 MiB read buffers
-    assert 0 < len(gathered) <= 12 < len(calls), (len(gathered), len(calls))
+    made, new_buffer = [], _native.framing.new_buffer
+    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(new_buffer(n)) or made[-1])
+    batches = list(tfrecord_lite.TFRecordDataset(paths, batch_size=64, num_threads=2))
+    assert [r for b in batches for r in b] == [b"%d-%d-" % (f, i) + b"x" * 200 for i in range(N) for f in range(2)]
+    assert all(type(b) is RecordBatch and b.framed for b in batches)
+    read_into = {id(buf) for buf in made}
+    assert all(id(s[0]) in read_into for b in batches for s in b.segments)
+    # Record by record: a run per record, over the blocks of both files.
+    assert len(batches[5].segments) == 64 and len({id(s[0]) for s in batches[5].segments}) == 2
+    # Every batch kept: the files' bytes held once, in 1 MiB read buffers (each a little
+    # short of full: a chunk's unfinished last record moves on to the next buffer).
+    assert sum(map(len, made)) <= 1.25 * sum(map(os.path.getsize, paths))
 
 
 def test_a_dataset_reuses_read_buffers_that_whole_batches_keep(tmp_path, monkeypatch):

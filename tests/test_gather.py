@@ -1,7 +1,9 @@
-"""The index-array interleave: the core's gather on both backends, Gathered's slicing,
-joining and rounds, and TFRecordDataset's outputs in TF's interleave order whatever the
-cycle, block, batch, threads and sharding (checked against the record-by-record path that
-unbatched raw output still takes, which the interop tests hold to tf.data's order)."""
+"""The index-array interleave: Gathered's slicing, joining and rounds, the RecordBatches it
+makes, and TFRecordDataset's outputs in TF's interleave order whatever the cycle, block,
+batch, threads and sharding (checked against the record-by-record path that unbatched raw
+output still takes, which the interop tests hold to tf.data's order)."""
+
+import pickle
 
 import numpy as np
 import pytest
@@ -29,39 +31,6 @@ def _blocks(records_per_block, pad=0):
         out.append(tfl.RecordBatch(frames, starts, lengths, framed=True))
         k += n
     return out
-
-
-@given(st.lists(st.integers(0, 40), min_size=1, max_size=5), st.data())
-def test_gather_copies_the_records_it_is_given(backend, sizes, data):
-    batch = tfl.RecordBatch.concat(_blocks(sizes))
-    flat = Gathered.of(batch)
-    order = np.array(data.draw(st.lists(st.integers(0, max(0, len(batch) - 1)), max_size=60))
-                     if len(batch) else [], np.int64)
-    buf, starts = _native.framing.gather(flat.buffers, flat.which[order], flat.starts[order], flat.lengths[order])
-    got = tfl.RecordBatch(buf, starts, flat.lengths[order])
-    assert list(got) == [batch[i] for i in order.tolist()]
-    with _native.use(backend.other):
-        theirs = _native.framing.gather(flat.buffers, flat.which[order], flat.starts[order], flat.lengths[order])
-    assert bytes(theirs[0]) == bytes(buf) and theirs[1].tolist() == starts.tolist()
-    # Into a given buffer, longer than the records: the same bytes at its start, the rest kept.
-    spare = data.draw(st.integers(0, 9))
-    out = bytearray(b"\xee" * (len(buf) + spare))
-    into, starts_into = _native.framing.gather(flat.buffers, flat.which[order], flat.starts[order],
-                                               flat.lengths[order], out)
-    assert into is out and out[:len(buf)] == buf and out[len(buf):] == b"\xee" * spare
-    assert starts_into.tolist() == starts.tolist()
-
-
-@pytest.mark.parametrize("which, start, length", [(1, 0, 1), (-1, 0, 1), (0, -1, 1), (0, 0, -1), (0, 5, 1), (0, 0, 6)])
-def test_gather_rejects_records_outside_their_buffer(backend, which, start, length):
-    a = np.array
-    with pytest.raises(tfl.InvalidArgumentError, match="outside its buffer"):
-        _native.framing.gather([b"12345"], a([which], np.int64), a([start], np.int64), a([length], np.int64))
-    with pytest.raises(tfl.InvalidArgumentError, match="same length"):
-        _native.framing.gather([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64))
-    for out in (bytearray(1), bytes(5), memoryview(bytearray(5))):  # too short, or not a bytearray
-        with pytest.raises(tfl.InvalidArgumentError, match="out must be a bytearray of at least 2 bytes"):
-            _native.framing.gather([b"12345"], a([0], np.int64), a([1], np.int64), a([2], np.int64), out)
 
 
 @given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 6), st.data())
@@ -131,21 +100,46 @@ def test_long_runs_stay_in_their_blocks():
     blocks = _blocks([500, 500])
     batch = Gathered.join([Gathered.of(b) for b in blocks]).to_batch()
     assert [s[0] for s in batch.segments] == [b.segments[0][0] for b in blocks] and batch.framed
-    mixed = Gathered.rounds([Gathered.of(b) for b in blocks], 1, 500, 0).to_batch()
-    assert len(mixed.segments) == 1 and not mixed.framed  # copied into one new block
-    assert list(mixed) == [r for pair in zip(blocks[0], blocks[1]) for r in pair]
+    assert batch._gathered is None  # plain segments
 
 
-@pytest.mark.parametrize("pad, in_place", [(8 << 10, False), (32 << 10, True)])
-def test_large_records_stay_in_place_even_in_short_runs(pad, in_place):
-    """One-record runs: small records are copied into one block, large ones (where a copy
-    costs more than a segment) keep their blocks."""
-    blocks = _blocks([20, 20], pad=pad)
+@pytest.mark.parametrize("pad", [0, 32 << 10])
+def test_short_runs_stay_in_their_blocks_in_any_order(backend, tmp_path, pad):
+    """Records alternating between blocks (one-record runs): the RecordBatch holds them in
+    place, in order, as index arrays, and behaves as any other: indexing, slicing, joining,
+    equality, its runs as segments with their origins, locating a record, pickling,
+    parsing and writing."""
+    blocks = [tfl.RecordBatch(*b.segments[0], framed=True, origin=BlockOrigin(f"f{j}", 1000 * j, 7 * j))
+              for j, b in enumerate(_blocks([20, 20, 20], pad=pad))]
+    want = [r for trio in zip(*blocks) for r in trio]
     batch = Gathered.rounds([Gathered.of(b) for b in blocks], 1, 20, 0).to_batch()
-    assert list(batch) == [r for pair in zip(blocks[0], blocks[1]) for r in pair]
-    assert len(batch.segments) == (40 if in_place else 1) and batch.framed == in_place
-    if in_place:
-        assert {id(s[0]) for s in batch.segments} == {id(b.segments[0][0]) for b in blocks}
+    assert type(batch) is tfl.RecordBatch and batch._gathered is not None and batch.framed
+    assert list(batch) == want and batch == want and len(batch) == 60 and repr(batch) == \
+        "RecordBatch(60 records in 3 blocks)"
+    assert [batch[i] for i in (0, 1, 59, -1, -60)] == [want[i] for i in (0, 1, 59, -1, -60)]
+    with pytest.raises(IndexError):
+        batch[60]
+    assert batch.nbytes == sum(map(len, want))
+    for cut in (slice(3, 50), slice(None, None, 4), slice(7, 8), slice(50, 3), slice(None, None, -3)):
+        assert list(batch[cut]) == want[cut]
+    assert list(batch[10:] + blocks[0]) == want[10:] + list(blocks[0])
+    assert list(tfl.RecordBatch.concat([blocks[1][:5], batch[:7]])) == list(blocks[1][:5]) + want[:7]
+    # No copy: the runs are the blocks' own bytes.
+    assert len(batch.segments) == 60
+    assert [id(s[0]) for s in batch.segments[:3]] == [id(b.segments[0][0]) for b in blocks]
+    sources = [(j, k) for k in range(20) for j in range(3)]
+    assert [batch.locate(i) for i in range(60)] == [blocks[j].locate(k) for j, k in sources]
+    assert all(o.paths[o.path_ids[0]] == f"f{j}" for o, (j, _) in zip(batch.origins, sources))
+    again = pickle.loads(pickle.dumps(batch[5:]))
+    assert again == want[5:] and again.locate(0) == batch.locate(5)
+    examples = [tfl.encode_example({"id": k}) for k in range(60)]
+    eblocks = [tfl.RecordBatch(*_native.framing.scan_block(_native.framing.encode_frames(examples[j::3]))[:3])
+               for j in range(3)]
+    ebatch = Gathered.rounds([Gathered.of(b) for b in eblocks], 1, 20, 0).to_batch()
+    assert tfl.parse_example(ebatch, SPEC)["id"].tolist() == list(range(60))
+    with tfl.TFRecordWriter(str(tmp_path / "out.tfrecord")) as w:
+        w.write_many(batch[1:])
+    assert list(tfl.TFRecordReader(str(tmp_path / "out.tfrecord"))) == want[1:]
 
 
 def _example_blocks(sizes):

@@ -269,27 +269,6 @@ def find_header(buf, start=0, stop=-1):
     return -1
 
 
-def gather(buffers, which, starts, lengths, out=None):
-    n = len(which)
-    if len(starts) != n or len(lengths) != n:
-        raise InvalidArgumentError("gather: which, starts and lengths must have the same length")
-    views = [memoryview(b).cast("B") for b in buffers]
-    records = list(zip(which.tolist(), starts.tolist(), lengths.tolist()))
-    out_starts, total = np.empty(n, np.int64), 0
-    for j, (b, s, m) in enumerate(records):
-        if not 0 <= b < len(views) or s < 0 or m < 0 or s > len(views[b]) - m:
-            raise InvalidArgumentError(f"gather: record {j} ({b}, {s}, {m}) lies outside its buffer")
-        out_starts[j] = total
-        total += m
-    if out is None:
-        out = bytearray(total)
-    elif type(out) is not bytearray or len(out) < total:
-        raise InvalidArgumentError(f"gather: out must be a bytearray of at least {total} bytes")
-    for (b, s, m), at in zip(records, out_starts.tolist()):
-        out[at:at + m] = views[b][s:s + m]
-    return out, out_starts
-
-
 def interleave(arrays, block, rounds, extra, add=None):
     m = len(arrays)
     if block < 1 or rounds < 0 or not 0 <= extra <= m:

@@ -11,9 +11,8 @@ of blocks are a few NumPy operations on those arrays, whatever the number of rec
 the records, for the paths that hand out ``bytes``).
 
 The core's decoders read a Gathered's records where they lie, in any order. For raw
-output, ``to_batch()`` runs in a worker and turns it into a RecordBatch: the buffers' own
-runs when the records come in long runs (no copy), else one copy of the records' bytes into
-a new block, made by the core without the GIL.
+output, ``to_batch()`` makes it a RecordBatch without a copy: of the buffers' own runs
+when the records come in long runs, else holding the Gathered as it is.
 """
 
 from __future__ import annotations
@@ -29,14 +28,11 @@ from .batch import _sliced as sliced_origin
 __all__ = ["Gathered", "object_array", "shuffle"]
 
 _EMPTY = np.empty(0, np.int64)
-# A batch keeps its records where they are when they come in runs from one block of at
-# least this many records, or bytes, on average; else they are copied into one block.
-# Measured with one-record runs (cycle_length=4, block_length=1, 1,024-record batches):
-# copying wins up to 16 KiB records (a segment costs more than the copy), keeping wins
-# from 32 KiB (2.4x less time: a 32 MiB copy is past glibc's largest heap threshold, so
-# every batch mmaps fresh pages, and from 2 threads on the page faults serialise them).
+# to_batch() lists a batch's runs as segments when they average at least this many records
+# (a segment costs a tuple and three array views); shorter runs stay index arrays. Copying
+# them into one block instead took 2 threads 40% more time than one spent on the whole
+# W2 pass, and with large records a segment per record cost more than the copy.
 _RUN_MIN = 64
-_RUN_BYTES = 24 << 10
 _BLOCKS_MAX = 64  # blocks a join may list before those without records are dropped
 _SHUFFLE_STEP = 4096  # records a shuffle buffer takes in at a time
 
@@ -58,6 +54,9 @@ class Gathered:
     @classmethod
     def of(cls, batch: RecordBatch) -> Gathered:
         """The records of a RecordBatch (or an empty list), in order."""
+        gathered = getattr(batch, "_gathered", None)
+        if gathered is not None:
+            return gathered
         segments = getattr(batch, "segments", ())
         if not segments:
             return cls([], _EMPTY, _EMPTY, _EMPTY, False)
@@ -162,29 +161,14 @@ class Gathered:
                   interleave([p.index for p in parts], block, rounds, extra) if known else None)
         return out._compact() if len(buffers) > _BLOCKS_MAX else out
 
-    def to_batch(self, pool=None) -> RecordBatch:
-        """The records as a RecordBatch: runs of one block stay in it, unless the runs are
-        short, when the records are copied into one new block (a buffer of pool's, a
-        reader.BufferPool, when given)."""
+    def to_batch(self) -> RecordBatch:
+        """The records as a RecordBatch, in place: as segments when they come in long runs
+        of one block, else as index arrays (see RecordBatch)."""
+        batch = RecordBatch._of_gathered(self)
         n = len(self.which)
-        if not n:
-            return RecordBatch()
-        which = self.which
-        origin = self._origins()
-        cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
-        runs = len(cuts) + 1
-        total = int(self.lengths.sum())
-        if runs * _RUN_MIN <= n or total >= runs * _RUN_BYTES:
-            bounds = [0, *cuts.tolist(), n]
-            blocks = which[bounds[:-1]].tolist()
-            return RecordBatch(segments=[(self.buffers[b], self.starts[a:z], self.lengths[a:z])
-                                         for b, a, z in zip(blocks, bounds, bounds[1:])],
-                               framed=self.framed,
-                               origins=None if origin is None else
-                               [sliced_origin(origin, slice(a, z, 1)) for a, z in zip(bounds, bounds[1:])])
-        out = None if pool is None else pool.take(total)
-        data, starts = _native.framing.gather(self.buffers, which, self.starts, self.lengths, out)
-        return RecordBatch(data, starts, self.lengths, origin=origin)
+        if n and (np.count_nonzero(self.which[1:] != self.which[:-1]) + 1) * _RUN_MIN <= n:
+            batch = RecordBatch._of(batch.segments, batch.origins, self.framed)
+        return batch
 
     def locate(self, i: int):
         """``(path, frame offset, record index in that file)`` of record i, or None when its
@@ -195,7 +179,7 @@ class Gathered:
         path, base = self.places[b]
         return path, base + int(self.starts[i]) - _native.framing.HEADER_BYTES, int(self.index[i])
 
-    def _origins(self):
+    def origins(self):
         """Every record's origin (batch.RecordOrigins), or None when unknown."""
         if self.index is None:
             return None

@@ -68,9 +68,14 @@ class RecordBatch(Sequence):
     ``origin`` (with frames, starts, lengths) or ``origins`` (with ``segments``, one per
     segment) say where the records came from: a :class:`BlockOrigin`, a
     :class:`RecordOrigins`, or None when unknown. :meth:`locate` answers for one record.
+
+    A batch of ``TFRecordDataset`` whose records alternate between files (the interleave's
+    default ``block_length=1``) holds them as index arrays over the read blocks, in any
+    order, rather than one segment per record or a copy: its ``segments`` (one per run of
+    records in one block) are only made if asked for.
     """
 
-    __slots__ = ("segments", "origins", "framed", "_len")
+    __slots__ = ("_segments", "_origins", "_gathered", "framed", "_len")
 
     def __init__(self, frames=None, starts=None, lengths=None, *, segments=None, framed=False,
                  origin: Origin = None, origins: Sequence[Origin] | None = None):
@@ -91,10 +96,45 @@ class RecordBatch(Sequence):
             origins = [o for _, o in kept]
             if all(o is None for o in origins):
                 origins = None
-        self.segments = [s for s in segments if len(s[1])] if origins is None else segments
-        self.origins = origins  # None: no record's origin is known (the common case costs nothing)
+        self._segments = [s for s in segments if len(s[1])] if origins is None else segments
+        self._origins = origins  # None: no record's origin is known (the common case costs nothing)
+        self._gathered = None
         self.framed = bool(framed)
-        self._len = sum(len(s[1]) for s in self.segments)
+        self._len = sum(len(s[1]) for s in self._segments)
+
+    @classmethod
+    def _of_gathered(cls, gathered) -> RecordBatch:
+        """The records of a ``_gather.Gathered`` (blocks, and per record its block, start and
+        length), held as they are."""
+        batch = cls.__new__(cls)
+        batch._segments = batch._origins = None
+        batch._gathered, batch.framed, batch._len = gathered, gathered.framed, len(gathered.which)
+        return batch
+
+    @property
+    def segments(self) -> list:
+        """``(frames, starts, lengths)`` per run of records in one block."""
+        if self._segments is None:
+            self._runs()
+        return self._segments
+
+    @property
+    def origins(self) -> list | None:
+        """The origin of each segment, or None when no record's origin is known."""
+        if self._segments is None:
+            self._runs()
+        return self._origins
+
+    def _runs(self) -> None:
+        """Segments (and their origins) of a gathered batch: one per run of one block."""
+        g = self._gathered
+        cuts = np.flatnonzero(g.which[1:] != g.which[:-1]) + 1
+        bounds = [0, *cuts.tolist(), self._len] if self._len else [0]
+        blocks = g.which[bounds[:-1]].tolist()
+        origin = g.origins()
+        self._origins = None if origin is None else [_sliced(origin, slice(a, z, 1))
+                                                     for a, z in zip(bounds, bounds[1:])]
+        self._segments = [(g.buffers[b], g.starts[a:z], g.lengths[a:z]) for b, a, z in zip(blocks, bounds, bounds[1:])]
 
     def locate(self, i: int) -> tuple[str, int, int] | None:
         """``(path, frame offset, record index in that file)`` of record i, or None when
@@ -102,6 +142,8 @@ class RecordBatch(Sequence):
         n, i = self._len, operator.index(i)
         if not -n <= i < n:
             raise IndexError("record index out of range")
+        if self._gathered is not None:
+            return self._gathered.locate(i % n)
         if self.origins is None:
             return None
         i %= n
@@ -122,11 +164,15 @@ class RecordBatch(Sequence):
         if isinstance(i, slice):
             if i.step is not None and i.step < 0:
                 return list(self)[i]
+            if self._gathered is not None:
+                return RecordBatch._of_gathered(self._gathered[i])
             return self._slice(*i.indices(self._len))
         n, i = self._len, operator.index(i)
         if not -n <= i < n:
             raise IndexError("record index out of range")
         i %= n
+        if self._gathered is not None:
+            return self._gathered[i]
         for frames, starts, lengths in self.segments:
             if i < len(starts):
                 start = int(starts[i])
@@ -134,6 +180,9 @@ class RecordBatch(Sequence):
             i -= len(starts)
 
     def __iter__(self):
+        if self._gathered is not None:
+            yield from self._gathered
+            return
         for frames, starts, lengths in self.segments:
             view = memoryview(frames)
             for start, length in zip(starts.tolist(), lengths.tolist()):
@@ -142,6 +191,8 @@ class RecordBatch(Sequence):
     @property
     def nbytes(self) -> int:
         """Total bytes of the records' data."""
+        if self._gathered is not None:
+            return int(self._gathered.lengths.sum())
         return sum(int(lengths.sum()) for _, _, lengths in self.segments)
 
     def __add__(self, other):
@@ -183,6 +234,10 @@ class RecordBatch(Sequence):
     @classmethod
     def concat(cls, parts):
         """One RecordBatch of several, in order."""
+        if any(p._gathered is not None for p in parts):
+            from ._gather import Gathered
+
+            return cls._of_gathered(Gathered.join([Gathered.of(p) for p in parts]))
         segments = [s for p in parts for s in p.segments]
         origins = None
         if any(p.origins is not None for p in parts):
@@ -194,7 +249,7 @@ class RecordBatch(Sequence):
         """A batch of segments already checked (none empty, origins aligned or None): the
         constructor's checks are skipped where batches are regrouped, once per chunk."""
         batch = cls.__new__(cls)
-        batch.segments, batch.origins, batch.framed = segments, origins, framed
+        batch._segments, batch._origins, batch._gathered, batch.framed = segments, origins, None, framed
         batch._len = sum(len(s[1]) for s in segments)
         return batch
 
@@ -202,6 +257,9 @@ class RecordBatch(Sequence):
         """Append the records as TFRecord frames to out, a ``FrameBuffer`` whose lock the
         caller holds. A ``framed`` batch's frames that lie back to back in a block are copied
         verbatim; others are framed anew."""
+        if self._gathered is not None:  # records in any order: no run of frames to copy
+            out.write_many(self._gathered)
+            return
         for frames, starts, lengths in self.segments:
             ends = starts + lengths + _FOOTER  # each frame's end: its data, then the data CRC
             if self.framed and np.array_equal(starts[1:], ends[:-1] + _HEADER):  # header follows
@@ -210,7 +268,8 @@ class RecordBatch(Sequence):
                 out.write_many(RecordBatch(frames, starts, lengths))
 
     def __repr__(self):
-        return f"RecordBatch({self._len} records in {len(self.segments)} blocks)"
+        blocks = len(self.segments) if self._gathered is None else len(self._gathered.buffers)
+        return f"RecordBatch({self._len} records in {blocks} blocks)"
 
 
 def _sliced(origin, cut):

@@ -11,9 +11,9 @@ files, the options, the seed and the epoch when ``deterministic=True``. When par
 feature spec, and for batched raw output, records stay in their read blocks from the reader
 to the decoder: those stages move index arrays (``_gather.Gathered``; whole rounds of the
 interleave at a time, the shuffle buffer a few thousand records at a time), the decoder
-reads each batch's records where they lie, and a raw batch's records are copied into one
-block by a worker when they come in short runs, so no stage handles a Python object per
-record.
+reads each batch's records where they lie, and a raw batch is a RecordBatch over the read
+blocks (in any order: index arrays again), so no stage handles a Python object per record
+and none copies the records.
 
 Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
 open file at most one piece being read and one waiting (a piece is a few hundred KiB of
@@ -373,13 +373,10 @@ class _Run:
         # each (33 for a batch of 1,024 32 KiB images). A pool no larger than the read-ahead
         # missed every time there, and each fresh buffer faulted its pages in again. The pool
         # only keeps a new buffer when all it holds are in use, so it never holds more than
-        # the pipeline used at once. For raw batches gathered from several files: the tasks
-        # in flight and a few held.
+        # the pipeline used at once.
         self._buffers = BufferPool(_READ_POOL_BYTES // self._chunk)
         if self._blocks and self._parse is None:
-            # Made in the pool, where a batch's records may be copied together. A parse
-            # reads them where they lie instead (the core takes a Gathered as it is).
-            self._parse = functools.partial(_raw_batch, pool=BufferPool(2 * ds.prefetch + 4, grain=1 << 16))
+            self._parse = _raw_batch
         # Small batches of a dense spec, or of raw records, are made several at a time and
         # split after: every task costs GIL handoffs and future traffic, which with batches
         # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
@@ -664,10 +661,9 @@ def _rounds(slots, index, block):
     return chunk, moved, (last + 1) % len(slots)
 
 
-def _raw_batch(records, pool):
-    """Batched raw output: a RecordBatch of the records, in their blocks when they come in
-    long runs, else copied into one buffer of pool's."""
-    return records.to_batch(pool) if type(records) is Gathered else records
+def _raw_batch(records):
+    """Batched raw output: a RecordBatch of the records, left in their read blocks."""
+    return records.to_batch() if type(records) is Gathered else records
 
 
 def _held_bytes(records) -> int:
@@ -675,6 +671,8 @@ def _held_bytes(records) -> int:
     (frame headers and any records a strided slice skips included), for a Gathered its
     records times the mean of its first and last lengths. Not a sum over the lengths: a
     numpy reduction of 500+ values releases the GIL, and retaking it waits for a worker."""
+    if type(records) is RecordBatch and records._gathered is not None:
+        records = records._gathered
     if type(records) is Gathered:
         n = len(records)
         return n and n * (int(records.lengths[0]) + int(records.lengths[-1])) // 2

@@ -389,15 +389,14 @@ class _ReadInto:
 
 class BufferPool:
     """Buffers handed out again once nothing but the pool refers to them (whatever is read
-    or gathered into a buffer keeps it, as a reference, for as long as it lives). A fresh
+    into a buffer keeps it, as a reference, for as long as it lives). A fresh
     1 MiB buffer per chunk costs an allocation and, as glibc gives such blocks back to the
     kernel, a page fault per 4 KiB. Thread-safe: a dataset's readers share one.
 
-    keep: the buffers held for reuse at most. grain: new buffers are a multiple of it long, so
-    that a slightly longer request later still fits."""
+    keep: the buffers held for reuse at most."""
 
-    def __init__(self, keep: int, grain: int = 1):
-        self.keep, self.grain = keep, grain
+    def __init__(self, keep: int):
+        self.keep = keep
         self._buffers: list[bytearray] = []
         self._lock = threading.Lock()
 
@@ -406,7 +405,7 @@ class BufferPool:
         with self._lock:
             buf = _first_free(self._buffers, _FREE_REFS, size)
             if buf is None:
-                buf = _native.framing.new_buffer(-(-size // self.grain) * self.grain)
+                buf = _native.framing.new_buffer(size)
                 if len(self._buffers) < self.keep:
                     self._buffers.append(buf)
             return buf
