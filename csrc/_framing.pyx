@@ -722,6 +722,41 @@ def copy_values(list values, out, Py_ssize_t at=0):
         PyMem_Free(src)
 
 
+def split_records(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths):
+    """Record j is ``bytes(buffers[which[j]][starts[j]:starts[j] + lengths[j]])``: a 1-D
+    object array of them (a RecordBatch's records, however many blocks they lie in)."""
+    cdef Py_ssize_t nb = len(buffers), n = which.shape[0], j, b, got = 0
+    cdef Py_buffer *views
+    cdef PyObject **slots
+    cdef object value
+    if starts.shape[0] != n or lengths.shape[0] != n:
+        raise InvalidArgumentError("split_records: which, starts and lengths must have the same length")
+    views = <Py_buffer *>PyMem_Realloc(NULL, (nb if nb else 1) * sizeof(Py_buffer))
+    if views == NULL:
+        raise MemoryError()
+    try:
+        for b in range(nb):
+            acquire(buffers[b], &views[b])
+            got += 1
+        for j in range(n):
+            b = which[j]
+            if b < 0 or b >= nb or starts[j] < 0 or lengths[j] < 0 or starts[j] > views[b].len - lengths[j]:
+                raise InvalidArgumentError(f"split_records: record {j} ({b}, {starts[j]}, {lengths[j]}) lies "
+                                           "outside its buffer")
+        out = np.empty(n, dtype=object)  # filled with None, each slot holding a reference
+        slots = <PyObject **>cnp.PyArray_DATA(out)
+        for j in range(n):
+            value = PyBytes_FromStringAndSize(<const char *>views[which[j]].buf + starts[j], lengths[j])
+            Py_INCREF(value)
+            Py_DECREF(<object>slots[j])
+            slots[j] = <PyObject *>value
+        return out
+    finally:
+        for b in range(got):
+            PyBuffer_Release(&views[b])
+        PyMem_Free(views)
+
+
 def split_values(buf, const int64_t[:] offsets):
     """Value i is ``bytes(buf[offsets[i]:offsets[i + 1]])``: a 1-D object array of them (what
     copy_values placed, given its offsets), made without numpy looking at each value."""

@@ -96,6 +96,33 @@ def test_rounds_interleave_whole_blocks(backend, sizes, block, data):
     assert list(joined) == list(got.to_batch())
 
 
+@given(st.lists(st.integers(0, 40), min_size=0, max_size=5), st.data())
+def test_to_numpy_gives_the_records_in_any_layout(backend, sizes, data):
+    """One block, several, none, or records in any order of several (the core's
+    split_records, the same on both backends)."""
+    batch = tfl.RecordBatch.concat(_blocks(sizes))
+    want = list(batch)
+    got = batch.to_numpy()
+    assert got.dtype == object and got.shape == (len(want),) and got.tolist() == want
+    flat = Gathered.of(batch)
+    order = np.array(data.draw(st.lists(st.integers(0, max(0, len(batch) - 1)), max_size=60))
+                     if len(batch) else [], np.int64)
+    picked = flat.take(order).to_batch()
+    assert picked.to_numpy().tolist() == [want[i] for i in order.tolist()]
+    with _native.use(backend.other):
+        theirs = _native.framing.split_records(flat.buffers, flat.which, flat.starts, flat.lengths)
+    assert theirs.tolist() == want
+
+
+@pytest.mark.parametrize("which, start, length", [(1, 0, 1), (-1, 0, 1), (0, -1, 1), (0, 0, -1), (0, 5, 1), (0, 0, 6)])
+def test_split_records_rejects_records_outside_their_buffer(backend, which, start, length):
+    a = np.array
+    with pytest.raises(tfl.InvalidArgumentError, match="outside its buffer"):
+        _native.framing.split_records([b"12345"], a([which], np.int64), a([start], np.int64), a([length], np.int64))
+    with pytest.raises(tfl.InvalidArgumentError, match="same length"):
+        _native.framing.split_records([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64))
+
+
 def test_long_runs_stay_in_their_blocks():
     blocks = _blocks([500, 500])
     batch = Gathered.join([Gathered.of(b) for b in blocks]).to_batch()
@@ -116,6 +143,7 @@ def test_short_runs_stay_in_their_blocks_in_any_order(backend, tmp_path, pad):
     assert type(batch) is tfl.RecordBatch and batch._gathered is not None and batch.framed
     assert list(batch) == want and batch == want and len(batch) == 60 and repr(batch) == \
         "RecordBatch(60 records in 3 blocks)"
+    assert batch.to_numpy().tolist() == want
     assert [batch[i] for i in (0, 1, 59, -1, -60)] == [want[i] for i in (0, 1, 59, -1, -60)]
     with pytest.raises(IndexError):
         batch[60]

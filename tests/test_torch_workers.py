@@ -154,7 +154,17 @@ def test_raw_records_cross_unchanged(tmp_path, batch_size):
 
     paths = write_examples(tmp_path)
     ds = TFRecordIterableDataset(paths, batch_size=batch_size, seed=3)
-    assert_same(list(loader(ds, 1, "fork")), list(loader(ds, 0)))
+    want = list(loader(ds, 0))
+    assert_same(list(loader(ds, 1, "fork")), want)
+    records = [r for p in paths for r in tfl.TFRecordReader(p)]
+    if batch_size is None:
+        assert sorted(want) == sorted(records)
+    else:
+        # A batch is an object array of bytes, which DataLoader hands on as it is (a sequence
+        # it would remake record by record), and crosses as one buffer.
+        assert all(type(b) is np.ndarray and b.dtype == object and b.shape == (len(b),) for b in want)
+        assert sorted(r for b in want for r in b.tolist()) == sorted(records)
+        assert len(want) == -(-len(records) // batch_size)
 
 
 def test_bytes_output_column_crosses(tmp_path):
@@ -187,6 +197,24 @@ def test_a_worker_batch_crosses_as_one_buffer(tmp_path, per_file):
     # The workers read shards (file 0, file 1); in order they give the in-process batches.
     assert_same(sorted([c["item"] for c in crossed], key=lambda b: int(b["id"][0])), want)
     assert in_a_segment(crossed[0]["item"]["id"].data_ptr()) == big
+
+
+@pytest.mark.parametrize("per_file", [20, 600])
+def test_a_worker_batch_of_raw_records_crosses_as_one_buffer(tmp_path, per_file):
+    from tfrecord_lite import torch as tlt
+
+    paths = write_examples(tmp_path, per_file=per_file)
+    ds = tlt.TFRecordIterableDataset(paths, batch_size=per_file, seed=3)
+    crossed = list(loader(ds, 2, "fork", collate_fn=crossing))
+    want = [[r for r in tfl.TFRecordReader(p)] for p in paths]
+    assert len(crossed) == len(want) == 2
+    for c in crossed:
+        assert c["type"] == "_PackedArray"
+        item = c["item"]
+        assert type(item) is np.ndarray and item.dtype == object
+        # Values and offsets in one buffer: through the pipe, or a segment from 64 KiB.
+        assert_one_buffer(c["calls"], shared=sum(map(len, item.tolist())) + 8 * (len(item) + 1) >= _crossing._POOL_MIN)
+    assert sorted(c["item"].tolist() for c in crossed) == sorted(want)
 
 
 def mapping_of(address: int) -> str:

@@ -1,7 +1,8 @@
 """How a batch crosses from a DataLoader worker to the main process (``tfrecord_lite.torch``).
 
-In a worker each dict (parsed batch) or list (raw records) is yielded as a dict or list
-subclass that pickles as ONE buffer plus a small layout: every array, tensor, object array of
+In a worker each dict (parsed batch), list, or object array (a batch of raw records) is
+yielded as a dict or list subclass, or a holder, that pickles as ONE buffer plus a small
+layout: every array, tensor, object array of
 ``bytes``, list of ``bytes`` and BytesColumn in it is copied into that buffer (bytes as values +
 int64 offsets, copied and split again by the core), and the main process gets the very same
 structure, types and dtypes, its arrays and tensors as views of the buffer. torch moves each
@@ -245,8 +246,23 @@ class _PackedList(_Packed, list):
     _plain = list
 
 
+class _PackedArray:
+    """An object array (a raw batch) that crosses packed: torch's default_convert passes
+    this holder on as it is, and the main process gets the plain array."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __reduce__(self):
+        return _pack(self.array)
+
+
 def _packed(item):
     kind = type(item)
+    if kind is np.ndarray and item.dtype.hasobject:
+        return _PackedArray(item)
     return _PackedDict(item) if kind is dict else _PackedList(item) if kind is list else item
 
 

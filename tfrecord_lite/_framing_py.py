@@ -318,6 +318,20 @@ def copy_values(values, out, at=0):
     return at
 
 
+def split_records(buffers, which, starts, lengths):
+    n = len(which)
+    if len(starts) != n or len(lengths) != n:
+        raise InvalidArgumentError("split_records: which, starts and lengths must have the same length")
+    views = [memoryview(b).cast("B") for b in buffers]
+    records = list(zip(which.tolist(), starts.tolist(), lengths.tolist()))
+    for j, (b, s, m) in enumerate(records):
+        if not 0 <= b < len(views) or s < 0 or m < 0 or s > len(views[b]) - m:
+            raise InvalidArgumentError(f"split_records: record {j} ({b}, {s}, {m}) lies outside its buffer")
+    out = np.empty(n, dtype=object)
+    out[:] = [bytes(views[b][s:s + m]) for b, s, m in records]
+    return out
+
+
 def split_values(buf, offsets):
     offsets = np.asarray(offsets).tolist()
     n = len(offsets) - 1

@@ -188,6 +188,20 @@ class RecordBatch(Sequence):
             for start, length in zip(starts.tolist(), lengths.tolist()):
                 yield bytes(view[start:start + length])
 
+    def to_numpy(self) -> np.ndarray:
+        """The records as a 1-D object array of ``bytes``, made by the core."""
+        if self._gathered is not None:
+            g = self._gathered
+            return _native.framing.split_records(g.buffers, g.which, g.starts, g.lengths)
+        if len(self.segments) == 1:
+            frames, starts, lengths = self.segments[0]
+            return _native.framing.split_records([frames], np.zeros(len(starts), np.int64), starts, lengths)
+        sizes = [len(s[1]) for s in self.segments]
+        return _native.framing.split_records([s[0] for s in self.segments],
+                                             np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
+                                             _joined([s[1] for s in self.segments]),
+                                             _joined([s[2] for s in self.segments]))
+
     @property
     def nbytes(self) -> int:
         """Total bytes of the records' data."""
@@ -270,6 +284,10 @@ class RecordBatch(Sequence):
     def __repr__(self):
         blocks = len(self.segments) if self._gathered is None else len(self._gathered.buffers)
         return f"RecordBatch({self._len} records in {blocks} blocks)"
+
+
+def _joined(arrays):
+    return np.concatenate(arrays) if arrays else np.empty(0, np.int64)
 
 
 def _sliced(origin, cut):

@@ -6,7 +6,8 @@ DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes
 ``torch.distributed`` (rank x world size, when initialized), on top of any ``shard=`` given.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
-into tensors with ``torch.from_numpy`` (zero copy); raw records stay ``bytes``.
+into tensors with ``torch.from_numpy`` (zero copy); raw records stay ``bytes``, a batch of
+them a 1-D object array of ``bytes`` (as a bytes feature is).
 
 Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
 
@@ -38,6 +39,7 @@ from typing import Any
 
 from ._crossing import _packed
 from ._typing import Features, Files
+from .batch import RecordBatch
 from .dataset import TFRecordDataset
 from .index import IndexedDataset
 
@@ -153,7 +155,11 @@ def _build():
             pack = get_worker_info() is not None  # in a worker: batches cross packed (module doc)
             try:
                 for item in it:
-                    if self.as_tensors:
+                    if type(item) is RecordBatch:
+                        # DataLoader's default_convert hands an array on as it is, but remakes
+                        # a sequence record by record: 8x the time it took to read them.
+                        item = item.to_numpy()
+                    elif self.as_tensors:
                         item = _to_tensors(item)
                     yield _packed(item) if pack else item
             finally:
