@@ -190,17 +190,10 @@ class RecordBatch(Sequence):
 
     def to_numpy(self) -> np.ndarray:
         """The records as a 1-D object array of ``bytes``, made by the core."""
-        if self._gathered is not None:
-            g = self._gathered
-            return _native.framing.split_records(g.buffers, g.which, g.starts, g.lengths)
-        if len(self.segments) == 1:
-            frames, starts, lengths = self.segments[0]
-            return _native.framing.split_records([frames], np.zeros(len(starts), np.int64), starts, lengths)
-        sizes = [len(s[1]) for s in self.segments]
-        return _native.framing.split_records([s[0] for s in self.segments],
-                                             np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
-                                             _joined([s[1] for s in self.segments]),
-                                             _joined([s[2] for s in self.segments]))
+        from ._gather import Gathered  # it builds on this module
+
+        g = Gathered.of(self)
+        return _native.framing.split_records(g.buffers, g.which, g.starts, g.lengths)
 
     @property
     def nbytes(self) -> int:
@@ -249,7 +242,7 @@ class RecordBatch(Sequence):
     def concat(cls, parts):
         """One RecordBatch of several, in order."""
         if any(p._gathered is not None for p in parts):
-            from ._gather import Gathered
+            from ._gather import Gathered  # it builds on this module
 
             return cls._of_gathered(Gathered.join([Gathered.of(p) for p in parts]))
         segments = [s for p in parts for s in p.segments]
@@ -284,10 +277,6 @@ class RecordBatch(Sequence):
     def __repr__(self):
         blocks = len(self.segments) if self._gathered is None else len(self._gathered.buffers)
         return f"RecordBatch({self._len} records in {blocks} blocks)"
-
-
-def _joined(arrays):
-    return np.concatenate(arrays) if arrays else np.empty(0, np.int64)
 
 
 def _sliced(origin, cut):
