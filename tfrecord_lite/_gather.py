@@ -23,15 +23,14 @@ import numpy as np
 
 from . import _native
 from .batch import BlockOrigin, RecordBatch, RecordOrigins
-from .batch import _sliced as sliced_origin
 
 __all__ = ["Gathered", "object_array", "shuffle"]
 
 _EMPTY = np.empty(0, np.int64)
 # to_batch() lists a batch's runs as segments when they average at least this many records
-# (a segment costs a tuple and three array views); shorter runs stay index arrays. Copying
-# them into one block instead took 2 threads 40% more time than one spent on the whole
-# W2 pass, and with large records a segment per record cost more than the copy.
+# (a segment costs a tuple and three array views); shorter runs stay index arrays. They were
+# copied into one new block before: a W2 pass took 40% more CPU at 2 threads than at 1, and
+# large records, kept as a segment each, cost a Python tuple and origin apiece.
 _RUN_MIN = 64
 _BLOCKS_MAX = 64  # blocks a join may list before those without records are dropped
 _SHUFFLE_STEP = 4096  # records a shuffle buffer takes in at a time

@@ -389,9 +389,9 @@ class _ReadInto:
 
 class BufferPool:
     """Buffers handed out again once nothing but the pool refers to them (whatever is read
-    into a buffer keeps it, as a reference, for as long as it lives). A fresh
-    1 MiB buffer per chunk costs an allocation and, as glibc gives such blocks back to the
-    kernel, a page fault per 4 KiB. Thread-safe: a dataset's readers share one.
+    into a buffer keeps it, as a reference, for as long as it lives). A fresh 1 MiB buffer
+    per chunk costs an allocation and, as glibc gives such blocks back to the kernel, a page
+    fault per 4 KiB. Thread-safe: a dataset's readers share one.
 
     keep: the buffers held for reuse at most."""
 
