@@ -145,6 +145,31 @@ def test_early_stop_leaks_nothing(tmp_path, how):
     assert _fds() == fds
 
 
+@pytest.mark.parametrize("max_open_files", [1, 2])
+def test_the_next_file_is_read_ahead_within_the_descriptor_bound(tmp_path, monkeypatch, max_open_files):
+    """When the open file is on its last piece, the file whose turn comes next starts reading
+    (its first piece ready when the consumer gets there), unless that would hold more than
+    max_open_files open; the order is the same either way."""
+    from tfrecord_lite import dataset
+
+    opened = []
+
+    class Logged(TFRecordReader):
+        def __init__(self, path, *args, **kwargs):
+            opened.append(os.path.basename(path))
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(dataset, "TFRecordReader", Logged)
+    paths = write_files(tmp_path, [5, 5, 5], size=10)
+    it = iter(TFRecordDataset(paths, num_threads=1, max_open_files=max_open_files))
+    first = next(it)  # file 0 is one piece: its last
+    deadline = time.time() + (5 if max_open_files > 1 else 0.3)
+    while len(opened) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    assert opened == [os.path.basename(p) for p in paths[:max_open_files]]
+    assert [first, *it] == [r for p in paths for r in TFRecordReader(p)]
+
+
 def test_read_ahead_is_bounded(tmp_path):
     # 12 files x 400 records of 4 KiB: ~19 MiB in all. A paused consumer must not make the
     # workers read everything.

@@ -54,7 +54,9 @@ def test_to_code_of_inferred_example_schema_parses_the_records(backend, rows):
         present = [i for i, row in enumerate(rows) if name in row]
         if isinstance(spec, tfl.FixedLenFeature):
             assert len(present) == len(rows)
-            got = [np.ravel(parsed[name][i]).tolist() for i in present]
+            # A slice keeps the object dtype: np.ravel of one bytes value makes an "S" array,
+            # which drops trailing NULs (b"\x00" became b"").
+            got = [parsed[name][i:i + 1].ravel().tolist() for i in present]
         else:
             sparse = parsed[name]
             got = [sparse.values[sparse.indices[:, 0] == i].tolist() for i in present]

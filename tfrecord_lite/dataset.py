@@ -17,9 +17,10 @@ and none copies the records.
 
 Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
 open file at most one piece being read and one waiting (a piece is a few hundred KiB of
-records), at most ``prefetch`` parse tasks ahead (a task is a batch, or several small
-batches of a dense spec parsed together: about 4,096 records or 4 MiB). Nothing scales with
-the dataset size.
+records), and once an open file is on its last piece, the first piece of the file whose turn
+comes next (while fewer than ``max_open_files`` are open), at most ``prefetch`` parse tasks
+ahead (a task is a batch, or several small batches of a dense spec parsed together: about
+4,096 records or 4 MiB). Nothing scales with the dataset size.
 """
 
 from __future__ import annotations
@@ -348,6 +349,7 @@ class _Run:
         self._stop = stop
         self._skip = skip
         self._slots: list[_Slot] = []
+        self._early: dict[int, _Slot] = {}  # files of the epoch's order opened before their turn
         self._pending = collections.deque()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
@@ -395,14 +397,16 @@ class _Run:
         pending, self._pending = self._pending, collections.deque()
         for fut in pending:
             fut.cancel()
-        for slot in self._slots:
-            if slot is not None and slot.future is not None:
+        for slot in self._open_slots():
+            if slot.future is not None:
                 slot.future.cancel()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        for slot in self._slots:
-            if slot is not None:
-                slot.close()
-        self._slots = []
+        for slot in self._open_slots():
+            slot.close()
+        self._slots, self._early = [], {}
+
+    def _open_slots(self):
+        return [s for s in (*self._slots, *self._early.values()) if s is not None]
 
     # -- stages ------------------------------------------------------------------------
 
@@ -522,7 +526,8 @@ class _Run:
                 if slot is None:
                     if todo:
                         p = todo.popleft()
-                        slots[index] = self._open(_Slot(files[p], p, rule))
+                        early = self._early.pop(p, None)
+                        slots[index] = early if early is not None else self._open(_Slot(files[p], p, rule))
                         num_open += 1
                         if log is not None:
                             log((produced, 0, index, taken, index, (p, None, 0, (0, 0)), 1))
@@ -531,14 +536,21 @@ class _Run:
                     if log is not None:
                         log((produced, 0, index, 0, -1, None, 0))
                     continue
-                if slot.at == len(slot.piece) and not self._next_piece(slot):
-                    slot.close()
-                    slots[index] = None
-                    num_open -= 1
-                    if log is not None:
-                        log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
-                    index, taken = (index + 1) % cycle, 0
-                    continue
+                if slot.at == len(slot.piece):
+                    if not self._next_piece(slot):
+                        slot.close()
+                        slots[index] = None
+                        num_open -= 1
+                        if log is not None:
+                            log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
+                        index, taken = (index + 1) % cycle, 0
+                        continue
+                    if slot.future is None and len(todo) > len(self._early) \
+                            and num_open + len(self._early) < ds.max_open_files:
+                        # The file's last piece: start reading the next file of the order now,
+                        # or the consumer waits for its first piece when it takes its turn.
+                        p = todo[len(self._early)]
+                        self._early[p] = self._open(_Slot(files[p], p, rule))
                 # With one file left the cycle always comes back to it: take whole pieces.
                 alone = cycle == 1 or (num_open == 1 and not todo)
                 want = len(slot.piece) - slot.at if alone else block - taken
@@ -630,16 +642,14 @@ class _Run:
         return (Gathered.of(piece) if self._blocks else piece), piece_map
 
     def _drain_slots(self):
-        for slot in self._slots:
-            if slot is None:
-                continue
+        for slot in self._open_slots():
             if slot.future is not None and not slot.future.cancel():
                 try:
                     slot.future.result()
                 except BaseException:
                     pass
             slot.close()
-        self._slots = []
+        self._slots, self._early = [], {}
 
 
 def _rounds(slots, index, block):
