@@ -1,13 +1,13 @@
 """How a batch crosses from a DataLoader worker to the main process (``tfrecord_lite.torch``).
 
-In a worker each dict (parsed batch), list, or object array (a batch of raw records) is
-yielded as a dict or list subclass, or a holder, that pickles as ONE buffer plus a small
-layout: every array, tensor, object array of
-``bytes``, list of ``bytes`` and BytesColumn in it is copied into that buffer (bytes as values +
-int64 offsets, copied and split again by the core), and the main process gets the very same
-structure, types and dtypes, its arrays and tensors as views of the buffer. torch moves each
-tensor's storage through its own descriptor handshake and pickles ``bytes`` one object at a
-time, which cost more than the batch took to parse; one buffer per batch makes that one copy.
+In a worker each dict (parsed batch), list, or object array (a batch of raw records) is yielded
+as a dict or list subclass, or a holder, that pickles as ONE buffer plus a small layout: every
+array, tensor, object array of ``bytes``, list of ``bytes`` and BytesColumn in it is copied into
+that buffer (bytes as values + int64 offsets, copied and split again by the core), and the main
+process gets the very same structure, types and dtypes, its arrays and tensors as views of the
+buffer. torch moves each tensor's storage through its own descriptor handshake and pickles
+``bytes`` one object at a time, which cost more than the batch took to parse; one buffer per
+batch makes that one copy.
 
 Where the buffer lives: small batches go through the pipe. From ``_POOL_MIN`` bytes a batch
 is written into one of the worker's shared-memory segments (Linux ``memfd``), which the main
