@@ -20,7 +20,8 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
                 settings" is "defaults" after tfrecord_lite.tune_malloc() (the workers fork
                 from the process, so they inherit the settings)
   write         write_parallel(batched encode_examples over W2 column blocks, 16 shards,
-                num_workers=n), each run into a fresh folder
+                num_workers=n), each run's shards deleted after it, untimed (kept, the
+                dirty pages of a process's runs piled up until the kernel throttled writes)
   reference     n processes, each mapping its share of the files and checking every masked
                 CRC with the crc32c package: what the hardware gives with no pipeline at all
 
