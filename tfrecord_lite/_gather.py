@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _native
 from .batch import BlockOrigin, RecordBatch, RecordOrigins
+from .batch import _sliced as sliced_origin
 
 __all__ = ["Gathered", "object_array", "shuffle"]
 
@@ -163,11 +164,28 @@ class Gathered:
     def to_batch(self) -> RecordBatch:
         """The records as a RecordBatch, in place: as segments when they come in long runs
         of one block, else as index arrays (see RecordBatch)."""
-        batch = RecordBatch._of_gathered(self)
         n = len(self.which)
-        if n and (np.count_nonzero(self.which[1:] != self.which[:-1]) + 1) * _RUN_MIN <= n:
-            batch = RecordBatch._of(batch.segments, batch.origins, self.framed)
-        return batch
+        cuts = self._cuts()
+        if n and (len(cuts) + 1) * _RUN_MIN <= n:
+            return RecordBatch._of(*self.runs(cuts), self.framed)
+        return RecordBatch._of_gathered(self)
+
+    def runs(self, cuts=None) -> tuple[list, list | None]:
+        """(segments, origins) of the records, one segment per run of one block (cuts: where
+        the runs start, after the first, when known); origins None when unknown."""
+        if cuts is None:
+            cuts = self._cuts()
+        n = len(self.which)
+        bounds = [0, *cuts.tolist(), n] if n else [0]
+        blocks = self.which[bounds[:-1]].tolist()
+        segments = [(self.buffers[b], self.starts[a:z], self.lengths[a:z])
+                    for b, a, z in zip(blocks, bounds, bounds[1:])]
+        origin = self.origins()
+        return segments, None if origin is None else [sliced_origin(origin, slice(a, z, 1))
+                                                      for a, z in zip(bounds, bounds[1:])]
+
+    def _cuts(self):
+        return np.flatnonzero(self.which[1:] != self.which[:-1]) + 1
 
     def locate(self, i: int):
         """``(path, frame offset, record index in that file)`` of record i, or None when its

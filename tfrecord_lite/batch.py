@@ -127,14 +127,7 @@ class RecordBatch(Sequence):
 
     def _runs(self) -> None:
         """Segments (and their origins) of a gathered batch: one per run of one block."""
-        g = self._gathered
-        cuts = np.flatnonzero(g.which[1:] != g.which[:-1]) + 1
-        bounds = [0, *cuts.tolist(), self._len] if self._len else [0]
-        blocks = g.which[bounds[:-1]].tolist()
-        origin = g.origins()
-        self._origins = None if origin is None else [_sliced(origin, slice(a, z, 1))
-                                                     for a, z in zip(bounds, bounds[1:])]
-        self._segments = [(g.buffers[b], g.starts[a:z], g.lengths[a:z]) for b, a, z in zip(blocks, bounds, bounds[1:])]
+        self._segments, self._origins = self._gathered.runs()
 
     def locate(self, i: int) -> tuple[str, int, int] | None:
         """``(path, frame offset, record index in that file)`` of record i, or None when

@@ -368,14 +368,13 @@ class _Run:
         # Records copied out into bytes keep the reader's cache-sized chunks.
         self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
                        else CHUNK_BYTES)
-        # Buffers reused once what was read or gathered into them is gone. For the readers, as
-        # many as are in use at once, up to _READ_POOL_BYTES: records left in their read
-        # buffers keep them for as long as their batch lives, and with large records the
-        # batches in flight (prefetch, and the one the consumer holds) span dozens of buffers
-        # each (33 for a batch of 1,024 32 KiB images). A pool no larger than the read-ahead
-        # missed every time there, and each fresh buffer faulted its pages in again. The pool
-        # only keeps a new buffer when all it holds are in use, so it never holds more than
-        # the pipeline used at once.
+        # Read buffers reused once what was read into them is gone: as many as are in use at
+        # once, up to _READ_POOL_BYTES: records left in their read buffers keep them for as long
+        # as their batch lives, and with large records the batches in flight (prefetch, and the
+        # one the consumer holds) span dozens of buffers each (33 for a batch of 1,024 32 KiB
+        # images). A pool no larger than the read-ahead missed every time there, and each fresh
+        # buffer faulted its pages in again. The pool only keeps a new buffer when all it holds
+        # are in use, so it never holds more than the pipeline used at once.
         self._buffers = BufferPool(_READ_POOL_BYTES // self._chunk)
         if self._blocks and self._parse is None:
             self._parse = _raw_batch
