@@ -54,11 +54,23 @@ cdef inline bint cursor_varint(Cursor *c, uint64_t *out) noexcept nogil:
     return False
 
 
+cdef inline bint cursor_short_varint(Cursor *c, uint64_t *out) noexcept nogil:
+    """A varint read as a tag or a byte count: protobuf (its upb runtime) reads those in at
+    most 5 bytes, so a longer encoding fails whatever its value."""
+    cdef const unsigned char *start = c.pos
+    return cursor_varint(c, out) and c.pos - start <= 5
+
+
+cdef inline bint cursor_size(Cursor *c, uint64_t *out) noexcept nogil:
+    """A byte count: a short varint below 2**31 - 1, protobuf's bound."""
+    return cursor_short_varint(c, out) and out[0] < 0x7FFFFFFF
+
+
 cdef inline bint cursor_len(Cursor *c, Cursor *sub) noexcept nogil:
     """Protobuf LEN payload: a varint byte count, then that many bytes; sub is clamped to
     them. Fails when the count is malformed or runs past the end (c may then have moved)."""
     cdef uint64_t n
-    if not cursor_varint(c, &n) or n > <uint64_t>(c.end - c.pos):
+    if not cursor_size(c, &n) or n > <uint64_t>(c.end - c.pos):
         return False
     sub.pos = c.pos
     sub.end = c.pos + n

@@ -6,7 +6,7 @@
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy
 
-from cursor cimport Cursor, cursor_init, cursor_take, cursor_varint
+from cursor cimport Cursor, cursor_init, cursor_short_varint, cursor_size, cursor_take
 from le cimport TFL_LITTLE_ENDIAN, tfl_load_le32
 
 
@@ -56,7 +56,7 @@ cdef inline int read_tag(Fault *p, Cursor *c, uint32_t *field, uint32_t *wire,
     Inside a skipped group, field number 0 passes, as protobuf's upb runtime lets it."""
     cdef uint64_t tag
     cdef const unsigned char *at = c.pos
-    if not cursor_varint(c, &tag):
+    if not cursor_short_varint(c, &tag):
         return fail(p, E_VARINT, at)
     if (tag >> 32) != 0 or ((tag >> 3) == 0 and not in_group):
         return fail(p, E_TAG, at)
@@ -70,7 +70,7 @@ cdef inline int read_len(Fault *p, Cursor *c, Cursor *sub) noexcept nogil:
     cdef uint64_t n
     cdef const unsigned char *at = c.pos
     cdef const unsigned char *data
-    if not cursor_varint(c, &n):
+    if not cursor_size(c, &n):
         return fail(p, E_VARINT, at)
     if not cursor_take(c, n, &data):
         return fail(p, E_TRUNCATED, at)

@@ -220,3 +220,34 @@ def test_field_zero_outside_a_group_or_as_a_bad_end_is_still_an_error(backend, r
         tfl.decode_examples([record])
     with _native.use(backend.other), pytest.raises(tfl.ExampleDecodeError):
         tfl.decode_examples([record])
+
+
+# Tags and byte counts as varints longer than 5 bytes: protobuf's upb runtime reads them in
+# at most 5 bytes (and a byte count below 2**31 - 1) and rejects longer encodings, whatever
+# their value; the core read up to 10 bytes. The first record is the fuzzer's input (an
+# unknown LEN field whose count 0 takes 10 bytes); the others pin each place.
+@pytest.mark.parametrize("record", [
+    b"\x1a\x80\x80\x80\x80\x80\x80\x80\x80\x80\x00",
+    b"\x1a\x80\x80\x80\x80\x80\x00",              # a 6-byte count
+    b"\x98\x80\x80\x80\x80\x00\x00",              # a 6-byte tag (field 3, VARINT)
+    b"\n\x07\x1a\x80\x80\x80\x80\x80\x00",        # a 6-byte count inside Features
+    b"\n\x0c\n\n\n\x81\x80\x80\x80\x80\x00a\x12\x00",  # a feature name's count in 6 bytes
+])
+def test_tags_and_byte_counts_longer_than_5_bytes_are_malformed(backend, record):
+    with pytest.raises(tfl.ExampleDecodeError):
+        tfl.decode_examples([record])
+    with _native.use(backend.other), pytest.raises(tfl.ExampleDecodeError):
+        tfl.decode_examples([record])
+
+
+@pytest.mark.parametrize("record", [
+    b"\x1a\x80\x80\x80\x80\x00",                  # a count of 0 in 5 bytes
+    b"\x98\x80\x80\x80\x00\x00",                  # a tag in 5 bytes
+    b"\n\x06\x1a\x80\x80\x80\x80\x00",            # a 5-byte count inside Features
+    b"\x18\x80\x80\x80\x80\x80\x80\x80\x80\x00",  # a VARINT value may take all 10 bytes
+    b"\n\x0b\n\t\n\x81\x80\x80\x80\x00a\x12\x00",  # a feature name's count in 5 bytes
+])
+def test_tags_and_byte_counts_of_5_bytes_or_fewer_still_parse(backend, record):
+    want = [{"a": []}] if record.endswith(b"a\x12\x00") else [{}]
+    assert tfl.decode_examples([record]) == want
+    assert on_other(backend, lambda: tfl.decode_examples([record])) == want
