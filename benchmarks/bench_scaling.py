@@ -31,6 +31,12 @@ then again with bytes_output="column", which makes no Python object per bytes va
 The share of the pipeline's work done holding the GIL, g, bounds its speed-up over one
 thread by about 1/g however many cores there are (the GIL runs one thread at a time).
 
+The DataLoader's main process: every batch is taken in by that one process (torch's own
+per-batch work, its index queues' feeder threads, and turning the worker's buffer back into
+arrays and bytes objects), so its CPU time per batch, measured (all its threads) in the
+loader runs, bounds how fast any number of workers can deliver: the ceiling is the wall
+time of a batch with no workers over that CPU time.
+
     python -m benchmarks.bench_scaling [--scale 1.0] [--repeats 2] [--gil] [--write-results]
 """
 
@@ -385,6 +391,23 @@ def _targets(rows, cpus):
     return out
 
 
+def _loader_ceilings(rows) -> list:
+    """Per loader row with workers: the main process's CPU per batch, and the speed-up over
+    no workers that it allows at most (module docstring)."""
+    base = {(r["workload"], r["variant"]): r for r in rows if r["sweep"] == "loader" and r["n"] == 0}
+    out = []
+    for r in rows:
+        b = base.get((r["workload"], r["variant"]))
+        if r["sweep"] != "loader" or not r["n"] or b is None:
+            continue
+        batches = -(-r["records"] // BATCH)
+        cpu_ms = 1e3 * r["median_cpu_s"] / batches
+        base_ms = 1e3 * b["median_s"] / batches
+        out.append({"workload": r["workload"], "variant": r["variant"], "n": r["n"], "base_ms": base_ms,
+                    "cpu_ms": cpu_ms, "ceiling": base_ms / cpu_ms if cpu_ms else float("inf")})
+    return out
+
+
 def report(results: dict) -> str:
     lines = ["## Scaling with cores (bench_scaling.py)", ""]
     lines += H.machine_lines(results["machine"])
@@ -409,6 +432,14 @@ def report(results: dict) -> str:
                           f"{r['vs_reference']:.2f}x" if r["vs_reference"] is not None else ""])
         lines += [H.markdown_table(["sweep", "options", "n", "records/s", "MB/s", "median s (min-max)", "CPU/wall",
                                     "vs n=1", "vs ref"], table, "llrrrrrrr"), ""]
+    ceilings = _loader_ceilings(results["rows"])
+    if ceilings:
+        lines += ["### DataLoader: the main process's CPU per batch and the ceiling it sets", "",
+                  H.markdown_table(["workload", "options", "workers", "no workers: wall ms/batch",
+                                    "main process CPU ms/batch", "ceiling (wall / CPU)"],
+                                   [[c["workload"].upper(), c["variant"], c["n"], f"{c['base_ms']:.3f}",
+                                     f"{c['cpu_ms']:.3f}", f"{c['ceiling']:.1f}x"] for c in ceilings],
+                                   "llrrrr"), ""]
     if results.get("gil"):
         lines += ["### GIL share of the W2 parse pipeline (default options but bytes_output, py-spy)", ""]
         table = [[g["bytes_output"], g["threads"], f"{g['batch_ms']:.2f}", f"{g['cpu_ms']:.2f}", f"{g['gil_ms']:.2f}",

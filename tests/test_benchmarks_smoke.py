@@ -219,8 +219,13 @@ def test_bench_scaling_end_to_end(tmp_path):
         assert 0 < g["gil_ms"] < g["cpu_ms"] and 0 < g["share"] < 1
     assert [(g["bytes_output"], g["threads"]) for g in results["gil"]] == [
         ("object", 1), ("object", 2), ("column", 1), ("column", 2)]
+    ceilings = bench_scaling._loader_ceilings(results["rows"])
+    assert {(c["workload"], c["variant"], c["n"]) for c in ceilings} >= {("w1", "defaults", 2), ("w2", "defaults", 2)}
+    for c in ceilings:  # the main process's CPU is measured, and some is always spent per batch
+        assert c["cpu_ms"] > 0 and c["ceiling"] == c["base_ms"] / c["cpu_ms"]
     text = bench_scaling.report(results)
     assert "### GIL share" in text and "| column | 2 |" in text
+    assert "### DataLoader: the main process's CPU per batch" in text and "| W2 | defaults | 2 |" in text
     assert "### Targets" in text and "| loader | defaults | 2 |" in text
     assert bench_scaling.counts(12) == [1, 2, 4, 8, 12] and bench_scaling.counts(2, workers=True) == [0, 2]
 
