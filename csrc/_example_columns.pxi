@@ -12,11 +12,6 @@ cdef struct Buf:
     Py_ssize_t cap       # bytes allocated
 
 
-cdef struct Span:
-    const unsigned char *ptr   # a bytes value inside a record
-    Py_ssize_t len             # its length
-
-
 cdef struct Column:
     const unsigned char *key   # UTF-8 name (the caller's bytes object, or inside a record)
     Py_ssize_t key_len         # its length
@@ -26,7 +21,8 @@ cdef struct Column:
     Buf counts                 # int64 value count per row
     Buf floats                 # float32 values of all rows, concatenated
     Buf ints                   # int64 values
-    Buf spans                  # Span per bytes value
+    Buf spans                  # ByteSpan per bytes value (inside its record)
+    Buf first                  # Py_ssize_t per bytes value: share_scan's, for the object output
     Py_ssize_t last            # last record the key appeared in (-1: none yet)
     Py_ssize_t rec_rows        # row count at this record's start (last-wins rollback)
     Py_ssize_t rec_floats      # value counts at this record's start
@@ -93,6 +89,7 @@ cdef void column_free(Column *c) noexcept nogil:
     free(c.floats.data)
     free(c.ints.data)
     free(c.spans.data)
+    free(c.first.data)
 
 
 cdef void table_free(Table *t) noexcept nogil:
@@ -202,9 +199,10 @@ cdef bint table_expect(Table *t, Py_ssize_t records, Py_ssize_t input_bytes) noe
     return True
 
 
-cdef bint table_finish(Table *t, Py_ssize_t records) noexcept nogil:
-    """Absent rows for every column up to the end of the batch."""
-    cdef Py_ssize_t i, j, nrows
+cdef bint table_finish(Table *t, Py_ssize_t records, bint share) noexcept nogil:
+    """Absent rows for every column up to the end of the batch; with share, the values each
+    bytes value can share an object with (share_scan), while the GIL is still released."""
+    cdef Py_ssize_t i, j, nrows, nspans
     cdef Column *c
     cdef const uint8_t *kinds
     cdef const int64_t *counts
@@ -221,6 +219,12 @@ cdef bint table_finish(Table *t, Py_ssize_t records) noexcept nogil:
             if kinds[j] != kinds[0] or counts[j] != counts[0]:
                 c.uniform = False
                 break
+        nspans = c.spans.len // sizeof(ByteSpan)
+        if share and nspans:
+            if not buf_reserve(&c.first, nspans * sizeof(Py_ssize_t)):
+                return False
+            share_scan(<const ByteSpan *>c.spans.data, nspans, <Py_ssize_t *>c.first.data)
+            c.first.len = nspans * sizeof(Py_ssize_t)
     return True
 
 
@@ -300,82 +304,6 @@ cdef object _uniform(Column *c):
     return ((<const uint8_t *>c.kinds.data)[0], (<const int64_t *>c.counts.data)[0])
 
 
-cdef enum:
-    NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
-    SHARE_SLOTS = 64     # recent short values remembered per column
-    SHARE_MAX = 16       # longest value shared
-
-
-cdef inline Py_ssize_t share_slot(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    """A hash of a short value (n <= SHARE_MAX) from two overlapping words."""
-    cdef uint64_t x = 0, y = 0
-    if n >= 8:
-        memcpy(&x, p, 8)
-        memcpy(&y, p + n - 8, 8)
-    else:
-        memcpy(&x, p, n)
-    x = x * <uint64_t>0x9E3779B97F4A7C15 ^ y * <uint64_t>0xC2B2AE3D27D4EB4F ^ <uint64_t>n
-    return <Py_ssize_t>(x >> 58)
-
-
-cdef void fill_values(char **fill, const Span *spans, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        if fill[i] != NULL:
-            memcpy(fill[i], spans[i].ptr, spans[i].len)
-
-
-cdef object _bytes_array(Column *c):
-    """The bytes values as a 1-D object array of bytes. Making the objects is the part of
-    decoding that needs the GIL, so it does as little as it can: repeated short values
-    (categories, labels) share one bytes object (bytes are immutable), and long values are
-    allocated first and filled afterwards without the GIL (an image is mostly memcpy)."""
-    cdef cnp.npy_intp i, n = c.spans.len // sizeof(Span), pending = 0
-    cdef Span *spans = <Span *>c.spans.data
-    cdef cnp.ndarray out = np.empty(n, dtype=object)
-    cdef PyObject **slots = <PyObject **>cnp.PyArray_DATA(out)
-    cdef PyObject *recent[SHARE_SLOTS]   # borrowed: out holds a reference to each
-    cdef PyObject *hit
-    cdef char **fill = NULL              # where each long value goes, filled without the GIL
-    cdef Py_ssize_t h, length
-    cdef object value
-    memset(recent, 0, sizeof(recent))
-    try:
-        for i in range(n):
-            length = spans[i].len
-            hit = NULL
-            if length <= SHARE_MAX:
-                h = share_slot(spans[i].ptr, length)
-                hit = recent[h]
-                if hit != NULL and not (PyBytes_GET_SIZE(<object>hit) == length and
-                                        memcmp(PyBytes_AS_STRING(<object>hit), spans[i].ptr, length) == 0):
-                    hit = NULL
-            if hit != NULL:
-                value = <object>hit
-            elif length <= SHARE_MAX:
-                value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, length)
-                recent[h] = <PyObject *>value
-            else:
-                value = PyBytes_FromStringAndSize(NULL, length)
-                if fill == NULL:
-                    fill = <char **>calloc(n, sizeof(char *))
-                    if fill == NULL:
-                        raise MemoryError()
-                fill[i] = PyBytes_AS_STRING(value)
-                pending += length
-            Py_INCREF(value)        # the slot's reference; the None it held loses one
-            Py_XDECREF(slots[i])
-            slots[i] = <PyObject *>value
-        if pending >= NOGIL_MIN_BYTES:
-            with nogil:
-                fill_values(fill, spans, n)
-        elif fill != NULL:
-            fill_values(fill, spans, n)
-        return out
-    finally:
-        free(fill)
-
-
 # -- bytes values as one buffer plus offsets -----------------------------------------------
 #
 # The opt-in bytes output (``bytes_column=True``): every bytes value of a column copied back
@@ -383,7 +311,7 @@ cdef object _bytes_array(Column *c):
 # begins and ends. No Python object is made per value, and the buffers can be handed to Arrow
 # (large_binary) as they are.
 
-cdef Py_ssize_t fill_column(unsigned char *dst, int64_t *offsets, const Span *spans,
+cdef Py_ssize_t fill_column(unsigned char *dst, int64_t *offsets, const ByteSpan *spans,
                             Py_ssize_t n) noexcept nogil:
     """Copy n spans back to back into dst and write their n + 1 offsets; returns the bytes
     copied (dst is NULL to only count them)."""
@@ -400,8 +328,8 @@ cdef Py_ssize_t fill_column(unsigned char *dst, int64_t *offsets, const Span *sp
 
 cdef object _bytes_column(Column *c):
     """The bytes values as (values, offsets): one uint8 array and int64 offsets."""
-    cdef Py_ssize_t n = c.spans.len // sizeof(Span), total
-    cdef const Span *spans = <const Span *>c.spans.data
+    cdef Py_ssize_t n = c.spans.len // sizeof(ByteSpan), total
+    cdef const ByteSpan *spans = <const ByteSpan *>c.spans.data
     cdef cnp.ndarray values, offsets
     cdef unsigned char *dst
     cdef int64_t *op
@@ -426,7 +354,7 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
     column (uint8 array (records, raw), byte length per row or -1); uniform as _uniform
     gives it."""
     cdef Py_ssize_t i, nrows = c.kinds.len, s = 0
-    cdef Span *spans = <Span *>c.spans.data
+    cdef ByteSpan *spans = <ByteSpan *>c.spans.data
     cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
     cdef const int64_t *counts = <const int64_t *>c.counts.data
     cdef cnp.ndarray raw_out, lengths
@@ -449,7 +377,8 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
     elif bytes_column:
         byte_values = _bytes_column(c)
     else:
-        byte_values = _bytes_array(c)
+        byte_values = bytes_objects(<const ByteSpan *>c.spans.data, c.spans.len // sizeof(ByteSpan),
+                                    <const Py_ssize_t *>c.first.data)
     uniform = _uniform(c)
     return DecodedColumn(
         _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,

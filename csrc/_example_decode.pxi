@@ -107,7 +107,7 @@ cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count)
     cdef Py_ssize_t n
     cdef const unsigned char *data
     cdef const unsigned char *at
-    cdef Span span
+    cdef ByteSpan span
     while c.pos < c.end:
         at = c.pos
         if read_tag(&p.fault, c, &field, &wire) < 0:
@@ -122,10 +122,10 @@ cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count)
             if col != NULL:
                 span.ptr = sub.pos
                 span.len = sub.end - sub.pos
-                if not buf_reserve(&col.spans, sizeof(Span)):
+                if not buf_reserve(&col.spans, sizeof(ByteSpan)):
                     return fail(&p.fault, E_MEMORY, at)
-                memcpy(col.spans.data + col.spans.len, &span, sizeof(Span))
-                col.spans.len += sizeof(Span)
+                memcpy(col.spans.data + col.spans.len, &span, sizeof(ByteSpan))
+                col.spans.len += sizeof(ByteSpan)
             count[0] += 1
         elif kind == FLOAT and wire == LEN:
             if read_len(&p.fault, c, &sub) < 0:
@@ -187,7 +187,7 @@ cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept
     cdef uint64_t v
     cdef Py_ssize_t n, i
     cdef int64_t *ints
-    cdef Span *span
+    cdef ByteSpan *span
     if cursor_expect(&f, 0x12):
         kind = FLOAT
     elif cursor_expect(&f, 0x1A):
@@ -204,12 +204,12 @@ cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept
             if not (cursor_expect(&lst, TAG_KEY) and cursor_len(&lst, &sub)):
                 col.spans.len = i
                 return 0
-            if not buf_reserve(&col.spans, sizeof(Span)):
+            if not buf_reserve(&col.spans, sizeof(ByteSpan)):
                 return fail(&p.fault, E_MEMORY, sub.pos)
-            span = <Span *>(col.spans.data + col.spans.len)
+            span = <ByteSpan *>(col.spans.data + col.spans.len)
             span.ptr = sub.pos
             span.len = sub.end - sub.pos
-            col.spans.len += sizeof(Span)
+            col.spans.len += sizeof(ByteSpan)
             count += 1
     else:
         if not cursor_expect(&lst, TAG_KEY) or not cursor_len(&lst, &sub) or lst.pos != lst.end:
@@ -552,7 +552,9 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
                                              and table_expect(&p.seq, n, recs.total_bytes)):
                     status = fail(&p.fault, E_MEMORY, NULL)
                     break
-            if status == 0 and not (table_finish(&p.ctx, n) and table_finish(&p.seq, n)):
+            # Objects are made only without bytes_column: find which values can share one here.
+            if status == 0 and not (table_finish(&p.ctx, n, not bytes_column)
+                                    and table_finish(&p.seq, n, not bytes_column)):
                 status = fail(&p.fault, E_MEMORY, NULL)
         if status < 0:
             if p.fault.err == E_MEMORY:

@@ -38,6 +38,7 @@ from crc32c cimport (
     TFL_CRC32C_CAPSULE, tfl_crc32c, tfl_crc32c_backend, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
 )
 from cursor cimport Cursor, acquire, cursor_init, cursor_take
+from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array
 from le cimport tfl_load_le32, tfl_load_le64, tfl_store_le32, tfl_store_le64
 
 # This module is the only one that links crc32c.c, so the CRC backend state lives here once;
@@ -46,7 +47,6 @@ _crc32c_capsule = PyCapsule_New(<void *>tfl_crc32c, TFL_CRC32C_CAPSULE, NULL)
 
 cdef enum:
     SPAN_BATCH = 1024     # records verified per GIL release before bytes objects are made
-    NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
 
 cdef enum Outcome:       # scan outcomes, exported below with the same values as the twin
     OK = 0               # stopped at the end of the buffer or after max_records
@@ -727,8 +727,7 @@ def split_records(list buffers, const int64_t[:] which, const int64_t[:] starts,
     object array of them (a RecordBatch's records, however many blocks they lie in)."""
     cdef Py_ssize_t nb = len(buffers), n = which.shape[0], j, b, got = 0
     cdef Py_buffer *views
-    cdef PyObject **slots
-    cdef object value
+    cdef ByteSpan *spans = NULL
     if starts.shape[0] != n or lengths.shape[0] != n:
         raise InvalidArgumentError("split_records: which, starts and lengths must have the same length")
     views = <Py_buffer *>PyMem_Realloc(NULL, (nb if nb else 1) * sizeof(Py_buffer))
@@ -743,15 +742,15 @@ def split_records(list buffers, const int64_t[:] which, const int64_t[:] starts,
             if b < 0 or b >= nb or starts[j] < 0 or lengths[j] < 0 or starts[j] > views[b].len - lengths[j]:
                 raise InvalidArgumentError(f"split_records: record {j} ({b}, {starts[j]}, {lengths[j]}) lies "
                                            "outside its buffer")
-        out = np.empty(n, dtype=object)  # filled with None, each slot holding a reference
-        slots = <PyObject **>cnp.PyArray_DATA(out)
+        spans = <ByteSpan *>PyMem_Realloc(NULL, (n if n else 1) * sizeof(ByteSpan))
+        if spans == NULL:
+            raise MemoryError()
         for j in range(n):
-            value = PyBytes_FromStringAndSize(<const char *>views[which[j]].buf + starts[j], lengths[j])
-            Py_INCREF(value)
-            Py_DECREF(<object>slots[j])
-            slots[j] = <PyObject *>value
-        return out
+            spans[j].ptr = <const unsigned char *>views[which[j]].buf + starts[j]
+            spans[j].len = lengths[j]
+        return bytes_array(spans, n)
     finally:
+        PyMem_Free(spans)
         for b in range(got):
             PyBuffer_Release(&views[b])
         PyMem_Free(views)
@@ -762,9 +761,7 @@ def split_values(buf, const int64_t[:] offsets):
     copy_values placed, given its offsets), made without numpy looking at each value."""
     cdef Py_buffer view
     cdef Py_ssize_t i, n = offsets.shape[0] - 1
-    cdef const char *base
-    cdef PyObject **slots
-    cdef object value
+    cdef ByteSpan *spans = NULL
     if n < 0:
         raise InvalidArgumentError("split_values: offsets must hold at least one position")
     acquire(buf, &view)
@@ -775,14 +772,13 @@ def split_values(buf, const int64_t[:] offsets):
         for i in range(n):
             if offsets[i] > offsets[i + 1]:
                 raise InvalidArgumentError(f"split_values: offset {i + 1} is before offset {i}")
-        base = <const char *>view.buf
-        out = np.empty(n, dtype=object)  # filled with None, each slot holding a reference
-        slots = <PyObject **>cnp.PyArray_DATA(out)
+        spans = <ByteSpan *>PyMem_Realloc(NULL, (n if n else 1) * sizeof(ByteSpan))
+        if spans == NULL:
+            raise MemoryError()
         for i in range(n):
-            value = PyBytes_FromStringAndSize(base + offsets[i], offsets[i + 1] - offsets[i])
-            Py_INCREF(value)
-            Py_DECREF(<object>slots[i])
-            slots[i] = <PyObject *>value
-        return out
+            spans[i].ptr = <const unsigned char *>view.buf + offsets[i]
+            spans[i].len = offsets[i + 1] - offsets[i]
+        return bytes_array(spans, n)
     finally:
+        PyMem_Free(spans)
         PyBuffer_Release(&view)

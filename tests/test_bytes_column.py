@@ -186,6 +186,38 @@ def test_values_copy_back_to_back_and_split_again(backend, values, at):
         assert _native.framing.split_values(out, offsets).tolist() == values
 
 
+@given(st.lists(st.sampled_from([b"", b"a", b"red", b"der", b"x" * 16, b"x" * 17]) | st.binary(max_size=20),
+                max_size=80))
+def test_split_values_of_repeated_short_values_are_exact(backend, values):
+    # The compiled core makes one object for equal short values; each must still be exactly
+    # its own value, whatever collides in the table that finds them.
+    from tfrecord_lite import _native
+
+    offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
+    got = _native.framing.split_values(b"".join(values), offsets)
+    assert got.tolist() == values and all(type(v) is bytes for v in got)
+
+
+def test_equal_short_values_are_one_object():
+    # Categories and labels: thousands of equal values cost one object, on every path that
+    # makes bytes objects in bulk (decoding, values crossing from a worker, raw records).
+    from tfrecord_lite import _native
+
+    values = [b"cat", b"dog"] * 1000 + [b"y" * 17] * 2
+    with _native.use("cython"):
+        decoded = tfl.parse_example([tfl.encode_example({"s": v}) for v in values],
+                                    {"s": tfl.FixedLenFeature([], bytes)})["s"]
+        offsets = np.arange(0, 3 * 2000 + 1, 3, dtype=np.int64)
+        split = _native.framing.split_values(b"catdog" * 1000, offsets)
+        frames, starts, lengths, *_ = _native.framing.scan_block(_native.framing.encode_frames(values))
+        records = tfl.RecordBatch(frames, starts, lengths, framed=True).to_numpy()
+    for out in (decoded, records, split):
+        assert out[:2000].tolist() == values[:2000]
+        assert len({id(v) for v in out[:2000]}) == 2
+    for out in (decoded, records):  # long values are copied each time: no table to look them up in
+        assert out[2000] == out[2001] and out[2000] is not out[2001]
+
+
 @pytest.mark.parametrize("odd", [bytearray(b"x"), memoryview(b"x"), "x", 7, None])
 def test_only_exact_bytes_are_copied(backend, odd):
     from tfrecord_lite import _native

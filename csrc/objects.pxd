@@ -1,0 +1,109 @@
+# Object arrays of bytes: the one place the compiled modules make bytes objects in bulk
+# (the decoder's bytes features, a batch's records, values crossing from a DataLoader
+# worker). Making the objects is the part that needs the GIL, so it does as little as it
+# can: equal short values (categories, labels) share one bytes object (bytes are
+# immutable), found beforehand by share_scan, which needs no GIL; long values are allocated
+# under the GIL and filled without it (an image is mostly memcpy).
+cimport numpy as cnp
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.ref cimport Py_INCREF, Py_XINCREF, PyObject
+from libc.stdint cimport uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy, memset
+
+
+cdef extern from "Python.h":
+    char *bytes_data "PyBytes_AS_STRING" (PyObject *) nogil   # a macro: no GIL needed
+
+
+cdef enum:
+    NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
+    SHARE_SLOTS = 256        # recent distinct short values remembered (a power of 2)
+    SHARE_SHIFT = 56         # 64 - log2(SHARE_SLOTS): a hash's top bits pick the slot
+    SHARE_MAX = 16           # longest value shared
+
+
+cdef struct ByteSpan:
+    const unsigned char *ptr   # a value's bytes, wherever they lie
+    Py_ssize_t len             # its length
+
+
+cdef inline Py_ssize_t share_slot(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """A hash of a short value (n <= SHARE_MAX) from two overlapping words."""
+    cdef uint64_t x = 0, y = 0
+    if n >= 8:
+        memcpy(&x, p, 8)
+        memcpy(&y, p + n - 8, 8)
+    else:
+        memcpy(&x, p, n)
+    x = x * <uint64_t>0x9E3779B97F4A7C15 ^ y * <uint64_t>0xC2B2AE3D27D4EB4F ^ <uint64_t>n
+    return <Py_ssize_t>(x >> SHARE_SHIFT)
+
+
+cdef inline void share_scan(const ByteSpan *spans, Py_ssize_t n, Py_ssize_t *first) noexcept nogil:
+    """first[i]: an earlier value equal to value i whose object i can share, else i. Only
+    short values are looked for, among the SHARE_SLOTS most recent distinct ones."""
+    cdef Py_ssize_t recent[SHARE_SLOTS]
+    cdef Py_ssize_t i, j, h, length
+    for h in range(SHARE_SLOTS):
+        recent[h] = -1
+    for i in range(n):
+        first[i] = i
+        length = spans[i].len
+        if length > SHARE_MAX:
+            continue
+        h = share_slot(spans[i].ptr, length)
+        j = recent[h]
+        if j >= 0 and spans[j].len == length and memcmp(spans[j].ptr, spans[i].ptr, length) == 0:
+            first[i] = j
+        else:
+            recent[h] = i
+
+
+cdef inline void fill_long(PyObject **slots, const ByteSpan *spans, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if spans[i].len > SHARE_MAX:
+            memcpy(bytes_data(slots[i]), spans[i].ptr, spans[i].len)
+
+
+cdef inline object bytes_objects(const ByteSpan *spans, Py_ssize_t n, const Py_ssize_t *first):
+    """Value i as bytes, in a 1-D object array; value i shares the object of value first[i]
+    (share_scan's; NULL shares none)."""
+    cdef cnp.npy_intp size = n
+    cdef cnp.ndarray out = cnp.PyArray_SimpleNew(1, &size, cnp.NPY_OBJECT)
+    cdef PyObject **slots = <PyObject **>cnp.PyArray_DATA(out)
+    cdef Py_ssize_t i, j, pending = 0
+    cdef object value
+    memset(slots, 0, n * sizeof(PyObject *))  # an empty slot is None to numpy: safe if we fail midway
+    for i in range(n):
+        j = i if first == NULL else first[i]
+        if j != i:
+            Py_XINCREF(slots[j])
+            slots[i] = slots[j]
+            continue
+        if spans[i].len <= SHARE_MAX:
+            value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
+        else:
+            value = PyBytes_FromStringAndSize(NULL, spans[i].len)  # filled below
+            pending += spans[i].len
+        Py_INCREF(value)  # the slot's reference
+        slots[i] = <PyObject *>value
+    if pending >= NOGIL_MIN_BYTES:
+        with nogil:
+            fill_long(slots, spans, n)
+    elif pending:
+        fill_long(slots, spans, n)
+    return out
+
+
+cdef inline object bytes_array(const ByteSpan *spans, Py_ssize_t n):
+    """bytes_objects with equal short values shared."""
+    cdef Py_ssize_t *first = <Py_ssize_t *>malloc((n if n else 1) * sizeof(Py_ssize_t))
+    if first == NULL:
+        raise MemoryError()
+    try:
+        share_scan(spans, n, first)
+        return bytes_objects(spans, n, first)
+    finally:
+        free(first)
