@@ -30,6 +30,7 @@ from cpython.pythread cimport (
     PyThread_release_lock, PyThread_type_lock,
 )
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
@@ -468,9 +469,11 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
     cdef Py_ssize_t count, i, want, found = 0, cap = SPAN_BATCH
     cdef uint64_t value = 0
     cdef int status = OK
+    cdef bint no_memory = False
     cdef const unsigned char *base
     cdef list out = []
-    cdef int64_t[::1] starts_view, lengths_view
+    cdef int64_t *sp
+    cdef int64_t *lp
     try:
         if stop < 0 or stop > view.len:
             stop = view.len
@@ -478,6 +481,36 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
             raise InvalidArgumentError(f"start {start} is outside the buffer (0..{stop})")
         base = <const unsigned char *>view.buf
         cursor_init(&c, base + start, stop - start)
+        if as_spans:
+            # One GIL release for the whole buffer: spans need no object until the end.
+            with nogil:
+                while True:
+                    if max_records >= 0 and found == max_records:
+                        value = 0
+                        break
+                    want = cap - found if max_records < 0 else min(cap - found, max_records - found)
+                    status = _scan(&c, base, check_crc, max_record_bytes, spans + found, want, &count, &value)
+                    found += count
+                    if status != OK or count < want:
+                        break
+                    if found == cap:
+                        cap *= 2
+                        grown = <Span *>realloc(spans if spans != batch else NULL, cap * sizeof(Span))
+                        if grown == NULL:
+                            no_memory = True
+                            break
+                        if spans == batch:
+                            memcpy(grown, batch, found * sizeof(Span))
+                        spans = grown
+            if no_memory:
+                raise MemoryError()
+            starts, lengths = np.empty(found, np.int64), np.empty(found, np.int64)
+            sp = <int64_t *>cnp.PyArray_DATA(starts)
+            lp = <int64_t *>cnp.PyArray_DATA(lengths)
+            for i in range(found):
+                sp[i] = spans[i].start
+                lp[i] = spans[i].length
+            return starts, lengths, c.pos - base, status, value
         while True:
             want = SPAN_BATCH
             if max_records >= 0:
@@ -485,34 +518,17 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
                 if want == 0:
                     value = 0
                     break
-            if as_spans and found + want > cap:
-                cap = max(2 * cap, found + want)
-                grown = <Span *>PyMem_Realloc(spans if spans != batch else NULL, cap * sizeof(Span))
-                if grown == NULL:
-                    raise MemoryError()
-                if spans == batch:
-                    memcpy(grown, batch, found * sizeof(Span))
-                spans = grown
             with nogil:
-                status = _scan(&c, base, check_crc, max_record_bytes, spans + (found if as_spans else 0),
-                               want, &count, &value)
+                status = _scan(&c, base, check_crc, max_record_bytes, spans, want, &count, &value)
             found += count
-            if not as_spans:
-                for i in range(count):
-                    out.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
+            for i in range(count):
+                out.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
             if status != OK or count < want:
                 break
-        if not as_spans:
-            return out, c.pos - base, status, value
-        starts, lengths = np.empty(found, np.int64), np.empty(found, np.int64)
-        starts_view, lengths_view = starts, lengths
-        for i in range(found):
-            starts_view[i] = spans[i].start
-            lengths_view[i] = spans[i].length
-        return starts, lengths, c.pos - base, status, value
+        return out, c.pos - base, status, value
     finally:
         if spans != batch:
-            PyMem_Free(spans)
+            free(spans)
 
 
 def new_buffer(Py_ssize_t n):

@@ -124,6 +124,36 @@ def test_backends_agree(backend, records):
     assert sizes == [6 + len(frames(backend, records[: i + 1])) for i in range(len(records))]
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 3000), max_records=st.sampled_from([-1, 0, 1, 1023, 1024, 1025, 2048, 2500]),
+       bad=st.none() | st.integers(0, 2999), flip=st.sampled_from([0, 8, 12]), tail=st.integers(0, 20))
+def test_long_scans_agree(backend, n, max_records, bad, flip, tail):
+    # Thousands of frames in one scan: the compiled scan grows its spans as it goes (and
+    # makes records in batches of 1,024); a damaged frame (its length, length CRC or data)
+    # or a cut-off tail stops it at the same place, with the same outcome, on both backends.
+    F = _native.framing
+    records = [b"r%d" % i for i in range(n)]
+    data = bytearray(F.encode_frames(records))
+    if bad is not None and bad < n:
+        data[sum(16 + len(r) for r in records[:bad]) + flip] ^= 1
+    data = bytes(data[:len(data) - tail])
+
+    def scans():
+        starts, lengths, *rest = F.scan_spans(data, 0, -1, True, 1 << 20, max_records)
+        block, b_starts, b_lengths, *b_rest = F.scan_block(data, 0, -1, True, 1 << 20, max_records)
+        got, *f_rest = F.scan_frames(data, 0, -1, True, 1 << 20, max_records)
+        assert [data[a:a + m] for a, m in zip(starts.tolist(), lengths.tolist())] == got
+        return starts.tolist(), lengths.tolist(), rest, block, b_starts.tolist(), b_rest, got, f_rest
+
+    ours = scans()
+    with _native.use(backend.other):
+        assert scans() == ours
+    got, (pos, status, value) = ours[6], ours[7]
+    assert got == records[:len(got)]
+    if max_records >= 0:
+        assert len(got) <= max_records
+
+
 class Trickle(io.RawIOBase):
     """A stream that hands out at most `step` bytes per read."""
 
