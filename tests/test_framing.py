@@ -148,10 +148,14 @@ def test_long_scans_agree(backend, n, max_records, bad, flip, tail):
     ours = scans()
     with _native.use(backend.other):
         assert scans() == ours
-    got, (pos, status, value) = ours[6], ours[7]
+    got, (pos, status, _) = ours[6], ours[7]
     assert got == records[:len(got)]
-    if max_records >= 0:
-        assert len(got) <= max_records
+    want = n if max_records < 0 else min(n, max_records)
+    if bad is not None and bad < want and not tail:  # stopped at the damaged frame, which it names
+        assert len(got) == bad and status != F.FRAME_OK
+        assert pos == sum(16 + len(r) for r in records[:bad])
+    elif bad is None and not tail:
+        assert len(got) == want and status == F.FRAME_OK
 
 
 class Trickle(io.RawIOBase):
