@@ -24,8 +24,9 @@ def configure(tree, **switches):
     """{extension name: (generated C text, define_macros)} as setup.py configures them."""
     os.makedirs(tree / "csrc")
     shutil.copy(os.path.join(ROOT, "setup.py"), tree)
-    for name in ("_framing.pyx", "cursor.pxd", "crc32c.pxd", "le.pxd", "frame.pxd", "crc32c.c", "crc32c.h", "le.h"):
-        shutil.copy(os.path.join(ROOT, "csrc", name), tree / "csrc")
+    for name in os.listdir(os.path.join(ROOT, "csrc")):  # all _framing needs: its .pyx, every .pxd, C and header
+        if name == "_framing.pyx" or name.endswith((".pxd", ".h")) or name == "crc32c.c":
+            shutil.copy(os.path.join(ROOT, "csrc", name), tree / "csrc")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TFRECORD_LITE_")}
     env.update(switches)
     out = subprocess.run([sys.executable, "-c", REPORT], cwd=tree, env=env, capture_output=True,
