@@ -468,13 +468,14 @@ def add_arguments(ap, section: str, repeats: int = 5) -> None:
 
 
 def finish(args, section: str, results: dict, text: str) -> None:
-    """Print the report, save the JSON with --json, update RESULTS.md with --write-results."""
+    """Print the report, save the JSON with --json, update RESULTS.md with --write-results
+    (the section results["section"] names, where a script keeps several, else `section`)."""
     print(text)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
     if args.write_results:
-        update_results_section(section, text)
+        update_results_section(results.get("section", section), text, RESULTS_PATH)
         print(f"updated {RESULTS_PATH}", file=sys.stderr)
 
 

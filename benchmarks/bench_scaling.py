@@ -25,8 +25,8 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
   reference     n processes, each mapping its share of the files and checking every masked
                 CRC with the crc32c package: what the hardware gives with no pipeline at all
 
-GIL share (--gil, needs py-spy): the W2 parse pipeline with default options runs under
-py-spy twice, once sampling every running thread and once only the thread holding the GIL;
+GIL share (--gil, needs py-spy): the W2 parse pipeline with default options, at 1 and 2
+threads and at every core, runs under py-spy twice, once sampling every running thread and once only the thread holding the GIL;
 then again with bytes_output="column", which makes no Python object per bytes value.
 The share of the pipeline's work done holding the GIL, g, bounds its speed-up over one
 thread by about 1/g however many cores there are (the GIL runs one thread at a time).
@@ -37,7 +37,10 @@ arrays and bytes objects), so its CPU time per batch, measured (all its threads)
 loader runs, bounds how fast any number of workers can deliver: the ceiling is the wall
 time of a batch with no workers over that CPU time.
 
-    python -m benchmarks.bench_scaling [--scale 1.0] [--repeats 2] [--gil] [--write-results]
+RESULTS.md keeps a section per core count (bench_scaling_2cpu, bench_scaling_16cpu, ...).
+
+    python -m benchmarks.bench_scaling [--scale 1.0] [--repeats 2] [--gil] [--sweeps raw,parse]
+                                       [--variants defaults] [--write-results]
 """
 
 from __future__ import annotations
@@ -312,7 +315,10 @@ def gil_share(paths, workload, records, n, timeout, bytes_output="object"):
 # -- orchestration ---------------------------------------------------------------------------
 
 def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int = 1, timeout=None,
-        log=None, rounds: int = 1, gil: bool = False, sweeps=("raw", "parse", "loader", "write", "reference")) -> dict:
+        log=None, rounds: int = 1, gil: bool = False, sweeps=("raw", "parse", "loader", "write", "reference"),
+        variants=None) -> dict:
+    """Every sweep in `sweeps` for each workload; `variants` (names, default all) limits the
+    raw, parse and loader sweeps to those options."""
     from tfrecord_lite.memory import glibc
 
     cpus = cpus or os.cpu_count() or 1
@@ -325,14 +331,14 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
         for sweep in ("raw", "parse"):
             if sweep in sweeps:
                 for variant, options in VARIANTS.items():
-                    if options.get("glibc") and not on_glibc:
+                    if (options.get("glibc") and not on_glibc) or (variants and variant not in variants):
                         continue  # mallopt's parameters are glibc's
                     plan += [((sweep, variant, n), "pipeline", {"sweep": sweep, "n": n, "options": options})
                              for n in counts(cpus)]
         if "loader" in sweeps:
             for variant, args in (("defaults", {}), ("fresh workers", {"persistent": False}),
                                   ("glibc settings", {"glibc": True})):
-                if args.get("glibc") and not on_glibc:
+                if (args.get("glibc") and not on_glibc) or (variants and variant not in variants):
                     continue
                 plan += [(("loader", variant, n), "loader", {"n": n, **args}) for n in counts(cpus, workers=True)]
         if "write" in sweeps and name == "w2":
@@ -345,7 +351,8 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
             m = H.summarize(p["seconds"], w["records"], w["bytes"], p["cpu_seconds"])
             rows.append({"workload": name, "sweep": sweep, "variant": variant, "n": n, **m})
     _add_ratios(rows)
-    results = {"benchmark": SECTION, "machine": machine, "cpus": cpus, "repeats": repeats, "warmup": warmup,
+    results = {"benchmark": SECTION, "section": section(cpus), "machine": machine, "cpus": cpus,
+               "repeats": repeats, "warmup": warmup,
                "rounds": rounds, "workloads": {k: {x: w[x] for x in ("description", "records", "bytes")}
                                                for k, w in workloads.items()},
                "rows": rows, "targets": _targets(rows, cpus)}
@@ -353,8 +360,13 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
         w = workloads["w2"]
         # Default output, and bytes as BytesColumn: the share that making bytes objects takes.
         results["gil"] = [gil_share(w["paths"], "w2", w["records"], n, timeout, out)
-                          for out in ("object", "column") for n in (1, min(2, cpus))]
+                          for out in ("object", "column") for n in sorted({1, min(2, cpus), cpus})]
     return results
+
+
+def section(cpus: int) -> str:
+    """RESULTS.md keeps one section per core count: the figures are about the machine."""
+    return f"{SECTION}_{cpus}cpu"
 
 
 def _add_ratios(rows):
@@ -460,10 +472,13 @@ def report(results: dict) -> str:
 def _options(ap):
     ap.add_argument("--gil", action="store_true", help="also measure the GIL share with py-spy")
     ap.add_argument("--sweeps", default="raw,parse,loader,write,reference", help="comma-separated subset")
+    ap.add_argument("--variants", help="comma-separated subset of the options' names (raw, parse and loader; "
+                    "default all): " + ", ".join(sorted({*VARIANTS, "fresh workers"})))
 
 
 def _measure(args, **options):
-    return run(generate(args.scale, args.data_dir), gil=args.gil, sweeps=tuple(args.sweeps.split(",")), **options)
+    return run(generate(args.scale, args.data_dir), gil=args.gil, sweeps=tuple(args.sweeps.split(",")),
+               variants=set(args.variants.split(",")) if args.variants else None, **options)
 
 
 def main(argv=None):

@@ -4,6 +4,7 @@ Every peer really runs (TensorFlow, the ``tfrecord`` package and torch are in th
 extra and CI installs them): a missing peer makes these tests fail, not skip.
 """
 
+import argparse
 import math
 import os
 import sys
@@ -228,6 +229,24 @@ def test_bench_scaling_end_to_end(tmp_path):
     assert "### DataLoader: the main process's CPU per batch" in text and "| W2 | defaults | 2 |" in text
     assert "### Targets" in text and "| loader | defaults | 2 |" in text
     assert bench_scaling.counts(12) == [1, 2, 4, 8, 12] and bench_scaling.counts(2, workers=True) == [0, 2]
+    assert results["section"] == "bench_scaling_2cpu"
+
+
+def test_bench_scaling_variants_and_sections(tmp_path, monkeypatch):
+    workloads = bench_scaling.generate(0.002, str(tmp_path / "data"))
+    results = bench_scaling.run(workloads, cpus=2, repeats=1, warmup=0, timeout=600, sweeps=("parse", "loader"),
+                                variants={"block_length=1024", "fresh workers"})
+    assert {(r["sweep"], r["variant"]) for r in results["rows"]} == {("parse", "block_length=1024"),
+                                                                      ("loader", "fresh workers")}
+    # Each core count has its own RESULTS.md section; another machine's is left alone.
+    path = tmp_path / "RESULTS.md"
+    monkeypatch.setattr(H, "RESULTS_PATH", str(path))
+    args = argparse.Namespace(json=None, write_results=True)
+    for cpus in (2, 16):
+        H.finish(args, bench_scaling.SECTION, {"section": bench_scaling.section(cpus)}, f"figures on {cpus} cores\n")
+    H.finish(args, bench_scaling.SECTION, {"section": bench_scaling.section(2)}, "new 2-core figures\n")
+    text = path.read_text()
+    assert "new 2-core figures" in text and "figures on 16 cores" in text and "figures on 2 cores" not in text
 
 
 def test_bench_cloud_end_to_end(workloads, tmp_path):
