@@ -102,7 +102,7 @@ def test_dataset_max_open_files_bounds_open_remote_handles(s3, s3_reads, monkeyp
     from tfrecord_lite import dataset, fs as tfs
 
     # Read pieces of 64 KiB, so that each file takes several and stays open a while.
-    monkeypatch.setattr(dataset, "_PIECE_BYTES_TOTAL", 0)
+    monkeypatch.setattr(dataset, "_PIECE_BYTES_PER_THREAD", 0)
     big = np.zeros(30_000, np.uint8)
     for f in range(8):
         s3.put(f"data/part-{f:03d}.tfrecord", framed(

@@ -179,8 +179,33 @@ def test_read_ahead_is_bounded(tmp_path):
     time.sleep(0.3)
     ahead = it.records_read
     it.close()
-    # cycle_length x (piece in use + piece in flight), pieces of ~1 MiB = ~256 records here.
-    assert ahead <= 4 * 2 * 260, ahead
+    # cycle_length x (piece in use + piece in flight), pieces of 2 MiB (8 MiB a thread
+    # shared by 4 files, 2 pieces each) = 512 records here, but a file has 400.
+    assert ahead <= 4 * 2 * 400, ahead
+
+
+def test_parse_tasks_ahead_are_bounded_in_bytes(tmp_path, monkeypatch):
+    """prefetch counts tasks, but tasks of large records stop at _PREFETCH_BYTES: tasks
+    of 1,024 images each held a whole file set otherwise."""
+    from tfrecord_lite import dataset
+
+    monkeypatch.setattr(dataset, "_PREFETCH_BYTES", 64 << 10)
+    paths = write_files(tmp_path, [400] * 2, size=4096)
+    parsed = []
+    it = iter(TFRecordDataset(paths, batch_size=4, num_threads=2, prefetch=40,
+                              parse=lambda r: parsed.append(len(r)) or len(r)))
+    next(it)
+    time.sleep(0.3)
+    with TFRecordReader(paths[0]) as r:
+        task = sum(len(next(r)) for _ in range(4))  # the bytes of a task's records
+    # Tasks were submitted until they held 64 KiB or more; the consumer has taken one.
+    assert len(parsed) == -(-(64 << 10) // task) < 40, parsed
+    assert sum(1 for _ in it) == 199  # and all 200 batches come
+    it = iter(TFRecordDataset(paths, batch_size=4, num_threads=2, prefetch=3, parse=len))
+    next(it)
+    time.sleep(0.3)
+    assert len(it._run._pending) == 2  # small tasks: prefetch (3) is the bound; 1 was taken
+    it.close()
 
 
 def test_shuffle_reproducible_and_differs_per_epoch(files):

@@ -373,12 +373,15 @@ def test_buffer_pool_hands_out_only_free_buffers():
     c = pool.take(1000)  # both in use: a third, not kept
     assert all(c is not x for x in pool._buffers) and len(pool._buffers) == 2
     del a
-    assert pool.take(1000) is pool._buffers[0]
-    assert pool.take(501) is pool._buffers[0]  # up to twice the size asked for
-    assert pool.take(499) not in pool._buffers  # a buffer more than twice as long is not taken
-    assert pool.take(1001) not in pool._buffers  # nor one too short
+    ids = [id(x) for x in pool._buffers]  # ids: a reference would keep a buffer in use
+    assert id(pool.take(1000)) == ids[0]
+    assert [id(x) for x in pool._buffers] == ids[::-1]  # a buffer taken goes to the back of the search
+    assert id(pool.take(501)) == ids[0]  # up to twice the size asked for
+    assert id(pool.take(499)) not in ids  # a buffer more than twice as long is not taken
+    assert id(pool.take(1001)) not in ids  # nor one too short
     del view
-    assert pool.take(1000) is pool._buffers[0]  # the first free one again
+    assert id(pool.take(1000)) == ids[1]  # free again, and first in line
+    assert [id(x) for x in pool._buffers] == ids
 
 
 def test_readers_given_one_buffer_pool_share_its_buffers(backend, monkeypatch):
@@ -431,7 +434,7 @@ def test_a_dataset_reuses_read_buffers_that_whole_batches_keep(tmp_path, monkeyp
 
     monkeypatch.setattr(dataset, "CHUNK_BYTES", 64 << 10)
     monkeypatch.setattr(dataset, "BLOCK_CHUNK_BYTES", 64 << 10)
-    monkeypatch.setattr(dataset, "_PIECE_BYTES_TOTAL", 512 << 10)
+    monkeypatch.setattr(dataset, "_PIECE_BYTES_PER_THREAD", 512 << 10)
     paths = []
     for f in range(2):
         paths.append(str(tmp_path / f"big{f}.tfrecord"))

@@ -16,11 +16,12 @@ blocks (in any order: index arrays again), so no stage handles a Python object p
 and none copies the records.
 
 Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
-open file at most one piece being read and one waiting (a piece is a few hundred KiB of
-records), and once an open file is on its last piece, the first piece of the file whose turn
-comes next (while fewer than ``max_open_files`` are open), at most ``prefetch`` parse tasks
-ahead (a task is a batch, or several small batches of a dense spec parsed together: about
-4,096 records or 4 MiB). Nothing scales with the dataset size.
+open file at most one piece being read and one waiting (a piece is up to 4,096 records, and
+the pieces share a read-ahead of 8 MiB per thread), and once an open file is on its last
+piece, the first piece of the file whose turn comes next (while fewer than
+``max_open_files`` are open), at most ``prefetch`` parse tasks ahead (a task is a batch, or
+several small batches of a dense spec parsed together: about 4,096 records or 4 MiB), and
+only as many as hold 128 MiB of records. Nothing scales with the dataset size.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, ON_CORRUPT, BufferPool, TFRe
 __all__ = ["TFRecordDataset"]
 
 _PIECE_RECORDS = 4096
-_PIECE_BYTES_TOTAL = 8 << 20  # read-ahead budget shared by the open files
+_PIECE_BYTES_PER_THREAD = 8 << 20  # read-ahead budget, shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
-_READ_POOL_BYTES = 256 << 20  # read buffers a run keeps for reuse, at most
+_PREFETCH_BYTES = 128 << 20  # records held by the parse tasks ahead, beyond the first
+_READ_POOL_BYTES = 512 << 20  # read buffers a run keeps for reuse, at most
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this
 _TASK_BYTES = 4 << 20
@@ -88,11 +90,12 @@ class TFRecordDataset:
         draws one at construction (kept in ``state_dict()``).
     shard: (index, count), see ``tfrecord_lite.files.shard_plan``.
     compression / on_corrupt / check_crc: as in ``TFRecordReader``.
-    prefetch: parse tasks kept ready ahead of the consumer (default 2 x num_threads). A task
-        is one batch; small batches of a spec of only FixedLenFeature / RawTensorFeature are
-        parsed several at a time (about 4,096 records or 4 MiB), each batch's arrays then
-        being views of the task's. Raw records are read ahead one piece per open file
-        whatever this is.
+    prefetch: parse tasks kept ready ahead of the consumer (default 2 x num_threads), fewer
+        where they would hold over 128 MiB of records (large records). A task is one batch;
+        small batches of a spec of only FixedLenFeature / RawTensorFeature are parsed
+        several at a time (about 4,096 records or 4 MiB), each batch's arrays then being
+        views of the task's. Raw records are read ahead one piece per open file whatever
+        this is.
     num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
         epoch count (or call ``set_epoch``), so a new pass reshuffles.
 
@@ -361,7 +364,10 @@ class _Run:
         self._blocks = ds.parse is None and (ds.features is not None or ds.batch_size is not None)
         self._join = Gathered.join if self._blocks else join_records
         self._shuffle_join = Gathered.join if self._blocks else object_array
-        self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_TOTAL // (2 * ds.cycle_length))
+        # Every piece costs Python work under the GIL (a task, its future, index arrays), so
+        # the read-ahead grows with the threads: a budget shared by 16 files made pieces of
+        # 8 images, and 16 threads read slower than one.
+        self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_PER_THREAD * ds.num_threads // (2 * ds.cycle_length))
         # Records that stay in their blocks are read in chunks of up to half a piece (at most
         # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
         # index arrays, a fresh buffer), and a piece stays under 1.5 times its budget.
@@ -450,13 +456,20 @@ class _Run:
         pending = self._pending
         tasks = self._tasks(batches)
         exhausted = False
+        # Large records fill _PREFETCH_BYTES before prefetch tasks: 32 batches of 1,024 images
+        # ahead held a whole 500 MB file set, so no read buffer was ever free for reuse and
+        # every read faulted fresh pages in.
+        held, nbytes = 0, {}
         while True:
-            while not exhausted and len(pending) < ds.prefetch:
+            while not exhausted and len(pending) < ds.prefetch and (not pending or held < _PREFETCH_BYTES):
                 task = next(tasks, None)
                 if task is None:
                     exhausted = True
                 else:
-                    pending.append(self._pool.submit(_parse_task, self._parse, *task))
+                    fut = self._pool.submit(_parse_task, self._parse, *task)
+                    pending.append(fut)
+                    nbytes[fut] = size = _held_bytes(task[0])
+                    held += size
             if not pending:
                 return
             if ds.deterministic or pending[0].done():
@@ -465,6 +478,7 @@ class _Run:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 fut = next(f for f in pending if f in done)
                 pending.remove(fut)
+            held -= nbytes.pop(fut)
             outputs, error = fut.result()
             yield from outputs
             if error is not None:

@@ -402,27 +402,33 @@ class BufferPool:
 
     def take(self, size: int) -> bytearray:
         """A buffer of size to 2 x size bytes, its content undefined."""
+        buffers = self._buffers
         with self._lock:
-            buf = _first_free(self._buffers, _FREE_REFS, size)
-            if buf is None:
+            i = _first_free(buffers, _FREE_REFS, size)
+            if i < 0:
                 buf = _native.framing.new_buffer(size)
-                if len(self._buffers) < self.keep:
-                    self._buffers.append(buf)
+                if len(buffers) < self.keep:
+                    buffers.append(buf)
+            else:
+                # To the back: buffers come free about in the order they were taken, so the
+                # search, which holds the GIL, stops near the front of hundreds.
+                buf = buffers.pop(i)
+                buffers.append(buf)
             return buf
 
 
-def _first_free(buffers: list, refs: int, size: int):
-    """The first of buffers of size to 2 x size bytes with refs references, which is what one
-    that only the list holds has here, or None."""
-    for buf in buffers:
+def _first_free(buffers: list, refs: int, size: int) -> int:
+    """The index of the first of buffers of size to 2 x size bytes with refs references,
+    which is what one that only the list holds has here, or -1."""
+    for i, buf in enumerate(buffers):
         if sys.getrefcount(buf) == refs and size <= len(buf) <= 2 * size:
-            return buf
-    return None
+            return i
+    return -1
 
 
 # Measured, not assumed: how many references this interpreter counts in _first_free for a
 # buffer only its list holds (newer interpreters may borrow some of them).
-_FREE_REFS = next(refs for refs in range(1, 16) if _first_free([bytearray()], refs, 0) is not None)
+_FREE_REFS = next(refs for refs in range(1, 16) if _first_free([bytearray()], refs, 0) >= 0)
 
 
 def _moved(buf: bytearray, start: int, stop: int, size: int, pool: BufferPool) -> bytearray:
