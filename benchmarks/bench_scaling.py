@@ -26,8 +26,9 @@ Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
                 CRC with the crc32c package: what the hardware gives with no pipeline at all
 
 GIL share (--gil, needs py-spy): the W2 parse pipeline with default options, at 1 and 2
-threads and at every core, runs under py-spy twice, once sampling every running thread and once only the thread holding the GIL;
-then again with bytes_output="column", which makes no Python object per bytes value.
+threads and at every core, runs under py-spy twice, once sampling every running thread and
+once only the thread holding the GIL; then again with bytes_output="column", which makes no
+Python object per bytes value.
 The share of the pipeline's work done holding the GIL, g, bounds its speed-up over one
 thread by about 1/g however many cores there are (the GIL runs one thread at a time).
 

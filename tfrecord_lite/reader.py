@@ -420,8 +420,8 @@ class BufferPool:
 def _first_free(buffers: list, refs: int, size: int) -> int:
     """The index of the first of buffers of size to 2 x size bytes with refs references,
     which is what one that only the list holds has here, or -1."""
-    for i, buf in enumerate(buffers):
-        if sys.getrefcount(buf) == refs and size <= len(buf) <= 2 * size:
+    for i in range(len(buffers)):  # no loop variable, whose reference would count
+        if sys.getrefcount(buffers[i]) == refs and size <= len(buffers[i]) <= 2 * size:
             return i
     return -1
 
