@@ -64,7 +64,10 @@ class Gathered:
         origins = batch.origins
         if origins is not None and all(type(o) is BlockOrigin for o in origins):
             places = [(o.path, o.base) for o in origins]
-            index = [o.first + o.step * np.arange(len(s[1]), dtype=np.int64) for s, o in zip(segments, origins)]
+            # One arange per block, not arange * step + first: numpy lets the GIL go for each
+            # operation on a few thousand values, and retaking it waits behind the workers.
+            index = [np.arange(o.first, o.first + o.step * len(s[1]), o.step, dtype=np.int64)
+                     for s, o in zip(segments, origins)]
             index = index[0] if len(index) == 1 else np.concatenate(index)
         if len(segments) == 1:
             frames, starts, lengths = segments[0]
