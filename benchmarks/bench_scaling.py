@@ -66,6 +66,7 @@ W1_ROWS, W1_BYTES = 1_000, 32 * 1024
 WRITE_SHARDS, WRITE_BLOCK = 16, 2048
 GIL_RATE = 997  # py-spy samples per second; prime, so it does not beat with periodic work
 VARIANTS = {"defaults": {}, "block_length=1024": {"block_length": 1024}, "glibc settings": {"glibc": True}}
+LOADER_VARIANTS = {"defaults": {}, "fresh workers": {"persistent": False}, "glibc settings": {"glibc": True}}
 # Each target: (workload, sweep, variant, n, over: "1" | "reference", ratio). The 2-core
 # ones are the floors of the many-core issue on a 2-core machine; the others apply where
 # the machine has that many cores.
@@ -326,22 +327,20 @@ def run(workloads: dict, cpus: int | None = None, repeats: int = 2, warmup: int 
     machine = H.machine_info()
     on_glibc = glibc() is not None  # the glibc settings' variants need it
     rows = []
+
+    def wanted(variant, options):  # mallopt's parameters are glibc's
+        return (on_glibc or not options.get("glibc")) and (not variants or variant in variants)
+
     for name, w in workloads.items():
         base = {"paths": w["paths"], "workload": name, "records": w["records"], "repeats": repeats, "warmup": warmup}
         plan = []
         for sweep in ("raw", "parse"):
             if sweep in sweeps:
-                for variant, options in VARIANTS.items():
-                    if (options.get("glibc") and not on_glibc) or (variants and variant not in variants):
-                        continue  # mallopt's parameters are glibc's
-                    plan += [((sweep, variant, n), "pipeline", {"sweep": sweep, "n": n, "options": options})
-                             for n in counts(cpus)]
+                plan += [((sweep, variant, n), "pipeline", {"sweep": sweep, "n": n, "options": options})
+                         for variant, options in VARIANTS.items() if wanted(variant, options) for n in counts(cpus)]
         if "loader" in sweeps:
-            for variant, args in (("defaults", {}), ("fresh workers", {"persistent": False}),
-                                  ("glibc settings", {"glibc": True})):
-                if (args.get("glibc") and not on_glibc) or (variants and variant not in variants):
-                    continue
-                plan += [(("loader", variant, n), "loader", {"n": n, **args}) for n in counts(cpus, workers=True)]
+            plan += [(("loader", variant, n), "loader", {"n": n, **args}) for variant, args in LOADER_VARIANTS.items()
+                     if wanted(variant, args) for n in counts(cpus, workers=True)]
         if "write" in sweeps and name == "w2":
             plan += [(("write", "defaults", n), "write", {"n": n}) for n in counts(cpus)]
         if "reference" in sweeps:
@@ -474,7 +473,7 @@ def _options(ap):
     ap.add_argument("--gil", action="store_true", help="also measure the GIL share with py-spy")
     ap.add_argument("--sweeps", default="raw,parse,loader,write,reference", help="comma-separated subset")
     ap.add_argument("--variants", help="comma-separated subset of the options' names (raw, parse and loader; "
-                    "default all): " + ", ".join(sorted({*VARIANTS, "fresh workers"})))
+                    "default all): " + ", ".join(sorted({*VARIANTS, *LOADER_VARIANTS})))
 
 
 def _measure(args, **options):

@@ -459,17 +459,16 @@ class _Run:
         # Large records fill _PREFETCH_BYTES before prefetch tasks: 32 batches of 1,024 images
         # ahead held a whole 500 MB file set, so no read buffer was ever free for reuse and
         # every read faulted fresh pages in.
-        held, nbytes = 0, {}
+        held = {}  # pending task -> bytes of its records
         while True:
-            while not exhausted and len(pending) < ds.prefetch and (not pending or held < _PREFETCH_BYTES):
+            while not exhausted and len(pending) < ds.prefetch and sum(held.values()) < _PREFETCH_BYTES:
                 task = next(tasks, None)
                 if task is None:
                     exhausted = True
                 else:
                     fut = self._pool.submit(_parse_task, self._parse, *task)
                     pending.append(fut)
-                    nbytes[fut] = size = _held_bytes(task[0])
-                    held += size
+                    held[fut] = _held_bytes(task[0])
             if not pending:
                 return
             if ds.deterministic or pending[0].done():
@@ -478,7 +477,7 @@ class _Run:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 fut = next(f for f in pending if f in done)
                 pending.remove(fut)
-            held -= nbytes.pop(fut)
+            del held[fut]
             outputs, error = fut.result()
             yield from outputs
             if error is not None:
