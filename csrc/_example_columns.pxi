@@ -296,6 +296,95 @@ cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
     return out
 
 
+# -- large outputs in recycled blocks -------------------------------------------------------
+#
+# A batch's large output buffers (a bytes column's values, a raw column: 32 MiB for 1,024
+# images) were fresh allocations that glibc serves with mmap and unmaps when freed, so every
+# batch faulted each page in again: W1 with bytes_output="column" took 0.03-0.10 s a pass
+# where bytes objects (from the heap, reused) took 0.03 s. Blocks of BLOCK_MIN bytes and more
+# are kept when their array goes and handed to the next batch that fits. Both ends hold the
+# GIL (making the array; the capsule's destructor), which guards the slots.
+
+cdef extern from "blocks.h":
+    void *tfl_block_alloc(size_t n) nogil
+
+cdef enum:
+    BLOCK_MIN = 1 << 20   # smaller buffers come from glibc's heap, which reuses them itself
+    BLOCK_SLOTS = 4       # blocks kept at most: frees and the next batch's takes alternate
+
+cdef Py_ssize_t BLOCK_KEEP_BYTES = 128 << 20   # and at most this much memory in them
+cdef void *block_data[BLOCK_SLOTS]
+cdef size_t block_size[BLOCK_SLOTS]
+cdef Py_ssize_t blocks_kept = 0
+
+
+cdef void *block_take(size_t n, size_t *size) noexcept:
+    """A kept block of n to 1.25 n bytes (the smallest), else a new one with room for a
+    next batch 1/8 larger; its size in size. NULL when out of memory. Needs the GIL."""
+    global blocks_kept
+    cdef Py_ssize_t i, best = -1
+    cdef void *p
+    for i in range(blocks_kept):
+        if n <= block_size[i] <= n + n // 4 and (best < 0 or block_size[i] < block_size[best]):
+            best = i
+    if best < 0:
+        size[0] = n + n // 8
+        return tfl_block_alloc(size[0])
+    p, size[0] = block_data[best], block_size[best]
+    blocks_kept -= 1
+    block_data[best], block_size[best] = block_data[blocks_kept], block_size[blocks_kept]
+    return p
+
+
+cdef void block_give(object capsule) noexcept:
+    """A recycled block's array is gone: keep the block, or when the slots or the byte
+    budget are full, free the smaller of it and the smallest kept."""
+    global blocks_kept
+    cdef void *p = PyCapsule_GetPointer(capsule, NULL)
+    cdef size_t size = <size_t>PyCapsule_GetContext(capsule)
+    cdef Py_ssize_t i, small = 0
+    cdef size_t held = size
+    for i in range(blocks_kept):
+        held += block_size[i]
+        if block_size[i] < block_size[small]:
+            small = i
+    if blocks_kept < BLOCK_SLOTS and held <= <size_t>BLOCK_KEEP_BYTES:
+        block_data[blocks_kept], block_size[blocks_kept] = p, size
+        blocks_kept += 1
+    elif blocks_kept and block_size[small] < size and held - block_size[small] <= <size_t>BLOCK_KEEP_BYTES:
+        free(block_data[small])
+        block_data[small], block_size[small] = p, size
+    else:
+        free(p)
+
+
+cdef cnp.ndarray _output(int nd, cnp.npy_intp *dims, int typenum, Py_ssize_t nbytes):
+    """An uninitialised C-contiguous array of nbytes for a batch's output: from a
+    recycled block when it is large."""
+    cdef size_t size
+    cdef void *p
+    cdef cnp.ndarray out
+    if nbytes < BLOCK_MIN:
+        return cnp.PyArray_EMPTY(nd, dims, typenum, 0)
+    p = block_take(nbytes, &size)
+    if p == NULL:
+        raise MemoryError()
+    try:
+        capsule = PyCapsule_New(p, NULL, block_give)
+    except BaseException:
+        free(p)
+        raise
+    PyCapsule_SetContext(capsule, <void *>size)
+    out = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, p)
+    cnp.set_array_base(out, capsule)
+    return out
+
+
+def _blocks_kept():
+    """(address, size) of each kept block: for tests."""
+    return [(<size_t>block_data[i], block_size[i]) for i in range(blocks_kept)]
+
+
 cdef object _uniform(Column *c):
     """(kind, count) when every row has the same kind and value count, else None: lets the
     spec layer skip its per-row checks for the common all-present column."""
@@ -333,8 +422,10 @@ cdef object _bytes_column(Column *c):
     cdef cnp.ndarray values, offsets
     cdef unsigned char *dst
     cdef int64_t *op
+    cdef cnp.npy_intp size
     total = fill_column(NULL, NULL, spans, n)
-    values = np.empty(total, dtype=np.uint8)
+    size = total
+    values = _output(1, &size, cnp.NPY_UINT8, total)
     offsets = np.empty(n + 1, dtype=np.int64)
     dst = <unsigned char *>cnp.PyArray_DATA(values)
     op = <int64_t *>cnp.PyArray_DATA(offsets)
@@ -360,18 +451,22 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
     cdef cnp.ndarray raw_out, lengths
     cdef int64_t *lp
     cdef unsigned char *dst
+    cdef cnp.npy_intp dims[2]
     if raw >= 0:
-        raw_out = np.zeros((nrows, raw), dtype=np.uint8)
+        dims[0], dims[1] = nrows, raw
+        raw_out = _output(2, dims, cnp.NPY_UINT8, nrows * raw)
         lengths = np.full(nrows, -1, dtype=np.int64)
         dst = <unsigned char *>cnp.PyArray_DATA(raw_out)
         lp = <int64_t *>cnp.PyArray_DATA(lengths)
         with nogil:
             for i in range(nrows):
+                if kinds[i] == BYTES and counts[i] == 1 and spans[s].len == raw:
+                    memcpy(dst + i * raw, spans[s].ptr, raw)
+                else:
+                    memset(dst + i * raw, 0, raw)   # the block may be a recycled one
                 if kinds[i] == BYTES:
                     if counts[i] == 1:
                         lp[i] = spans[s].len
-                        if spans[s].len == raw:
-                            memcpy(dst + i * raw, spans[s].ptr, raw)
                     s += counts[i]
         byte_values = (raw_out, lengths)
     elif bytes_column:
