@@ -7,8 +7,8 @@
 #include <sys/mman.h>
 #endif
 
-/* n bytes, in huge pages where the kernel gives them on request (as numpy asks for its
-   large arrays): copying a batch of images into 4 KiB pages spends its time on TLB misses. */
+/* n bytes; from 4 MiB on, in huge pages where the kernel gives them on request, as numpy
+   asks for its own large arrays (fewer pages to fault in and to look up). */
 static void *tfl_block_alloc(size_t n) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     void *p = NULL;
