@@ -439,11 +439,19 @@ cdef object _bytes_column(Column *c):
 
 # -- column output -------------------------------------------------------------------------
 
-cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
+cdef object _byte_values(Column *c, bint bytes_column):
+    """The bytes values: (values, offsets) when bytes_column, else an object array."""
+    if bytes_column:
+        return _bytes_column(c)
+    return bytes_objects(<const ByteSpan *>c.spans.data, c.spans.len // sizeof(ByteSpan),
+                         <const Py_ssize_t *>c.first.data)
+
+
+cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object lean):
     """One column as a DecodedColumn (steps or None, kinds, counts, floats, ints, bytes values, uniform):
     bytes values as an object array, as (values, offsets) when bytes_column, or for a raw
     column (uint8 array (records, raw), byte length per row or -1); uniform as _uniform
-    gives it."""
+    gives it. When uniform equals lean, only that kind's values (the rest None)."""
     cdef Py_ssize_t i, nrows = c.kinds.len, s = 0
     cdef ByteSpan *spans = <ByteSpan *>c.spans.data
     cdef const uint8_t *kinds = <const uint8_t *>c.kinds.data
@@ -469,12 +477,19 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column):
                         lp[i] = spans[s].len
                     s += counts[i]
         byte_values = (raw_out, lengths)
-    elif bytes_column:
-        byte_values = _bytes_column(c)
-    else:
-        byte_values = bytes_objects(<const ByteSpan *>c.spans.data, c.spans.len // sizeof(ByteSpan),
-                                    <const Py_ssize_t *>c.first.data)
     uniform = _uniform(c)
+    if lean is not None and raw < 0 and not c.sequence and uniform == lean:
+        # Every row has the kind and count the spec asks for: its values are all the spec
+        # layer reads, and each array left out is an allocation the GIL is held for.
+        return DecodedColumn(
+            None, None, None,
+            _array(&c.floats, cnp.NPY_FLOAT32, 4) if lean[0] == FLOAT else None,
+            _array(&c.ints, cnp.NPY_INT64, 8) if lean[0] == INT64 else None,
+            _byte_values(c, bytes_column) if lean[0] == BYTES else None,
+            uniform,
+        )
+    if raw < 0:
+        byte_values = _byte_values(c, bytes_column)
     return DecodedColumn(
         _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,
         _array(&c.kinds, cnp.NPY_UINT8, 1),

@@ -522,7 +522,7 @@ cdef class _Records:
         free(self.lens)
 
 
-def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_column):
+def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_column, lean=None):
     cdef Parser p
     cdef Py_ssize_t n, i
     cdef _Records recs = _Records(records)
@@ -566,18 +566,19 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
             )
         raw = raw_sizes or {}
         ctx_keys = _table_keys(&p.ctx)
-        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1), bytes_column) for i in range(p.ctx.n)]
+        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1), bytes_column, None if lean is None else lean[i])
+               for i in range(p.ctx.n)]
         if not sequence:
             return ctx_keys, ctx
         seq_keys = _table_keys(&p.seq)
-        return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1, bytes_column)
+        return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1, bytes_column, None)
                                              for i in range(p.seq.n)]
     finally:
         table_free(&p.ctx)
         table_free(&p.seq)
 
 
-def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
+def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False, lean=None):
     """Columns of a batch of serialized Examples: a list of bytes-likes, or a RecordBatch
     (anything with ``segments``), read in place.
 
@@ -587,8 +588,14 @@ def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
     (None, kinds, counts, floats, ints, bytes_values, uniform) with one row per record:
     bytes_values an object array of bytes, or with bytes_column (values, offsets): a uint8
     array of all values back to back and n + 1 int64 offsets; uniform (kind, count) when
-    every row agrees."""
-    return _decode(records, keys, raw_sizes, None, False, bytes_column)
+    every row agrees.
+
+    lean: with keys, a (kind, count) or None per key; a column whose uniform equals it
+    comes with only that kind's values (steps, kinds, counts and the other kinds' values
+    None): parse_example's all-present FixedLenFeature, which reads nothing else."""
+    if lean is not None and (keys is None or len(lean) != len(keys)):
+        raise InvalidArgumentError("lean needs keys and one entry per key")
+    return _decode(records, keys, raw_sizes, None, False, bytes_column, lean)
 
 
 def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None,

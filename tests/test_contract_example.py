@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tfrecord_lite import _contract, _example, _example_py, _framing, _framing_py
@@ -98,6 +98,64 @@ def test_decoders_return_decoded_columns_with_kind_numbers(backend, rows):
     assert col.ints.tolist() == [v for row in rows if row and type(row[0]) is int for v in row]
     assert col.uniform == ((int(want[0]), len(rows[0] or [])) if len(set(zip(want, col.counts.tolist()))) == 1
                            else None)
+
+
+@given(st.lists(st.one_of(st.none(), st.just([]), st.lists(st.binary(max_size=8), min_size=1, max_size=2),
+                          st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=2),
+                          st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=2)),
+                min_size=1, max_size=5),
+       st.sampled_from([None, (2, 1), (2, 2), (3, 1), (3, 2), (1, 1), (1, 2)]), st.booleans())
+@example(rows=[[1.5], [2.5]], lean=(2, 1), bytes_column=False)
+@example(rows=[[b"a", b""], [b"bc", b"d"]], lean=(1, 2), bytes_column=True)
+@example(rows=[[b"a"], [b"bc"]], lean=(1, 1), bytes_column=False)
+@example(rows=[[7, 8], None], lean=(3, 2), bytes_column=False)
+def test_a_lean_column_holds_only_its_kinds_values(backend, rows, lean, bytes_column):
+    """decode_examples(lean=...): a column whose uniform equals its lean entry comes with that
+    kind's values alone, equal to the full output's; any other column comes in full. Both
+    backends alike (parse_example's all-present FixedLenFeature path)."""
+    ex = backend.example
+
+    def feature(row):
+        if row is None:
+            return [], [], []
+        if row == []:
+            return [b"f"], [ex.KIND_EMPTY], [None]
+        if isinstance(row[0], bytes):
+            return [b"f"], [ex.KIND_BYTES], [row]
+        if isinstance(row[0], float):
+            return [b"f"], [ex.KIND_FLOAT], [np.array(row, np.float32)]
+        return [b"f"], [ex.KIND_INT64], [np.array(row, np.int64)]
+
+    records = [ex.encode_example(*feature(row)) for row in rows]
+    _, (full,) = ex.decode_examples(records, ["f"], None, bytes_column)
+    _, (col,) = ex.decode_examples(records, ["f"], None, bytes_column, [lean])
+    assert col.uniform == full.uniform
+    slots = {ex.KIND_FLOAT: "floats", ex.KIND_INT64: "ints", ex.KIND_BYTES: "values"}
+    if lean is None or full.uniform != lean:
+        fields = _contract.DecodedColumn._fields
+    else:
+        fields = (slots[lean[0]], "uniform")
+        assert col.steps is None and col.kinds is None and col.counts is None
+        assert all(getattr(col, slot) is None for slot in slots.values() if slot not in fields)
+    for field in fields:
+        got, want = getattr(col, field), getattr(full, field)
+        if field == "values" and bytes_column:
+            got, want = (bytes(a) for a in got), (bytes(a) for a in want)  # (values, offsets)
+            assert list(got) == list(want)
+        elif field == "values":
+            assert list(got) == list(want)
+        elif field != "uniform" and want is not None:
+            np.testing.assert_array_equal(got, want)
+        else:
+            assert got == want
+
+
+@pytest.mark.parametrize("keys, lean", [(None, [None]), (["f"], []), (["f"], [None, None])])
+def test_lean_needs_keys_and_one_entry_per_key(backend, keys, lean):
+    from tfrecord_lite.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="lean needs keys"):
+        backend.example.decode_examples([], keys, None, False, lean)
 
 
 # -- checked containers --------------------------------------------------------------------

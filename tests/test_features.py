@@ -59,6 +59,17 @@ def test_sparse_feature_multi_dim_and_mismatch(backend):
     assert info.value.index == 1
 
 
+def test_a_key_read_by_two_specs(backend):
+    """The core returns only the values of a key that one FixedLenFeature alone reads; a key
+    that a SparseFeature reads too keeps its per-row kinds and counts."""
+    recs = [tfl.encode_example({"i": [2], "v": [1.5]}), tfl.encode_example({"i": [0], "v": [2.5]})]
+    spec = {"i": tfl.FixedLenFeature([1], np.int64), "v": tfl.FixedLenFeature([], np.float32),
+            "s": tfl.SparseFeature("i", "v", np.float32, 4)}
+    out = tfl.parse_example(recs, spec)
+    assert out["i"].tolist() == [[2], [0]] and out["v"].tolist() == [1.5, 2.5]
+    assert out["s"].indices.tolist() == [[0, 2], [1, 0]] and out["s"].values.tolist() == [1.5, 2.5]
+
+
 def test_ragged_and_item_sequence(backend):
     recs = [tfl.encode_example({"a": [1, 2, 3, 4]}), tfl.encode_example({}), tfl.encode_example({"a": [5, 6]})]
     out = tfl.parse_example(recs, {"r": tfl.RaggedFeature(np.int64, value_key="a", row_splits_dtype="int64"),

@@ -131,7 +131,12 @@ class _Column:
             values = ()
         self.counts.append(len(values))
 
-    def output(self, raw, bytes_column=False):
+    def output(self, raw, bytes_column=False, lean=None):
+        uniform = _uniform(self.kinds, self.counts)
+        if lean is not None and (raw is None or raw < 0) and not self.sequence and uniform == lean:
+            full = self.output(raw, bytes_column)  # only lean's kind of values, as the core gives
+            return DecodedColumn(None, None, None, *(v if kind == lean[0] else None for kind, v in
+                                                     zip((KIND_FLOAT, KIND_INT64, KIND_BYTES), full[3:6])), uniform)
         kinds = np.array(self.kinds, dtype=np.uint8)
         counts = np.array(self.counts, dtype=np.int64)
         if bytes_column and (raw is None or raw < 0):
@@ -204,9 +209,11 @@ class _Table:
             else:
                 column.add_feature(mapping[key])
 
-    def output(self, raw_sizes, bytes_column):
+    def output(self, raw_sizes, bytes_column, lean=None):
         raw = raw_sizes or {}
-        return list(self.columns), [c.output(raw.get(k, -1), bytes_column) for k, c in self.columns.items()]
+        lean = lean or [None] * len(self.columns)
+        return list(self.columns), [c.output(raw.get(k, -1), bytes_column, want)
+                                    for (k, c), want in zip(self.columns.items(), lean)]
 
 
 def _parse(message_class, data, index):
@@ -251,12 +258,14 @@ def _check_inside(size, start, length):
         raise InvalidArgumentError(f"a RecordBatch record ({start}, {length}) lies outside its {size}-byte block")
 
 
-def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False):
+def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False, lean=None):
     """Columns of a batch of serialized Examples; see csrc/_example.pyx."""
+    if lean is not None and (keys is None or len(lean) != len(keys)):
+        raise InvalidArgumentError("lean needs keys and one entry per key")
     table = _Table(keys, sequence=False)
     for i, data in enumerate(_records(records)):
         table.add(i, _parse(Example, data, i).features.feature)
-    return table.output(raw_sizes, bytes_column)
+    return table.output(raw_sizes, bytes_column, lean)
 
 
 def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw_sizes=None,

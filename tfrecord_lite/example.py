@@ -9,7 +9,7 @@ batch; every spec type goes through the same column checks (``_Column``).
 
 from __future__ import annotations
 
-from collections import namedtuple
+from collections import Counter, namedtuple
 from functools import cmp_to_key, lru_cache
 from math import prod
 from typing import Any, Iterable, Literal, Mapping, overload
@@ -268,7 +268,7 @@ class _Plan:
     per output its column index and, for FixedLenFeature, the (kind, count) every record
     has when no per-row work is needed."""
 
-    __slots__ = ("items", "keys", "raw", "outputs")
+    __slots__ = ("items", "keys", "raw", "outputs", "lean")
 
     def __init__(self, features, allowed, where):
         _check_specs(features, allowed, where)
@@ -285,12 +285,19 @@ class _Plan:
             raise FeatureSpecError(f"feature {shared[0]!r}: a RawTensorFeature key cannot be read by another spec")
         self.keys, self.raw = keys, raw
         self.outputs = []
+        # Per key, the (kind, count) for which the core need only return the values: keys
+        # that one FixedLenFeature alone reads, which _build then takes as they are.
+        readers = Counter(key for name, spec in self.items for key in _keys_of(name, spec))
+        self.lean = [None] * len(keys)
         for name, spec in self.items:
             uniform = None
+            index = keys.index(_keys_of(name, spec)[0])
             if type(spec) is FixedLenFeature:
                 kind = _KIND[spec.dtype]
                 uniform = (kind, prod(spec.shape)), _VALUE_SLOT[kind]
-            self.outputs.append((name, spec, keys.index(_keys_of(name, spec)[0]), uniform))
+                if readers[keys[index]] == 1:
+                    self.lean[index] = uniform[0]
+            self.outputs.append((name, spec, index, uniform))
 
     def matches(self, features) -> bool:
         return len(features) == len(self.items) and all(features.get(k) is v for k, v in self.items)
@@ -327,7 +334,7 @@ def _decode(records, plan, seq_plan=None, bytes_output="object"):
     values as BytesColumn when bytes_output is "column"."""
     column = _bytes_column(bytes_output)
     if seq_plan is None:
-        _, columns = _native.example.decode_examples(records, plan.keys, plan.raw, column)
+        _, columns = _native.example.decode_examples(records, plan.keys, plan.raw, column, plan.lean)
         seq_columns = None
     else:
         _, columns, _, seq_columns = _native.example.decode_sequence_examples(
@@ -339,7 +346,8 @@ def _decode(records, plan, seq_plan=None, bytes_output="object"):
 
 
 def _wrap_bytes(keys, columns, raw):
-    return [c if k in raw else c._replace(values=BytesColumn._of(*c.values)) for k, c in zip(keys, columns)]
+    return [c if k in raw or c.values is None else c._replace(values=BytesColumn._of(*c.values))
+            for k, c in zip(keys, columns)]
 
 
 def _build(plan, raw_columns, batch):
