@@ -6,10 +6,17 @@
 
 # -- growable buffers and columns ----------------------------------------------------------
 
+cdef extern from "blocks.h":
+    size_t TFL_BLOCK_MIN
+    void *tfl_block_take(size_t n, size_t *size) nogil
+    void tfl_block_give(void *p, size_t size) nogil
+    int tfl_blocks_list(void **data, size_t *size, int most) nogil
+
+
 cdef struct Buf:
-    char *data           # malloc'd storage
+    char *data           # storage: malloc'd below TFL_BLOCK_MIN bytes, else a recycled block
     Py_ssize_t len       # bytes in use
-    Py_ssize_t cap       # bytes allocated
+    Py_ssize_t cap       # bytes allocated (a block's whole size)
 
 
 cdef struct Column:
@@ -53,17 +60,40 @@ cdef inline bint buf_reserve(Buf *b, Py_ssize_t extra) noexcept nogil:
 
 
 cdef bint buf_grow(Buf *b, Py_ssize_t extra) noexcept nogil:
-    cdef Py_ssize_t cap
+    cdef Py_ssize_t cap, used
+    cdef size_t size
     cdef char *p
     cap = b.cap * 2 if b.cap else 64
     while cap - b.len < extra:
         cap *= 2
-    p = <char *>realloc(b.data, cap)
+    if <size_t>cap < TFL_BLOCK_MIN:
+        p = <char *>realloc(b.data, cap)
+        if p == NULL:
+            return False
+        b.data = p
+        b.cap = cap
+        return True
+    # A large column (embeddings; the row tables of a very large batch): a recycled block,
+    # whose pages an earlier batch already faulted in (see "large outputs in recycled blocks").
+    p = <char *>tfl_block_take(cap, &size)
     if p == NULL:
         return False
-    b.data = p
-    b.cap = cap
+    used = b.len
+    if used:
+        memcpy(p, b.data, used)
+    buf_release(b)
+    b.data, b.len, b.cap = p, used, size
     return True
+
+
+cdef void buf_release(Buf *b) noexcept nogil:
+    """Free the storage (a block goes back to be recycled); b is left empty."""
+    if <size_t>b.cap >= TFL_BLOCK_MIN:
+        tfl_block_give(b.data, b.cap)
+    else:
+        free(b.data)
+    b.data = NULL
+    b.len = b.cap = 0
 
 
 cdef inline bint buf_push8(Buf *b, uint8_t v) noexcept nogil:
@@ -83,13 +113,13 @@ cdef inline bint buf_push64(Buf *b, int64_t v) noexcept nogil:
 
 
 cdef void column_free(Column *c) noexcept nogil:
-    free(c.steps.data)
-    free(c.kinds.data)
-    free(c.counts.data)
-    free(c.floats.data)
-    free(c.ints.data)
-    free(c.spans.data)
-    free(c.first.data)
+    buf_release(&c.steps)
+    buf_release(&c.kinds)
+    buf_release(&c.counts)
+    buf_release(&c.floats)
+    buf_release(&c.ints)
+    buf_release(&c.spans)
+    buf_release(&c.first)
 
 
 cdef void table_free(Table *t) noexcept nogil:
@@ -274,115 +304,73 @@ cdef void _free_capsule(object capsule) noexcept:
 
 
 cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
-    """The buffer as a 1-D array. The array takes over the storage (freed with it) rather
-    than copying it; b is left empty."""
+    """The buffer as a 1-D array. The array takes over the storage (freed, or a block
+    recycled, with it) rather than copying it; b is left empty."""
     cdef cnp.npy_intp n = b.len // itemsize
-    cdef cnp.ndarray out
-    cdef char *data
+    cdef char *data = b.data
+    cdef size_t size = b.cap
     if b.len == 0:
         return cnp.PyArray_SimpleNew(1, &n, typenum)
-    data = <char *>realloc(b.data, b.len)   # give back the unused tail
-    if data == NULL:
-        data = b.data
+    if size < TFL_BLOCK_MIN:
+        data = <char *>realloc(b.data, b.len)   # give back the unused tail
+        if data == NULL:
+            data = b.data
+        size = 0
     b.data = NULL
     b.len = b.cap = 0
+    return _owning(1, &n, typenum, data, size)
+
+
+cdef cnp.ndarray _owning(int nd, cnp.npy_intp *dims, int typenum, void *data, size_t size):
+    """An array over data that frees it when it goes: size 0, data is malloc'd; else data
+    is a recycled block of that size, which goes back to be recycled."""
+    cdef cnp.ndarray out
     try:
-        capsule = PyCapsule_New(data, NULL, _free_capsule)
+        capsule = PyCapsule_New(data, NULL, _give_capsule if size else _free_capsule)
+        PyCapsule_SetContext(capsule, <void *>size)
     except BaseException:
-        free(data)
+        if size:
+            tfl_block_give(data, size)
+        else:
+            free(data)
         raise
-    out = cnp.PyArray_SimpleNewFromData(1, &n, typenum, data)
+    out = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, data)
     cnp.set_array_base(out, capsule)
     return out
+
+
+cdef void _give_capsule(object capsule) noexcept:
+    tfl_block_give(PyCapsule_GetPointer(capsule, NULL), <size_t>PyCapsule_GetContext(capsule))
 
 
 # -- large outputs in recycled blocks -------------------------------------------------------
 #
-# A batch's large output buffers (a bytes column's values, a raw column: 32 MiB for 1,024
-# images) were fresh allocations that glibc serves with mmap and unmaps when freed, so every
-# batch faulted each page in again: W1 with bytes_output="column" took 0.03-0.10 s a pass
-# where bytes objects (from the heap, reused) took 0.03 s. Blocks of BLOCK_MIN bytes and more
-# are kept when their array goes and handed to the next batch that fits. Both ends hold the
-# GIL (making the array; the capsule's destructor), which guards the slots.
-
-cdef extern from "blocks.h":
-    void *tfl_block_alloc(size_t n) nogil
-
-cdef enum:
-    BLOCK_MIN = 1 << 20   # smaller buffers come from glibc's heap, which reuses them itself
-    BLOCK_SLOTS = 4       # blocks kept at most: frees and the next batch's takes alternate
-
-cdef Py_ssize_t BLOCK_KEEP_BYTES = 128 << 20   # and at most this much memory in them
-cdef void *block_data[BLOCK_SLOTS]
-cdef size_t block_size[BLOCK_SLOTS]
-cdef Py_ssize_t blocks_kept = 0
-
-
-cdef void *block_take(size_t n, size_t *size) noexcept:
-    """A kept block of n to 1.25 n bytes (the smallest), else a new one with room for a
-    next batch 1/8 larger; its size in size. NULL when out of memory. Needs the GIL."""
-    global blocks_kept
-    cdef Py_ssize_t i, best = -1
-    cdef void *p
-    for i in range(blocks_kept):
-        if n <= block_size[i] <= n + n // 4 and (best < 0 or block_size[i] < block_size[best]):
-            best = i
-    if best < 0:
-        size[0] = n + n // 8
-        return tfl_block_alloc(size[0])
-    p, size[0] = block_data[best], block_size[best]
-    blocks_kept -= 1
-    block_data[best], block_size[best] = block_data[blocks_kept], block_size[blocks_kept]
-    return p
-
-
-cdef void block_give(object capsule) noexcept:
-    """A recycled block's array is gone: keep the block, or when the slots or the byte
-    budget are full, free the smaller of it and the smallest kept."""
-    global blocks_kept
-    cdef void *p = PyCapsule_GetPointer(capsule, NULL)
-    cdef size_t size = <size_t>PyCapsule_GetContext(capsule)
-    cdef Py_ssize_t i, small = 0
-    cdef size_t held = size
-    for i in range(blocks_kept):
-        held += block_size[i]
-        if block_size[i] < block_size[small]:
-            small = i
-    if blocks_kept < BLOCK_SLOTS and held <= <size_t>BLOCK_KEEP_BYTES:
-        block_data[blocks_kept], block_size[blocks_kept] = p, size
-        blocks_kept += 1
-    elif blocks_kept and block_size[small] < size and held - block_size[small] <= <size_t>BLOCK_KEEP_BYTES:
-        free(block_data[small])
-        block_data[small], block_size[small] = p, size
-    else:
-        free(p)
-
+# A batch's large buffers (a bytes column's values, a raw column, a column of embeddings:
+# 32 MiB for 1,024 images) were fresh allocations that glibc serves with mmap and unmaps when
+# freed, so every batch faulted each page in again: W1 with bytes_output="column" took
+# 0.03-0.10 s a pass where bytes objects (from the heap, reused) took 0.03 s. Buffers of
+# TFL_BLOCK_MIN bytes and more are blocks that blocks.h keeps when their array goes and hands
+# to the next batch that fits.
 
 cdef cnp.ndarray _output(int nd, cnp.npy_intp *dims, int typenum, Py_ssize_t nbytes):
-    """An uninitialised C-contiguous array of nbytes for a batch's output: from a
-    recycled block when it is large."""
+    """An uninitialised C-contiguous array of nbytes for a batch's output: in a recycled
+    block when it is large."""
     cdef size_t size
     cdef void *p
-    cdef cnp.ndarray out
-    if nbytes < BLOCK_MIN:
+    if <size_t>nbytes < TFL_BLOCK_MIN:
         return cnp.PyArray_EMPTY(nd, dims, typenum, 0)
-    p = block_take(nbytes, &size)
+    p = tfl_block_take(nbytes, &size)
     if p == NULL:
         raise MemoryError()
-    try:
-        capsule = PyCapsule_New(p, NULL, block_give)
-    except BaseException:
-        free(p)
-        raise
-    PyCapsule_SetContext(capsule, <void *>size)
-    out = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, p)
-    cnp.set_array_base(out, capsule)
-    return out
+    return _owning(nd, dims, typenum, p, size)
 
 
 def _blocks_kept():
     """(address, size) of each kept block: for tests."""
-    return [(<size_t>block_data[i], block_size[i]) for i in range(blocks_kept)]
+    cdef void *data[64]
+    cdef size_t size[64]
+    cdef int n = tfl_blocks_list(data, size, 64)
+    return [(<size_t>data[i], size[i]) for i in range(n)]
 
 
 cdef object _uniform(Column *c):
