@@ -140,3 +140,27 @@ def test_values_survive_a_column_growing_past_its_first_estimate(core):
         with _native.use("python"):
             want = tfl.parse_example(records, {"v": tfl.VarLenFeature(np.float32)})["v"]
         np.testing.assert_array_equal(got.indices, want.indices)
+
+
+def test_threads_parsing_at_once_never_share_a_block(core):
+    """Columns grow into blocks without the GIL, in several threads at once: each array
+    keeps its own values while the others take and give blocks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = {"emb": tfl.FixedLenFeature([512], np.float32), "label": tfl.FixedLenFeature([], np.int64)}
+    inputs = [_embeddings(700, 512, seed) for seed in range(4)]  # 1.4 MiB of floats each
+
+    def work(k):
+        rows, records = inputs[k]
+        kept = []
+        for _ in range(6):
+            kept.append(tfl.parse_example(records, spec)["emb"])
+            if len(kept) > 2:
+                kept.pop(0)  # its block goes back while the other threads parse
+            for array in kept:  # the older one too, after the other threads' parses
+                np.testing.assert_array_equal(array, rows)
+        return [_address(a) for a in kept]
+
+    with ThreadPoolExecutor(4) as pool:
+        addresses = [a for got in pool.map(work, range(4)) for a in got]
+    assert len(set(addresses)) == len(addresses)  # the arrays alive at the end: no block twice
