@@ -159,8 +159,10 @@ def test_threads_parsing_at_once_never_share_a_block(core):
                 kept.pop(0)  # its block goes back while the other threads parse
             for array in kept:  # the older one too, after the other threads' parses
                 np.testing.assert_array_equal(array, rows)
-        return [_address(a) for a in kept]
+        return kept
 
     with ThreadPoolExecutor(4) as pool:
-        addresses = [a for got in pool.map(work, range(4)) for a in got]
-    assert len(set(addresses)) == len(addresses)  # the arrays alive at the end: no block twice
+        alive = [a for got in pool.map(work, range(4)) for a in got]
+    assert len({_address(a) for a in alive}) == len(alive) == 8  # arrays alive together: no block twice
+    for k, array in enumerate(alive):
+        np.testing.assert_array_equal(array, inputs[k // 2][0])
