@@ -47,7 +47,7 @@ import enum
 cimport numpy as cnp
 import numpy as np
 from cpython.buffer cimport PyBuffer_Release
-from cpython.pycapsule cimport PyCapsule_GetContext, PyCapsule_GetPointer, PyCapsule_New, PyCapsule_SetContext
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New, PyCapsule_SetContext
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8

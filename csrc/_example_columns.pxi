@@ -8,6 +8,7 @@
 
 cdef extern from "blocks.h":
     size_t TFL_BLOCK_MIN
+    enum: TFL_BLOCK_SLOTS
     void *tfl_block_take(size_t n, size_t *size) nogil
     void tfl_block_give(void *p, size_t size) nogil
     int tfl_blocks_list(void **data, size_t *size, int most) nogil
@@ -88,10 +89,7 @@ cdef bint buf_grow(Buf *b, Py_ssize_t extra) noexcept nogil:
 
 cdef void buf_release(Buf *b) noexcept nogil:
     """Free the storage (a block goes back to be recycled); b is left empty."""
-    if <size_t>b.cap >= TFL_BLOCK_MIN:
-        tfl_block_give(b.data, b.cap)
-    else:
-        free(b.data)
+    tfl_block_give(b.data, b.cap)
     b.data = NULL
     b.len = b.cap = 0
 
@@ -299,8 +297,16 @@ cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t 
 
 # -- columns as numpy arrays (with the GIL) ------------------------------------------------
 
+cdef extern from "Python.h":
+    # Unchecked: a capsule without a context gives NULL, which Cython's declaration would
+    # take for an error, and a capsule is often freed while an exception is on its way.
+    void *capsule_context "PyCapsule_GetContext" (object capsule) noexcept
+
+
 cdef void _free_capsule(object capsule) noexcept:
-    free(PyCapsule_GetPointer(capsule, NULL))
+    """Free a capsule's memory; its context, when set, is the size (a block goes back to be
+    recycled, see blocks.h)."""
+    tfl_block_give(PyCapsule_GetPointer(capsule, NULL), <size_t>capsule_context(capsule))
 
 
 cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
@@ -315,32 +321,26 @@ cdef object _array(Buf *b, int typenum, Py_ssize_t itemsize):
         data = <char *>realloc(b.data, b.len)   # give back the unused tail
         if data == NULL:
             data = b.data
-        size = 0
+        else:
+            size = b.len
     b.data = NULL
     b.len = b.cap = 0
     return _owning(1, &n, typenum, data, size)
 
 
 cdef cnp.ndarray _owning(int nd, cnp.npy_intp *dims, int typenum, void *data, size_t size):
-    """An array over data that frees it when it goes: size 0, data is malloc'd; else data
-    is a recycled block of that size, which goes back to be recycled."""
+    """An array over data (size bytes) that frees it when it goes, or recycles it when it is
+    a block (blocks.h)."""
     cdef cnp.ndarray out
     try:
-        capsule = PyCapsule_New(data, NULL, _give_capsule if size else _free_capsule)
+        capsule = PyCapsule_New(data, NULL, _free_capsule)
         PyCapsule_SetContext(capsule, <void *>size)
     except BaseException:
-        if size:
-            tfl_block_give(data, size)
-        else:
-            free(data)
+        tfl_block_give(data, size)
         raise
     out = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, data)
     cnp.set_array_base(out, capsule)
     return out
-
-
-cdef void _give_capsule(object capsule) noexcept:
-    tfl_block_give(PyCapsule_GetPointer(capsule, NULL), <size_t>PyCapsule_GetContext(capsule))
 
 
 # -- large outputs in recycled blocks -------------------------------------------------------
@@ -367,9 +367,9 @@ cdef cnp.ndarray _output(int nd, cnp.npy_intp *dims, int typenum, Py_ssize_t nby
 
 def _blocks_kept():
     """(address, size) of each kept block: for tests."""
-    cdef void *data[64]
-    cdef size_t size[64]
-    cdef int n = tfl_blocks_list(data, size, 64)
+    cdef void *data[TFL_BLOCK_SLOTS]
+    cdef size_t size[TFL_BLOCK_SLOTS]
+    cdef int n = tfl_blocks_list(data, size, TFL_BLOCK_SLOTS)
     return [(<size_t>data[i], size[i]) for i in range(n)]
 
 

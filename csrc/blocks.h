@@ -79,12 +79,17 @@ static void *tfl_block_take(size_t n, size_t *size) {
     return tfl_block_alloc(*size);
 }
 
-/* A block is no longer used: keep it, or when the slots or the byte budget are full, free
-   the smaller of it and the smallest kept. */
+/* Memory of size bytes is no longer used. Under TFL_BLOCK_MIN (malloc'd, never a block) it
+   is freed; a block is kept, or when the slots or the byte budget are full, the smaller of it
+   and the smallest kept is freed. */
 static void tfl_block_give(void *p, size_t size) {
     int i, small = 0;
     size_t held = size;
     void *drop = p;
+    if (size < TFL_BLOCK_MIN) {
+        free(p);
+        return;
+    }
     tfl_blocks_lock();
     for (i = 0; i < tfl_blocks_kept; i++) {
         held += tfl_block_size[i];
