@@ -78,10 +78,15 @@ def _feature(ex, row):
     return [b"f"], [ex.KIND_INT64], [np.array(row, np.int64)]
 
 
-@given(st.lists(st.one_of(st.none(), st.just([]), st.lists(st.binary(max_size=8), min_size=1, max_size=3),
-                          st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=3),
-                          st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=3)),
-                min_size=1, max_size=6))
+def _rows(values, records):
+    """Rows for _feature: absent, empty, or 1 to values bytes, floats or ints; 1 to records."""
+    return st.lists(st.one_of(st.none(), st.just([]), st.lists(st.binary(max_size=8), min_size=1, max_size=values),
+                              st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=values),
+                              st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=values)),
+                    min_size=1, max_size=records)
+
+
+@given(_rows(3, 6))
 def test_decoders_return_decoded_columns_with_kind_numbers(backend, rows):
     """Each record holds feature "f" as one of the kinds, or not at all; the decoded column's
     fields say so by name, in both backends."""
@@ -102,11 +107,7 @@ def test_decoders_return_decoded_columns_with_kind_numbers(backend, rows):
                            else None)
 
 
-@given(st.lists(st.one_of(st.none(), st.just([]), st.lists(st.binary(max_size=8), min_size=1, max_size=2),
-                          st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=2),
-                          st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=2)),
-                min_size=1, max_size=5),
-       st.sampled_from([None, (2, 1), (2, 2), (3, 1), (3, 2), (1, 1), (1, 2)]), st.booleans())
+@given(_rows(2, 5), st.sampled_from([None, (2, 1), (2, 2), (3, 1), (3, 2), (1, 1), (1, 2)]), st.booleans())
 @example(rows=[[1.5], [2.5]], lean=(2, 1), bytes_column=False)
 @example(rows=[[b"a", b""], [b"bc", b"d"]], lean=(1, 2), bytes_column=True)
 @example(rows=[[b"a"], [b"bc"]], lean=(1, 1), bytes_column=False)
