@@ -8,8 +8,17 @@
 #define POLY 0x82f63b78u
 
 static uint32_t table[8][256];
-static uint32_t crc_shift256(uint32_t crc);
 static int tables_ready = 0;
+
+/* Appending b zero bytes to a message whose raw (pre-inversion) remainder is crc multiplies
+ * it by x^(8b) mod P: a linear map, kept as a table over each byte of crc. The hardware
+ * paths compute three blocks of b bytes as independent streams and join them with it. */
+typedef uint32_t shift_table[4][256];
+static shift_table shift64, shift256, shift4096;
+
+static inline uint32_t crc_shift(const shift_table t, uint32_t crc) {
+    return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24];
+}
 
 static void build_tables(void) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -43,30 +52,44 @@ static uint32_t crc_table(uint32_t crc, const unsigned char *p, size_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
 #define HAVE_SSE42_PATH 1
+/* Whole rounds of three blocks of `block` bytes, three independent streams that hide the
+ * instruction's 3-cycle latency, joined by shifting the first two past the blocks after them. */
+__attribute__((target("sse4.2"), always_inline)) static inline uint64_t crc_sse42_rounds(
+        uint64_t c, const unsigned char **pp, size_t *np, size_t block, const shift_table shift) {
+    const unsigned char *p = *pp;
+    size_t n = *np;
+    while (n >= 3 * block) {
+        uint64_t c1 = 0, c2 = 0;
+        const unsigned char *end = p + block;
+        for (; p < end; p += 8) {
+            uint64_t a, b, d;
+            memcpy(&a, p, 8);
+            memcpy(&b, p + block, 8);
+            memcpy(&d, p + 2 * block, 8);
+            c = _mm_crc32_u64(c, a);
+            c1 = _mm_crc32_u64(c1, b);
+            c2 = _mm_crc32_u64(c2, d);
+        }
+        c = crc_shift(shift, crc_shift(shift, (uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
+        p += 2 * block;
+        n -= 3 * block;
+    }
+    *pp = p;
+    *np = n;
+    return c;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const unsigned char *p, size_t n) {
     uint64_t c = crc;
     while (n && ((uintptr_t)p & 7)) {
         c = _mm_crc32_u8((uint32_t)c, *p++);
         n--;
     }
-    /* Three independent streams hide the instruction's 3-cycle latency on long inputs. */
-    while (n >= 3 * 256) {
-        uint64_t c1 = 0, c2 = 0;
-        const unsigned char *end = p + 256;
-        for (; p < end; p += 8) {
-            uint64_t a, b, d;
-            memcpy(&a, p, 8);
-            memcpy(&b, p + 256, 8);
-            memcpy(&d, p + 512, 8);
-            c = _mm_crc32_u64(c, a);
-            c1 = _mm_crc32_u64(c1, b);
-            c2 = _mm_crc32_u64(c2, d);
-        }
-        /* Shift c and c1 past the blocks that follow them, then fold. */
-        c = crc_shift256(crc_shift256((uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
-        p += 512;
-        n -= 3 * 256;
-    }
+    /* Long blocks where they fit, so that joins are rare; 64-byte blocks still take records
+     * of a few hundred bytes (a tabular Example) three streams at a time. */
+    c = crc_sse42_rounds(c, &p, &n, 4096, shift4096);
+    c = crc_sse42_rounds(c, &p, &n, 256, shift256);
+    c = crc_sse42_rounds(c, &p, &n, 64, shift64);
     while (n >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);
@@ -105,24 +128,28 @@ __attribute__((target("+crc"))) static uint32_t crc_armv8(uint32_t crc, const un
 }
 #endif
 
-/* Multiplying by x^(8*256) mod P, as a table over each byte of crc: appending 256 zero
- * bytes to a message whose raw (pre-inversion) remainder is crc. */
-static uint32_t shift256[4][256];
-
-static uint32_t gf2_multiply_xpow(uint32_t crc, size_t zero_bytes) {
-    /* Append zero bytes bit by bit; only used to build shift256 once. */
-    for (size_t i = 0; i < zero_bytes * 8; i++) crc = (crc >> 1) ^ (POLY & (0u - (crc & 1u)));
-    return crc;
-}
-
-static void build_shift256(void) {
+/* t: `times` applications of the map `by`, or of appending one zero byte where by is NULL,
+ * found for the 32 basis vectors and combined per byte. */
+static void build_shift(shift_table t, const shift_table by, int times) {
+    uint32_t basis[32];
+    for (int bit = 0; bit < 32; bit++) {
+        uint32_t c = 1u << bit;
+        for (int j = 0; j < times; j++) {
+            if (by) {
+                c = crc_shift(by, c);
+            } else {
+                for (int k = 0; k < 8; k++) c = (c >> 1) ^ (POLY & (0u - (c & 1u)));
+            }
+        }
+        basis[bit] = c;
+    }
     for (int b = 0; b < 4; b++)
-        for (uint32_t i = 0; i < 256; i++) shift256[b][i] = gf2_multiply_xpow(i << (8 * b), 256);
-}
-
-static uint32_t crc_shift256(uint32_t crc) {
-    return shift256[0][crc & 0xff] ^ shift256[1][(crc >> 8) & 0xff] ^ shift256[2][(crc >> 16) & 0xff] ^
-           shift256[3][crc >> 24];
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t v = 0;
+            for (int k = 0; k < 8; k++)
+                if ((i >> k) & 1u) v ^= basis[8 * b + k];
+            t[b][i] = v;
+        }
 }
 
 typedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t);
@@ -145,7 +172,9 @@ int tfl_crc32c_hw_available(void) {
 int tfl_crc32c_init(int force_table) {
     if (!tables_ready) {
         build_tables();
-        build_shift256();
+        build_shift(shift64, NULL, 64);
+        build_shift(shift256, shift64, 4);
+        build_shift(shift4096, shift256, 16);
     }
     active = crc_table;
     active_backend = TFL_CRC_TABLE;

@@ -1,5 +1,6 @@
-"""CRC32C against the crc32c package: every length 0..64, long inputs, unaligned offsets,
-on both backends and, for the compiled core, both the hardware and the table path."""
+"""CRC32C against the crc32c package: every length 0..1600 and long inputs around the block
+sizes the hardware path runs three streams over (3 x 64, 3 x 256, 3 x 4096 bytes), at unaligned
+offsets, on both backends and, for the compiled core, both the hardware and the table path."""
 
 import os
 import random
@@ -12,7 +13,9 @@ import pytest
 
 import tfrecord_lite
 
-LENGTHS = list(range(65)) + [255, 256, 767, 768, 769, 1000, 3 * 256 * 4 + 13, 65536, 100_003]
+LONG = 3 * 4096
+LENGTHS = list(range(1601)) + [LONG - 1, LONG, LONG + 1, LONG + 3 * 256 + 3 * 64 + 7, 2 * LONG + 13, 32768, 65536,
+                               100_003]
 
 
 @pytest.fixture(params=["hardware", "table"])
