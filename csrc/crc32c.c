@@ -49,56 +49,45 @@ static uint32_t crc_table(uint32_t crc, const unsigned char *p, size_t n) {
     return crc;
 }
 
+static inline uint64_t load64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* The hardware paths, given their 8-byte CRC instruction STEP8 (on local c, p and n): whole
+ * rounds of three blocks of `block` bytes as three independent streams, which hide the
+ * instruction's latency, joined by shifting the first two past the blocks after them. */
+#define CRC_ROUNDS(STEP8, block, shift)                          \
+    while (n >= 3 * (size_t)(block)) {                           \
+        uint32_t c1 = 0, c2 = 0;                                 \
+        const unsigned char *end = p + (block);                  \
+        for (; p < end; p += 8) {                                \
+            c = STEP8(c, load64(p));                             \
+            c1 = STEP8(c1, load64(p + (block)));                 \
+            c2 = STEP8(c2, load64(p + 2 * (block)));             \
+        }                                                        \
+        c = crc_shift(shift, crc_shift(shift, c) ^ c1) ^ c2;     \
+        p += 2 * (block);                                        \
+        n -= 3 * (size_t)(block);                                \
+    }
+/* Long blocks where they fit, so that joins are rare; 64-byte blocks still take records of
+ * a few hundred bytes (a tabular Example) three streams at a time. */
+#define CRC_ALL_ROUNDS(STEP8)                \
+    CRC_ROUNDS(STEP8, 4096, shift4096)       \
+    CRC_ROUNDS(STEP8, 256, shift256)         \
+    CRC_ROUNDS(STEP8, 64, shift64)
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
 #define HAVE_SSE42_PATH 1
-/* Whole rounds of three blocks of `block` bytes, three independent streams that hide the
- * instruction's 3-cycle latency, joined by shifting the first two past the blocks after them. */
-__attribute__((target("sse4.2"), always_inline)) static inline uint64_t crc_sse42_rounds(
-        uint64_t c, const unsigned char **pp, size_t *np, size_t block, const shift_table shift) {
-    const unsigned char *p = *pp;
-    size_t n = *np;
-    while (n >= 3 * block) {
-        uint64_t c1 = 0, c2 = 0;
-        const unsigned char *end = p + block;
-        for (; p < end; p += 8) {
-            uint64_t a, b, d;
-            memcpy(&a, p, 8);
-            memcpy(&b, p + block, 8);
-            memcpy(&d, p + 2 * block, 8);
-            c = _mm_crc32_u64(c, a);
-            c1 = _mm_crc32_u64(c1, b);
-            c2 = _mm_crc32_u64(c2, d);
-        }
-        c = crc_shift(shift, crc_shift(shift, (uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
-        p += 2 * block;
-        n -= 3 * block;
-    }
-    *pp = p;
-    *np = n;
+#define SSE42_STEP8(c, v) ((uint32_t)_mm_crc32_u64((c), (v)))
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const unsigned char *p, size_t n) {
+    for (; n && ((uintptr_t)p & 7); n--) c = _mm_crc32_u8(c, *p++);
+    CRC_ALL_ROUNDS(SSE42_STEP8)
+    for (; n >= 8; p += 8, n -= 8) c = SSE42_STEP8(c, load64(p));
+    while (n--) c = _mm_crc32_u8(c, *p++);
     return c;
-}
-
-__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const unsigned char *p, size_t n) {
-    uint64_t c = crc;
-    while (n && ((uintptr_t)p & 7)) {
-        c = _mm_crc32_u8((uint32_t)c, *p++);
-        n--;
-    }
-    /* Long blocks where they fit, so that joins are rare; 64-byte blocks still take records
-     * of a few hundred bytes (a tabular Example) three streams at a time. */
-    c = crc_sse42_rounds(c, &p, &n, 4096, shift4096);
-    c = crc_sse42_rounds(c, &p, &n, 256, shift256);
-    c = crc_sse42_rounds(c, &p, &n, 64, shift64);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = _mm_crc32_u64(c, v);
-        p += 8;
-        n -= 8;
-    }
-    while (n--) c = _mm_crc32_u8((uint32_t)c, *p++);
-    return (uint32_t)c;
 }
 #endif
 
@@ -111,20 +100,12 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const 
 #endif
 #endif
 #define HAVE_ARMV8_PATH 1
-__attribute__((target("+crc"))) static uint32_t crc_armv8(uint32_t crc, const unsigned char *p, size_t n) {
-    while (n && ((uintptr_t)p & 7)) {
-        crc = __crc32cb(crc, *p++);
-        n--;
-    }
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        crc = __crc32cd(crc, v);
-        p += 8;
-        n -= 8;
-    }
-    while (n--) crc = __crc32cb(crc, *p++);
-    return crc;
+__attribute__((target("+crc"))) static uint32_t crc_armv8(uint32_t c, const unsigned char *p, size_t n) {
+    for (; n && ((uintptr_t)p & 7); n--) c = __crc32cb(c, *p++);
+    CRC_ALL_ROUNDS(__crc32cd)
+    for (; n >= 8; p += 8, n -= 8) c = __crc32cd(c, load64(p));
+    while (n--) c = __crc32cb(c, *p++);
+    return c;
 }
 #endif
 
