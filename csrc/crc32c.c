@@ -77,18 +77,21 @@ static inline uint64_t load64(const unsigned char *p) {
     CRC_ROUNDS(STEP8, 4096, shift4096)       \
     CRC_ROUNDS(STEP8, 256, shift256)         \
     CRC_ROUNDS(STEP8, 64, shift64)
+/* A hardware path: single bytes to an 8-byte boundary, the rounds, 8-byte words, the rest. */
+#define CRC_HW_PATH(name, target, STEP1, STEP8)                                \
+    target static uint32_t name(uint32_t c, const unsigned char *p, size_t n) { \
+        for (; n && ((uintptr_t)p & 7); n--) c = STEP1(c, *p++);               \
+        CRC_ALL_ROUNDS(STEP8)                                                  \
+        for (; n >= 8; p += 8, n -= 8) c = STEP8(c, load64(p));                \
+        while (n--) c = STEP1(c, *p++);                                        \
+        return c;                                                              \
+    }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
 #define HAVE_SSE42_PATH 1
 #define SSE42_STEP8(c, v) ((uint32_t)_mm_crc32_u64((c), (v)))
-__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const unsigned char *p, size_t n) {
-    for (; n && ((uintptr_t)p & 7); n--) c = _mm_crc32_u8(c, *p++);
-    CRC_ALL_ROUNDS(SSE42_STEP8)
-    for (; n >= 8; p += 8, n -= 8) c = SSE42_STEP8(c, load64(p));
-    while (n--) c = _mm_crc32_u8(c, *p++);
-    return c;
-}
+CRC_HW_PATH(crc_sse42, __attribute__((target("sse4.2"))), _mm_crc32_u8, SSE42_STEP8)
 #endif
 
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
@@ -100,13 +103,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const un
 #endif
 #endif
 #define HAVE_ARMV8_PATH 1
-__attribute__((target("+crc"))) static uint32_t crc_armv8(uint32_t c, const unsigned char *p, size_t n) {
-    for (; n && ((uintptr_t)p & 7); n--) c = __crc32cb(c, *p++);
-    CRC_ALL_ROUNDS(__crc32cd)
-    for (; n >= 8; p += 8, n -= 8) c = __crc32cd(c, load64(p));
-    while (n--) c = __crc32cb(c, *p++);
-    return c;
-}
+CRC_HW_PATH(crc_armv8, __attribute__((target("+crc"))), __crc32cb, __crc32cd)
 #endif
 
 /* t: `times` applications of the map `by`, or of appending one zero byte where by is NULL,
