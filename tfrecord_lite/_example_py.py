@@ -132,11 +132,14 @@ class _Column:
         self.counts.append(len(values))
 
     def output(self, raw, bytes_column=False, lean=None):
-        uniform = _uniform(self.kinds, self.counts)
-        if lean is not None and (raw is None or raw < 0) and not self.sequence and uniform == lean:
-            full = self.output(raw, bytes_column)  # only lean's kind of values, as the core gives
-            return DecodedColumn(None, None, None, *(v if kind == lean[0] else None for kind, v in
-                                                     zip((KIND_FLOAT, KIND_INT64, KIND_BYTES), full[3:6])), uniform)
+        full = self._output(raw, bytes_column)
+        if lean is None or not (raw is None or raw < 0) or self.sequence or full.uniform != lean:
+            return full
+        # Only lean's kind of values, as the core gives.
+        return DecodedColumn(None, None, None, *(v if kind == lean[0] else None for kind, v in
+                                                 zip((KIND_FLOAT, KIND_INT64, KIND_BYTES), full[3:6])), full.uniform)
+
+    def _output(self, raw, bytes_column):
         kinds = np.array(self.kinds, dtype=np.uint8)
         counts = np.array(self.counts, dtype=np.int64)
         if bytes_column and (raw is None or raw < 0):
