@@ -1,5 +1,6 @@
 # cython: freethreading_compatible = False
-"""TFRecord frames: CRC32C, scanning a buffer into verified records, writing frames.
+"""TFRecord frames: CRC32C, scanning a buffer into verified records, writing frames, mapping
+files to scan in place.
 
 A frame is::
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from tfrecord_lite.errors import ArgumentTypeError, InvalidArgumentError, not_a_record, writer_closed
 
-from cpython.buffer cimport PyBuffer_Release
+from cpython.buffer cimport PyBuffer_FillInfo, PyBuffer_Release
 from cpython.bytearray cimport (
     PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
 )
@@ -30,6 +31,7 @@ from cpython.pythread cimport (
 )
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
+from libc.errno cimport errno
 from libc.string cimport memcpy
 
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
@@ -535,6 +537,67 @@ def new_buffer(Py_ssize_t n):
     if n < 0:
         raise InvalidArgumentError("n must be >= 0")
     return PyByteArray_FromStringAndSize(NULL, n)
+
+
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    #include <errno.h>
+    static void *tfl_map_read(int fd, Py_ssize_t size) { (void)fd; (void)size; errno = ENOSYS; return NULL; }
+    static void tfl_unmap(void *p, Py_ssize_t size) { (void)p; (void)size; }
+    #else
+    #include <sys/mman.h>
+    /* A read-only shared mapping of a whole file; read ahead as a sequential scan does. */
+    static void *tfl_map_read(int fd, Py_ssize_t size) {
+        void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) return NULL;
+        (void)madvise(p, (size_t)size, MADV_SEQUENTIAL);
+        return p;
+    }
+    static void tfl_unmap(void *p, Py_ssize_t size) { munmap(p, (size_t)size); }
+    #endif
+    """
+    void *tfl_map_read(int fd, Py_ssize_t size) nogil
+    void tfl_unmap(void *p, Py_ssize_t size) nogil
+
+
+cdef class _MappedFile:
+    """A file's bytes mapped read-only: a bytes-like that holds no descriptor and is unmapped
+    when the last view of it goes. Pickles as the bytes it holds."""
+    cdef void *addr
+    cdef Py_ssize_t size
+
+    def __len__(self):
+        return self.size
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("a mapped file is read-only")
+        PyBuffer_FillInfo(view, self, self.addr, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    def __reduce__(self):
+        return bytes, (bytes(self),)
+
+    def __dealloc__(self):
+        if self.addr != NULL:
+            tfl_unmap(self.addr, self.size)
+
+
+def map_file(int fd, Py_ssize_t size):
+    """The first size bytes (> 0) of the regular file open as fd, mapped read-only: reading
+    them reads the page cache, with no copy. The descriptor may be closed at once. OSError
+    where the system cannot map it."""
+    if size <= 0:
+        raise InvalidArgumentError("map_file needs a size > 0 (an empty file cannot be mapped)")
+    cdef _MappedFile out = _MappedFile.__new__(_MappedFile)
+    out.addr = tfl_map_read(fd, size)
+    if out.addr == NULL:
+        raise OSError(errno, os.strerror(errno))
+    out.size = size
+    return out
 
 
 cdef extern from *:

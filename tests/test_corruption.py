@@ -1,7 +1,9 @@
 """Exhaustive corruption of a small file: every truncation point and every bit flip, under
-each on_corrupt policy, on both backends, from memory and from a file."""
+each on_corrupt policy, on both backends, from memory, from a stream and from a mapped file."""
 
 import io
+import itertools
+import os
 
 import pytest
 
@@ -30,13 +32,30 @@ def record_at(starts, offset):
     return max(i for i, s in enumerate(starts[:-1]) if s <= offset)
 
 
+_FILES = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("corrupt")
+
+
 def _open(data, on_corrupt, source):
+    if source == "mapped":  # data: the path of a file holding them
+        reader = TFRecordReader(data, compression=None, on_corrupt=on_corrupt, chunk_size=64, memory_map=True)
+        assert reader._mapped  # an empty file too (nothing to map, nothing to read)
+        return reader
     return TFRecordReader(io.BytesIO(data) if source == "stream" else data, compression=None,
                           on_corrupt=on_corrupt, chunk_size=64)
 
 
-def read(data, on_corrupt, source):
+def read(data, on_corrupt, source, folder=None):
     """The reader's records and skipped errors; record_batches() must agree exactly."""
+    if source == "mapped":  # a new file each time: no file is rewritten under a mapping
+        path = os.path.join(folder, f"{next(_FILES)}.tfrecord")
+        with open(path, "wb") as f:
+            f.write(data)
+        data = path
     batches = _open(data, on_corrupt, source)
     try:
         in_place = ("ok", [r for b in batches.record_batches() for r in b], [str(e) for e in batches.skipped])
@@ -52,27 +71,27 @@ def read(data, on_corrupt, source):
     return records, reader.skipped
 
 
-@pytest.mark.parametrize("source", ["buffer", "stream"])
-def test_truncation_at_every_offset(clean, source):
+@pytest.mark.parametrize("source", ["buffer", "stream", "mapped"])
+def test_truncation_at_every_offset(clean, source, folder):
     data, starts = clean
     for cut in range(len(data)):
         if cut in starts:
             k = starts.index(cut)
-            assert read(data[:cut], "raise", source)[0] == RECORDS[:k]
+            assert read(data[:cut], "raise", source, folder)[0] == RECORDS[:k]
             continue
         k = record_at(starts, cut)
         with pytest.raises(TruncatedRecordError) as info:
-            read(data[:cut], "raise", source)
+            read(data[:cut], "raise", source, folder)
         assert (info.value.offset, info.value.index) == (starts[k], k), cut
         assert f"byte offset {starts[k]}" in str(info.value)
         for policy in ("skip", "stop"):
-            got, skipped = read(data[:cut], policy, source)
+            got, skipped = read(data[:cut], policy, source, folder)
             assert got == RECORDS[:k], (cut, policy)
             assert len(skipped) == 1 and isinstance(skipped[0], TruncatedRecordError)
 
 
-@pytest.mark.parametrize("source", ["buffer", "stream"])
-def test_every_bit_flip(clean, source):
+@pytest.mark.parametrize("source", ["buffer", "stream", "mapped"])
+def test_every_bit_flip(clean, source, folder):
     data, starts = clean
     for bit in range(len(data) * 8):
         bad = bytearray(data)
@@ -81,7 +100,7 @@ def test_every_bit_flip(clean, source):
         k = record_at(starts, bit // 8)
         in_header = bit // 8 - starts[k] < 12
         with pytest.raises(DataLossError) as info:
-            read(bad, "raise", source)
+            read(bad, "raise", source, folder)
         err = info.value
         assert type(err) in (CorruptRecordError, RecordTooLargeError, TruncatedRecordError)
         assert (err.offset, err.index) == (starts[k], k), bit
@@ -91,10 +110,10 @@ def test_every_bit_flip(clean, source):
         else:
             assert f"corrupted record at {starts[k]}" in str(err)
 
-        got, skipped = read(bad, "stop", source)
+        got, skipped = read(bad, "stop", source, folder)
         assert got == RECORDS[:k] and len(skipped) == 1
 
-        got, skipped = read(bad, "skip", source)
+        got, skipped = read(bad, "skip", source, folder)
         assert got == RECORDS[:k] + RECORDS[k + 1 :], bit
         assert skipped[0].index == k and skipped[0].offset == starts[k]
 

@@ -1,4 +1,4 @@
-"""Pure-Python twin of csrc/_framing.pyx: CRC32C, frame scanning and frame writing.
+"""Pure-Python twin of csrc/_framing.pyx: CRC32C, frame scanning and frame writing, mapped files.
 
 Same names, signatures and results as the compiled module; CRC32C comes from the crc32c
 package. Used when the compiled core is unavailable or TFRECORD_LITE_PURE_PYTHON=1.
@@ -6,6 +6,9 @@ package. Used when the compiled core is unavailable or TFRECORD_LITE_PURE_PYTHON
 
 from __future__ import annotations
 
+import errno
+import mmap
+import os
 import struct
 import threading
 
@@ -253,6 +256,22 @@ def new_buffer(n):
     if n < 0:
         raise InvalidArgumentError("n must be >= 0")
     return bytearray(n)
+
+
+class _MappedFile(mmap.mmap):
+    """Python's read-only mapping, pickled as the bytes it holds (as the core's is). Unlike
+    the core's, it keeps a duplicate of the descriptor while it lives."""
+
+    def __reduce__(self):
+        return bytes, (self[:],)
+
+
+def map_file(fd, size):
+    if size <= 0:
+        raise InvalidArgumentError("map_file needs a size > 0 (an empty file cannot be mapped)")
+    if fd < 0:  # Python's mmap would map anonymous memory
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    return _MappedFile(fd, size, access=mmap.ACCESS_READ)
 
 
 def find_header(buf, start=0, stop=-1):

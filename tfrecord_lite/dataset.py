@@ -89,7 +89,9 @@ class TFRecordDataset:
         shuffle buffer, reproducible for a seed and epoch, different across epochs. seed None
         draws one at construction (kept in ``state_dict()``).
     shard: (index, count), see ``tfrecord_lite.files.shard_plan``.
-    compression / on_corrupt / check_crc: as in ``TFRecordReader``.
+    compression / on_corrupt / check_crc / memory_map: as in ``TFRecordReader``.
+    ``memory_map=True`` scans local files in the page cache, with no read calls or copies:
+    raw batches are then views of the files' pages, and threads check CRCs there in parallel.
     prefetch: parse tasks kept ready ahead of the consumer (default 2 x num_threads), fewer
         where they would hold over 128 MiB of records (large records). A task is one batch;
         small batches of a spec of only FixedLenFeature / RawTensorFeature are parsed
@@ -112,7 +114,7 @@ class TFRecordDataset:
                  seed: int | None = None, shard: tuple[int, int] | None = None,
                  compression: Compression = "auto", on_corrupt: str = "raise", prefetch: int | None = None,
                  num_epochs: int | None = 1, check_crc: bool = True,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None, memory_map: bool = False) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
         if on_corrupt not in ON_CORRUPT:
@@ -151,6 +153,7 @@ class TFRecordDataset:
         self.compression = normalize_compression(compression, allow_auto=True)
         self.on_corrupt = on_corrupt
         self.check_crc = bool(check_crc)
+        self.memory_map = bool(memory_map)
         self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
         self.num_epochs = _positive("num_epochs", num_epochs, allow_none=True)
         self._next_epoch = 0
@@ -372,8 +375,9 @@ class _Run:
         # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
         # index arrays, a fresh buffer), and a piece stays under 1.5 times its budget.
         # Records copied out into bytes keep the reader's cache-sized chunks.
-        self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
-                       else CHUNK_BYTES)
+        # A mapped file's chunk costs no buffer, only the scan's index arrays: a piece is one.
+        self._chunk = (CHUNK_BYTES if not self._blocks else self._piece_bytes if ds.memory_map
+                       else min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)))
         # Read buffers reused once what was read into them is gone: as many as are in use at
         # once, up to _READ_POOL_BYTES: records left in their read buffers keep them for as long
         # as their batch lives, and with large records the batches in flight (prefetch, and the
@@ -624,7 +628,7 @@ class _Run:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
                                          start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk,
-                                         buffers=self._buffers)
+                                         buffers=self._buffers, memory_map=ds.memory_map)
             slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
         parts, piece_map, count, nbytes, limit = [], [], 0, 0, self._piece_bytes
         try:

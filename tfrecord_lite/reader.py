@@ -81,6 +81,13 @@ class TFRecordReader:
     decompressed and discarded (not scanned).
     buffers: the ``BufferPool`` read buffers come from; readers that run together (a
     dataset's) share one. By default the reader has its own, keeping 8.
+    memory_map: map a local, uncompressed regular file instead of reading it, and scan it in
+    place, a chunk at a time: no read calls and no copies (``record_batches()`` hold views
+    of the page cache), and no descriptor held once it is mapped. Other sources are read
+    as usual. As with any mapped file (``numpy.memmap``), the file must not change while
+    its records are in use: what another process writes into it shows in them, and a file
+    truncated under its mapping ends the process with SIGBUS when a record past its new end
+    is read.
 
     Offsets in errors count bytes of the decompressed stream. ``batch_offset`` is the offset
     of the first frame of the batch (or block) yielded last, ``batch_index`` its index.
@@ -90,7 +97,7 @@ class TFRecordReader:
                  check_crc: bool = True, on_corrupt: str = "raise", *,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int | None = None,
                  start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None,
-                 buffers: BufferPool | None = None) -> None:
+                 buffers: BufferPool | None = None, memory_map: bool = False) -> None:
         if on_corrupt not in ON_CORRUPT:
             raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
@@ -108,12 +115,15 @@ class TFRecordReader:
         self._owned = None
         self._buffer = None
         self._file = None
+        self._mapped = False
         if _is_buffer(source):
             self.path = "<buffer>"
             self._buffer = memoryview(source).cast("B") if not isinstance(source, bytes) else source
         elif isinstance(source, (str, os.PathLike)):
             self.path = os.fspath(source)
             self._file = self._owned = _fs.open_input(self.path, storage_options)
+            if memory_map:
+                self._map()
         else:
             self.path = getattr(source, "name", None) or "<stream>"
             self._file = source
@@ -211,12 +221,31 @@ class TFRecordReader:
 
     # -- internals -------------------------------------------------------------------
 
+    def _map(self):
+        """Scan the open file through a mapping when it is a local, uncompressed regular file
+        the system can map (memory_map); else leave it to be read."""
+        if self.compression not in (None, "auto"):
+            return
+        try:
+            fd = self._file.fileno()
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return
+            mapped = _native.framing.map_file(fd, info.st_size) if info.st_size else b""
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            return  # not a local file, or one this system cannot map: read it
+        if self.compression == "auto" and detect_compression(bytes(memoryview(mapped)[:_HEADER])) is not None:
+            return
+        self._buffer, self._mapped = mapped, True
+        self._owned.close()  # the mapping needs no descriptor
+        self._file = self._owned = None
+
     def _open_stream(self):
         """(readinto-able stream or None for an in-place buffer, bytes already read from it,
         total stream size when known), the stream positioned at ``start_offset``."""
         in_memory = self._buffer is not None
         start = self.start_offset
-        head = bytes(self._buffer[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
+        head = bytes(memoryview(self._buffer)[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
         compression = detect_compression(head) if self.compression == "auto" else self.compression
         if compression is not None:
             raw = io.BytesIO(self._buffer) if in_memory else self._file
@@ -247,13 +276,17 @@ class TFRecordReader:
         F = _native.framing
         stream, head, total = self._open_stream()
         check, limit = self.check_crc, self.max_record_bytes
+        chunk = self.chunk_size or (BLOCK_CHUNK_BYTES if blocks or spans else CHUNK_BYTES)
         if stream is None:
-            # In-memory and uncompressed: scan the caller's buffer in place, no copies.
-            buf, filled, eof = self._buffer, len(self._buffer), True
-            in_place = in_place and isinstance(buf, bytes)  # never alias a mutable buffer
-            base, pos = 0, min(self.start_offset, filled)
+            # In memory (or mapped) and uncompressed: scanned in place, no copies, a chunk at
+            # a time as if read, so that what one scan makes (records, index arrays) stays
+            # bounded. Never alias a mutable buffer; a mapped file is read-only here.
+            buf, base = self._buffer, 0
+            pos = min(self.start_offset, len(buf))
+            filled = min(len(buf), pos + chunk)
+            eof = filled == len(buf)
+            in_place = in_place and (self._mapped or isinstance(buf, bytes))
         else:
-            chunk = self.chunk_size or (BLOCK_CHUNK_BYTES if blocks or spans else CHUNK_BYTES)
             pool = self._buffers
             buf = pool.take(max(chunk, len(head)))
             buf[: len(head)] = head
@@ -312,6 +345,11 @@ class TFRecordReader:
                         base + pos, index, f"it ends at byte {base + filled + value} but the input has {total} bytes",
                     ))
                     return
+            if stream is None:
+                # The next stretch of the buffer; all of a record the scan found unfinished.
+                filled = min(len(buf), filled + max(chunk, 0 if resyncing else value))
+                eof = filled == len(buf)
+                continue
             # Keep the unfinished tail, then read more.
             if pos or handed_out:
                 tail = filled - pos
