@@ -583,7 +583,8 @@ cdef class _MappedFile:
 
     def __dealloc__(self):
         if self.addr != NULL:
-            tfl_unmap(self.addr, self.size)
+            with nogil:  # unmapping a large file takes long enough to let the other threads run
+                tfl_unmap(self.addr, self.size)
 
 
 def map_file(int fd, Py_ssize_t size):

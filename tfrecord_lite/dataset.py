@@ -375,9 +375,8 @@ class _Run:
         # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
         # index arrays, a fresh buffer), and a piece stays under 1.5 times its budget.
         # Records copied out into bytes keep the reader's cache-sized chunks.
-        # A mapped file's chunk costs no buffer, only the scan's index arrays: a piece is one.
-        self._chunk = (CHUNK_BYTES if not self._blocks else self._piece_bytes if ds.memory_map
-                       else min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)))
+        self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
+                       else CHUNK_BYTES)
         # Read buffers reused once what was read into them is gone: as many as are in use at
         # once, up to _READ_POOL_BYTES: records left in their read buffers keep them for as long
         # as their batch lives, and with large records the batches in flight (prefetch, and the
