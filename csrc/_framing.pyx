@@ -27,10 +27,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromSt
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
-    PyThread_release_lock, PyThread_type_lock,
+    PyThread_release_lock, PyThread_start_new_thread, PyThread_type_lock,
 )
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.errno cimport errno
 from libc.string cimport memcpy
 
@@ -561,6 +561,21 @@ cdef extern from *:
     void tfl_unmap(void *p, Py_ssize_t size) nogil
 
 
+cdef enum:
+    UNMAP_LATER_BYTES = 8 << 20  # smaller mappings unmap faster than a thread starts
+
+
+cdef struct _Unmapping:
+    void *addr
+    Py_ssize_t size
+
+
+cdef void _unmap_later(void *arg) noexcept nogil:
+    cdef _Unmapping *later = <_Unmapping *>arg
+    tfl_unmap(later.addr, later.size)
+    free(later)
+
+
 cdef class _MappedFile:
     """A file's bytes mapped read-only: a bytes-like that holds no descriptor and is unmapped
     when the last view of it goes. Pickles as the bytes it holds."""
@@ -582,9 +597,20 @@ cdef class _MappedFile:
         return bytes, (bytes(self),)
 
     def __dealloc__(self):
-        if self.addr != NULL:
-            with nogil:  # unmapping a large file takes long enough to let the other threads run
-                tfl_unmap(self.addr, self.size)
+        cdef _Unmapping *later
+        if self.addr == NULL:
+            return
+        # The kernel unmaps each page on its own (about 1 ms per 32 MiB), and the last batch
+        # over a file goes in the consumer's loop: a large mapping goes on a thread of its own.
+        if self.size >= UNMAP_LATER_BYTES:
+            later = <_Unmapping *>malloc(sizeof(_Unmapping))
+            if later != NULL:
+                later.addr, later.size = self.addr, self.size
+                if PyThread_start_new_thread(_unmap_later, later) != -1:
+                    return
+                free(later)
+        with nogil:
+            tfl_unmap(self.addr, self.size)
 
 
 def map_file(int fd, Py_ssize_t size):

@@ -7,6 +7,7 @@ import gc
 import os
 import pickle
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -72,11 +73,12 @@ def test_batches_are_views_of_the_mapping(backend, tmp_path):
     assert [r for b in batches for r in b] == records
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc")
-def test_the_compiled_mapping_holds_no_descriptor_and_goes_with_its_last_batch(tmp_path):
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors and mappings through /proc")
+@pytest.mark.parametrize("size", [300, 40_000])   # 90 KB, unmapped at once; 12 MB, on a thread
+def test_the_compiled_mapping_holds_no_descriptor_and_goes_with_its_last_batch(tmp_path, size):
     from tfrecord_lite import _native
 
-    path = _write(str(tmp_path / "held.tfrecord"), [b"abc" * 100] * 100)
+    path = _write(str(tmp_path / "held.tfrecord"), [b"x" * size] * 300)
 
     def mapped():
         with open("/proc/self/maps") as f:
@@ -90,9 +92,13 @@ def test_the_compiled_mapping_holds_no_descriptor_and_goes_with_its_last_batch(t
     del reader
     gc.collect()
     assert mapped() == 1   # the batches hold it
-    assert [len(r) for b in batches for r in b] == [300] * 100
+    assert [len(r) for b in batches for r in b] == [size] * 300
     del batches
     gc.collect()
+    # A large mapping is unmapped on a thread of its own: wait for it, a while at most.
+    deadline = time.monotonic() + 10
+    while mapped() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert mapped() == 0
 
 
