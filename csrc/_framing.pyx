@@ -27,7 +27,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromSt
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
-    PyThread_release_lock, PyThread_start_new_thread, PyThread_type_lock,
+    PyThread_release_lock, PyThread_type_lock,
 )
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -561,6 +561,11 @@ cdef extern from *:
     void tfl_unmap(void *p, Py_ssize_t size) nogil
 
 
+cdef extern from "pythread.h":
+    unsigned long PyThread_start_new_thread(void (*)(void *) noexcept nogil, void *)
+    unsigned long PYTHREAD_INVALID_THREAD_ID
+
+
 cdef enum:
     UNMAP_LATER_BYTES = 8 << 20  # smaller mappings unmap faster than a thread starts
 
@@ -606,7 +611,7 @@ cdef class _MappedFile:
             later = <_Unmapping *>malloc(sizeof(_Unmapping))
             if later != NULL:
                 later.addr, later.size = self.addr, self.size
-                if PyThread_start_new_thread(_unmap_later, later) != -1:
+                if PyThread_start_new_thread(_unmap_later, later) != PYTHREAD_INVALID_THREAD_ID:
                     return
                 free(later)
         with nogil:

@@ -1,5 +1,5 @@
-"""Reading TFRecord files: sources (paths, file objects, in-memory buffers), bounded
-chunked buffering, compression detection and the corrupt-record policy. The blocks it
+"""Reading TFRecord files: sources (paths, file objects, in-memory buffers, mapped files),
+bounded chunked buffering, compression detection and the corrupt-record policy. The blocks it
 reads become :class:`~tfrecord_lite.batch.RecordBatch` es (``record_batches``).
 
 The per-record work (header parse, length sanity, both CRCs, slicing) happens in
