@@ -167,6 +167,26 @@ def test_raw_records_cross_unchanged(tmp_path, batch_size):
         assert len(want) == -(-len(records) // batch_size)
 
 
+@pytest.mark.parametrize("spec", [SPEC, None])
+def test_mapped_files_cross_as_read_ones(tmp_path, spec):
+    # Workers map the files themselves (after the fork); a batch over a mapping crosses as
+    # one over a read buffer does.
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_examples(tmp_path)
+    want = list(loader(TFRecordIterableDataset(paths, spec, batch_size=16, seed=3), 0))
+    got = list(loader(TFRecordIterableDataset(paths, spec, batch_size=16, seed=3, memory_map=True), 2, "fork"))
+    if spec is None:
+        assert sorted(r for b in got for r in b.tolist()) == sorted(r for b in want for r in b.tolist())
+    else:
+        assert sorted(int(i) for b in got for i in b["id"]) == sorted(int(i) for b in want for i in b["id"])
+        by_id = {int(i): (b, k) for b in want for k, i in enumerate(b["id"])}
+        for b in got:
+            for k, i in enumerate(b["id"]):
+                w, j = by_id[int(i)]
+                assert b["blob"][k] == w["blob"][j] and b["name"][k] == w["name"][j]
+
+
 def test_bytes_output_column_crosses(tmp_path):
     from tfrecord_lite.torch import TFRecordIterableDataset
 
