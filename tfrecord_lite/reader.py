@@ -193,7 +193,8 @@ class TFRecordReader:
     @property
     def input_offset(self) -> int | None:
         """Bytes of the underlying file consumed so far (compressed bytes for a compressed
-        file), for progress reporting; None for in-memory buffers and unseekable streams."""
+        file), for progress reporting; None for in-memory buffers, mapped files and unseekable
+        streams."""
         try:
             return None if self._file is None else self._file.tell()
         except (AttributeError, OSError, ValueError):
