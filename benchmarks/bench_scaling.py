@@ -30,7 +30,9 @@ GIL share (--gil, needs py-spy): the W2 parse pipeline with default options, at 
 threads and at every core, runs under py-spy twice, once sampling every running thread and
 once only the thread holding the GIL; then again with bytes_output="column", which makes no
 Python object per bytes value. Only the passes' samples count (the function running them and
-the threads they start), not the child's start: its imports hold the GIL too.
+the threads they start), not the child's start: its imports hold the GIL too. The GIL-held
+samples are also counted by stage (GIL_STAGES: the innermost of those functions on a
+sample's stack).
 The share of the pipeline's work done holding the GIL, g, bounds its speed-up over one
 thread by about 1/g however many cores there are (the GIL runs one thread at a time).
 
@@ -67,6 +69,12 @@ W2_ROWS = 100_000
 W1_ROWS, W1_BYTES = 1_000, 32 * 1024
 WRITE_SHARDS, WRITE_BLOCK = 16, 2048
 GIL_RATE = 997  # py-spy samples per second; prime, so it does not beat with periodic work
+# Stages of the pipeline a GIL sample is counted in: the innermost of these functions on its
+# stack; a sample in the passes' own loop is the consumer's (freeing the batch it had).
+GIL_STAGES = {"_decode": "the decoder's call", "_parse_task": "the parse task around it",
+              "_read_piece": "reading pieces", "_interleave": "the interleave (consumer)",
+              "_parsed": "batching and parse tasks (consumer)", "_worker": "the thread pool (queues, futures)"}
+CONSUMER_STAGE, OTHER_STAGE = "the consumer's loop", "other"
 VARIANTS = {"defaults": {}, "block_length=1024": {"block_length": 1024}, "glibc settings": {"glibc": True},
             "memory_map": {"memory_map": True}}
 LOADER_VARIANTS = {"defaults": {}, "fresh workers": {"persistent": False}, "glibc settings": {"glibc": True}}
@@ -281,8 +289,18 @@ def gil_pass(paths, workload, records, n, seconds=3.0, bytes_output="object"):
     return {"seconds": [time.perf_counter() - t0], "batches": batches, "passes": passes}
 
 
-def _py_spy_samples(function: str, args: dict, gil: bool, timeout) -> tuple[dict, dict]:
-    """Run function in a child under py-spy; returns (its result, samples per thread name)."""
+def _stage(frames: list, loop: str) -> str:
+    """The GIL_STAGES stage of a sample's frames (outermost first)."""
+    names = [f.split(" (", 1)[0].rpartition(".")[2] for f in frames]
+    for name in reversed(names):
+        if name in GIL_STAGES:
+            return GIL_STAGES[name]
+    return CONSUMER_STAGE if names and names[-1] == loop else OTHER_STAGE
+
+
+def _py_spy_samples(function: str, args: dict, gil: bool, timeout) -> tuple[dict, dict, dict]:
+    """Run function in a child under py-spy; returns (its result, samples per thread name,
+    samples per stage)."""
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     with tempfile.TemporaryDirectory(prefix="tfl-gil-") as tmp:
         raw = os.path.join(tmp, "samples.txt")
@@ -291,23 +309,28 @@ def _py_spy_samples(function: str, args: dict, gil: bool, timeout) -> tuple[dict
             prefix.append("--gil")
         result = H.run_in_subprocess(function, args, timeout=timeout, prefix=prefix + ["--"])
         threads: dict = {}
+        stages: dict = {}
+        loop = function.rpartition(":")[2]
         with open(raw) as f:
             for line in f:
                 stack, _, count = line.rstrip("\n").rpartition(" ")
-                name = stack.split(";", 1)[0].split(": ", 1)[-1]
-                if f"{function.rpartition(':')[2]} (" not in stack and "Thread._bootstrap (" not in stack:
+                name, *frames = stack.split(";")
+                name = name.split(": ", 1)[-1]
+                if (f"{loop} (" not in stack and "Thread._bootstrap (" not in stack) or "warm_page_cache (" in stack:
                     continue  # the child starting up (its imports hold the GIL), not the passes
                 # Pool threads are named tfrecord_lite_N; py-spy cannot name some short-lived ones.
                 name = "worker" if name.startswith("tfrecord_lite") else "unnamed" if name.startswith("thread (") else name
                 threads[name] = threads.get(name, 0) + int(count)
-    return result, threads
+                stage = _stage(frames, loop)
+                stages[stage] = stages.get(stage, 0) + int(count)
+    return result, threads, stages
 
 
 def gil_share(paths, workload, records, n, timeout, bytes_output="object"):
     """The pipeline's GIL share measured with py-spy (module docstring)."""
     args = {"paths": paths, "workload": workload, "records": records, "n": n, "bytes_output": bytes_output}
-    ran, busy = _py_spy_samples(f"{MODULE}:gil_pass", args, False, timeout)
-    held_run, held = _py_spy_samples(f"{MODULE}:gil_pass", args, True, timeout)
+    ran, busy, _ = _py_spy_samples(f"{MODULE}:gil_pass", args, False, timeout)
+    held_run, held, stages = _py_spy_samples(f"{MODULE}:gil_pass", args, True, timeout)
     # Normalise each run to samples per batch: the two runs do different numbers of batches.
     per_batch = {t: busy.get(t, 0) / ran["batches"] for t in busy}
     held_per_batch = {t: held.get(t, 0) / held_run["batches"] for t in held}
@@ -317,7 +340,8 @@ def gil_share(paths, workload, records, n, timeout, bytes_output="object"):
             "gil_ms": 1e3 * gil / GIL_RATE, "share": gil / work if work else float("nan"),
             "by_thread": {t: {"busy_ms": 1e3 * per_batch.get(t, 0) / GIL_RATE,
                               "gil_ms": 1e3 * held_per_batch.get(t, 0) / GIL_RATE}
-                          for t in sorted(set(per_batch) | set(held_per_batch))}}
+                          for t in sorted(set(per_batch) | set(held_per_batch))},
+            "by_stage": {stage: 1e3 * c / held_run["batches"] / GIL_RATE for stage, c in stages.items()}}
 
 
 # -- orchestration ---------------------------------------------------------------------------
@@ -467,6 +491,13 @@ def report(results: dict) -> str:
         lines += [H.markdown_table(["bytes_output", "threads", "wall ms/batch", "CPU ms/batch", "GIL-held ms/batch",
                                     "GIL share", "ceiling (1/share)", "per thread: GIL ms of busy ms"], table,
                                    "lrrrrrrl"), ""]
+        stages = [*GIL_STAGES.values(), CONSUMER_STAGE, OTHER_STAGE]
+        if any("by_stage" in g for g in results["gil"]):  # results saved before it have none
+            lines += ["GIL held by stage, µs per batch (the innermost stage's function on the stack):", "",
+                      H.markdown_table(["stage"] + [f"{g['bytes_output']}, {g['threads']}" for g in results["gil"]],
+                                       [[stage] + [f"{1e3 * g.get('by_stage', {}).get(stage, 0):.0f}"
+                                                   for g in results["gil"]] for stage in stages],
+                                       "l" + "r" * len(results["gil"])), ""]
     if results["targets"]:
         lines += ["### Targets", "", H.markdown_table(
             ["workload", "measurement", "measured", "target", "met"],

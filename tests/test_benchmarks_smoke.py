@@ -216,8 +216,11 @@ def test_bench_scaling_end_to_end(tmp_path):
                                                          "write defaults, n=2 / n=1"}
     for t in results["targets"]:
         assert t["met"] == (t["ratio"] >= t["target"])
+    stages = {*bench_scaling.GIL_STAGES.values(), bench_scaling.CONSUMER_STAGE, bench_scaling.OTHER_STAGE}
     for g in results["gil"]:  # measured by py-spy: some of the work holds the GIL, not all of it
         assert 0 < g["gil_ms"] < g["cpu_ms"] and 0 < g["share"] < 1
+        # Every GIL-held sample is in exactly one stage.
+        assert set(g["by_stage"]) <= stages and math.isclose(sum(g["by_stage"].values()), g["gil_ms"])
     assert [(g["bytes_output"], g["threads"]) for g in results["gil"]] == [
         ("object", 1), ("object", 2), ("column", 1), ("column", 2)]
     ceilings = bench_scaling._loader_ceilings(results["rows"])
@@ -226,6 +229,7 @@ def test_bench_scaling_end_to_end(tmp_path):
         assert c["cpu_ms"] > 0 and c["ceiling"] == c["base_ms"] / c["cpu_ms"]
     text = bench_scaling.report(results)
     assert "### GIL share" in text and "| column | 2 |" in text
+    assert "GIL held by stage" in text and "| the decoder's call |" in text
     assert "### DataLoader: the main process's CPU per batch" in text and "| W2 | defaults | 2 |" in text
     assert "### Targets" in text and "| loader | defaults | 2 |" in text
     assert bench_scaling.counts(12) == [1, 2, 4, 8, 12] and bench_scaling.counts(2, workers=True) == [0, 2]
