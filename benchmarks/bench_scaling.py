@@ -316,7 +316,8 @@ def _py_spy_samples(function: str, args: dict, gil: bool, timeout) -> tuple[dict
                 stack, _, count = line.rstrip("\n").rpartition(" ")
                 name, *frames = stack.split(";")
                 name = name.split(": ", 1)[-1]
-                if (f"{loop} (" not in stack and "Thread._bootstrap (" not in stack) or "warm_page_cache (" in stack:
+                if ((f"{loop} (" not in stack and "Thread._bootstrap (" not in stack) or "warm_page_cache (" in stack
+                        or "importlib._bootstrap" in stack):
                     continue  # the child starting up (its imports hold the GIL), not the passes
                 # Pool threads are named tfrecord_lite_N; py-spy cannot name some short-lived ones.
                 name = "worker" if name.startswith("tfrecord_lite") else "unnamed" if name.startswith("thread (") else name
