@@ -131,6 +131,15 @@ def test_streams_and_devices_are_read(backend, tmp_path):
         assert not reader._mapped and list(reader) == []
 
 
+def test_a_mapped_file_is_read_to_the_size_it_had_when_opened(backend, tmp_path):
+    path = _write(str(tmp_path / "grows.tfrecord"), [b"a" * 10] * 5)
+    reader = TFRecordReader(path, memory_map=True)
+    with open(path, "ab") as f:   # records appended after it was opened
+        f.write(bytes(backend.framing.encode_frames([b"b" * 10] * 3)))
+    assert list(reader) == [b"a" * 10] * 5
+    assert list(TFRecordReader(path, memory_map=True)) == [b"a" * 10] * 5 + [b"b" * 10] * 3
+
+
 def test_an_empty_file(backend, tmp_path):
     path = str(tmp_path / "empty.tfrecord")
     open(path, "wb").close()

@@ -83,11 +83,11 @@ class TFRecordReader:
     dataset's) share one. By default the reader has its own, keeping 8.
     memory_map: map a local, uncompressed regular file instead of reading it, and scan it in
     place, a chunk at a time: no read calls and no copies (``record_batches()`` hold views
-    of the page cache), and no descriptor held once it is mapped. Other sources are read
-    as usual. As with any mapped file (``numpy.memmap``), the file must not change while
-    its records are in use: what another process writes into it shows in them, and a file
-    truncated under its mapping ends the process with SIGBUS when a record past its new end
-    is read.
+    of the page cache), and no descriptor held once it is mapped; the file is read up to
+    the size it had when opened. Other sources are read as usual. As with any mapped file
+    (``numpy.memmap``), the file must not change while its records are in use: what another
+    process writes into it shows in them, and a file truncated under its mapping ends the
+    process with SIGBUS when a record past its new end is read.
 
     Offsets in errors count bytes of the decompressed stream. ``batch_offset`` is the offset
     of the first frame of the batch (or block) yielded last, ``batch_index`` its index.
