@@ -625,9 +625,11 @@ def map_file(int fd, Py_ssize_t size):
     if size <= 0:
         raise InvalidArgumentError("map_file needs a size > 0 (an empty file cannot be mapped)")
     cdef _MappedFile out = _MappedFile.__new__(_MappedFile)
+    cdef int err
     out.addr = tfl_map_read(fd, size)
     if out.addr == NULL:
-        raise OSError(errno, os.strerror(errno))
+        err = errno  # before any other call can change it
+        raise OSError(err, os.strerror(err))
     out.size = size
     return out
 

@@ -233,7 +233,7 @@ class TFRecordReader:
             if not stat.S_ISREG(info.st_mode):
                 return
             mapped = _native.framing.map_file(fd, info.st_size) if info.st_size else b""
-        except (AttributeError, OSError, io.UnsupportedOperation):
+        except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
             return  # not a local file, or one this system cannot map: read it
         if self.compression == "auto" and detect_compression(bytes(memoryview(mapped)[:_HEADER])) is not None:
             return
