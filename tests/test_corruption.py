@@ -43,7 +43,7 @@ def folder(tmp_path_factory):
 def _open(data, on_corrupt, source):
     if source == "mapped":  # data: the path of a file holding them
         reader = TFRecordReader(data, compression=None, on_corrupt=on_corrupt, chunk_size=64, memory_map=True)
-        assert reader._mapped  # an empty file too (nothing to map, nothing to read)
+        assert reader.mapped  # an empty file too (nothing to map, nothing to read)
         return reader
     return TFRecordReader(io.BytesIO(data) if source == "stream" else data, compression=None,
                           on_corrupt=on_corrupt, chunk_size=64)

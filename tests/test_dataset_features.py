@@ -57,7 +57,7 @@ def _mixed_example(f, j):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(counts=st.lists(st.integers(0, 40), min_size=1, max_size=4), batch=st.integers(1, 9),
        drop=st.booleans(), cycle=st.integers(1, 3), block=st.sampled_from([1, 3, 300]),
-       threads=st.integers(1, 2), task_records=st.sampled_from([1, 5, 16]),
+       threads=st.sampled_from([1, 2, 8, 16]), task_records=st.sampled_from([1, 5, 16]),
        task_bytes=st.sampled_from([40, 1 << 20]))
 def test_batches_parsed_together_equal_batches_parsed_alone(backend, tmp_path_factory, monkeypatch, counts, batch,
                                                             drop, cycle, block, threads, task_records, task_bytes):
@@ -99,6 +99,35 @@ def test_batches_parsed_together_equal_batches_parsed_alone(backend, tmp_path_fa
     if raw:
         with pytest.raises(tfrecord_lite.FeatureSpecError, match="'r'"):
             list(TFRecordDataset(paths, dense, **options))
+
+
+def test_parse_tasks_grow_with_the_threads(backend, tmp_path, monkeypatch):
+    # Batches of a dense spec are parsed in tasks of about _TASK_RECORDS records, times one
+    # per 4 threads (at most 4 times); each batch is still parse_example of its records.
+    import tfrecord_lite.dataset as dataset
+
+    monkeypatch.setattr(dataset, "_TASK_RECORDS", 40)
+    tasks = []
+    parse_task = dataset._parse_task
+
+    def counted(parse, records, sizes):
+        tasks.append(len(sizes))
+        return parse_task(parse, records, sizes)
+
+    monkeypatch.setattr(dataset, "_parse_task", counted)
+    paths = []
+    for f in range(2):
+        paths.append(str(tmp_path / f"t{f}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            w.write_many(_example(f * 500 + j) for j in range(500))
+    want = None
+    for threads, per_task in ((1, 4), (7, 4), (8, 8), (12, 12), (16, 16), (40, 16)):
+        tasks.clear()
+        got = list(TFRecordDataset(paths, _spec(), batch_size=10, num_threads=threads, cycle_length=2))
+        assert max(tasks) == per_task and sum(tasks) == 100
+        ys = [b["y"].tolist() for b in got]
+        want = want or ys
+        assert ys == want and all(b["x"].shape == (10, 2) for b in got)
 
 
 def test_a_bad_record_in_a_group_fails_at_its_own_batch(backend, tmp_path):

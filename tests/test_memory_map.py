@@ -61,7 +61,7 @@ def test_batches_are_views_of_the_mapping(backend, tmp_path):
     records = [b"%d" % i * 50 for i in range(1000)]
     path = _write(str(tmp_path / "f.tfrecord"), records)
     reader = TFRecordReader(path, memory_map=True, chunk_size=4096)
-    assert reader._mapped and reader._file is None
+    assert reader.mapped and reader._file is None
     batches = list(reader.record_batches())
     assert len(batches) > 1   # scanned a chunk at a time
     frames = {id(f) for b in batches for f, _, _ in b.segments}
@@ -117,7 +117,7 @@ def test_compressed_files_are_read_not_mapped(backend, tmp_path, compression, gi
     records = [b"r%d" % i for i in range(500)]
     path = _write(str(tmp_path / "c.tfrecord"), records, compression)
     reader = TFRecordReader(path, "auto" if given_as == "auto" else compression, memory_map=True)
-    assert not reader._mapped
+    assert not reader.mapped
     assert list(reader) == records
 
 
@@ -128,7 +128,7 @@ def test_streams_and_devices_are_read(backend, tmp_path):
     assert list(TFRecordReader(io.BytesIO(data), memory_map=True)) == [b"a", b"bc"]
     if os.path.exists("/dev/null"):   # a character device: nothing to map, and nothing in it
         reader = TFRecordReader("/dev/null", memory_map=True)
-        assert not reader._mapped and list(reader) == []
+        assert not reader.mapped and list(reader) == []
 
 
 def test_a_mapped_file_is_read_to_the_size_it_had_when_opened(backend, tmp_path):
@@ -144,7 +144,7 @@ def test_an_empty_file(backend, tmp_path):
     path = str(tmp_path / "empty.tfrecord")
     open(path, "wb").close()
     reader = TFRecordReader(path, memory_map=True)
-    assert reader._mapped and list(reader) == []
+    assert reader.mapped and list(reader) == []
 
 
 def test_errors_name_the_file_offset_and_record(backend, tmp_path):
@@ -169,6 +169,40 @@ def test_datasets_read_mapped_files_in_the_same_order(backend, tmp_path, threads
             == list(TFRecordDataset(paths, **options)))
     raw = [list(b) for b in TFRecordDataset(paths, memory_map=True, batch_size=64, **options)]
     assert raw == [list(b) for b in TFRecordDataset(paths, batch_size=64, **options)]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_mapped_files_in_pieces_of_their_own_size_keep_order_and_resume(backend, tmp_path, monkeypatch, threads):
+    # A mapped file's pieces and scan chunks have their own (larger) sizes: with budgets small
+    # enough to cut every file into many pieces, records, order and resumes are those of reading.
+    import tfrecord_lite.dataset as dataset
+
+    monkeypatch.setattr(dataset, "_PIECE_BYTES_PER_THREAD", 600)
+    monkeypatch.setattr(dataset, "_PIECE_BYTES_MIN", 100)
+    monkeypatch.setattr(dataset, "_MAPPED_CHUNK_BYTES", 700)
+    pieces = []
+    read_piece = dataset._Run._read_piece
+
+    def counted(run, slot):
+        piece, piece_map = read_piece(run, slot)
+        pieces.append((slot.reader is not None and slot.reader.chunk_size, len(piece)))
+        return piece, piece_map
+
+    monkeypatch.setattr(dataset._Run, "_read_piece", counted)
+    paths = write_files(tmp_path, [300, 0, 250, 45, 200], size=30)
+    opts = dict(batch_size=32, num_threads=threads, block_length=3, seed=1)
+    read = [list(b) for b in TFRecordDataset(paths, **opts)]
+    pieces.clear()
+    ds = TFRecordDataset(paths, memory_map=True, **opts)
+    it = iter(ds)
+    head = [list(next(it)) for _ in range(7)]
+    assert {chunk for chunk, _ in pieces if chunk} == {700}  # the mapped scan chunk
+    assert len(pieces) > 2 * 4 and max(n for _, n in pieces) < 45  # every file in several pieces
+    state = ds.state_dict()
+    it.close()
+    fresh = TFRecordDataset(paths, memory_map=True, **opts)
+    fresh.load_state_dict(state)
+    assert head + [list(b) for b in fresh] == read
 
 
 def test_parsed_mapped_batches_equal_read_ones(backend, tmp_path):

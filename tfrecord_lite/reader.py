@@ -220,6 +220,11 @@ class TFRecordReader:
         except Exception:
             pass
 
+    @property
+    def mapped(self) -> bool:
+        """Whether the file is scanned through a mapping (``memory_map``) rather than read."""
+        return self._mapped
+
     # -- internals -------------------------------------------------------------------
 
     def _map(self):
