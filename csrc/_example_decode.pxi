@@ -444,6 +444,27 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
 
 
 
+cdef extern from *:
+    """
+    /* Asks for a record's first bytes (up to 2 KiB) ahead of its parse. The records of an
+       interleave's batch take turns between many blocks, and the hardware prefetcher, which
+       follows runs within one stream, missed them: 16 files' W2 records decoded 30% slower
+       than the same records back to back. */
+    static inline void tfl_prefetch_record(const unsigned char *p, Py_ssize_t n) {
+    #if defined(__GNUC__) || defined(__clang__)
+        const unsigned char *end = p + (n < 2048 ? n : 2048);
+        for (; p < end; p += 64) __builtin_prefetch(p, 0, 3);
+    #else
+        (void)p; (void)n;
+    #endif
+    }
+    """
+    void tfl_prefetch_record(const unsigned char *p, Py_ssize_t n) noexcept nogil
+
+cdef enum:
+    PREFETCH_AHEAD = 2   # records: a W2 record parses in about 250 ns, a memory miss ~100 ns
+
+
 cdef class _Records:
     """Pointers to a batch's records, with the buffers behind them held until release:
     one buffer per record (a list of bytes-likes), one per block (a RecordBatch's segments
@@ -545,6 +566,8 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
         with nogil:
             for i in range(n):
                 p.record = i
+                if i + PREFETCH_AHEAD < n:
+                    tfl_prefetch_record(recs.ptrs[i + PREFETCH_AHEAD], recs.lens[i + PREFETCH_AHEAD])
                 status = parse_record(&p, recs.ptrs[i], recs.lens[i], sequence)
                 if status < 0:
                     break
