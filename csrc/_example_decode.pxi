@@ -465,22 +465,33 @@ cdef enum:
     PREFETCH_AHEAD = 2   # records: a W2 record parses in about 250 ns, a memory miss ~100 ns
 
 
+cdef struct Run:
+    const char *starts        # int64 per record (strided views: step bytes apart)
+    const char *lengths
+    const char *which         # int64 per record: its block; NULL: every record in `block`
+    Py_ssize_t starts_step, lengths_step, which_step
+    Py_ssize_t first, count, block   # records first:first + count of the batch
+
+
 cdef class _Records:
     """Pointers to a batch's records, with the buffers behind them held until release:
     one buffer per record (a list of bytes-likes), one per block (a RecordBatch's segments
     of (frames, starts, lengths)), or records in place in several blocks in any order (an
     interleave's gathered batch: ``buffers``, and per record ``which`` buffer, ``starts``,
-    ``lengths``), read where they lie instead of being copied together first."""
+    ``lengths``), read where they lie instead of being copied together first. The records
+    of blocks are pointed at by ``point()``, without the GIL (the decoder calls it in its
+    GIL-free parse): the GIL is held for work per block, not per record."""
     cdef const unsigned char **ptrs
     cdef Py_ssize_t *lens
     cdef Py_buffer *views     # views[:got] are live
-    cdef Py_ssize_t n, got, total_bytes
+    cdef Run *runs            # runs[:nruns]: the records of blocks, pointed at by point()
+    cdef Py_ssize_t n, got, nruns, total_bytes
+    cdef Py_ssize_t bad       # point(): the first record out of its block, else -1
+    cdef list arrays          # the runs' index arrays, kept alive
 
     def __cinit__(self, records):
-        cdef Py_ssize_t j, k = 0, m
+        cdef Py_ssize_t k = 0
         cdef Py_buffer *v
-        cdef const int64_t[:] starts, lengths   # strided: slices with a step
-        cdef const int64_t[:] which
         inner = None if type(records) is list else getattr(records, "_gathered", None)
         if inner is not None:  # a RecordBatch holding a Gathered
             records = inner
@@ -491,10 +502,14 @@ cdef class _Records:
         items = records.buffers if gathered else records if segments is None else segments
         self.n = (len(records.which) if gathered else len(records) if segments is None
                   else sum(len(seg[1]) for seg in segments))
+        self.bad = -1
+        self.arrays = []
         self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
         self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
         self.views = <Py_buffer *>malloc((len(items) if len(items) else 1) * sizeof(Py_buffer))
-        if self.ptrs == NULL or self.lens == NULL or self.views == NULL:
+        self.runs = <Run *>malloc((1 if gathered or segments is None or not segments else len(segments))
+                                  * sizeof(Run))
+        if self.ptrs == NULL or self.lens == NULL or self.views == NULL or self.runs == NULL:
             raise MemoryError()
         for item in items:
             v = &self.views[self.got]
@@ -508,31 +523,78 @@ cdef class _Records:
                 self.total_bytes += v.len
                 k += 1
                 continue
-            starts, lengths = item[1], item[2]
-            m = starts.shape[0]
-            if lengths.shape[0] != m or k + m > self.n:
+            if len(item[2]) != len(item[1]) or k + len(item[1]) > self.n:
                 raise InvalidArgumentError("a RecordBatch segment has mismatched starts and lengths")
-            for j in range(m):   # a few us: not worth a GIL handoff
-                self._point(k + j, v, starts[j], lengths[j])
-            k += m
+            k += self._run(k, item[1], item[2], None, self.got - 1)
         if gathered:
-            which, starts, lengths = records.which, records.starts, records.lengths
-            if starts.shape[0] != self.n or lengths.shape[0] != self.n:
+            if len(records.starts) != self.n or len(records.lengths) != self.n:
                 raise InvalidArgumentError("gathered records have mismatched which, starts and lengths")
-            for j in range(self.n):
-                if not 0 <= which[j] < self.got:
-                    raise InvalidArgumentError(f"a gathered record names block {which[j]} of {self.got}")
-                self._point(j, &self.views[which[j]], starts[j], lengths[j])
+            self._run(0, records.starts, records.lengths, records.which, -1)
 
-    cdef inline int _point(self, Py_ssize_t k, Py_buffer *v, int64_t start, int64_t length) except -1:
-        """Record k is bytes start:start + length of the block in v."""
-        if start < 0 or length < 0 or start > v.len - length:
-            raise InvalidArgumentError(f"a RecordBatch record ({start}, {length}) lies outside "
-                                       f"its {v.len}-byte block")
-        self.ptrs[k] = <const unsigned char *>v.buf + start
-        self.lens[k] = length
-        self.total_bytes += length
+    cdef Py_ssize_t _run(self, Py_ssize_t first, starts, lengths, which, Py_ssize_t block) except -1:
+        """Records first:first + len(starts) lie at starts, lengths in block (or in which's)."""
+        cdef const int64_t[:] s = starts, l = lengths   # strided: slices with a step
+        cdef const int64_t[:] w
+        cdef Run *r = &self.runs[self.nruns]
+        cdef Py_ssize_t m = s.shape[0]
+        if m == 0:
+            return 0
+        r.first, r.count, r.block = first, m, block
+        r.starts, r.starts_step = <const char *>&s[0], s.strides[0]
+        r.lengths, r.lengths_step = <const char *>&l[0], l.strides[0]
+        r.which, r.which_step = NULL, 0
+        if which is not None:
+            w = which
+            if w.shape[0] != m:
+                raise InvalidArgumentError("gathered records have mismatched which, starts and lengths")
+            r.which, r.which_step = <const char *>&w[0], w.strides[0]
+            self.arrays.append(which)
+        self.arrays.append(starts)
+        self.arrays.append(lengths)
+        self.nruns += 1
+        return m
+
+    cdef int point(self) noexcept nogil:
+        """Point at the records of the runs; -1 when one lies outside its block (self.bad)."""
+        cdef Py_ssize_t i, j, k, b
+        cdef int64_t start, length
+        cdef Run *r
+        cdef Py_buffer *v
+        for i in range(self.nruns):
+            r = &self.runs[i]
+            for j in range(r.count):
+                k = r.first + j
+                b = r.block if r.which == NULL else (<const int64_t *>(r.which + j * r.which_step))[0]
+                start = (<const int64_t *>(r.starts + j * r.starts_step))[0]
+                length = (<const int64_t *>(r.lengths + j * r.lengths_step))[0]
+                if not 0 <= b < self.got:
+                    self.bad = k
+                    return -1
+                v = &self.views[b]
+                if start < 0 or length < 0 or start > v.len - length:
+                    self.bad = k
+                    return -1
+                self.ptrs[k] = <const unsigned char *>v.buf + start
+                self.lens[k] = length
+                self.total_bytes += length
         return 0
+
+    cdef object bad_record(self):
+        """The error for the record point() stopped at."""
+        cdef Py_ssize_t i, j, b
+        cdef Run *r
+        for i in range(self.nruns):
+            r = &self.runs[i]
+            if r.first <= self.bad < r.first + r.count:
+                j = self.bad - r.first
+                b = r.block if r.which == NULL else (<const int64_t *>(r.which + j * r.which_step))[0]
+                if not 0 <= b < self.got:
+                    return InvalidArgumentError(f"a gathered record names block {b} of {self.got}")
+                return InvalidArgumentError(
+                    f"a RecordBatch record ({(<const int64_t *>(r.starts + j * r.starts_step))[0]}, "
+                    f"{(<const int64_t *>(r.lengths + j * r.lengths_step))[0]}) lies outside its "
+                    f"{self.views[b].len}-byte block")
+        return InvalidArgumentError("a record lies outside its block")
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -541,6 +603,7 @@ cdef class _Records:
         free(self.views)
         free(self.ptrs)
         free(self.lens)
+        free(self.runs)
 
 
 def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_column, lean=None):
@@ -549,7 +612,7 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
     cdef _Records recs = _Records(records)
     cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
     cdef list seq_bytes = [k.encode() for k in sequence_keys] if sequence_keys is not None else None
-    cdef int status = 0
+    cdef int status = 0, pointed = 0
     memset(&p, 0, sizeof(Parser))
     p.ctx.discover = keys is None
     p.seq.discover = sequence and sequence_keys is None
@@ -564,7 +627,8 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
             if not (buf_reserve(&p.ctx.cols[i].kinds, n) and buf_reserve(&p.ctx.cols[i].counts, 8 * n)):
                 raise MemoryError()
         with nogil:
-            for i in range(n):
+            pointed = recs.point()
+            for i in range(n if pointed == 0 else 0):
                 p.record = i
                 if i + PREFETCH_AHEAD < n:
                     tfl_prefetch_record(recs.ptrs[i + PREFETCH_AHEAD], recs.lens[i + PREFETCH_AHEAD])
@@ -576,9 +640,11 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
                     status = fail(&p.fault, E_MEMORY, NULL)
                     break
             # Objects are made only without bytes_column: find which values can share one here.
-            if status == 0 and not (table_finish(&p.ctx, n, not bytes_column)
-                                    and table_finish(&p.seq, n, not bytes_column)):
+            if status == 0 and pointed == 0 and not (table_finish(&p.ctx, n, not bytes_column)
+                                                     and table_finish(&p.seq, n, not bytes_column)):
                 status = fail(&p.fault, E_MEMORY, NULL)
+        if pointed < 0:
+            raise recs.bad_record()
         if status < 0:
             if p.fault.err == E_MEMORY:
                 raise MemoryError()

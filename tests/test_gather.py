@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import tfrecord_lite as tfl
 from tfrecord_lite import _native
 from tfrecord_lite._gather import Gathered
-from tfrecord_lite.batch import BlockOrigin
+from tfrecord_lite.batch import BlockOrigin, RecordBatch
 
 from ._records import write_files
 
@@ -213,6 +213,16 @@ def test_the_parsers_reject_gathered_records_outside_their_blocks(backend, which
     uneven = Gathered([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64), False)
     with pytest.raises(tfl.InvalidArgumentError, match="mismatched"):
         tfl.parse_example(uneven, SPEC)
+
+
+@pytest.mark.parametrize("start, length", [(0, 6), (-1, 1), (3, -1), (5, 1)])
+def test_the_parsers_reject_segment_records_outside_their_blocks(backend, start, length):
+    # A RecordBatch's second segment, its second record: found wherever it lies.
+    a = np.array
+    bad = RecordBatch._of([(b"\x00", a([0], np.int64), a([0], np.int64)),
+                           (b"12345", a([0, start], np.int64), a([1, length], np.int64))], None, False)
+    with pytest.raises(tfl.InvalidArgumentError, match=rf"record \({start}, {length}\) lies outside its 5-byte"):
+        tfl.parse_example(bad, SPEC)
 
 
 def test_a_bad_example_read_in_place_names_its_file_offset_and_index(backend, tmp_path):
