@@ -101,6 +101,47 @@ def test_worker_error_carries_location(backend, tmp_path, files):
     assert len(list(TFRecordDataset([str(bad)], on_corrupt="stop"))) == 3
 
 
+@pytest.mark.parametrize("piece", [2, 4, 5, 4096])
+def test_records_before_a_bad_one_come_first_in_every_output(backend, tmp_path, monkeypatch, piece):
+    # As TensorFlow does: every record before the bad one is delivered (whole batches only,
+    # parsed or raw, grouped into tasks or not), then its error; skipping keeps the others.
+    # piece: records a file's pieces are cut at (read batches split, the rest carried over).
+    import numpy as np
+
+    import tfrecord_lite as tfl
+    from tfrecord_lite import dataset
+
+    monkeypatch.setattr(dataset, "_PIECE_RECORDS", piece)
+    paths = write_files(tmp_path, [3, 12], make=lambda f, j: tfl.encode_example({"id": 100 * f + j}))
+    frames = tfl.index.scan_index(paths[1])[0]
+    data = bytearray(open(paths[1], "rb").read())
+    data[frames[7] + 13] ^= 0xFF  # inside record 7's data
+    open(paths[1], "wb").write(bytes(data))
+    good = [0, 100, 1, 101, 2, 102] + [100 + j for j in range(3, 7)]  # interleave order, up to the bad one
+    spec = {"id": tfl.FixedLenFeature([], np.int64)}
+    ids = {"raw": lambda b: [int(tfl.parse_example([r], spec)["id"][0]) for r in (b if isinstance(b, list) else [b])],
+           "parsed": lambda b: np.atleast_1d(b["id"]).tolist()}
+    for kind, options in [("raw", {}), ("raw", {"batch_size": 1}), ("raw", {"batch_size": 3}),
+                          ("parsed", {}), ("parsed", {"batch_size": 3}),
+                          ("parsed", {"batch_size": 3, "parse": None, "features": {
+                              "id": tfl.VarLenFeature(np.int64)}})]:
+        opts = {"num_threads": 2, "cycle_length": 2, **options}
+        features = opts.pop("features", spec if kind == "parsed" else None)
+        got = []
+        with pytest.raises(CorruptRecordError) as info:
+            for item in TFRecordDataset(paths, features, **opts):
+                if "features" in options:
+                    got.extend(item["id"].values.tolist())
+                else:
+                    got.extend(ids[kind](list(item) if kind == "raw" and opts.get("batch_size") else item))
+        assert (info.value.path, info.value.index) == (paths[1], 7)
+        batch = opts.get("batch_size") or 1
+        assert got == good[:len(good) // batch * batch], (kind, options)
+    skipped = [i for b in TFRecordDataset(paths, spec, on_corrupt="skip", cycle_length=2, batch_size=3)
+               for i in b["id"].tolist()]
+    assert skipped == good + [100 + j for j in range(8, 12)]
+
+
 def test_missing_file_raises(tmp_path, files):
     with pytest.raises(FileNotFoundError):
         list(TFRecordDataset(files + [str(tmp_path / "gone.tfrecord")]))

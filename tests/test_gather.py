@@ -3,7 +3,9 @@ makes, and TFRecordDataset's outputs in TF's interleave order whatever the cycle
 batch, threads and sharding (checked against the record-by-record path that unbatched raw
 output still takes, which the interop tests hold to tf.data's order)."""
 
+import contextlib
 import pickle
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -249,18 +251,28 @@ def files(tmp_path_factory):
 @settings(max_examples=25, deadline=None)
 @given(cycle=st.sampled_from([2, 3, 7, 16]), block=st.sampled_from([1, 2, 5, 64, 1000]),
        batch=st.sampled_from([None, 1, 7, 1024]), threads=st.sampled_from([1, 2, 3]),
-       shard=st.sampled_from([None, (1, 2), (0, 9)]), open_files=st.sampled_from([16, 64]))
+       shard=st.sampled_from([None, (1, 2), (0, 9)]), open_files=st.sampled_from([16, 64]),
+       piece=st.sampled_from([None, 3, 50]))
 def test_parsed_and_batched_raw_outputs_keep_the_interleave_order(backend, files, cycle, block, batch, threads, shard,
-                                                                   open_files):
+                                                                   open_files, piece):
+    # piece: records a file's pieces are cut at (read batches split, the rest carried over).
     opts = dict(cycle_length=cycle, block_length=block, num_threads=threads, shard=shard, max_open_files=open_files)
     records = list(tfl.TFRecordDataset(files, **opts))  # one bytes object at a time
     want = [int(tfl.parse_example([r], SPEC)["id"][0]) for r in records]
-    parsed = tfl.TFRecordDataset(files, SPEC, batch_size=batch, **opts)
-    assert [i for b in parsed for i in np.atleast_1d(b["id"]).tolist()] == want
-    if batch is not None:
-        raw = list(tfl.TFRecordDataset(files, batch_size=batch, **opts))
-        assert all(type(b) is tfl.RecordBatch for b in raw)
-        assert [r for b in raw for r in b] == records
+    with _pieces(piece):
+        parsed = tfl.TFRecordDataset(files, SPEC, batch_size=batch, **opts)
+        assert [i for b in parsed for i in np.atleast_1d(b["id"]).tolist()] == want
+        if batch is not None:
+            raw = list(tfl.TFRecordDataset(files, batch_size=batch, **opts))
+            assert all(type(b) is tfl.RecordBatch for b in raw)
+            assert [r for b in raw for r in b] == records
+
+
+def _pieces(records):
+    """The dataset's pieces cut at this many records (None: as they are)."""
+    from tfrecord_lite import dataset
+
+    return contextlib.nullcontext() if records is None else mock.patch.object(dataset, "_PIECE_RECORDS", records)
 
 
 @given(st.integers(1, 12), st.integers(0, 40), st.data())
@@ -307,16 +319,17 @@ def test_take_and_long_joins_hold_each_block_their_records_use_once():
 
 @settings(max_examples=12, deadline=None)
 @given(cycle=st.sampled_from([2, 3, 16]), block=st.sampled_from([1, 2, 33]), batch=st.sampled_from([1, 100, 1024]),
-       threads=st.sampled_from([1, 2]), data=st.data())
-def test_resume_inside_rounds_of_blocks(backend, files, cycle, block, batch, threads, data):
+       threads=st.sampled_from([1, 2]), piece=st.sampled_from([None, 3, 50]), data=st.data())
+def test_resume_inside_rounds_of_blocks(backend, files, cycle, block, batch, threads, piece, data):
     opts = dict(cycle_length=cycle, block_length=block, num_threads=threads, batch_size=batch, max_open_files=16)
     full = [i for b in tfl.TFRecordDataset(files, SPEC, **opts) for i in b["id"].tolist()]
-    ds = tfl.TFRecordDataset(files, SPEC, **opts)
-    ds.state_dict()  # positions are tracked from here on
-    it = iter(ds)
-    head = [i for _ in range(data.draw(st.integers(1, len(full) // batch))) for i in next(it)["id"].tolist()]
-    state = ds.state_dict()
-    it.close()
+    with _pieces(piece):
+        ds = tfl.TFRecordDataset(files, SPEC, **opts)
+        ds.state_dict()  # positions are tracked from here on
+        it = iter(ds)
+        head = [i for _ in range(data.draw(st.integers(1, len(full) // batch))) for i in next(it)["id"].tolist()]
+        state = ds.state_dict()
+        it.close()
     assert state["cursor"] is not None
     again = tfl.TFRecordDataset(files, SPEC, **opts)
     again.load_state_dict(state)

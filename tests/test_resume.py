@@ -1,13 +1,15 @@
 """Resuming TFRecordDataset: the state holds file positions, so resume seeks instead of
 re-reading; every mode (raw, parsed in place, record sharding, compressed) resumes exactly."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite as tfl
-from tfrecord_lite import TFRecordDataset
+from tfrecord_lite import TFRecordDataset, dataset
 from tfrecord_lite.errors import TFRecordError
 
 from ._records import record, write_files
@@ -38,21 +40,24 @@ def _plain(item):
 @settings(max_examples=40, deadline=None)
 @given(data=st.data(), compression=st.sampled_from([None, "gzip"]), parsed=st.booleans(),
        batch=st.sampled_from([None, 4]), cycle=st.sampled_from([1, 2, 3]), block=st.sampled_from([1, 3, 300]),
-       shard=st.sampled_from([None, (1, 2), (2, 7)]), epochs=st.sampled_from([1, 2]), threads=st.sampled_from([1, 2]))
+       shard=st.sampled_from([None, (1, 2), (2, 7)]), epochs=st.sampled_from([1, 2]), threads=st.sampled_from([1, 2]),
+       piece=st.sampled_from([4096, 3]))
 def test_resume_anywhere_continues_exactly(backend, raw_files, example_files, data, compression, parsed, batch,
-                                           cycle, block, shard, epochs, threads):
+                                           cycle, block, shard, epochs, threads, piece):
+    # piece: records a file's pieces are cut at (read batches split, the rest carried over).
     files = example_files if parsed else raw_files[compression]
     opts = dict(batch_size=batch, cycle_length=cycle, block_length=block, shard=shard, num_epochs=epochs,
                 shuffle_files=True, seed=4, num_threads=threads, max_open_files=3)
     spec = SPEC if parsed else None
     full = [_plain(x) for x in TFRecordDataset(files, spec, **opts)]
     k = data.draw(st.integers(0, len(full)))
-    ds = TFRecordDataset(files, spec, **opts)
-    ds.state_dict()  # file positions are tracked from here on
-    it = iter(ds)
-    head = [_plain(next(it)) for _ in range(k)]
-    state = ds.state_dict()
-    it.close()
+    with mock.patch.object(dataset, "_PIECE_RECORDS", piece):
+        ds = TFRecordDataset(files, spec, **opts)
+        ds.state_dict()  # file positions are tracked from here on
+        it = iter(ds)
+        head = [_plain(next(it)) for _ in range(k)]
+        state = ds.state_dict()
+        it.close()
     assert state["version"] == 2
     fresh = TFRecordDataset(files, spec, **{**opts, "seed": None})
     fresh.load_state_dict(state)

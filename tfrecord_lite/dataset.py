@@ -268,7 +268,7 @@ class _Slot:
     read) and its pieces of records."""
 
     __slots__ = ("path", "position", "keep", "reader", "iter", "index", "offset", "future", "piece",
-                 "map", "at", "ended", "error")
+                 "map", "at", "ended", "error", "carry")
 
     def __init__(self, path, position, record_rule, index=0, offset=0):
         self.path = path
@@ -278,7 +278,7 @@ class _Slot:
                                                       record_rule[1])
         self.reader = None
         self.iter = None
-        self.index = index  # records of the file read so far (or skipped by a resume)
+        self.index = index  # records of the file placed in pieces so far (or skipped by a resume)
         self.offset = offset  # where reading starts: a resume's byte offset
         self.future = None
         self.piece = []
@@ -286,6 +286,7 @@ class _Slot:
         self.at = 0
         self.ended = False
         self.error = None  # raised by the next read, after the records before it are delivered
+        self.carry = None  # (records read, file offset of the first) for the next piece
 
     def close(self):
         if self.reader is not None:
@@ -447,12 +448,18 @@ class _Run:
             if self._skip:
                 chunks = _skip(chunks, self._skip * (ds.batch_size or 1))
                 self._skip = 0
+            # A read error ends the records there, and is raised once every record before it is
+            # delivered, as TensorFlow does: whole batches (parsed), no short one after them.
+            failed = []
+            chunks = _until_error(chunks, failed)
             size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
             drop = ds.drop_remainder and ds.batch_size is not None
             if self._group:
-                chunks = _groups(chunks, size, drop, self._join, self._task_scale)
+                chunks = _groups(chunks, size, drop, self._join, self._task_scale, failed)
             elif size is not None:
                 chunks = rebatch(chunks, size, drop, self._join)
+                if ds.batch_size is not None:
+                    chunks = _whole(chunks, size, failed)
             if self._parse is None:
                 if ds.batch_size is None:
                     for chunk in chunks:
@@ -461,6 +468,8 @@ class _Run:
                     yield from chunks
             else:
                 yield from self._parsed(chunks)
+            if failed:
+                raise failed[0]
             epoch += 1
             self.position.epoch, self.position.elements = epoch, 0
         self.position.exhausted = True
@@ -541,6 +550,12 @@ class _Run:
                 if log is not None and len(cursor.log) > _LOG_COMMIT:
                     cursor.commit(self.position.elements * per_element)  # what the consumer passed
                 if gather and taken == 0 and num_open > 1 and (not todo or num_open == cycle):
+                    # Files at the end of their piece move to the next one first, so that whole
+                    # rounds go on across piece ends instead of a block at a time until every
+                    # file has moved (a file at its end is left to the path below to close).
+                    for s in slots:
+                        if s is not None and s.at == len(s.piece):
+                            self._advance(s, todo, num_open)
                     stretch = _rounds(slots, index, block)
                     if stretch is not None:
                         chunk, moved, index = stretch
@@ -566,21 +581,14 @@ class _Run:
                     if log is not None:
                         log((produced, 0, index, 0, -1, None, 0))
                     continue
-                if slot.at == len(slot.piece):
-                    if not self._next_piece(slot):
-                        slot.close()
-                        slots[index] = None
-                        num_open -= 1
-                        if log is not None:
-                            log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
-                        index, taken = (index + 1) % cycle, 0
-                        continue
-                    if slot.future is None and len(todo) > len(self._early) \
-                            and num_open + len(self._early) < ds.max_open_files:
-                        # The file's last piece: start reading the next file of the order now,
-                        # or the consumer waits for its first piece when it takes its turn.
-                        p = todo[len(self._early)]
-                        self._early[p] = self._open(_Slot(files[p], p, rule))
+                if slot.at == len(slot.piece) and not self._advance(slot, todo, num_open):
+                    slot.close()
+                    slots[index] = None
+                    num_open -= 1
+                    if log is not None:
+                        log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
+                    index, taken = (index + 1) % cycle, 0
+                    continue
                 # With one file left the cycle always comes back to it: take whole pieces.
                 alone = cycle == 1 or (num_open == 1 and not todo)
                 want = len(slot.piece) - slot.at if alone else block - taken
@@ -622,6 +630,18 @@ class _Run:
         slot.future = self._pool.submit(self._read_piece, slot)
         return slot
 
+    def _advance(self, slot, todo, num_open) -> bool:
+        """Move the slot to its next piece; False at the file's end. Once that is the file's
+        last piece, start reading the next file of the order (todo), or the consumer waits for
+        its first piece when its turn comes."""
+        if not self._next_piece(slot):
+            return False
+        if slot.future is None and len(todo) > len(self._early) \
+                and num_open + len(self._early) < self.ds.max_open_files:
+            p = todo[len(self._early)]
+            self._early[p] = self._open(_Slot(self.ds.files[p], p, self.ds._record_rule))
+        return True
+
     def _next_piece(self, slot) -> bool:
         """Move the slot to its next piece (waiting for it); False at the file's end."""
         while True:
@@ -636,8 +656,6 @@ class _Run:
     def _read_piece(self, slot):
         """Worker: the next piece of the slot's file; opens it first, closes it at its end."""
         ds = self.ds
-        if slot.error is not None:
-            raise slot.error
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
@@ -650,22 +668,38 @@ class _Run:
         parts, piece_map, count, nbytes = [], [], 0, 0
         limit = self._mapped_piece_bytes if mapped else self._piece_bytes
         try:
-            # Whole scanned chunks at a time: no Python work per record, so the GIL is free
-            # for the other workers' parsing.
-            for batch in slot.iter:
+            # Whole scanned chunks at a time (no Python work per record, so the GIL is free for
+            # the other workers' parsing), the last one cut at _PIECE_RECORDS and its rest
+            # carried over to the next piece: the files of an interleave then change pieces
+            # together, and whole rounds of them are taken at once (_rounds).
+            while True:
+                if slot.carry is not None:
+                    batch, offset = slot.carry
+                    slot.carry = None
+                else:
+                    if slot.error is not None:
+                        raise slot.error
+                    batch = next(slot.iter, None)
+                    if batch is None:
+                        slot.ended = True
+                        slot.close()
+                        break
+                    offset = slot.reader.batch_offset
                 first = slot.index
-                slot.index += len(batch)
                 keep = None if slot.keep is None else ((slot.keep[0] - first) % slot.keep[1], slot.keep[1])
-                segment, batch = piece_segment(count, batch, slot.reader.batch_offset, first, keep)
+                cut = _cut(len(batch), _PIECE_RECORDS - count, keep) if self._blocks else len(batch)
+                if cut < len(batch):  # a scanned block: one segment, starts relative to its frames
+                    starts = batch.segments[0][1]
+                    slot.carry = batch[cut:], offset + int(starts[cut]) - int(starts[0])
+                    batch = batch[:cut]
+                slot.index += len(batch)
+                segment, batch = piece_segment(count, batch, offset, first, keep)
                 piece_map.append(segment)
                 parts.append(batch)
                 count += len(batch)
                 nbytes += _held_bytes(batch)
                 if nbytes >= limit or count >= _PIECE_RECORDS:
                     break
-            else:
-                slot.ended = True
-                slot.close()
         except Exception as exc:
             if not count:
                 raise
@@ -703,6 +737,14 @@ def _rounds(slots, index, block):
     chunk = Gathered.rounds([slots[c].piece[slots[c].at:slots[c].at + n] for c, n in moved], block, rounds, extra)
     last = order[extra - 1] if extra else order[-1]
     return chunk, moved, (last + 1) % len(slots)
+
+
+def _cut(n, want, keep) -> int:
+    """Records of a read batch of n to take for ``want`` kept ones (keep: the record sharding
+    rule's (first kept, step) in the batch, or None for every record)."""
+    if keep is None:
+        return min(n, want)
+    return min(n, keep[0] + (want - 1) * keep[1] + 1)
 
 
 def _raw_batch(records):
@@ -754,15 +796,32 @@ def _parse_task(parse, records, sizes):
     return outputs, None  # only the group was too much (MemoryError)
 
 
-def _groups(chunks, size, drop_remainder, join, scale=1):
+def _until_error(chunks, failed):
+    """The chunks up to an error, which is appended to failed instead of raised."""
+    try:
+        yield from chunks
+    except Exception as exc:
+        failed.append(exc)
+
+
+def _whole(batches, size, failed):
+    """The batches, but not a short one cut by an error (failed)."""
+    for batch in batches:
+        if failed and len(batch) < size:
+            return
+        yield batch
+
+
+def _groups(chunks, size, drop_remainder, join, scale=1, failed=()):
     """(records, batch sizes) per parse task: whole batches of ``size`` records cut from
     the chunks as one slice, as many as fit in scale times _TASK_RECORDS and _TASK_BYTES (at
-    least one), the last batch short unless drop_remainder. Cutting batches and joining them
-    into a task again cost the consumer's thread, under the GIL, more than the batch itself."""
+    least one), the last batch short unless drop_remainder or an error cut it (failed).
+    Cutting batches and joining them into a task again cost the consumer's thread, under the
+    GIL, more than the batch itself."""
     for group in rebatch(chunks, functools.partial(_task_records, size=size, scale=scale), join=join):
         n = len(group)
         tail = n % size  # only the last group has one
-        if tail and drop_remainder:
+        if tail and (drop_remainder or failed):
             n, tail = n - tail, 0
             group = group[:n]
         if n:
