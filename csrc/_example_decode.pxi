@@ -487,7 +487,7 @@ cdef class _Records:
     cdef Run *runs            # runs[:nruns]: the records of blocks, pointed at by point()
     cdef Py_ssize_t n, got, nruns, total_bytes
     cdef Py_ssize_t bad       # point(): the first record out of its block, else -1
-    cdef list arrays          # the runs' index arrays, kept alive
+    cdef list arrays          # views of the runs' index arrays, kept acquired
 
     def __cinit__(self, records):
         cdef Py_ssize_t k = 0
@@ -548,9 +548,9 @@ cdef class _Records:
             if w.shape[0] != m:
                 raise InvalidArgumentError("gathered records have mismatched which, starts and lengths")
             r.which, r.which_step = <const char *>&w[0], w.strides[0]
-            self.arrays.append(which)
-        self.arrays.append(starts)
-        self.arrays.append(lengths)
+            self.arrays.append(w)
+        self.arrays.append(s)   # the views themselves: their buffers stay acquired
+        self.arrays.append(l)
         self.nruns += 1
         return m
 

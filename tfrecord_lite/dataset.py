@@ -54,7 +54,7 @@ _PIECE_RECORDS = 4096
 _PIECE_BYTES_PER_THREAD = 8 << 20  # read-ahead budget, shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
 _MAPPED_PIECE_SCALE = 4  # a mapped file's pieces hold no read buffers: larger ones, fewer
-_MAPPED_CHUNK_BYTES = 4 << 20
+_MAPPED_CHUNK_BYTES = 4 << 20  # a mapped file's scan chunk, at most
 _PREFETCH_BYTES = 128 << 20  # records held by the parse tasks ahead, beyond the first
 _READ_POOL_BYTES = 512 << 20  # read buffers a run keeps for reuse, at most
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
@@ -100,8 +100,8 @@ class TFRecordDataset:
         where they would hold over 128 MiB of records (large records). A task is one batch;
         small batches of a spec of only FixedLenFeature / RawTensorFeature are parsed
         several at a time (about 4,096 records or 4 MiB, times num_threads // 4 from 8
-        threads on, at most 4 times), each batch's arrays then being views of the task's. Raw records are read ahead one piece per open file whatever
-        this is.
+        threads on, at most 4 times), each batch's arrays then being views of the task's.
+        Raw records are read ahead one piece per open file whatever this is.
     num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
         epoch count (or call ``set_epoch``), so a new pass reshuffles.
 
