@@ -452,8 +452,8 @@ cdef extern from *:
        than the same records back to back. */
     static inline void tfl_prefetch_record(const unsigned char *p, Py_ssize_t n) {
     #if defined(__GNUC__) || defined(__clang__)
-        const unsigned char *end = p + (n < 2048 ? n : 2048);
-        for (; p < end; p += 64) __builtin_prefetch(p, 0, 3);
+        Py_ssize_t i, m = n < 2048 ? n : 2048;
+        for (i = 0; i < m; i += 64) __builtin_prefetch(p + i, 0, 3);
     #else
         (void)p; (void)n;
     #endif
