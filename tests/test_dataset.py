@@ -6,11 +6,13 @@ import os
 import threading
 import time
 
+import numpy as np
 import pytest
 from ._records import interleave, record, write_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tfrecord_lite as tfl
 from tfrecord_lite import TFRecordDataset, TFRecordReader, TFRecordWriter
 from tfrecord_lite.errors import CorruptRecordError, TFRecordError
 
@@ -106,9 +108,6 @@ def test_records_before_a_bad_one_come_first_in_every_output(backend, tmp_path, 
     # As TensorFlow does: every record before the bad one is delivered (whole batches only,
     # parsed or raw, grouped into tasks or not), then its error; skipping keeps the others.
     # piece: records a file's pieces are cut at (read batches split, the rest carried over).
-    import numpy as np
-
-    import tfrecord_lite as tfl
     from tfrecord_lite import dataset
 
     monkeypatch.setattr(dataset, "_PIECE_RECORDS", piece)
