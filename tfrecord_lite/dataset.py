@@ -105,7 +105,8 @@ class TFRecordDataset:
     num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
         epoch count (or call ``set_epoch``), so a new pass reshuffles.
 
-    Worker errors are raised by the consumer's ``next()`` with their path/offset/index.
+    Worker errors are raised by the consumer's ``next()`` with their path/offset/index, after
+    every record before the bad one (whole batches; parsed), as TensorFlow delivers them.
     Leaving a loop early (break, ``close()``, garbage collection) stops the threads and
     closes the files.
     """
