@@ -141,6 +141,35 @@ def test_records_before_a_bad_one_come_first_in_every_output(backend, tmp_path, 
     assert skipped == good + [100 + j for j in range(8, 12)]
 
 
+@pytest.mark.parametrize("batch", [None, 4])
+def test_skipped_records_keep_their_numbers_for_sharding_and_resume(backend, tmp_path, batch):
+    # A record dropped by on_corrupt="skip" still has its number in the file: record sharding
+    # keeps records by their index in the file, and a resumed run numbers records as a fresh
+    # one does (its errors name the right index).
+    path = write_files(tmp_path, [20])[0]
+    frames = tfl.index.scan_index(path)[0]
+    data = bytearray(open(path, "rb").read())
+    for bad in (3, 12):
+        data[frames[bad] + 13] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+    good = [record(0, j) for j in range(20) if j not in (3, 12)]
+    shards = [[r for b in TFRecordDataset(path, shard=(i, 2), on_corrupt="skip", batch_size=batch)
+               for r in (b if batch else [b])] for i in range(2)]
+    assert shards == [[r for r in good if int(r.split(b":")[1]) % 2 == i] for i in range(2)]
+    ds = TFRecordDataset(path, on_corrupt="skip", batch_size=2)
+    ds.state_dict()  # positions are tracked from here on
+    it = iter(ds)
+    head = [list(next(it)) for _ in range(3)]  # past the skipped record 3
+    state = ds.state_dict()
+    it.close()
+    assert [r for b in head for r in b] == good[:6]
+    fresh = TFRecordDataset(path, on_corrupt="raise", batch_size=2)
+    fresh.load_state_dict(state)
+    with pytest.raises(CorruptRecordError) as info:
+        list(fresh)
+    assert (info.value.index, info.value.offset) == (12, frames[12])
+
+
 def test_missing_file_raises(tmp_path, files):
     with pytest.raises(FileNotFoundError):
         list(TFRecordDataset(files + [str(tmp_path / "gone.tfrecord")]))

@@ -279,7 +279,7 @@ class _Slot:
                                                       record_rule[1])
         self.reader = None
         self.iter = None
-        self.index = index  # records of the file placed in pieces so far (or skipped by a resume)
+        self.index = index  # the file's record number of the next record to place in a piece
         self.offset = offset  # where reading starts: a resume's byte offset
         self.future = None
         self.piece = []
@@ -685,7 +685,9 @@ class _Run:
                         slot.ended = True
                         slot.close()
                         break
-                    offset = slot.reader.batch_offset
+                    # The reader's count: records it skipped (on_corrupt="skip") are numbered
+                    # too, so sharding and resumed positions go by each record's index in its file.
+                    offset, slot.index = slot.reader.batch_offset, slot.reader.batch_index
                 first = slot.index
                 keep = None if slot.keep is None else ((slot.keep[0] - first) % slot.keep[1], slot.keep[1])
                 cut = _cut(len(batch), _PIECE_RECORDS - count, keep) if self._blocks else len(batch)
