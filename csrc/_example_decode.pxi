@@ -473,6 +473,15 @@ cdef struct Run:
     Py_ssize_t first, count, block   # records first:first + count of the batch
 
 
+cdef inline int64_t run_value(const char *values, Py_ssize_t step, Py_ssize_t j) noexcept nogil:
+    """Record j's value in one of a Run's strided int64 arrays."""
+    return (<const int64_t *>(values + j * step))[0]
+
+
+cdef inline int64_t run_block(Run *r, Py_ssize_t j) noexcept nogil:
+    return r.block if r.which == NULL else run_value(r.which, r.which_step, j)
+
+
 cdef class _Records:
     """Pointers to a batch's records, with the buffers behind them held until release:
     one buffer per record (a list of bytes-likes), one per block (a RecordBatch's segments
@@ -486,7 +495,7 @@ cdef class _Records:
     cdef Py_buffer *views     # views[:got] are live
     cdef Run *runs            # runs[:nruns]: the records of blocks, pointed at by point()
     cdef Py_ssize_t n, got, nruns, total_bytes
-    cdef Py_ssize_t bad       # point(): the first record out of its block, else -1
+    cdef Py_ssize_t bad, bad_run   # point(): the first record out of its block (else -1), its run
     cdef list arrays          # views of the runs' index arrays, kept acquired
 
     def __cinit__(self, records):
@@ -564,16 +573,13 @@ cdef class _Records:
             r = &self.runs[i]
             for j in range(r.count):
                 k = r.first + j
-                b = r.block if r.which == NULL else (<const int64_t *>(r.which + j * r.which_step))[0]
-                start = (<const int64_t *>(r.starts + j * r.starts_step))[0]
-                length = (<const int64_t *>(r.lengths + j * r.lengths_step))[0]
-                if not 0 <= b < self.got:
-                    self.bad = k
+                b = run_block(r, j)
+                start = run_value(r.starts, r.starts_step, j)
+                length = run_value(r.lengths, r.lengths_step, j)
+                if not 0 <= b < self.got or start < 0 or length < 0 or start > self.views[b].len - length:
+                    self.bad, self.bad_run = k, i
                     return -1
                 v = &self.views[b]
-                if start < 0 or length < 0 or start > v.len - length:
-                    self.bad = k
-                    return -1
                 self.ptrs[k] = <const unsigned char *>v.buf + start
                 self.lens[k] = length
                 self.total_bytes += length
@@ -581,20 +587,14 @@ cdef class _Records:
 
     cdef object bad_record(self):
         """The error for the record point() stopped at."""
-        cdef Py_ssize_t i, j, b
-        cdef Run *r
-        for i in range(self.nruns):
-            r = &self.runs[i]
-            if r.first <= self.bad < r.first + r.count:
-                j = self.bad - r.first
-                b = r.block if r.which == NULL else (<const int64_t *>(r.which + j * r.which_step))[0]
-                if not 0 <= b < self.got:
-                    return InvalidArgumentError(f"a gathered record names block {b} of {self.got}")
-                return InvalidArgumentError(
-                    f"a RecordBatch record ({(<const int64_t *>(r.starts + j * r.starts_step))[0]}, "
-                    f"{(<const int64_t *>(r.lengths + j * r.lengths_step))[0]}) lies outside its "
-                    f"{self.views[b].len}-byte block")
-        return InvalidArgumentError("a record lies outside its block")
+        cdef Run *r = &self.runs[self.bad_run]
+        cdef Py_ssize_t j = self.bad - r.first
+        cdef int64_t b = run_block(r, j)
+        if not 0 <= b < self.got:
+            return InvalidArgumentError(f"a gathered record names block {b} of {self.got}")
+        return InvalidArgumentError(f"a RecordBatch record ({run_value(r.starts, r.starts_step, j)}, "
+                                    f"{run_value(r.lengths, r.lengths_step, j)}) lies outside its "
+                                    f"{self.views[b].len}-byte block")
 
     def __dealloc__(self):
         cdef Py_ssize_t i

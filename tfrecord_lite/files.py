@@ -49,7 +49,8 @@ def shard_plan(num_files: int, shard):
     With at least ``count`` files, shard i takes files i, i+count, ... whole (record rule None).
     With fewer, every shard reads every file and keeps record j of file f when
     ``(f + j) % count == index`` (j counts records dropped by ``on_corrupt="skip"`` too): a
-    partition that does not depend on reading order, so shards need not agree on a seed. Either way the shards' union is every record exactly once."""
+    partition that does not depend on reading order, so shards need not agree on a seed.
+    Either way the shards' union is every record exactly once."""
     if shard is None:
         return list(range(num_files)), None
     index, count = (int(v) for v in shard)
