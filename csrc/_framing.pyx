@@ -771,6 +771,44 @@ def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extr
         PyMem_Free(src)
 
 
+def join_runs(list starts, list lengths, list firsts, list steps):
+    """Runs of records one after the other, as a gathered batch's index arrays
+    ``(which, starts, lengths, index)``: per record its run j, its data start and length
+    (run j's ``starts[j]`` and ``lengths[j]``, int64 views of any stride), and
+    ``firsts[j] + k * steps[j]`` for the k-th record of run j (its number in its file).
+    Under the GIL, for the reason ``interleave`` gives: a piece is a few thousand records,
+    and NumPy's concatenations and aranges each released and retook it."""
+    cdef Py_ssize_t m = len(starts), n = 0, at = 0, j, k, size
+    cdef const int64_t[:] s
+    cdef const int64_t[:] l
+    cdef int64_t first, step
+    cdef int64_t *w
+    cdef int64_t *o_s
+    cdef int64_t *o_l
+    cdef int64_t *o_i
+    if not len(lengths) == len(firsts) == len(steps) == m:
+        raise InvalidArgumentError(f"join_runs: {m} starts, {len(lengths)} lengths, {len(firsts)} firsts "
+                                   f"and {len(steps)} steps")
+    for j in range(m):
+        s, l = starts[j], lengths[j]
+        if s.shape[0] != l.shape[0]:
+            raise InvalidArgumentError(f"join_runs: run {j} has {s.shape[0]} starts and {l.shape[0]} lengths")
+        n += s.shape[0]
+    out = tuple(np.empty(n, np.int64) for _ in range(4))
+    w, o_s = <int64_t *>cnp.PyArray_DATA(out[0]), <int64_t *>cnp.PyArray_DATA(out[1])
+    o_l, o_i = <int64_t *>cnp.PyArray_DATA(out[2]), <int64_t *>cnp.PyArray_DATA(out[3])
+    for j in range(m):
+        s, l = starts[j], lengths[j]
+        first, step, size = firsts[j], steps[j], s.shape[0]
+        for k in range(size):
+            w[at + k] = j
+            o_s[at + k] = s[k]
+            o_l[at + k] = l[k]
+            o_i[at + k] = first + k * step
+        at += size
+    return out
+
+
 # -- bytes values back to back: moving many values as one block --------------------------------
 
 def value_lengths(list values):

@@ -72,6 +72,33 @@ def test_interleave_rejects_what_its_parts_cannot_give(backend, call, match):
         call(_native.framing.interleave, np.arange(4, dtype=np.int64))
 
 
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(-2, 3).filter(bool), st.integers(0, 10**12),
+                          st.integers(1, 5)), max_size=5))
+def test_join_runs_numbers_each_run_record(backend, runs):
+    # Runs as a piece's reads give them: strided views (sharded records) of any length.
+    starts, lengths, firsts, steps, want = [], [], [], [], ([], [], [], [])
+    for j, (n, stride, first, step) in enumerate(runs):
+        s = np.arange(100 * j, 100 * j + n * abs(stride), dtype=np.int64)[::stride]
+        starts.append(s)
+        lengths.append(s * 3)
+        firsts.append(first)
+        steps.append(step)
+        for k in range(n):
+            for out, value in zip(want, (j, s[k], 3 * s[k], first + k * step)):
+                out.append(int(value))
+    got = _native.framing.join_runs(starts, lengths, firsts, steps)
+    assert [a.tolist() for a in got] == list(want)
+    assert all(a.dtype == np.int64 for a in got)
+
+
+def test_join_runs_rejects_runs_that_disagree(backend):
+    a = np.arange(3, dtype=np.int64)
+    with pytest.raises(tfl.InvalidArgumentError, match="run 1 has 3 starts and 2 lengths"):
+        _native.framing.join_runs([a, a], [a, a[:2]], [0, 0], [1, 1])
+    with pytest.raises(tfl.InvalidArgumentError, match="2 starts, 1 lengths"):
+        _native.framing.join_runs([a, a], [a], [0, 0], [1, 1])
+
+
 @given(st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=3), min_size=1, max_size=4), st.integers(1, 5),
        st.data())
 def test_rounds_interleave_whole_blocks(backend, sizes, block, data):

@@ -313,6 +313,21 @@ def interleave(arrays, block, rounds, extra, add=None):
     return out
 
 
+def join_runs(starts, lengths, firsts, steps):
+    m = len(starts)
+    if not len(lengths) == len(firsts) == len(steps) == m:
+        raise InvalidArgumentError(f"join_runs: {m} starts, {len(lengths)} lengths, {len(firsts)} firsts "
+                                   f"and {len(steps)} steps")
+    for j, (s, l) in enumerate(zip(starts, lengths)):
+        if len(s) != len(l):
+            raise InvalidArgumentError(f"join_runs: run {j} has {len(s)} starts and {len(l)} lengths")
+    sizes = [len(s) for s in starts]
+    index = [first + step * np.arange(n, dtype=np.int64) for first, step, n in zip(firsts, steps, sizes)]
+    return (np.repeat(np.arange(m, dtype=np.int64), sizes),
+            *(np.concatenate(runs, dtype=np.int64) if m else np.empty(0, np.int64)
+              for runs in (starts, lengths, index)))
+
+
 # -- bytes values back to back ---------------------------------------------------------------
 
 def value_lengths(values):

@@ -77,6 +77,15 @@ class Gathered:
                    np.concatenate([s[1] for s in segments]), np.concatenate([s[2] for s in segments]),
                    batch.framed, places, index)
 
+    @classmethod
+    def read(cls, path, runs, framed) -> Gathered:
+        """Runs of records read from the file at path, one after the other: per run its
+        block, its records' data starts and lengths in it, the file offset of the block's
+        byte 0, and the file's numbers of its records (first, step between them)."""
+        which, starts, lengths, index = _native.framing.join_runs(
+            [r[1] for r in runs], [r[2] for r in runs], [r[4] for r in runs], [r[5] for r in runs])
+        return cls([r[0] for r in runs], which, starts, lengths, framed, [(path, r[3]) for r in runs], index)
+
     def __len__(self) -> int:
         return len(self.which)
 

@@ -20,13 +20,9 @@ the epoch up to the position again (without parsing), as version 1 states do.
 from __future__ import annotations
 
 import collections
-import itertools
-
-import numpy as np
 
 from . import _native
 from .errors import InvalidArgumentError
-from .batch import RecordBatch
 
 __all__ = ["ROUNDS", "Cursor", "check_state", "start_state", "piece_segment"]
 
@@ -58,27 +54,16 @@ def start_state(cycle_length: int) -> dict:
     return {"opened": 0, "index": 0, "taken": 0, "slots": [None] * cycle_length}
 
 
-def piece_segment(count_before, batch, first_offset, first_raw, keep):
-    """One read batch of a piece as the map records it, and the batch's kept records.
+def piece_segment(count_before, first_offset, first_raw, keep, lengths):
+    """One read batch of a piece as the map records it.
 
-    count_before: records of the piece before this batch; batch: records as read; first_offset
-    and first_raw: the byte offset and record number (in the file) of its first record; keep:
-    (first kept index, step) of the record sharding rule, or None for every record."""
+    count_before: records of the piece before this batch; first_offset and first_raw: the
+    byte offset and record number (in the file) of its first record; keep: (first kept
+    index, step) of the record sharding rule, or None for every record; lengths: the data
+    length of each record as read, kept or not (lengths, not records: records the consumer is
+    done with must not stay alive for it)."""
     first, step = keep or (0, 1)
-    kept = batch if keep is None else batch[first::step]
-    # Lengths, not records: records the consumer is done with must not stay alive for it.
-    data = _lengths(batch, len(batch))
-    return (count_before, first_offset, first_raw, first, step, data), kept
-
-
-def _lengths(data, stop):
-    """Data lengths of the first ``stop`` records of a batch."""
-    if type(data) is RecordBatch:
-        segments = data.segments
-        if len(segments) == 1:
-            return segments[0][2][:stop]
-        return np.concatenate([lengths for _, _, lengths in segments])[:stop]
-    return np.fromiter(map(len, itertools.islice(data, stop)), np.int64, stop)
+    return count_before, first_offset, first_raw, first, step, lengths
 
 
 def _resolve(value):

@@ -37,6 +37,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from . import _native
 from ._typing import Compression, Features, Files, ParseFn, StorageOptions
 from .errors import InvalidArgumentError, TFRecordError
 from .features import FixedLenFeature, RawTensorFeature
@@ -63,6 +64,7 @@ _TASK_BYTES = 4 << 20  # times one per 4 threads (at most _TASK_SCALE_MAX)
 _TASK_SCALE_MAX = 4
 _STATE_VERSION = 2  # 2 adds the file positions ("cursor"); version 1 states still load
 _LOG_COMMIT = 1024  # interleave log entries kept before the consumed ones are applied
+_HEADER = _native.framing.HEADER_BYTES
 
 
 class TFRecordDataset:
@@ -664,43 +666,60 @@ class _Run:
                                          buffers=self._buffers, memory_map=ds.memory_map)
             if slot.reader.mapped and self._blocks:
                 slot.reader.chunk_size = self._mapped_chunk
-            slot.iter = slot.reader.record_batches() if self._blocks else slot.reader.batches()
-        mapped = slot.reader.mapped and self._blocks
+            slot.iter = slot.reader.blocks_in_place() if self._blocks else slot.reader.batches()
+        reader = slot.reader
+        path, framed = reader.path, reader.check_crc
+        limit = self._mapped_piece_bytes if reader.mapped and self._blocks else self._piece_bytes
         parts, piece_map, count, nbytes = [], [], 0, 0
-        limit = self._mapped_piece_bytes if mapped else self._piece_bytes
         try:
-            # Whole scanned chunks at a time (no Python work per record, so the GIL is free for
+            # Whole scanned blocks at a time (no Python work per record, so the GIL is free for
             # the other workers' parsing), the last one cut at _PIECE_RECORDS and its rest
             # carried over to the next piece: the files of an interleave then change pieces
             # together, and whole rounds of them are taken at once (_rounds).
             while True:
                 if slot.carry is not None:
-                    batch, offset = slot.carry
+                    records, offset = slot.carry
                     slot.carry = None
                 else:
                     if slot.error is not None:
                         raise slot.error
-                    batch = next(slot.iter, None)
-                    if batch is None:
+                    records = next(slot.iter, None)
+                    if records is None:
                         slot.ended = True
                         slot.close()
                         break
                     # The reader's count: records it skipped (on_corrupt="skip") are numbered
                     # too, so sharding and resumed positions go by each record's index in its file.
-                    offset, slot.index = slot.reader.batch_offset, slot.reader.batch_index
+                    offset, slot.index = reader.batch_offset, reader.batch_index
                 first = slot.index
                 keep = None if slot.keep is None else ((slot.keep[0] - first) % slot.keep[1], slot.keep[1])
-                cut = _cut(len(batch), _PIECE_RECORDS - count, keep) if self._blocks else len(batch)
-                if cut < len(batch):  # a scanned block: one segment, starts relative to its frames
-                    starts = batch.segments[0][1]
-                    slot.carry = batch[cut:], offset + int(starts[cut]) - int(starts[0])
-                    batch = batch[:cut]
-                slot.index += len(batch)
-                segment, batch = piece_segment(count, batch, offset, first, keep)
-                piece_map.append(segment)
-                parts.append(batch)
-                count += len(batch)
-                nbytes += _held_bytes(batch)
+                if not self._blocks:  # bytes, as read
+                    slot.index += len(records)
+                    lengths = np.fromiter(map(len, records), np.int64, len(records))
+                    piece_map.append(piece_segment(count, offset, first, keep, lengths))
+                    if keep is not None:
+                        records = records[keep[0]::keep[1]]
+                    parts.append(records)
+                    count += len(records)
+                    nbytes += _held_bytes(records)
+                else:
+                    # A scanned block, without a Python object per part: one core call joins
+                    # the piece's index arrays (_gather.Gathered.read).
+                    frames, starts, lengths = records
+                    base = offset + _HEADER - int(starts[0])  # the file offset of frames[0]
+                    cut = _cut(len(starts), _PIECE_RECORDS - count, keep)
+                    if cut < len(starts):
+                        slot.carry = (frames, starts[cut:], lengths[cut:]), base + int(starts[cut]) - _HEADER
+                        starts, lengths = starts[:cut], lengths[:cut]
+                    slot.index += cut
+                    piece_map.append(piece_segment(count, offset, first, keep, lengths))
+                    nbytes += int(starts[-1]) + int(lengths[-1]) - int(starts[0])
+                    k, step = keep or (0, 1)
+                    if keep is not None:
+                        starts, lengths = starts[k::step], lengths[k::step]
+                    if len(starts):
+                        parts.append((frames, starts, lengths, base, first + k, step))
+                        count += len(starts)
                 if nbytes >= limit or count >= _PIECE_RECORDS:
                     break
         except Exception as exc:
@@ -709,8 +728,7 @@ class _Run:
             slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
             self.records_read += count
-        piece = join_records(parts)
-        return (Gathered.of(piece) if self._blocks else piece), piece_map
+        return (Gathered.read(path, parts, framed) if self._blocks else join_records(parts)), piece_map
 
     def _drain_slots(self):
         for slot in self._open_slots():

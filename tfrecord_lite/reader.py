@@ -167,12 +167,20 @@ class TFRecordReader:
             for batch in TFRecordReader(path).record_batches(1024):
                 arrays = parse_example(batch, features)
         """
-        blocks = self._record_blocks(self._start(self._scan(blocks=True, in_place=True)))
+        blocks = self._record_blocks(self.blocks_in_place())
         if batch_size is None:
             return blocks
         if int(batch_size) != batch_size or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be a positive integer, not {batch_size!r}")
         return rebatch(blocks, int(batch_size), drop_remainder)
+
+    def blocks_in_place(self) -> Iterator[tuple[Any, Any, Any]]:
+        """Yield ``(frames, starts, lengths)`` per scanned block, as ``record_batches()``
+        holds them: frames the read buffer itself (or a view of a mapped file or in-memory
+        bytes), never written again, else a copy; int64 arrays locating each record's data in
+        it. ``batch_offset`` and ``batch_index`` describe a block's first frame until the
+        next is asked for."""
+        return self._start(self._scan(blocks=True, in_place=True))
 
     def _record_blocks(self, blocks):
         """RecordBatches of scanned blocks, each knowing its file, offsets and indices."""
