@@ -99,10 +99,10 @@ def test_dataset_shards_read_every_record_exactly_once(remote, backend, shards):
 
 def test_dataset_max_open_files_bounds_open_remote_handles(s3, s3_reads, monkeypatch):
     """At most max_open_files S3 handles are open at once, and none is left open."""
-    from tfrecord_lite import dataset, fs as tfs
+    from tfrecord_lite import _pipeline, fs as tfs
 
     # Read pieces of 64 KiB, so that each file takes several and stays open a while.
-    monkeypatch.setattr(dataset, "_PIECE_BYTES_PER_THREAD", 0)
+    monkeypatch.setattr(_pipeline, "_PIECE_BYTES_PER_THREAD", 0)
     big = np.zeros(30_000, np.uint8)
     for f in range(8):
         s3.put(f"data/part-{f:03d}.tfrecord", framed(

@@ -108,9 +108,9 @@ def test_records_before_a_bad_one_come_first_in_every_output(backend, tmp_path, 
     # As TensorFlow does: every record before the bad one is delivered (whole batches only,
     # parsed or raw, grouped into tasks or not), then its error; skipping keeps the others.
     # piece: records a file's pieces are cut at (read batches split, the rest carried over).
-    from tfrecord_lite import dataset
+    from tfrecord_lite import _pipeline
 
-    monkeypatch.setattr(dataset, "_PIECE_RECORDS", piece)
+    monkeypatch.setattr(_pipeline, "_PIECE_RECORDS", piece)
     paths = write_files(tmp_path, [3, 12], make=lambda f, j: tfl.encode_example({"id": 100 * f + j}))
     frames = tfl.index.scan_index(paths[1])[0]
     data = bytearray(open(paths[1], "rb").read())
@@ -219,7 +219,7 @@ def test_the_next_file_is_read_ahead_within_the_descriptor_bound(tmp_path, monke
     """When the open file is on its last piece, the file whose turn comes next starts reading
     (its first piece ready when the consumer gets there), unless that would hold more than
     max_open_files open; the order is the same either way."""
-    from tfrecord_lite import dataset
+    from tfrecord_lite import _pipeline
 
     opened = []
 
@@ -228,7 +228,7 @@ def test_the_next_file_is_read_ahead_within_the_descriptor_bound(tmp_path, monke
             opened.append(os.path.basename(path))
             super().__init__(path, *args, **kwargs)
 
-    monkeypatch.setattr(dataset, "TFRecordReader", Logged)
+    monkeypatch.setattr(_pipeline, "TFRecordReader", Logged)
     paths = write_files(tmp_path, [5, 5, 5], size=10)
     it = iter(TFRecordDataset(paths, num_threads=1, max_open_files=max_open_files))
     first = next(it)  # file 0 is one piece: its last
@@ -256,9 +256,9 @@ def test_read_ahead_is_bounded(tmp_path):
 def test_parse_tasks_ahead_are_bounded_in_bytes(tmp_path, monkeypatch):
     """prefetch counts tasks, but tasks of large records stop at _PREFETCH_BYTES: tasks
     of 1,024 images each held a whole file set otherwise."""
-    from tfrecord_lite import dataset
+    from tfrecord_lite import _pipeline
 
-    monkeypatch.setattr(dataset, "_PREFETCH_BYTES", 64 << 10)
+    monkeypatch.setattr(_pipeline, "_PREFETCH_BYTES", 64 << 10)
     paths = write_files(tmp_path, [400] * 2, size=4096)
     parsed = []
     it = iter(TFRecordDataset(paths, batch_size=4, num_threads=2, prefetch=40,

@@ -63,10 +63,10 @@ def test_batches_parsed_together_equal_batches_parsed_alone(backend, tmp_path_fa
                                                             drop, cycle, block, threads, task_records, task_bytes):
     # Small batches of a dense spec are parsed several at a time and split: each must be
     # exactly parse_example of its own records, whatever the grouping limits.
-    import tfrecord_lite.dataset as dataset
+    from tfrecord_lite import _pipeline
 
-    monkeypatch.setattr(dataset, "_TASK_RECORDS", task_records)
-    monkeypatch.setattr(dataset, "_TASK_BYTES", task_bytes)
+    monkeypatch.setattr(_pipeline, "_TASK_RECORDS", task_records)
+    monkeypatch.setattr(_pipeline, "_TASK_BYTES", task_bytes)
     d = tmp_path_factory.mktemp("mixed")
     paths = []
     for f, n in enumerate(counts):
@@ -104,17 +104,17 @@ def test_batches_parsed_together_equal_batches_parsed_alone(backend, tmp_path_fa
 def test_parse_tasks_grow_with_the_threads(backend, tmp_path, monkeypatch):
     # Batches of a dense spec are parsed in tasks of about _TASK_RECORDS records, times one
     # per 4 threads (at most 4 times); each batch is still parse_example of its records.
-    import tfrecord_lite.dataset as dataset
+    from tfrecord_lite import _pipeline
 
-    monkeypatch.setattr(dataset, "_TASK_RECORDS", 40)
+    monkeypatch.setattr(_pipeline, "_TASK_RECORDS", 40)
     tasks = []
-    parse_task = dataset._parse_task
+    parse_task = _pipeline._parse_task
 
     def counted(parse, records, sizes):
         tasks.append(len(sizes))
         return parse_task(parse, records, sizes)
 
-    monkeypatch.setattr(dataset, "_parse_task", counted)
+    monkeypatch.setattr(_pipeline, "_parse_task", counted)
     paths = []
     for f in range(2):
         paths.append(str(tmp_path / f"t{f}.tfrecord"))

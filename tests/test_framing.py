@@ -430,11 +430,11 @@ def test_a_dataset_reuses_read_buffers_that_whole_batches_keep(tmp_path, monkeyp
     batches of many buffers in flight (prefetch, the one the consumer holds), the pool must
     keep as many as are in use at once, or every chunk is read into a fresh buffer.
     Scaled down: 64 KiB chunks, a 512 KiB read-ahead, batches of 2 MiB (32 chunks)."""
-    from tfrecord_lite import dataset
+    from tfrecord_lite import _pipeline
 
-    monkeypatch.setattr(dataset, "CHUNK_BYTES", 64 << 10)
-    monkeypatch.setattr(dataset, "BLOCK_CHUNK_BYTES", 64 << 10)
-    monkeypatch.setattr(dataset, "_PIECE_BYTES_PER_THREAD", 512 << 10)
+    monkeypatch.setattr(_pipeline, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(_pipeline, "BLOCK_CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(_pipeline, "_PIECE_BYTES_PER_THREAD", 512 << 10)
     paths = []
     for f in range(2):
         paths.append(str(tmp_path / f"big{f}.tfrecord"))

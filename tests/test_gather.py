@@ -297,9 +297,9 @@ def test_parsed_and_batched_raw_outputs_keep_the_interleave_order(backend, files
 
 def _pieces(records):
     """The dataset's pieces cut at this many records (None: as they are)."""
-    from tfrecord_lite import dataset
+    from tfrecord_lite import _pipeline
 
-    return contextlib.nullcontext() if records is None else mock.patch.object(dataset, "_PIECE_RECORDS", records)
+    return contextlib.nullcontext() if records is None else mock.patch.object(_pipeline, "_PIECE_RECORDS", records)
 
 
 @given(st.integers(1, 12), st.integers(0, 40), st.data())

@@ -175,20 +175,20 @@ def test_datasets_read_mapped_files_in_the_same_order(backend, tmp_path, threads
 def test_mapped_files_in_pieces_of_their_own_size_keep_order_and_resume(backend, tmp_path, monkeypatch, threads):
     # A mapped file's pieces and scan chunks have their own (larger) sizes: with budgets small
     # enough to cut every file into many pieces, records, order and resumes are those of reading.
-    import tfrecord_lite.dataset as dataset
+    from tfrecord_lite import _pipeline
 
-    monkeypatch.setattr(dataset, "_PIECE_BYTES_PER_THREAD", 600)
-    monkeypatch.setattr(dataset, "_PIECE_BYTES_MIN", 100)
-    monkeypatch.setattr(dataset, "_MAPPED_CHUNK_BYTES", 700)
+    monkeypatch.setattr(_pipeline, "_PIECE_BYTES_PER_THREAD", 600)
+    monkeypatch.setattr(_pipeline, "_PIECE_BYTES_MIN", 100)
+    monkeypatch.setattr(_pipeline, "_MAPPED_CHUNK_BYTES", 700)
     pieces = []
-    read_piece = dataset._Run._read_piece
+    read_piece = _pipeline.Run._read_piece
 
     def counted(run, slot):
         piece, piece_map = read_piece(run, slot)
         pieces.append((slot.reader is not None and slot.reader.chunk_size, len(piece)))
         return piece, piece_map
 
-    monkeypatch.setattr(dataset._Run, "_read_piece", counted)
+    monkeypatch.setattr(_pipeline.Run, "_read_piece", counted)
     paths = write_files(tmp_path, [300, 0, 250, 45, 200], size=30)
     opts = dict(batch_size=32, num_threads=threads, block_length=3, seed=1)
     read = [list(b) for b in TFRecordDataset(paths, **opts)]

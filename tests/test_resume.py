@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite as tfl
-from tfrecord_lite import TFRecordDataset, dataset
+from tfrecord_lite import TFRecordDataset, _pipeline
 from tfrecord_lite.errors import TFRecordError
 
 from ._records import record, write_files
@@ -51,7 +51,7 @@ def test_resume_anywhere_continues_exactly(backend, raw_files, example_files, da
     spec = SPEC if parsed else None
     full = [_plain(x) for x in TFRecordDataset(files, spec, **opts)]
     k = data.draw(st.integers(0, len(full)))
-    with mock.patch.object(dataset, "_PIECE_RECORDS", piece):
+    with mock.patch.object(_pipeline, "_PIECE_RECORDS", piece):
         ds = TFRecordDataset(files, spec, **opts)
         ds.state_dict()  # file positions are tracked from here on
         it = iter(ds)

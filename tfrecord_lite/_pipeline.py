@@ -1,0 +1,620 @@
+"""One iteration of ``TFRecordDataset`` (``Run``): its thread pool, its open files and their
+pieces of records, the interleave, the shuffle buffer, batching and the parse tasks.
+
+Stages, in order: files (resolved, sharded, optionally shuffled per epoch) -> interleave of
+``cycle_length`` open files, ``block_length`` records at a time -> shuffle buffer -> batch
+-> parse. Reading (file I/O and CRC checks, which the core does without the GIL) and parsing
+run in a pool of ``num_threads`` worker threads; the interleave, shuffle and batch stages are
+bookkeeping done on the consumer's thread, so the output order is a pure function of the
+files, the options, the seed and the epoch when ``deterministic=True``. When parsing with a
+feature spec, and for batched raw output, records stay in their read blocks from the reader
+to the decoder: a piece's blocks become index arrays in one core call, the stages move index
+arrays (``_gather.Gathered``; whole rounds of the interleave at a time, the shuffle buffer a
+few thousand records at a time), the decoder reads each batch's records where they lie, and
+a raw batch is a RecordBatch over the read blocks (in any order: index arrays again), so no
+stage handles a Python object per record and none copies the records.
+
+Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
+open file at most one piece being read and one waiting (a piece is up to 4,096 records, and
+the pieces share a read-ahead of 8 MiB per thread; 32 MiB for mapped files, whose pieces are
+views of the page cache), and once an open file is on its last piece, the first piece of
+the file whose turn comes next (while fewer than ``max_open_files`` are open), at most
+``prefetch`` parse tasks ahead (a task is a batch, or several small batches of a dense spec
+parsed together: about 4,096 records or 4 MiB, times one per 4 threads up to 4 times), and
+only as many as hold 128 MiB of records. Nothing scales with the dataset size.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import _native
+from .features import FixedLenFeature, RawTensorFeature
+from ._resume import ROUNDS, Cursor, piece_segment, start_state
+from ._gather import Gathered, object_array, shuffle
+from .batch import RecordBatch, join_records, rebatch
+from .parsing import LocatedParse, unbatch
+from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, BufferPool, TFRecordReader
+
+if TYPE_CHECKING:
+    from .dataset import TFRecordDataset
+
+__all__ = ["Run"]
+
+_PIECE_RECORDS = 4096
+_PIECE_BYTES_PER_THREAD = 8 << 20  # read-ahead budget, shared by the open files
+_PIECE_BYTES_MIN = 64 << 10
+_MAPPED_PIECE_SCALE = 4  # a mapped file's pieces hold no read buffers: larger ones, fewer
+_MAPPED_CHUNK_BYTES = 4 << 20  # a mapped file's scan chunk, at most
+_PREFETCH_BYTES = 128 << 20  # records held by the parse tasks ahead, beyond the first
+_READ_POOL_BYTES = 512 << 20  # read buffers a run keeps for reuse, at most
+_UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
+_TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this,
+_TASK_BYTES = 4 << 20  # times one per 4 threads (at most _TASK_SCALE_MAX)
+_TASK_SCALE_MAX = 4
+_LOG_COMMIT = 1024  # interleave log entries kept before the consumed ones are applied
+_HEADER = _native.framing.HEADER_BYTES
+
+
+class _Position:
+    """What the consumer has received: epoch, elements of it, and whether all epochs ended."""
+
+    __slots__ = ("epoch", "elements", "stop", "exhausted", "cursor")
+
+    def __init__(self, epoch, elements, stop):
+        self.epoch, self.elements, self.stop, self.exhausted = epoch, elements, stop, False
+        self.cursor = None  # the epoch's _resume.Cursor while the interleave tracks one
+
+
+class _Slot:
+    """One open file of the interleave: its reader (touched only by the worker running its
+    read) and its pieces of records."""
+
+    __slots__ = ("path", "position", "keep", "reader", "iter", "index", "offset", "future", "piece",
+                 "map", "at", "ended", "error", "carry")
+
+    def __init__(self, path, position, record_rule, index=0, offset=0):
+        self.path = path
+        self.position = position
+        # Record sharding: keep records j with (position + j) % count == index.
+        self.keep = None if record_rule is None else ((record_rule[0] - position) % record_rule[1],
+                                                      record_rule[1])
+        self.reader = None
+        self.iter = None
+        self.index = index  # the file's record number of the next record to place in a piece
+        self.offset = offset  # where reading starts: a resume's byte offset
+        self.future = None
+        self.piece = []
+        self.map = None  # the piece's read batches (see _resume.piece_segment)
+        self.at = 0
+        self.ended = False
+        self.error = None  # raised by the next read, after the records before it are delivered
+        self.carry = None  # the rest of a read block, and the file offset of its first frame
+
+    def close(self):
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = self.iter = None
+
+
+class Run:
+    """One iteration over epochs [start, stop): owns the thread pool and the open files."""
+
+    def __init__(self, ds: TFRecordDataset, start, stop, skip, cursor=None):
+        self.ds = ds
+        self.position = _Position(start, skip, stop)
+        self._cursor = cursor  # file positions to start the first epoch at
+        # Positions are tracked only where they place the consumer: not behind a shuffle buffer.
+        self._track = ds.deterministic and not ds.shuffle_buffer
+        self.finished = False
+        self.records_read = 0  # raw records handed over by the workers (bounded read-ahead)
+        self._stop = stop
+        self._skip = skip
+        self._slots: list[_Slot] = []
+        self._early: dict[int, _Slot] = {}  # files of the epoch's order opened before their turn
+        self._pending = collections.deque()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
+        self._parse = ds._parse_fn()
+        # Records stay in their read blocks all the way to parse_example, which reads them in
+        # place, or to the RecordBatches of batched raw output: the interleave and batching
+        # move index arrays (Gathered), with no Python object per record on the way. Not for
+        # a custom parse or unbatched raw output: they get bytes.
+        self._blocks = ds.parse is None and (ds.features is not None or ds.batch_size is not None)
+        self._join = Gathered.join if self._blocks else join_records
+        self._shuffle_join = Gathered.join if self._blocks else object_array
+        # Every piece costs Python work under the GIL (a task, its future, index arrays), so
+        # the read-ahead grows with the threads: a budget shared by 16 files made pieces of
+        # 8 images, and 16 threads read slower than one.
+        self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_PER_THREAD * ds.num_threads // (2 * ds.cycle_length))
+        # Records that stay in their blocks are read in chunks of up to half a piece (at most
+        # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
+        # index arrays, a fresh buffer), and a piece stays under 1.5 times its budget.
+        # Records copied out into bytes keep the reader's cache-sized chunks.
+        self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
+                       else CHUNK_BYTES)
+        # A mapped file's pieces are views of the page cache, holding no read buffer, so the
+        # read-ahead budget does not bound them: pieces 4 times as large, scanned in chunks of
+        # up to 4 MiB. On 16 cores W1 raw with memory_map took 0.031-0.035 s a pass at 4 and
+        # 8 threads against 0.045-0.048 s.
+        self._mapped_piece_bytes = self._piece_bytes * _MAPPED_PIECE_SCALE
+        self._mapped_chunk = min(_MAPPED_CHUNK_BYTES, max(self._chunk, self._mapped_piece_bytes // 2))
+        # Read buffers reused once what was read into them is gone: as many as are in use at
+        # once, up to _READ_POOL_BYTES: records left in their read buffers keep them for as long
+        # as their batch lives, and with large records the batches in flight (prefetch, and the
+        # one the consumer holds) span dozens of buffers each (33 for a batch of 1,024 32 KiB
+        # images). A pool no larger than the read-ahead missed every time there, and each fresh
+        # buffer faulted its pages in again. The pool only keeps a new buffer when all it holds
+        # are in use, so it never holds more than the pipeline used at once.
+        self._buffers = BufferPool(_READ_POOL_BYTES // self._chunk)
+        if self._blocks and self._parse is None:
+            self._parse = _raw_batch
+        # Small batches of a dense spec, or of raw records, are made several at a time and
+        # split after: every task costs GIL handoffs and future traffic, which with batches
+        # of 1,024 small records held 2 threads to about 1.5x of one. Other outputs cannot
+        # be split (sparse indices, padding to the longest list).
+        self._group = (ds.batch_size is not None and ds.parse is None
+                       and (ds.features is None or all(type(s) in (FixedLenFeature, RawTensorFeature)
+                                                       for s in ds.features.values())))
+        # Tasks grow with the threads: with many threads the GIL is the bottleneck, and each
+        # task holds it for a fixed part (its future, the decoder's setup, its output arrays).
+        # W2 parse at 16 threads on 16 cores: 0.36-0.40 s a pass with tasks of 16,384 records,
+        # 0.41-0.43 s with 4,096. With 2 threads, tasks of 8,192 were 1.16x slower.
+        self._task_scale = max(1, min(_TASK_SCALE_MAX, ds.num_threads // 4))
+
+    def close(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        cursor = self.position.cursor
+        if cursor is not None and cursor.epoch == self.position.epoch:
+            cursor.freeze(self.position.elements * (self.ds.batch_size or 1))
+        pending, self._pending = self._pending, collections.deque()
+        for fut in pending:
+            fut.cancel()
+        for slot in self._open_slots():
+            if slot.future is not None:
+                slot.future.cancel()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for slot in self._open_slots():
+            slot.close()
+        self._slots, self._early = [], {}
+
+    def _open_slots(self):
+        return [s for s in (*self._slots, *self._early.values()) if s is not None]
+
+    # -- stages ------------------------------------------------------------------------
+
+    def generate(self):
+        ds = self.ds
+        epoch = self.position.epoch
+        while self._stop is None or epoch < self._stop:
+            self.position.epoch = epoch
+            start, self._cursor = self._cursor, None
+            chunks = self._interleave(ds._epoch_files(epoch), start)
+            if ds.shuffle_buffer:
+                chunks = shuffle(chunks, ds.shuffle_buffer, ds._rng(epoch, 1), self._shuffle_join)
+            if start is not None:
+                self._skip = 0  # the files are opened where the position is
+            if self._skip:
+                chunks = _skip(chunks, self._skip * (ds.batch_size or 1))
+                self._skip = 0
+            # A read error ends the records there, and is raised once every record before it is
+            # delivered, as TensorFlow does: whole batches (parsed), no short one after them.
+            failed = []
+            chunks = _until_error(chunks, failed)
+            size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
+            drop = ds.drop_remainder and ds.batch_size is not None
+            if self._group:
+                chunks = _groups(chunks, size, drop, self._join, self._task_scale, failed)
+            elif size is not None:
+                chunks = rebatch(chunks, size, drop, self._join)
+                if ds.batch_size is not None:
+                    chunks = _whole(chunks, size, failed)
+            if self._parse is None:
+                if ds.batch_size is None:
+                    for chunk in chunks:
+                        yield from chunk
+                else:
+                    yield from chunks
+            else:
+                yield from self._parsed(chunks)
+            if failed:
+                raise failed[0]
+            epoch += 1
+            self.position.epoch, self.position.elements = epoch, 0
+        self.position.exhausted = True
+        self.position.cursor = None
+        self.finished = True
+        self._pool.shutdown(wait=True)
+
+    def _parsed(self, batches):
+        """Parse batches in the pool, ``prefetch`` tasks ahead; unbatch when batch_size is None."""
+        ds = self.ds
+        pending = self._pending
+        tasks = self._tasks(batches)
+        exhausted = False
+        # Large records fill _PREFETCH_BYTES before prefetch tasks: 32 batches of 1,024 images
+        # ahead held a whole 500 MB file set, so no read buffer was ever free for reuse and
+        # every read faulted fresh pages in.
+        held = {}  # pending task -> bytes of its records
+        while True:
+            while not exhausted and len(pending) < ds.prefetch and sum(held.values()) < _PREFETCH_BYTES:
+                task = next(tasks, None)
+                if task is None:
+                    exhausted = True
+                else:
+                    fut = self._pool.submit(_parse_task, self._parse, *task)
+                    pending.append(fut)
+                    held[fut] = _held_bytes(task[0])
+            if not pending:
+                return
+            if ds.deterministic or pending[0].done():
+                fut = pending.popleft()
+            else:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                fut = next(f for f in pending if f in done)
+                pending.remove(fut)
+            del held[fut]
+            outputs, error = fut.result()
+            yield from outputs
+            if error is not None:
+                raise error
+
+    def _tasks(self, batches):
+        """(records, batch sizes) per parse task; sizes None: unbatch the output."""
+        if self._group:
+            return batches  # cut as tasks already (_groups)
+        if self.ds.batch_size is None:
+            return ((group, None) for group in batches)
+        return ((batch, [len(batch)]) for batch in batches)
+
+    def _interleave(self, positions, start=None):
+        """Chunks (lists) of records in interleave order; see TFRecordDataset. start: the
+        state (``_resume.Cursor.snapshot``) to begin at, else the epoch's beginning."""
+        ds = self.ds
+        files, rule = ds.files, ds._record_rule
+        cycle, block = ds.cycle_length, ds.block_length
+        # Records before this point of the epoch: those of a resumed position, else none.
+        produced = 0 if start is None else self.position.elements * (ds.batch_size or 1)
+        if start is None:
+            start = start_state(cycle)
+        todo = collections.deque(positions[start["opened"]:])
+        try:
+            if not ds.deterministic:
+                yield from self._interleave_any(todo)
+                return
+            slots = self._slots = [None] * cycle
+            for c, s in enumerate(start["slots"]):
+                if s is not None:
+                    slots[c] = self._open(_Slot(files[s[0]], s[0], rule, s[1], s[2]))
+            num_open = cycle - slots.count(None)
+            index, taken = start["index"], start["taken"]
+            # Blocks shorter than a batch: take whole rounds of them at once, as index arrays.
+            gather = self._blocks and cycle > 1 and block < (ds.batch_size or _UNBATCHED_GROUP)
+            log = None
+            if self._track and ds._track_positions:
+                cursor = self.position.cursor = Cursor(self.position.epoch, start)
+                log = cursor.log.append
+                per_element = ds.batch_size or 1
+            while todo or num_open:
+                if log is not None and len(cursor.log) > _LOG_COMMIT:
+                    cursor.commit(self.position.elements * per_element)  # what the consumer passed
+                if gather and taken == 0 and num_open > 1 and (not todo or num_open == cycle):
+                    # Files at the end of their piece move to the next one first, so that whole
+                    # rounds go on across piece ends instead of a block at a time until every
+                    # file has moved (a file at its end is left to the path below to close).
+                    for s in slots:
+                        if s is not None and s.at == len(s.piece):
+                            self._advance(s, todo, num_open)
+                    stretch = _rounds(slots, index, block)
+                    if stretch is not None:
+                        chunk, moved, index = stretch
+                        if log is not None:
+                            log((produced, len(chunk), index, 0, ROUNDS, (block, [
+                                (c, (slots[c].position, slots[c].map, slots[c].at, None), n) for c, n in moved]), 0))
+                            produced += len(chunk)
+                        for c, n in moved:
+                            slots[c].at += n
+                        yield chunk
+                        continue
+                slot = slots[index]
+                if slot is None:
+                    if todo:
+                        p = todo.popleft()
+                        early = self._early.pop(p, None)
+                        slots[index] = early if early is not None else self._open(_Slot(files[p], p, rule))
+                        num_open += 1
+                        if log is not None:
+                            log((produced, 0, index, taken, index, (p, None, 0, (0, 0)), 1))
+                        continue
+                    index, taken = (index + 1) % cycle, 0
+                    if log is not None:
+                        log((produced, 0, index, 0, -1, None, 0))
+                    continue
+                if slot.at == len(slot.piece) and not self._advance(slot, todo, num_open):
+                    slot.close()
+                    slots[index] = None
+                    num_open -= 1
+                    if log is not None:
+                        log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
+                    index, taken = (index + 1) % cycle, 0
+                    continue
+                # With one file left the cycle always comes back to it: take whole pieces.
+                alone = cycle == 1 or (num_open == 1 and not todo)
+                want = len(slot.piece) - slot.at if alone else block - taken
+                chunk = slot.piece[slot.at:slot.at + want]
+                slot.at += len(chunk)
+                taken += len(chunk)
+                at_slot = index
+                if taken == block and cycle > 1:
+                    index, taken = (index + 1) % cycle, 0
+                if log is not None:
+                    log((produced, len(chunk), index, taken, at_slot, (slot.position, slot.map, slot.at, None), 0))
+                    produced += len(chunk)
+                yield chunk
+        finally:
+            self._drain_slots()
+
+    def _interleave_any(self, todo):
+        """Nondeterministic interleave: whole pieces from whichever open file is ready."""
+        ds = self.ds
+        files, rule = ds.files, ds._record_rule
+        slots = self._slots = []
+        while todo or slots:
+            while todo and len(slots) < ds.cycle_length:
+                p = todo.popleft()
+                slots.append(self._open(_Slot(files[p], p, rule)))
+            wait([s.future for s in slots], return_when=FIRST_COMPLETED)
+            for slot in [s for s in slots if s.future.done()]:
+                piece, _ = slot.future.result()
+                if slot.ended:
+                    slot.future = None
+                    slot.close()
+                    slots.remove(slot)
+                else:
+                    slot.future = self._pool.submit(self._read_piece, slot)
+                if piece:
+                    yield piece
+
+    def _open(self, slot):
+        slot.future = self._pool.submit(self._read_piece, slot)
+        return slot
+
+    def _advance(self, slot, todo, num_open) -> bool:
+        """Move the slot to its next piece; False at the file's end. Once that is the file's
+        last piece, start reading the next file of the order (todo), or the consumer waits for
+        its first piece when its turn comes."""
+        if not self._next_piece(slot):
+            return False
+        if slot.future is None and len(todo) > len(self._early) \
+                and num_open + len(self._early) < self.ds.max_open_files:
+            p = todo[len(self._early)]
+            self._early[p] = self._open(_Slot(self.ds.files[p], p, self.ds._record_rule))
+        return True
+
+    def _next_piece(self, slot) -> bool:
+        """Move the slot to its next piece (waiting for it); False at the file's end."""
+        while True:
+            if slot.future is None:
+                return False
+            piece, piece_map = slot.future.result()
+            slot.future = None if slot.ended else self._pool.submit(self._read_piece, slot)
+            if piece:
+                slot.piece, slot.map, slot.at = piece, piece_map, 0
+                return True
+
+    def _read_piece(self, slot):
+        """Worker: the next piece of the slot's file; opens it first, closes it at its end."""
+        ds = self.ds
+        if slot.reader is None:
+            slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
+                                         storage_options=ds.storage_options,
+                                         start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk,
+                                         buffers=self._buffers, memory_map=ds.memory_map)
+            if slot.reader.mapped and self._blocks:
+                slot.reader.chunk_size = self._mapped_chunk
+            slot.iter = slot.reader.blocks_in_place() if self._blocks else slot.reader.batches()
+        reader = slot.reader
+        path, framed = reader.path, reader.check_crc
+        limit = self._mapped_piece_bytes if reader.mapped and self._blocks else self._piece_bytes
+        parts, piece_map, count, nbytes = [], [], 0, 0
+        try:
+            # Whole scanned blocks at a time (no Python work per record, so the GIL is free for
+            # the other workers' parsing), the last one cut at _PIECE_RECORDS and its rest
+            # carried over to the next piece: the files of an interleave then change pieces
+            # together, and whole rounds of them are taken at once (_rounds).
+            while True:
+                if slot.carry is not None:
+                    records, offset = slot.carry
+                    slot.carry = None
+                else:
+                    if slot.error is not None:
+                        raise slot.error
+                    records = next(slot.iter, None)
+                    if records is None:
+                        slot.ended = True
+                        slot.close()
+                        break
+                    # The reader's count: records it skipped (on_corrupt="skip") are numbered
+                    # too, so sharding and resumed positions go by each record's index in its file.
+                    offset, slot.index = reader.batch_offset, reader.batch_index
+                first = slot.index
+                keep = None if slot.keep is None else ((slot.keep[0] - first) % slot.keep[1], slot.keep[1])
+                if not self._blocks:  # bytes, as read
+                    slot.index += len(records)
+                    lengths = np.fromiter(map(len, records), np.int64, len(records))
+                    piece_map.append(piece_segment(count, offset, first, keep, lengths))
+                    if keep is not None:
+                        records = records[keep[0]::keep[1]]
+                    parts.append(records)
+                    count += len(records)
+                    nbytes += _held_bytes(records)
+                else:
+                    # A scanned block, without a Python object per part: one core call joins
+                    # the piece's index arrays (_gather.Gathered.read).
+                    frames, starts, lengths = records
+                    base = offset + _HEADER - int(starts[0])  # the file offset of frames[0]
+                    cut = _cut(len(starts), _PIECE_RECORDS - count, keep)
+                    if cut < len(starts):
+                        slot.carry = (frames, starts[cut:], lengths[cut:]), base + int(starts[cut]) - _HEADER
+                        starts, lengths = starts[:cut], lengths[:cut]
+                    slot.index += cut
+                    piece_map.append(piece_segment(count, offset, first, keep, lengths))
+                    nbytes += int(starts[-1]) + int(lengths[-1]) - int(starts[0])
+                    k, step = keep or (0, 1)
+                    if keep is not None:
+                        starts, lengths = starts[k::step], lengths[k::step]
+                    if len(starts):
+                        parts.append((frames, starts, lengths, base, first + k, step))
+                        count += len(starts)
+                if nbytes >= limit or count >= _PIECE_RECORDS:
+                    break
+        except Exception as exc:
+            if not count:
+                raise
+            slot.error = exc  # as TensorFlow does, the good records come first
+        with self._lock:
+            self.records_read += count
+        return (Gathered.read(path, parts, framed) if self._blocks else join_records(parts)), piece_map
+
+    def _drain_slots(self):
+        for slot in self._open_slots():
+            if slot.future is not None and not slot.future.cancel():
+                try:
+                    slot.future.result()
+                except BaseException:
+                    pass
+            slot.close()
+        self._slots, self._early = [], {}
+
+
+def _rounds(slots, index, block):
+    """Whole blocks of the interleave from cycle position ``index`` on while the open files'
+    pieces still hold them: (Gathered records, [(position, records taken)], position after),
+    or None when the file at ``index`` has less than a block in its piece."""
+    order = [c for c in range(index, len(slots)) if slots[c] is not None]
+    order += [c for c in range(index) if slots[c] is not None]
+    left = [len(slots[c].piece) - slots[c].at for c in order]
+    rounds = min(left) // block
+    extra = 0
+    while extra < len(order) and left[extra] - rounds * block >= block:
+        extra += 1
+    if rounds == 0 and extra == 0:
+        return None  # the normal path moves the file at ``index`` to its next piece
+    moved = [(c, rounds * block + (block if j < extra else 0)) for j, c in enumerate(order)]
+    chunk = Gathered.rounds([slots[c].piece[slots[c].at:slots[c].at + n] for c, n in moved], block, rounds, extra)
+    last = order[extra - 1] if extra else order[-1]
+    return chunk, moved, (last + 1) % len(slots)
+
+
+def _cut(n, want, keep) -> int:
+    """Records of a read batch of n to take for ``want`` kept ones (keep: the record sharding
+    rule's (first kept, step) in the batch, or None for every record)."""
+    if keep is None:
+        return min(n, want)
+    return min(n, keep[0] + (want - 1) * keep[1] + 1)
+
+
+def _raw_batch(records):
+    """Batched raw output: a RecordBatch of the records, left in their read blocks."""
+    return records.to_batch() if type(records) is Gathered else records
+
+
+def _held_bytes(records) -> int:
+    """About the memory records hold: for a RecordBatch the stretch of its blocks it spans
+    (frame headers and any records a strided slice skips included), for a Gathered its
+    records times the mean of its first and last lengths. Not a sum over the lengths: a
+    numpy reduction of 500+ values releases the GIL, and retaking it waits for a worker."""
+    if type(records) is RecordBatch and records._gathered is not None:
+        records = records._gathered
+    if type(records) is Gathered:
+        n = len(records)
+        return n and n * (int(records.lengths[0]) + int(records.lengths[-1])) // 2
+    if type(records) is RecordBatch:
+        return sum(int(starts[-1]) + int(lengths[-1]) - int(starts[0]) for _, starts, lengths in records.segments)
+    return sum(map(len, records))
+
+
+def _parse_task(parse, records, sizes):
+    """Worker: parse records into (outputs, error): one output per record when sizes is
+    None, else one batch per size, split from one parse of them all (as views). When that
+    parse fails, the batches are parsed one by one so that the good ones before the bad
+    one are delivered, then its error, which names the record's file, offset and index
+    where the records know them (RecordBatch, Gathered), else its position in its batch."""
+    parse = LocatedParse(parse)
+    if sizes is None:
+        return unbatch(parse(records), len(records), parse, records), None
+    if len(sizes) == 1:
+        return [parse(records)], None
+    starts = list(itertools.accumulate(sizes, initial=0))
+    try:
+        parsed = parse(records)
+        if type(parsed) is RecordBatch:  # raw output
+            return [parsed[a:a + n] for a, n in zip(starts, sizes)], None
+        if not isinstance(parsed, dict):  # a pyarrow.RecordBatch
+            return [parsed.slice(a, n) for a, n in zip(starts, sizes)], None
+        return [{key: value[a:a + n] for key, value in parsed.items()} for a, n in zip(starts, sizes)], None
+    except Exception:
+        outputs = []
+    for a, n in zip(starts, sizes):
+        try:
+            outputs.append(parse(records[a:a + n]))
+        except Exception as exc:
+            return outputs, exc
+    return outputs, None  # only the group was too much (MemoryError)
+
+
+def _until_error(chunks, failed):
+    """The chunks up to an error, which is appended to failed instead of raised."""
+    try:
+        yield from chunks
+    except Exception as exc:
+        failed.append(exc)
+
+
+def _whole(batches, size, failed):
+    """The batches, but not a short one cut by an error (failed)."""
+    for batch in batches:
+        if failed and len(batch) < size:
+            return
+        yield batch
+
+
+def _groups(chunks, size, drop_remainder, join, scale=1, failed=()):
+    """(records, batch sizes) per parse task: whole batches of ``size`` records cut from
+    the chunks as one slice, as many as fit in scale times _TASK_RECORDS and _TASK_BYTES (at
+    least one), the last batch short unless drop_remainder or an error cut it (failed).
+    Cutting batches and joining them into a task again cost the consumer's thread, under the
+    GIL, more than the batch itself."""
+    for group in rebatch(chunks, functools.partial(_task_records, size=size, scale=scale), join=join):
+        n = len(group)
+        tail = n % size  # only the last group has one
+        if tail and (drop_remainder or failed):
+            n, tail = n - tail, 0
+            group = group[:n]
+        if n:
+            yield group, [size] * (n // size) + ([tail] if tail else [])
+
+
+def _task_records(chunk, size, scale=1) -> int:
+    """Records a task of size-record batches takes, judged by the record size in chunk."""
+    per_batch = max(1, _held_bytes(chunk) * size // len(chunk))
+    return size * max(1, min(scale * _TASK_RECORDS // size, scale * _TASK_BYTES // per_batch))
+
+
+def _skip(chunks, n):
+    for chunk in chunks:
+        if n >= len(chunk):
+            n -= len(chunk)
+            continue
+        if n:
+            chunk, n = chunk[n:], 0
+        yield chunk
