@@ -172,18 +172,18 @@ def test_dataset_passes_bytes_output_through(backend, tmp_path):
 def test_values_copy_back_to_back_and_split_again(backend, values, at):
     from tfrecord_lite import _native
 
-    lengths = _native.framing.value_lengths(values)
+    lengths = _native.spans.value_lengths(values)
     assert lengths.dtype == np.int64 and lengths.tolist() == [len(v) for v in values]
     out = np.full(at + sum(lengths) + 3, 255, np.uint8)
-    assert _native.framing.copy_values(values, out, at) == at + sum(lengths)
+    assert _native.spans.copy_values(values, out, at) == at + sum(lengths)
     assert out[:at].tolist() == [255] * at and out[len(out) - 3:].tolist() == [255] * 3
     assert out[at:len(out) - 3].tobytes() == b"".join(values)
     offsets = at + np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    got = _native.framing.split_values(out, offsets)
+    got = _native.spans.split_values(out, offsets)
     assert got.dtype == object and got.shape == (len(values),)
     assert got.tolist() == values and all(type(v) is bytes for v in got)
     with _native.use(backend.other):
-        assert _native.framing.split_values(out, offsets).tolist() == values
+        assert _native.spans.split_values(out, offsets).tolist() == values
 
 
 @given(st.lists(st.sampled_from([b"", b"a", b"red", b"der", b"x" * 16, b"x" * 17]) | st.binary(max_size=20),
@@ -194,7 +194,7 @@ def test_split_values_of_repeated_short_values_are_exact(backend, values):
     from tfrecord_lite import _native
 
     offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
-    got = _native.framing.split_values(b"".join(values), offsets)
+    got = _native.spans.split_values(b"".join(values), offsets)
     assert got.tolist() == values and all(type(v) is bytes for v in got)
 
 
@@ -208,7 +208,7 @@ def test_equal_short_values_are_one_object():
         decoded = tfl.parse_example([tfl.encode_example({"s": v}) for v in values],
                                     {"s": tfl.FixedLenFeature([], bytes)})["s"]
         offsets = np.arange(0, 3 * 2000 + 1, 3, dtype=np.int64)
-        split = _native.framing.split_values(b"catdog" * 1000, offsets)
+        split = _native.spans.split_values(b"catdog" * 1000, offsets)
         frames, starts, lengths, *_ = _native.framing.scan_block(_native.framing.encode_frames(values))
         records = tfl.RecordBatch(frames, starts, lengths, framed=True).to_numpy()
     for out in (decoded, records, split):
@@ -223,22 +223,22 @@ def test_only_exact_bytes_are_copied(backend, odd):
     from tfrecord_lite import _native
 
     values = [b"ab", odd, b"c"]
-    assert _native.framing.value_lengths(values) is None
+    assert _native.spans.value_lengths(values) is None
     with pytest.raises(tfl.ArgumentTypeError, match="value 1 is"):
-        _native.framing.copy_values(values, bytearray(16))
+        _native.spans.copy_values(values, bytearray(16))
 
 
 def test_copies_and_splits_stay_inside_their_buffers(backend):
     from tfrecord_lite import _native
 
     with pytest.raises(tfl.InvalidArgumentError, match="do not fit"):
-        _native.framing.copy_values([b"abc", b"de"], bytearray(6), 2)
+        _native.spans.copy_values([b"abc", b"de"], bytearray(6), 2)
     with pytest.raises(tfl.InvalidArgumentError, match="do not fit"):
-        _native.framing.copy_values([b"a"], bytearray(6), -1)
+        _native.spans.copy_values([b"a"], bytearray(6), -1)
     with pytest.raises(BufferError):
-        _native.framing.copy_values([b"a"], b"read-only")
+        _native.spans.copy_values([b"a"], b"read-only")
     a = np.array
     for offsets, match in [([0, 3, 7], "outside"), ([-1, 2], "outside"), ([0, 4, 2], "before"), ([], "at least one")]:
         with pytest.raises(tfl.InvalidArgumentError, match=match):
-            _native.framing.split_values(b"abcdef", a(offsets, np.int64))
-    assert _native.framing.split_values(b"abcdef", a([2, 2, 6], np.int64)).tolist() == [b"", b"cdef"]
+            _native.spans.split_values(b"abcdef", a(offsets, np.int64))
+    assert _native.spans.split_values(b"abcdef", a([2, 2, 6], np.int64)).tolist() == [b"", b"cdef"]

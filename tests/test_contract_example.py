@@ -15,11 +15,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tfrecord_lite import _contract, _example, _example_py, _framing, _framing_py
+from tfrecord_lite import _contract, _example, _example_py, _framing, _framing_py, _spans, _spans_py
 
 # The twin builds its protobuf classes at import; they are its machinery, not the contract.
-TWIN_ONLY = {"example": {"Example", "Feature", "SequenceExample", "PACKAGE", "file_descriptor"}, "framing": set()}
-PAIRS = {"example": (_example, _example_py), "framing": (_framing, _framing_py)}
+TWIN_ONLY = {"example": {"Example", "Feature", "SequenceExample", "PACKAGE", "file_descriptor"}, "framing": set(),
+             "spans": set()}
+PAIRS = {"example": (_example, _example_py), "framing": (_framing, _framing_py), "spans": (_spans, _spans_py)}
 
 
 def public(module, concern):

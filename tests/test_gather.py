@@ -53,8 +53,8 @@ def test_interleave_takes_a_block_of_each_part_in_turn(backend, parts, block, ro
     want = [int(arrays[j][r * block + k]) + int(add[j]) for r in range(rounds) for j in range(parts)
             for k in range(block)]
     want += [int(arrays[j][rounds * block + k]) + int(add[j]) for j in range(extra) for k in range(block)]
-    assert _native.framing.interleave(arrays, block, rounds, extra, add).tolist() == want
-    assert _native.framing.interleave(arrays, block, rounds, extra).tolist() == [
+    assert _native.spans.interleave(arrays, block, rounds, extra, add).tolist() == want
+    assert _native.spans.interleave(arrays, block, rounds, extra).tolist() == [
         v - int(add[j]) for v, j in zip(want, [j for _ in range(rounds) for j in range(parts) for _ in range(block)]
                                          + [j for j in range(extra) for _ in range(block)])]
 
@@ -69,7 +69,7 @@ def test_interleave_takes_a_block_of_each_part_in_turn(backend, parts, block, ro
 ])
 def test_interleave_rejects_what_its_parts_cannot_give(backend, call, match):
     with pytest.raises(tfl.InvalidArgumentError, match=match):
-        call(_native.framing.interleave, np.arange(4, dtype=np.int64))
+        call(_native.spans.interleave, np.arange(4, dtype=np.int64))
 
 
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(-2, 3).filter(bool), st.integers(0, 10**12),
@@ -86,7 +86,7 @@ def test_join_runs_numbers_each_run_record(backend, runs):
         for k in range(n):
             for out, value in zip(want, (j, s[k], 3 * s[k], first + k * step)):
                 out.append(int(value))
-    got = _native.framing.join_runs(starts, lengths, firsts, steps)
+    got = _native.spans.join_runs(starts, lengths, firsts, steps)
     assert [a.tolist() for a in got] == list(want)
     assert all(a.dtype == np.int64 for a in got)
 
@@ -94,9 +94,9 @@ def test_join_runs_numbers_each_run_record(backend, runs):
 def test_join_runs_rejects_runs_that_disagree(backend):
     a = np.arange(3, dtype=np.int64)
     with pytest.raises(tfl.InvalidArgumentError, match="run 1 has 3 starts and 2 lengths"):
-        _native.framing.join_runs([a, a], [a, a[:2]], [0, 0], [1, 1])
+        _native.spans.join_runs([a, a], [a, a[:2]], [0, 0], [1, 1])
     with pytest.raises(tfl.InvalidArgumentError, match="2 starts, 1 lengths"):
-        _native.framing.join_runs([a, a], [a], [0, 0], [1, 1])
+        _native.spans.join_runs([a, a], [a], [0, 0], [1, 1])
 
 
 @given(st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=3), min_size=1, max_size=4), st.integers(1, 5),
@@ -139,7 +139,7 @@ def test_to_numpy_gives_the_records_in_any_layout(backend, sizes, data):
     picked = flat.take(order).to_batch()
     assert picked.to_numpy().tolist() == [want[i] for i in order.tolist()]
     with _native.use(backend.other):
-        theirs = _native.framing.split_records(flat.buffers, flat.which, flat.starts, flat.lengths)
+        theirs = _native.spans.split_records(flat.buffers, flat.which, flat.starts, flat.lengths)
     assert theirs.tolist() == want
 
 
@@ -147,9 +147,9 @@ def test_to_numpy_gives_the_records_in_any_layout(backend, sizes, data):
 def test_split_records_rejects_records_outside_their_buffer(backend, which, start, length):
     a = np.array
     with pytest.raises(tfl.InvalidArgumentError, match="outside its buffer"):
-        _native.framing.split_records([b"12345"], a([which], np.int64), a([start], np.int64), a([length], np.int64))
+        _native.spans.split_records([b"12345"], a([which], np.int64), a([start], np.int64), a([length], np.int64))
     with pytest.raises(tfl.InvalidArgumentError, match="same length"):
-        _native.framing.split_records([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64))
+        _native.spans.split_records([b"12345"], a([0, 0], np.int64), a([0], np.int64), a([1], np.int64))
 
 
 def test_long_runs_stay_in_their_blocks():

@@ -93,7 +93,7 @@ def test_release_wheel_is_named_licensed_typed_and_stripped(tmp_path):
     assert f"Name: {DIST_NAME}\n" in meta and "License-Expression: Apache-2.0\n" in meta
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert "tfrecord_lite/py.typed" in names
-    assert sorted(os.path.basename(n).split(".")[0] for n in modules) == ["_example", "_framing"]
+    assert sorted(os.path.basename(n).split(".")[0] for n in modules) == ["_example", "_framing", "_spans"]
     for name, data in modules.items():
         sections = _elf_section_names(data)
         assert ".text" in sections, name
@@ -128,5 +128,5 @@ def test_sdist_ships_license_sources_and_py_typed(tmp_path):
     assert name == f"{DIST_NAME}-0.1.0.tar.gz"
     with tarfile.open(out / name) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"LICENSE", "tfrecord_lite/py.typed", "csrc/_framing.pyx", "csrc/_example.pyx",
+    assert {"LICENSE", "tfrecord_lite/py.typed", "csrc/_framing.pyx", "csrc/_example.pyx", "csrc/_spans.pyx",
             "csrc/crc32c.c", "csrc/crc32c.h", "csrc/cursor.pxd", "setup.py", "pyproject.toml"} <= names

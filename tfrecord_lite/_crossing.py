@@ -75,7 +75,7 @@ class _Packer:
 
     def _part(self, obj, kind):
         if kind is list:
-            lengths = _native.framing.value_lengths(obj)
+            lengths = _native.spans.value_lengths(obj)
             return (_LIST, tuple(map(self.node, obj))) if lengths is None else self._values(obj, lengths, None)
         if kind is self.tensor:
             try:  # refused for GPU, sparse and grad-requiring tensors and dtypes numpy lacks
@@ -87,7 +87,7 @@ class _Packer:
         if kind is np.ndarray:
             if obj.dtype.hasobject:
                 values = obj.reshape(-1).tolist()
-                lengths = _native.framing.value_lengths(values)
+                lengths = _native.spans.value_lengths(values)
                 if lengths is not None:
                     return self._values(values, lengths, obj.shape)
             elif obj.dtype.fields is None and obj.dtype.itemsize:  # not structured or empty
@@ -118,7 +118,7 @@ class _Packer:
         """Copy every part set aside into buffer."""
         for offset, source in self.parts:
             if type(source) is list:
-                _native.framing.copy_values(source, buffer, offset)
+                _native.spans.copy_values(source, buffer, offset)
             else:
                 buffer[offset:offset + source.nbytes] = source
 
@@ -205,7 +205,7 @@ class _Unpacker:
             return BytesColumn(self.build(node[2]), self.build(node[3]), node[4])
         if tag == _VALUES:
             _, _, at, offsets_at, n, shape = node
-            items = _native.framing.split_values(buffer[at:], np.ndarray(n + 1, np.int64, buffer, offsets_at))
+            items = _native.spans.split_values(buffer[at:], np.ndarray(n + 1, np.int64, buffer, offsets_at))
             return items.tolist() if shape is None else items.reshape(shape)
         _, _, at, dtype, shape = node
         array = np.ndarray(shape, dtype, buffer, at)

@@ -15,7 +15,7 @@ import threading
 import crc32c as _crc32c_pkg
 import numpy as np
 
-from .errors import ArgumentTypeError, InvalidArgumentError, not_a_record, writer_closed
+from .errors import InvalidArgumentError, not_a_record, writer_closed
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
@@ -286,98 +286,3 @@ def find_header(buf, start=0, stop=-1):
         if _mask(_crc32c_pkg.crc32c(mv[p : p + 8])) == _u32.unpack(mv[p + 8 : p + 12])[0]:
             return p
     return -1
-
-
-def interleave(arrays, block, rounds, extra, add=None):
-    m = len(arrays)
-    if block < 1 or rounds < 0 or not 0 <= extra <= m:
-        raise InvalidArgumentError(f"interleave: block {block}, rounds {rounds} and extra {extra} "
-                                   f"do not describe an interleave of {m} parts")
-    if add is not None and len(add) != m:
-        raise InvalidArgumentError(f"interleave: {len(add)} offsets for {m} parts")
-    span = rounds * block
-    for j, part in enumerate(arrays):
-        need = span + (block if j < extra else 0)
-        if len(part) < need:
-            raise InvalidArgumentError(f"interleave: part {j} has {len(part)} entries, not {need}")
-    out = np.empty(m * span + extra * block, np.int64)
-    # The rounds as a (rounds, part, block) grid, filled along the part axis, then the extra blocks.
-    grid = out[:m * span].reshape(rounds, m, block)
-    for j, part in enumerate(arrays):
-        grid[:, j, :] = np.asarray(part[:span], np.int64).reshape(rounds, block)
-    for j, part in enumerate(arrays[:extra]):
-        out[m * span + j * block:m * span + (j + 1) * block] = part[span:span + block]
-    if add is not None:
-        out[:m * span].reshape(rounds, m, block)[...] += np.asarray(add, np.int64)[:, None]
-        out[m * span:] += np.repeat(np.asarray(add, np.int64)[:extra], block)
-    return out
-
-
-def join_runs(starts, lengths, firsts, steps):
-    m = len(starts)
-    if not len(lengths) == len(firsts) == len(steps) == m:
-        raise InvalidArgumentError(f"join_runs: {m} starts, {len(lengths)} lengths, {len(firsts)} firsts "
-                                   f"and {len(steps)} steps")
-    for j, (s, l) in enumerate(zip(starts, lengths)):
-        if len(s) != len(l):
-            raise InvalidArgumentError(f"join_runs: run {j} has {len(s)} starts and {len(l)} lengths")
-    sizes = [len(s) for s in starts]
-    index = [first + step * np.arange(n, dtype=np.int64) for first, step, n in zip(firsts, steps, sizes)]
-    return (np.repeat(np.arange(m, dtype=np.int64), sizes),
-            *(np.concatenate(runs, dtype=np.int64) if m else np.empty(0, np.int64)
-              for runs in (starts, lengths, index)))
-
-
-# -- bytes values back to back ---------------------------------------------------------------
-
-def value_lengths(values):
-    if any(type(v) is not bytes for v in values):
-        return None
-    return np.fromiter(map(len, values), np.int64, len(values))
-
-
-def copy_values(values, out, at=0):
-    for i, v in enumerate(values):
-        if type(v) is not bytes:
-            raise ArgumentTypeError(f"copy_values: value {i} is {type(v).__name__}, not bytes")
-    view = memoryview(out).cast("B")
-    if view.readonly:
-        raise BufferError("Object is not writable.")
-    total = sum(map(len, values))
-    if at < 0 or total > len(view) - at:
-        raise InvalidArgumentError(f"copy_values: {total} bytes do not fit at {at} of a {len(view)}-byte buffer")
-    for v in values:
-        view[at:at + len(v)] = v
-        at += len(v)
-    return at
-
-
-def split_records(buffers, which, starts, lengths):
-    n = len(which)
-    if len(starts) != n or len(lengths) != n:
-        raise InvalidArgumentError("split_records: which, starts and lengths must have the same length")
-    views = [memoryview(b).cast("B") for b in buffers]
-    records = list(zip(which.tolist(), starts.tolist(), lengths.tolist()))
-    for j, (b, s, m) in enumerate(records):
-        if not 0 <= b < len(views) or s < 0 or m < 0 or s > len(views[b]) - m:
-            raise InvalidArgumentError(f"split_records: record {j} ({b}, {s}, {m}) lies outside its buffer")
-    out = np.empty(n, dtype=object)
-    out[:] = [bytes(views[b][s:s + m]) for b, s, m in records]
-    return out
-
-
-def split_values(buf, offsets):
-    offsets = np.asarray(offsets).tolist()
-    n = len(offsets) - 1
-    if n < 0:
-        raise InvalidArgumentError("split_values: offsets must hold at least one position")
-    view = memoryview(buf).cast("B")
-    if offsets[0] < 0 or offsets[n] > len(view):
-        raise InvalidArgumentError(f"split_values: offsets run from {offsets[0]} to {offsets[n]}, "
-                                   f"outside a {len(view)}-byte buffer")
-    for i in range(n):
-        if offsets[i] > offsets[i + 1]:
-            raise InvalidArgumentError(f"split_values: offset {i + 1} is before offset {i}")
-    out = np.empty(n, dtype=object)
-    out[:] = [bytes(view[a:z]) for a, z in zip(offsets, offsets[1:])]
-    return out

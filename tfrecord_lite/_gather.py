@@ -82,7 +82,7 @@ class Gathered:
         """Runs of records read from the file at path, one after the other: per run its
         block, its records' data starts and lengths in it, the file offset of the block's
         byte 0, and the file's numbers of its records (first, step between them)."""
-        which, starts, lengths, index = _native.framing.join_runs(
+        which, starts, lengths, index = _native.spans.join_runs(
             [r[1] for r in runs], [r[2] for r in runs], [r[4] for r in runs], [r[5] for r in runs])
         return cls([r[0] for r in runs], which, starts, lengths, framed, [(path, r[3]) for r in runs], index)
 
@@ -164,7 +164,7 @@ class Gathered:
         for j, p in enumerate(parts):
             bases[j] = len(buffers)
             buffers.extend(p.buffers)
-        interleave = _native.framing.interleave
+        interleave = _native.spans.interleave
         known = all(p.index is not None for p in parts)
         out = cls(buffers, interleave([p.which for p in parts], block, rounds, extra, bases),
                   interleave([p.starts for p in parts], block, rounds, extra),

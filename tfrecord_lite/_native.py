@@ -1,6 +1,6 @@
 """The one place that picks the compiled core or its pure-Python twin.
 
-Each concern (``framing``, ``example``) has a compiled module ``tfrecord_lite._<name>``
+Each concern (``framing``, ``example``, ``spans``) has a compiled module ``tfrecord_lite._<name>``
 built from ``csrc/_<name>.pyx`` and a twin ``tfrecord_lite._<name>_py``. Library code reaches
 the active one through attributes of this module (``_native.framing.scan_frames``), looked up
 at call time, so ``use()`` switches every caller at once.
@@ -16,7 +16,7 @@ import importlib
 import os
 import warnings
 
-CONCERNS = ("framing", "example")
+CONCERNS = ("framing", "example", "spans")
 
 _compiled: dict = {}
 _python: dict = {}  # the twins, imported only when chosen: they need protobuf and crc32c

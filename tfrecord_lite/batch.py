@@ -186,7 +186,7 @@ class RecordBatch(Sequence):
         from ._gather import Gathered  # it builds on this module
 
         g = Gathered.of(self)
-        return _native.framing.split_records(g.buffers, g.which, g.starts, g.lengths)
+        return _native.spans.split_records(g.buffers, g.which, g.starts, g.lengths)
 
     @property
     def nbytes(self) -> int:

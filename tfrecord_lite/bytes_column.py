@@ -63,9 +63,9 @@ class BytesColumn:
         """A column of the given bytes values (a flat iterable; ``shape`` defaults to its length)."""
         items = [bytes(v) for v in items]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
-        np.cumsum(_native.framing.value_lengths(items), out=offsets[1:])
+        np.cumsum(_native.spans.value_lengths(items), out=offsets[1:])
         values = np.empty(int(offsets[-1]), dtype=np.uint8)
-        _native.framing.copy_values(items, values)
+        _native.spans.copy_values(items, values)
         return cls(values, offsets, shape)
 
     # -- numpy-like surface ----------------------------------------------------------------
@@ -157,7 +157,7 @@ class BytesColumn:
 
     def to_numpy(self) -> np.ndarray:
         """An object array of ``bytes`` with the column's shape."""
-        return _native.framing.split_values(np.ascontiguousarray(self.values), self.offsets).reshape(self.shape)
+        return _native.spans.split_values(np.ascontiguousarray(self.values), self.offsets).reshape(self.shape)
 
     def __array__(self, dtype=None, copy=None):
         out = self.to_numpy()

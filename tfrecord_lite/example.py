@@ -742,7 +742,7 @@ def _column(name, column, n, raw):
         items = column.tolist() if isinstance(column, np.ndarray) else list(column)
         # One bytes value per row, the common case; checked in C, as a Python loop over the
         # rows would hold the GIL that parallel encoders share.
-        if _native.framing.value_lengths(items) is not None:
+        if _native.spans.value_lengths(items) is not None:
             return BYTES, items
     rows = [_normalize(name, v) for v in column]
     if all(kind == BYTES for kind, _ in rows):

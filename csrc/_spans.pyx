@@ -1,0 +1,254 @@
+# cython: freethreading_compatible = False
+"""Records and values as spans of blocks: the index arrays a gathered batch is made of
+(a piece's read blocks joined, the interleave's rounds), bytes values copied back to back
+into one block, and the bytes objects of spans (a batch's records, a block of values).
+
+The pure-Python twin is tfrecord_lite/_spans_py.py; both expose the same names.
+"""
+cimport numpy as cnp
+import numpy as np
+
+from tfrecord_lite.errors import ArgumentTypeError, InvalidArgumentError
+
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy
+
+from cursor cimport acquire
+from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array
+
+cnp.import_array()
+
+
+# -- index arrays over blocks ---------------------------------------------------------------
+
+cdef inline void _scatter(int64_t *dst, const char *src, Py_ssize_t stride, int64_t shift, Py_ssize_t block,
+                          Py_ssize_t rounds, Py_ssize_t gap) noexcept nogil:
+    """rounds blocks of entries of src (stride bytes apart) plus shift, each block to dst,
+    gap entries apart."""
+    cdef Py_ssize_t r, k
+    cdef int64_t v
+    if block == 1 and stride == 8:
+        for r in range(rounds):
+            dst[r * gap] = (<const int64_t *>src)[r] + shift
+        return
+    for r in range(rounds):
+        for k in range(block):
+            memcpy(&v, src + (r * block + k) * stride, 8)  # a view's entries need not be aligned
+            dst[r * gap + k] = v + shift
+
+
+def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extra, add=None):
+    """One index array per part, interleaved a block at a time: ``rounds`` rounds of
+    ``block`` entries of each part in turn, then one more block of each of the first
+    ``extra`` parts, with ``add[j]`` (int64, one per part) added to part j's entries.
+    A part holds at least the entries it gives. Under the GIL: a batch's index arrays are
+    a few thousand entries, less work than a GIL handoff (in NumPy, several passes that
+    each released and retook it cost the interleave's thread twice as much)."""
+    cdef Py_ssize_t m = len(arrays), span, n, j, need
+    cdef const int64_t[:] part
+    cdef const int64_t[:] plus
+    cdef int64_t *o
+    cdef const char **src
+    cdef Py_ssize_t *step
+    cdef int64_t *shift
+    if block < 1 or rounds < 0 or not 0 <= extra <= m:
+        raise InvalidArgumentError(f"interleave: block {block}, rounds {rounds} and extra {extra} "
+                                   f"do not describe an interleave of {m} parts")
+    if add is not None:
+        plus = add
+        if plus.shape[0] != m:
+            raise InvalidArgumentError(f"interleave: {plus.shape[0]} offsets for {m} parts")
+    span = rounds * block
+    n = m * span + extra * block
+    out = np.empty(n, np.int64)
+    o = <int64_t *>cnp.PyArray_DATA(out)
+    # Per part: where its entries are, their stride, what to add. The arrays stay referenced
+    # by the caller's list for the call.
+    src = <const char **>PyMem_Realloc(NULL, (m if m else 1) * (sizeof(char *) + sizeof(Py_ssize_t)
+                                                                   + sizeof(int64_t)))
+    if src == NULL:
+        raise MemoryError()
+    step = <Py_ssize_t *>(src + (m if m else 1))
+    shift = <int64_t *>(step + (m if m else 1))
+    try:
+        for j in range(m):
+            part = arrays[j]
+            need = span + (block if j < extra else 0)
+            if part.shape[0] < need:
+                raise InvalidArgumentError(f"interleave: part {j} has {part.shape[0]} entries, not {need}")
+            src[j] = <const char *>&part[0] if need else NULL
+            step[j] = part.strides[0]  # bytes: any stride a view may have
+            shift[j] = plus[j] if add is not None else 0
+        for j in range(m):  # part by part, each entry to its place in the output
+            _scatter(o + j * block, src[j], step[j], shift[j], block, rounds, m * block)
+            if j < extra:
+                _scatter(o + m * span + j * block, src[j] + span * step[j], step[j], shift[j], block, 1, 0)
+        return out
+    finally:
+        PyMem_Free(src)
+
+
+def join_runs(list starts, list lengths, list firsts, list steps):
+    """Runs of records one after the other, as a gathered batch's index arrays
+    ``(which, starts, lengths, index)``: per record its run j, its data start and length
+    (run j's ``starts[j]`` and ``lengths[j]``, int64 views of any stride), and
+    ``firsts[j] + k * steps[j]`` for the k-th record of run j (its number in its file).
+    Under the GIL, for the reason ``interleave`` gives: a piece is a few thousand records,
+    and NumPy's concatenations and aranges each released and retook it."""
+    cdef Py_ssize_t m = len(starts), n = 0, at = 0, j, k, size
+    cdef const int64_t[:] s
+    cdef const int64_t[:] l
+    cdef int64_t first, step
+    cdef int64_t *w
+    cdef int64_t *o_s
+    cdef int64_t *o_l
+    cdef int64_t *o_i
+    if not len(lengths) == len(firsts) == len(steps) == m:
+        raise InvalidArgumentError(f"join_runs: {m} starts, {len(lengths)} lengths, {len(firsts)} firsts "
+                                   f"and {len(steps)} steps")
+    for j in range(m):
+        s, l = starts[j], lengths[j]
+        if s.shape[0] != l.shape[0]:
+            raise InvalidArgumentError(f"join_runs: run {j} has {s.shape[0]} starts and {l.shape[0]} lengths")
+        n += s.shape[0]
+    out = tuple(np.empty(n, np.int64) for _ in range(4))
+    w, o_s = <int64_t *>cnp.PyArray_DATA(out[0]), <int64_t *>cnp.PyArray_DATA(out[1])
+    o_l, o_i = <int64_t *>cnp.PyArray_DATA(out[2]), <int64_t *>cnp.PyArray_DATA(out[3])
+    for j in range(m):
+        s, l = starts[j], lengths[j]
+        first, step, size = firsts[j], steps[j], s.shape[0]
+        for k in range(size):
+            w[at + k] = j
+            o_s[at + k] = s[k]
+            o_l[at + k] = l[k]
+            o_i[at + k] = first + k * step
+        at += size
+    return out
+
+
+# -- bytes values back to back: moving many values as one block --------------------------------
+
+def value_lengths(list values):
+    """The byte length of each value (int64), or None unless every value is exactly ``bytes``:
+    the check and the offsets that ``copy_values`` needs, in one pass."""
+    cdef Py_ssize_t i, n = len(values)
+    cdef object v
+    out = np.empty(n, np.int64)
+    cdef int64_t[::1] lengths = out
+    for i in range(n):
+        v = values[i]
+        if not PyBytes_CheckExact(v):
+            return None
+        lengths[i] = PyBytes_GET_SIZE(v)
+    return out
+
+
+cdef void copy_all(char *dst, const char **src, const Py_ssize_t *sizes, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        memcpy(dst, src[i], sizes[i])
+        dst += sizes[i]
+
+
+def copy_values(list values, out, Py_ssize_t at=0):
+    """Copy bytes values back to back into the writable buffer ``out`` from byte ``at``;
+    returns the byte after the last. Large copies run without the GIL."""
+    cdef tuple held = tuple(values)  # keeps every value alive while the GIL is released
+    cdef Py_ssize_t i, n = len(held), total = 0, slots = n if n else 1
+    cdef const char **src
+    cdef Py_ssize_t *sizes
+    cdef Py_buffer view
+    cdef char *dst
+    cdef object v
+    src = <const char **>PyMem_Realloc(NULL, slots * (sizeof(char *) + sizeof(Py_ssize_t)))
+    if src == NULL:
+        raise MemoryError()
+    sizes = <Py_ssize_t *>(src + slots)
+    try:
+        for i in range(n):
+            v = held[i]
+            if not PyBytes_CheckExact(v):
+                raise ArgumentTypeError(f"copy_values: value {i} is {type(v).__name__}, not bytes")
+            src[i] = PyBytes_AS_STRING(v)
+            sizes[i] = PyBytes_GET_SIZE(v)
+            total += sizes[i]
+        PyObject_GetBuffer(out, &view, PyBUF_WRITABLE)
+        try:
+            if at < 0 or total > view.len - at:
+                raise InvalidArgumentError(f"copy_values: {total} bytes do not fit at {at} of a {view.len}-byte buffer")
+            dst = <char *>view.buf + at
+            if total >= NOGIL_MIN_BYTES:
+                with nogil:
+                    copy_all(dst, src, sizes, n)
+            else:
+                copy_all(dst, src, sizes, n)
+        finally:
+            PyBuffer_Release(&view)
+        return at + total
+    finally:
+        PyMem_Free(src)
+
+
+def split_records(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths):
+    """Record j is ``bytes(buffers[which[j]][starts[j]:starts[j] + lengths[j]])``: a 1-D
+    object array of them (a RecordBatch's records, however many blocks they lie in)."""
+    cdef Py_ssize_t nb = len(buffers), n = which.shape[0], j, b, got = 0
+    cdef Py_buffer *views
+    cdef ByteSpan *spans = NULL
+    if starts.shape[0] != n or lengths.shape[0] != n:
+        raise InvalidArgumentError("split_records: which, starts and lengths must have the same length")
+    views = <Py_buffer *>PyMem_Realloc(NULL, (nb if nb else 1) * sizeof(Py_buffer))
+    if views == NULL:
+        raise MemoryError()
+    try:
+        for b in range(nb):
+            acquire(buffers[b], &views[b])
+            got += 1
+        for j in range(n):
+            b = which[j]
+            if b < 0 or b >= nb or starts[j] < 0 or lengths[j] < 0 or starts[j] > views[b].len - lengths[j]:
+                raise InvalidArgumentError(f"split_records: record {j} ({b}, {starts[j]}, {lengths[j]}) lies "
+                                           "outside its buffer")
+        spans = <ByteSpan *>PyMem_Realloc(NULL, (n if n else 1) * sizeof(ByteSpan))
+        if spans == NULL:
+            raise MemoryError()
+        for j in range(n):
+            spans[j].ptr = <const unsigned char *>views[which[j]].buf + starts[j]
+            spans[j].len = lengths[j]
+        return bytes_array(spans, n)
+    finally:
+        PyMem_Free(spans)
+        for b in range(got):
+            PyBuffer_Release(&views[b])
+        PyMem_Free(views)
+
+
+def split_values(buf, const int64_t[:] offsets):
+    """Value i is ``bytes(buf[offsets[i]:offsets[i + 1]])``: a 1-D object array of them (what
+    copy_values placed, given its offsets), made without numpy looking at each value."""
+    cdef Py_buffer view
+    cdef Py_ssize_t i, n = offsets.shape[0] - 1
+    cdef ByteSpan *spans = NULL
+    if n < 0:
+        raise InvalidArgumentError("split_values: offsets must hold at least one position")
+    acquire(buf, &view)
+    try:
+        if offsets[0] < 0 or offsets[n] > view.len:
+            raise InvalidArgumentError(f"split_values: offsets run from {offsets[0]} to {offsets[n]}, "
+                                       f"outside a {view.len}-byte buffer")
+        for i in range(n):
+            if offsets[i] > offsets[i + 1]:
+                raise InvalidArgumentError(f"split_values: offset {i + 1} is before offset {i}")
+        spans = <ByteSpan *>PyMem_Realloc(NULL, (n if n else 1) * sizeof(ByteSpan))
+        if spans == NULL:
+            raise MemoryError()
+        for i in range(n):
+            spans[i].ptr = <const unsigned char *>view.buf + offsets[i]
+            spans[i].len = offsets[i + 1] - offsets[i]
+        return bytes_array(spans, n)
+    finally:
+        PyMem_Free(spans)
+        PyBuffer_Release(&view)
