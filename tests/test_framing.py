@@ -343,6 +343,25 @@ def test_record_batches_behave_as_the_record_list(backend, records, chunk, data)
 
 
 @settings(max_examples=60, deadline=None)
+@given(records=records_st, chunk=st.integers(64, 700), start=st.integers(0, 5), source=st.sampled_from(["stream", "bytes"]))
+def test_blocks_in_place_locate_every_record_and_say_where_each_block_starts(backend, records, chunk, start, source):
+    blob = frames(backend, records)
+    offsets = np.cumsum([0] + [16 + len(r) for r in records]).tolist()  # each frame's offset
+    start = min(start, len(records))
+    reader = TFRecordReader(io.BytesIO(blob) if source == "stream" else blob, chunk_size=chunk,
+                            start_offset=offsets[start], start_index=start)
+    got = []
+    for frames_, starts, lengths in reader.blocks_in_place():
+        assert starts.dtype == lengths.dtype == np.int64 and len(starts) == len(lengths) > 0
+        # The block's first frame: its offset in the file and its number there.
+        assert (reader.batch_offset, reader.batch_index) == (offsets[start + len(got)], start + len(got))
+        assert (frames_ is blob) == (source == "bytes")  # immutable bytes are scanned where they lie
+        with memoryview(frames_) as view:
+            got += [bytes(view[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
+    assert got == records[start:]
+
+
+@settings(max_examples=60, deadline=None)
 @given(records=st.lists(st.binary(max_size=300), min_size=1, max_size=120), chunk=st.integers(64, 700),
        holds=st.lists(st.integers(0, 6), min_size=120, max_size=120))
 def test_read_buffers_are_reused_only_once_their_blocks_are_gone(backend, records, chunk, holds):

@@ -1,9 +1,10 @@
 """The one place that picks the compiled core or its pure-Python twin.
 
-Each concern (``framing``, ``example``, ``spans``) has a compiled module ``tfrecord_lite._<name>``
-built from ``csrc/_<name>.pyx`` and a twin ``tfrecord_lite._<name>_py``. Library code reaches
-the active one through attributes of this module (``_native.framing.scan_frames``), looked up
-at call time, so ``use()`` switches every caller at once.
+Each concern (``framing``, ``example``, ``spans``) has a compiled module
+``tfrecord_lite._<name>`` built from ``csrc/_<name>.pyx`` and a twin
+``tfrecord_lite._<name>_py``. Library code reaches the active one through attributes of this
+module (``_native.framing.scan_frames``), looked up at call time, so ``use()`` switches every
+caller at once.
 
 ``TFRECORD_LITE_PURE_PYTHON=1`` forces the twins. A compiled module that fails to import
 falls back to its twin with a warning rather than an error.
