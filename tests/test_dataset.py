@@ -77,6 +77,37 @@ def test_parse_step_runs_in_workers(files):
     assert [i["first"] for i in items] == [r[:1] for r in expected(COUNTS)]
 
 
+def test_raw_batches_are_made_as_the_consumer_takes_them(backend, tmp_path, monkeypatch):
+    """Batched raw output is index arrays over the read blocks, made on the consumer's thread
+    when it asks for a batch: no batch waits in the pool's queue holding read buffers."""
+    from tfrecord_lite import _pipeline
+
+    made, real = [], _pipeline._parse_task
+
+    def logged(parse, records, sizes):
+        made.append(threading.current_thread())
+        return real(parse, records, sizes)
+
+    monkeypatch.setattr(_pipeline, "_parse_task", logged)
+    monkeypatch.setattr(_pipeline, "_TASK_RECORDS", 8)  # a task per batch
+    counts = [40, 0, 75, 33]
+    paths = write_files(tmp_path, counts, size=50)
+    want = interleave([[record(f, j, 50) for j in range(n)] for f, n in enumerate(counts)], 3, 1)
+    it = iter(TFRecordDataset(paths, batch_size=8, num_threads=3))
+    first = next(it)
+    time.sleep(0.2)  # workers read ahead; no batch is made ahead of the consumer
+    assert len(made) == 1 and isinstance(first, tfl.RecordBatch)
+    batches = [first, *it]
+    assert sum((list(b) for b in batches), []) == want and len(made) == len(batches) == 19
+    assert set(made) == {threading.main_thread()}
+    # A spec's batches are still parsed in the pool.
+    made.clear()
+    spec = {"x": tfl.FixedLenFeature([], np.int64, default_value=0)}
+    paths = write_files(tmp_path / "ex", [30, 30], make=lambda f, j: tfl.encode_example({"x": 100 * f + j}))
+    assert sum(len(b["x"]) for b in TFRecordDataset(paths, spec, batch_size=8, num_threads=2)) == 60
+    assert made and threading.main_thread() not in made
+
+
 def test_compressed_files(backend, tmp_path):
     paths = write_files(tmp_path, [4, 6], compression="gzip") + write_files(
         tmp_path, [0, 0, 3], compression="zlib", name="z-{:02d}.tfrecord")

@@ -65,7 +65,8 @@ class TFRecordDataset:
         small batches of a spec of only FixedLenFeature / RawTensorFeature are parsed
         several at a time (about 4,096 records or 4 MiB, times num_threads // 4 from 8
         threads on, at most 4 times), each batch's arrays then being views of the task's.
-        Raw records are read ahead one piece per open file whatever this is.
+        Raw records are read ahead one piece per open file whatever this is; batched raw
+        output is made as it is taken (it is index arrays over the read blocks).
     num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
         epoch count (or call ``set_epoch``), so a new pass reshuffles.
 
