@@ -11,8 +11,9 @@ feature spec, and for batched raw output, records stay in their read blocks from
 to the decoder: a piece's blocks become index arrays in one core call, the stages move index
 arrays (``_gather.Gathered``; whole rounds of the interleave at a time, the shuffle buffer a
 few thousand records at a time), the decoder reads each batch's records where they lie, and
-a raw batch is a RecordBatch over the read blocks (in any order: index arrays again), so no
-stage handles a Python object per record and none copies the records.
+a raw batch is a RecordBatch over the read blocks (in any order: index arrays again), made on
+the consumer's thread as it is taken, so no stage handles a Python object per record and
+none copies the records.
 
 Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
 open file at most one piece being read and one waiting (a piece is up to 4,096 records, and
