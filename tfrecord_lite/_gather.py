@@ -60,31 +60,23 @@ class Gathered:
         segments = getattr(batch, "segments", ())
         if not segments:
             return cls([], _EMPTY, _EMPTY, _EMPTY, False)
-        places = index = None
         origins = batch.origins
-        if origins is not None and all(type(o) is BlockOrigin for o in origins):
-            places = [(o.path, o.base) for o in origins]
-            # One arange per block, not arange * step + first: numpy lets the GIL go for each
-            # operation on a few thousand values, and retaking it waits behind the workers.
-            index = [np.arange(o.first, o.first + o.step * len(s[1]), o.step, dtype=np.int64)
-                     for s, o in zip(segments, origins)]
-            index = index[0] if len(index) == 1 else np.concatenate(index)
-        if len(segments) == 1:
-            frames, starts, lengths = segments[0]
-            return cls([frames], np.zeros(len(starts), np.int64), starts, lengths, batch.framed, places, index)
-        sizes = [len(s[1]) for s in segments]
-        return cls([s[0] for s in segments], np.repeat(np.arange(len(segments), dtype=np.int64), sizes),
-                   np.concatenate([s[1] for s in segments]), np.concatenate([s[2] for s in segments]),
-                   batch.framed, places, index)
+        if origins is None or not all(type(o) is BlockOrigin for o in origins):
+            origins = [None] * len(segments)
+        return cls.joined([(*s, o) for s, o in zip(segments, origins)], batch.framed)
 
     @classmethod
-    def read(cls, path, runs, framed) -> Gathered:
-        """Runs of records read from the file at path, one after the other: per run its
-        block, its records' data starts and lengths in it, the file offset of the block's
-        byte 0, and the file's numbers of its records (first, step between them)."""
+    def joined(cls, runs, framed) -> Gathered:
+        """Runs of records one after the other: per run (block, its records' data starts,
+        their lengths, its BlockOrigin or None), the records' origins kept where every run's
+        is known. One core pass writes the index arrays: NumPy's concatenations and aranges
+        each released and retook the GIL, and retaking it waits behind the workers."""
+        known = all(r[3] is not None for r in runs)
         which, starts, lengths, index = _native.spans.join_runs(
-            [r[1] for r in runs], [r[2] for r in runs], [r[4] for r in runs], [r[5] for r in runs])
-        return cls([r[0] for r in runs], which, starts, lengths, framed, [(path, r[3]) for r in runs], index)
+            [r[1] for r in runs], [r[2] for r in runs],
+            [r[3].first if known else 0 for r in runs], [r[3].step if known else 0 for r in runs])
+        return cls([r[0] for r in runs], which, starts, lengths, framed,
+                   [(r[3].path, r[3].base) for r in runs] if known else None, index if known else None)
 
     def __len__(self) -> int:
         return len(self.which)

@@ -40,7 +40,7 @@ from . import _native
 from .features import FixedLenFeature, RawTensorFeature
 from ._resume import ROUNDS, Cursor, piece_segment, start_state
 from ._gather import Gathered, object_array, shuffle
-from .batch import RecordBatch, join_records, rebatch
+from .batch import BlockOrigin, RecordBatch, join_records, rebatch
 from .parsing import LocatedParse, unbatch
 from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, BufferPool, TFRecordReader
 
@@ -471,7 +471,7 @@ class Run:
                     nbytes += _held_bytes(records)
                 else:
                     # A scanned block, without a Python object per part: one core call joins
-                    # the piece's index arrays (_gather.Gathered.read).
+                    # the piece's index arrays (_gather.Gathered.joined).
                     frames, starts, lengths = records
                     base = offset + _HEADER - int(starts[0])  # the file offset of frames[0]
                     cut = _cut(len(starts), _PIECE_RECORDS - count, keep)
@@ -485,7 +485,7 @@ class Run:
                     if keep is not None:
                         starts, lengths = starts[k::step], lengths[k::step]
                     if len(starts):
-                        parts.append((frames, starts, lengths, base, first + k, step))
+                        parts.append((frames, starts, lengths, BlockOrigin(path, base, first + k, step)))
                         count += len(starts)
                 if nbytes >= limit or count >= _PIECE_RECORDS:
                     break
@@ -495,7 +495,7 @@ class Run:
             slot.error = exc  # as TensorFlow does, the good records come first
         with self._lock:
             self.records_read += count
-        return (Gathered.read(path, parts, framed) if self._blocks else join_records(parts)), piece_map
+        return (Gathered.joined(parts, framed) if self._blocks else join_records(parts)), piece_map
 
     def _drain_slots(self):
         for slot in self._open_slots():
