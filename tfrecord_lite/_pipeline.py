@@ -470,7 +470,7 @@ class Run:
                     count += len(records)
                     nbytes += _held_bytes(records)
                 else:
-                    # A scanned block, without a Python object per part: one core call joins
+                    # A scanned block, with no RecordBatch made of it: one core call joins
                     # the piece's index arrays (_gather.Gathered.joined).
                     frames, starts, lengths = records
                     base = offset + _HEADER - int(starts[0])  # the file offset of frames[0]
