@@ -314,6 +314,11 @@ def _py_spy_samples(function: str, args: dict, gil: bool, timeout) -> tuple[dict
         with open(raw) as f:
             for line in f:
                 stack, _, count = line.rstrip("\n").rpartition(" ")
+                if not (count.isascii() and count.isdigit()):
+                    # --nonblocking: a frame read while the interpreter rewrote it, its name
+                    # garbled (line breaks included), so the line holds no sample count.
+                    continue
+                count = int(count)
                 name, *frames = stack.split(";")
                 name = name.split(": ", 1)[-1]
                 if ((f"{loop} (" not in stack and "Thread._bootstrap (" not in stack) or "warm_page_cache (" in stack
@@ -321,9 +326,9 @@ def _py_spy_samples(function: str, args: dict, gil: bool, timeout) -> tuple[dict
                     continue  # the child starting up (its imports hold the GIL), not the passes
                 # Pool threads are named tfrecord_lite_N; py-spy cannot name some short-lived ones.
                 name = "worker" if name.startswith("tfrecord_lite") else "unnamed" if name.startswith("thread (") else name
-                threads[name] = threads.get(name, 0) + int(count)
+                threads[name] = threads.get(name, 0) + count
                 stage = _stage(frames, loop)
-                stages[stage] = stages.get(stage, 0) + int(count)
+                stages[stage] = stages.get(stage, 0) + count
     return result, threads, stages
 
 
