@@ -245,6 +245,31 @@ def test_early_stop_leaks_nothing(tmp_path, how):
     assert _fds() == fds
 
 
+_HELD_AT_EXIT = """
+import sys
+import torch  # its import makes the interpreter clear concurrent.futures before the iterator
+from tfrecord_lite import TFRecordDataset
+
+it = iter(TFRecordDataset(sys.argv[1:], num_threads=2, batch_size=10, parse=lambda r: r))
+next(it)
+print("held")
+"""
+
+
+def test_an_iteration_held_until_the_interpreter_ends_goes_quietly(tmp_path):
+    """An iterator still running as the interpreter ends leaves no "Exception ignored" (its
+    pool's shutdown once met a cleared queue module)."""
+    import subprocess
+    import sys
+
+    paths = write_files(tmp_path, [2000] * 4, size=100)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", _HELD_AT_EXIT, *paths], capture_output=True, text=True,
+                          cwd=root, timeout=120, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0 and done.stdout.strip() == "held", done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("max_open_files", [1, 2])
 def test_the_next_file_is_read_ahead_within_the_descriptor_bound(tmp_path, monkeypatch, max_open_files):
     """When the open file is on its last piece, the file whose turn comes next starts reading

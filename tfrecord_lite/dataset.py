@@ -11,6 +11,7 @@ a pure function of the files, the options, the seed and the epoch when
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any, Iterator
 
 import numpy as np
@@ -261,8 +262,11 @@ class _Iterator:
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self):
-        self.close()
+    def __del__(self, _finalizing=sys.is_finalizing):
+        # Not as the interpreter ends: concurrent.futures' exit hook has joined the threads,
+        # and the modules the pool's shutdown needs may be cleared already.
+        if not _finalizing():
+            self.close()
 
     def close(self) -> None:
         """Stop the workers, wait for reads in flight, close every file."""
