@@ -295,6 +295,87 @@ def test_the_next_file_is_read_ahead_within_the_descriptor_bound(tmp_path, monke
     assert [first, *it] == [r for p in paths for r in TFRecordReader(p)]
 
 
+def _slow_reads(monkeypatch, events, seconds=0.005):
+    """Make every piece read take a while (so the consumer waits for it); log its start, its
+    thread and its records."""
+    from tfrecord_lite import _pipeline
+
+    read_piece = _pipeline.Run._read_piece
+
+    def slow(run, slot):
+        time.sleep(seconds)
+        piece, piece_map = read_piece(run, slot)
+        events.append(("read", threading.current_thread().name, len(piece)))
+        return piece, piece_map
+
+    monkeypatch.setattr(_pipeline.Run, "_read_piece", slow)
+    monkeypatch.setattr(_pipeline, "_PIECE_RECORDS", 20)
+    return _pipeline
+
+
+def test_a_read_the_consumer_waits_for_starts_the_next(backend, tmp_path, monkeypatch):
+    """While the consumer waits for a file's next piece, that read goes on with the piece
+    after, on its own thread, instead of a new task per piece (a round trip of two thread
+    wake-ups each); the read-ahead stays one piece handed over and one being read."""
+    events = []
+    _pipeline = _slow_reads(monkeypatch, events)
+    submitted = []
+    read = _pipeline.Run._read
+
+    def counted(run, slot):
+        submitted.append(slot.path)
+        return read(run, slot)
+
+    monkeypatch.setattr(_pipeline.Run, "_read", counted)
+    paths = write_files(tmp_path, [400, 300], size=2000)
+    it = iter(TFRecordDataset(paths, num_threads=1))
+    got = []
+    for record in it:
+        got.append(record)
+        assert it.records_read - len(got) <= 2 * max(n for *_, n in events)
+    assert got == [r for p in paths for r in TFRecordReader(p)]
+    # A task per file, give or take a consumer late for a piece: a task per piece without.
+    assert len(events) >= 8 and len(submitted) <= len(events) // 2, (len(events), submitted)
+    assert {name for _, name, _ in events} == {"tfrecord_lite_0"}
+
+
+def test_reads_started_by_reads_do_not_pass_parse_tasks(tmp_path, monkeypatch):
+    """A read does not start the next ahead of parse tasks waiting for the thread: with one
+    thread, between a parse task's submission and its start at most one read begins (one
+    queued before it)."""
+    events = []
+    _pipeline = _slow_reads(monkeypatch, events)
+    parse_started = _pipeline.Run._parse_started
+    submit = _pipeline.ThreadPoolExecutor.submit
+
+    def logged_submit(pool, fn, *args, **kwargs):
+        if getattr(fn, "__name__", "") == "logged_start":
+            events.append(("submit", None, 0))
+        return submit(pool, fn, *args, **kwargs)
+
+    def logged_start(run, *args):
+        events.append(("parse", None, 0))
+        return parse_started(run, *args)
+
+    monkeypatch.setattr(_pipeline.ThreadPoolExecutor, "submit", logged_submit)
+    monkeypatch.setattr(_pipeline.Run, "_parse_started", logged_start)
+    paths = write_files(tmp_path, [600], make=lambda f, j: tfl.encode_example({"id": j}))
+    spec = {"id": tfl.VarLenFeature(np.int64)}  # a task per batch: sparse batches are not grouped
+    ids = [i for b in TFRecordDataset(paths, spec, num_threads=1, batch_size=40) for i in b["id"].values.tolist()]
+    assert ids == list(range(600))
+    kinds = [k for k, *_ in events]
+    assert kinds.count("submit") == kinds.count("parse") == 15
+    waiting = reads = 0
+    for kind in kinds:
+        if kind == "submit":
+            waiting += 1
+        elif kind == "parse":
+            waiting, reads = waiting - 1, 0
+        elif waiting:
+            reads += 1
+            assert reads <= 1, kinds
+
+
 def test_read_ahead_is_bounded(tmp_path):
     # 12 files x 400 records of 4 KiB: ~19 MiB in all. A paused consumer must not make the
     # workers read everything.
