@@ -376,6 +376,60 @@ def test_reads_started_by_reads_do_not_pass_parse_tasks(tmp_path, monkeypatch):
             assert reads <= 1, kinds
 
 
+def _fresh_buffers(monkeypatch):
+    """Count the read buffers made anew (the reader takes them from its pool)."""
+    from tfrecord_lite import _native
+
+    made = []
+    new_buffer = _native.framing.new_buffer
+
+    def counted(n):
+        made.append(n)
+        return new_buffer(n)
+
+    monkeypatch.setattr(_native.framing, "new_buffer", counted)
+    return made
+
+
+def _records_of(ds):
+    """Records a pass yields, each batch dropped before the next is asked for (the one that
+    ends the pass included)."""
+    n = 0
+    for batch in ds:
+        n += len(batch)
+        del batch
+    return n
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_next_iteration_reuses_the_read_buffers(backend, tmp_path, monkeypatch, threads):
+    """A dataset keeps the read buffers of an iteration for its next one: fresh ones fault
+    their pages in (on 32 KiB images, 77 a pass at one thread, and the pass took 1.4x the
+    time)."""
+    paths = write_files(tmp_path, [300] * 4, size=20_000)
+    ds = TFRecordDataset(paths, batch_size=50, num_threads=threads)
+    made = _fresh_buffers(monkeypatch)
+    assert _records_of(ds) == 1200
+    first = len(made)
+    assert first >= 4
+    for _ in range(3):
+        assert _records_of(ds) == 1200
+    assert len(made) == first
+
+
+def test_buffers_the_caller_keeps_are_not_kept_for_the_next_iteration(backend, tmp_path):
+    """Batches kept past their iteration keep their buffers; the dataset lets go of those
+    as the iteration ends, so dropping the batches frees the memory."""
+    paths = write_files(tmp_path, [300] * 2, size=20_000)
+    ds = TFRecordDataset(paths, batch_size=50)
+    kept = list(ds)
+    assert sum(map(len, kept)) == 600
+    held = {id(block) for batch in kept for block, _, _ in batch.segments}
+    assert held and not held & {id(b) for b in ds._buffers._buffers}
+    del kept
+    assert _records_of(ds) == 600 and len(ds._buffers._buffers) >= len(held)  # free as it ended
+
+
 def test_read_ahead_is_bounded(tmp_path):
     # 12 files x 400 records of 4 KiB: ~19 MiB in all. A paused consumer must not make the
     # workers read everything.

@@ -209,6 +209,28 @@ def test_set_epoch_wins_and_the_count_goes_on(tmp_path):
     assert list(ds) == second
 
 
+def test_each_epoch_reuses_the_read_buffers_of_the_last(tmp_path, monkeypatch):
+    """Each iter() reads through a new TFRecordDataset, which takes over the read buffers of
+    the last epoch's (a DataLoader's persistent workers too, each its own)."""
+    from tfrecord_lite import _native
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    made = []
+    new_buffer = _native.framing.new_buffer
+    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
+    paths = write_files(tmp_path, [200, 200], size=20_000)
+    ds = TFRecordIterableDataset(paths, batch_size=40)
+    for epoch in range(3):
+        n = 0
+        for batch in ds:
+            n += len(batch)
+            del batch
+        assert n == 400
+        if epoch == 0:
+            first = len(made)
+    assert first >= 2 and len(made) == first
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_stateful_dataloader_resumes_mid_epoch(tmp_path, workers):
     import torch

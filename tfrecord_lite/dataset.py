@@ -133,6 +133,7 @@ class TFRecordDataset:
         # File positions are tracked (a small cost per chunk of records) once state_dict() or
         # load_state_dict() has been called, from the next epoch that starts.
         self._track_positions = False
+        self._buffers = None  # read buffers its iterations reuse (_pipeline.Run)
 
     # -- public ------------------------------------------------------------------------
 
@@ -189,6 +190,7 @@ class TFRecordDataset:
         # A copy carries the position, not the running iteration: its iter() goes on from there.
         state = self.__dict__.copy()
         state["_position"] = None
+        state["_buffers"] = None
         if self.deterministic:
             state["_resume"] = self._resume_point()
         return state

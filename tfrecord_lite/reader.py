@@ -468,6 +468,18 @@ class BufferPool:
                 buffers.append(buf)
             return buf
 
+    def drop_held(self) -> None:
+        """Let go of the buffers something else still refers to (a batch its caller keeps):
+        they go with it. The free ones stay."""
+        buffers = self._buffers
+        with self._lock:
+            i = 0
+            while i < len(buffers):
+                if sys.getrefcount(buffers[i]) == _FREE_REFS:
+                    i += 1
+                else:
+                    del buffers[i]
+
 
 def _first_free(buffers: list, refs: int, size: int) -> int:
     """The index of the first of buffers of size to 2 x size bytes with refs references,

@@ -125,6 +125,8 @@ def _build():
                 options["seed"] = _loader_seed(options["seed"])
             ds = TFRecordDataset(self.files, self.features, shard=worker_shard(self.shard), **options)
             ds.set_epoch(self.epoch)
+            if self._current is not None:
+                ds._buffers = self._current._buffers  # the last epoch's read buffers (TFRecordDataset)
             return ds
 
         def __iter__(self):
