@@ -8,7 +8,8 @@ records per file):
 
 Sweeps, over n = 1, 2, 4, ... up to os.cpu_count():
   raw / parse   TFRecordDataset(files[, spec], batch_size=1024, num_threads=n,
-                max_open_files=max(16, n)) with default options (cycle_length follows
+                max_open_files=max(16, n)), each run an epoch of one dataset (as a
+                training loop iterates one), with default options (cycle_length follows
                 num_threads, block_length=1), with block_length=1024, and with default
                 options under the glibc settings of the README's "Large records and glibc"
                 (tfrecord_lite.tune_malloc() in the child before any thread starts), and
@@ -160,11 +161,12 @@ def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
         _glibc_settings()
     features = lite_features(workload) if sweep == "parse" else None
     key = _KEY[workload]
+    # One dataset, a run an epoch of it, as a training loop iterates one.
+    ds = tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n), **options)
 
     def run():
         seen = 0
-        for batch in tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n,
-                                         max_open_files=max(16, n), **options):
+        for batch in ds:
             seen += len(batch[key]) if features else len(batch)
         return seen
 
@@ -279,10 +281,11 @@ def gil_pass(paths, workload, records, n, seconds=3.0, bytes_output="object"):
     features, key = lite_features(workload), _KEY[workload]
     H.warm_page_cache(paths)
     batches = passes = 0
+    ds = tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n),
+                             bytes_output=bytes_output)
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds or not passes:
-        for batch in tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n),
-                                         bytes_output=bytes_output):
+        for batch in ds:
             batches += 1
             len(batch[key])
         passes += 1
