@@ -252,3 +252,68 @@ def test_map_file_rejects_what_it_cannot_map(backend, tmp_path):
     assert bytes(mapping) == open(path, "rb").read()
     with pytest.raises((OSError, ValueError)):
         backend.framing.map_file(-1, 10)
+
+
+def _mapped_files(monkeypatch):
+    """Log each file the core maps."""
+    from tfrecord_lite import _native
+
+    made = []
+    map_file = _native.framing.map_file
+    monkeypatch.setattr(_native.framing, "map_file", lambda fd, size: made.append(size) or map_file(fd, size))
+    return made
+
+
+def _epoch(ds):
+    return [bytes(r) for batch in ds for r in batch]
+
+
+def test_the_next_epoch_reuses_the_mappings(backend, tmp_path, monkeypatch):
+    """A dataset keeps its files' mappings for its next iteration: a new mapping faults every
+    page in again as it is scanned (and TFRecordIterableDataset's epochs do the same)."""
+    paths = write_files(tmp_path, [50, 70, 30], size=300)
+    expected = [r for p in paths for r in TFRecordReader(p)]
+    made = _mapped_files(monkeypatch)
+    ds = TFRecordDataset(paths, batch_size=16, memory_map=True)
+    assert sorted(_epoch(ds)) == sorted(expected) and len(made) == 3
+    assert sorted(_epoch(ds)) == sorted(expected) and len(made) == 3
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    loader_ds = TFRecordIterableDataset(paths, batch_size=16, memory_map=True)
+    for _ in range(3):
+        assert sorted(_epoch(loader_ds)) == sorted(expected)
+    assert len(made) == 6
+
+
+def test_a_file_changed_between_epochs_is_mapped_again(backend, tmp_path, monkeypatch):
+    paths = write_files(tmp_path, [50, 70], size=300)
+    made = _mapped_files(monkeypatch)
+    ds = TFRecordDataset(paths, memory_map=True)
+    first = list(ds)
+    assert first == [r for p in paths for r in TFRecordReader(p)]
+    del first  # a batch of the old mapping must not be in use as its file changes
+    time.sleep(0.01)  # a new modification time, on file systems with coarse ones
+    _write(paths[1], [b"new %d" % i for i in range(80)])
+    assert list(ds) == [r for p in paths for r in TFRecordReader(p)]
+    assert len(made) == 3
+
+
+def test_mappings_past_the_kept_number_are_made_each_epoch(backend, tmp_path, monkeypatch):
+    from tfrecord_lite import _pipeline
+
+    monkeypatch.setattr(_pipeline, "_MAPS_KEPT", 2)
+    paths = write_files(tmp_path, [10, 20, 30, 40], size=100)
+    made = _mapped_files(monkeypatch)
+    ds = TFRecordDataset(paths, memory_map=True, num_threads=2)
+    for _ in range(3):
+        assert sorted(ds) == sorted(r for p in paths for r in TFRecordReader(p))
+    assert len(made) == 4 + 2 + 2
+
+
+def test_a_dataset_pickles_without_its_mappings(backend, tmp_path):
+    paths = write_files(tmp_path, [20, 30], size=100)
+    ds = TFRecordDataset(paths, memory_map=True)
+    assert len(list(ds)) == 50 and ds._maps is not None
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy._maps is None and copy._buffers is None
+    assert list(copy) == [r for p in paths for r in TFRecordReader(p)]

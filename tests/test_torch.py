@@ -228,7 +228,7 @@ def test_each_epoch_reuses_the_read_buffers_of_the_last(tmp_path, monkeypatch):
         assert n == 400
         if epoch == 0:
             first = len(made)
-    assert first >= 2 and len(made) == first
+    assert first >= 2 and len(made) - first <= 4, (first, len(made))  # else 2 x first more
 
 
 @pytest.mark.parametrize("workers", [0, 2])

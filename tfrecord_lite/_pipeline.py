@@ -43,7 +43,7 @@ from ._resume import ROUNDS, Cursor, piece_segment, start_state
 from ._gather import Gathered, object_array, shuffle
 from .batch import BlockOrigin, RecordBatch, join_records, rebatch
 from .parsing import LocatedParse, unbatch
-from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, BufferPool, TFRecordReader
+from .reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES, BufferPool, MappedFiles, TFRecordReader
 
 if TYPE_CHECKING:
     from .dataset import TFRecordDataset
@@ -57,6 +57,7 @@ _MAPPED_PIECE_SCALE = 4  # a mapped file's pieces hold no read buffers: larger o
 _MAPPED_CHUNK_BYTES = 4 << 20  # a mapped file's scan chunk, at most
 _PREFETCH_BYTES = 128 << 20  # records held by the parse tasks ahead, beyond the first
 _READ_POOL_BYTES = 512 << 20  # read buffers a run keeps for reuse, at most
+_MAPS_KEPT = 1024  # mapped files a dataset keeps for its next epoch, at most
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this,
 _TASK_BYTES = 4 << 20  # times one per 4 threads (at most _TASK_SCALE_MAX)
@@ -169,6 +170,10 @@ class Run:
         if ds._buffers is None:
             ds._buffers = BufferPool(_READ_POOL_BYTES // self._chunk)
         self._buffers = ds._buffers
+        # Mapped files likewise (MappedFiles): on 2 cores, epochs of W1 images scanned mapped
+        # took 0.61x the time at one thread and 0.45x at two, W2 parsed 0.8x.
+        if ds.memory_map and ds._maps is None:
+            ds._maps = MappedFiles(_MAPS_KEPT)
         if self._blocks and self._parse is None:
             self._parse = _raw_batch
         # Small batches of a dense spec, or of raw records, are made several at a time and
@@ -492,7 +497,7 @@ class Run:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
                                          start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk,
-                                         buffers=self._buffers, memory_map=ds.memory_map)
+                                         buffers=self._buffers, memory_map=ds.memory_map, maps=ds._maps)
             if slot.reader.mapped and self._blocks:
                 slot.reader.chunk_size = self._mapped_chunk
             slot.iter = slot.reader.blocks_in_place() if self._blocks else slot.reader.batches()

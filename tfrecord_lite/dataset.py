@@ -134,6 +134,7 @@ class TFRecordDataset:
         # load_state_dict() has been called, from the next epoch that starts.
         self._track_positions = False
         self._buffers = None  # read buffers its iterations reuse (_pipeline.Run)
+        self._maps = None  # with memory_map, the files' mappings they reuse (_pipeline.Run)
 
     # -- public ------------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ class TFRecordDataset:
         # A copy carries the position, not the running iteration: its iter() goes on from there.
         state = self.__dict__.copy()
         state["_position"] = None
-        state["_buffers"] = None
+        state["_buffers"] = state["_maps"] = None
         if self.deterministic:
             state["_resume"] = self._resume_point()
         return state
@@ -227,6 +228,10 @@ class TFRecordDataset:
         if self.shuffle_files:
             self._rng(epoch, 0).shuffle(positions)
         return positions
+
+    def _reuse(self, other: TFRecordDataset) -> None:
+        """Take over another dataset's read buffers and mappings (an epoch's successor)."""
+        self._buffers, self._maps = other._buffers, other._maps
 
     def _parse_fn(self):
         return make_parse(self.features, self.parse, self.bytes_output, self.output)

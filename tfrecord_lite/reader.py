@@ -81,6 +81,8 @@ class TFRecordReader:
     decompressed and discarded (not scanned).
     buffers: the ``BufferPool`` read buffers come from; readers that run together (a
     dataset's) share one. By default the reader has its own, keeping 8.
+    maps: with memory_map, the ``MappedFiles`` whose mapping of the file to reuse (one
+    made for the file as it is now), else a mapping of its own.
     memory_map: map a local, uncompressed regular file instead of reading it, and scan it in
     place, a chunk at a time: no read calls and no copies (``record_batches()`` hold views
     of the page cache), and no descriptor held once it is mapped; the file is read up to
@@ -97,7 +99,8 @@ class TFRecordReader:
                  check_crc: bool = True, on_corrupt: str = "raise", *,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk_size: int | None = None,
                  start_offset: int = 0, start_index: int = 0, storage_options: StorageOptions = None,
-                 buffers: BufferPool | None = None, memory_map: bool = False) -> None:
+                 buffers: BufferPool | None = None, memory_map: bool = False,
+                 maps: MappedFiles | None = None) -> None:
         if on_corrupt not in ON_CORRUPT:
             raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.compression = normalize_compression(compression, allow_auto=True)
@@ -123,7 +126,7 @@ class TFRecordReader:
             self.path = os.fspath(source)
             self._file = self._owned = _fs.open_input(self.path, storage_options)
             if memory_map:
-                self._map()
+                self._map(maps)
         else:
             self.path = getattr(source, "name", None) or "<stream>"
             self._file = source
@@ -235,9 +238,10 @@ class TFRecordReader:
 
     # -- internals -------------------------------------------------------------------
 
-    def _map(self):
+    def _map(self, maps):
         """Scan the open file through a mapping when it is a local, uncompressed regular file
-        the system can map (memory_map); else leave it to be read."""
+        the system can map (memory_map; maps: the MappedFiles to take it from); else leave it
+        to be read."""
         if self.compression not in (None, "auto"):
             return
         try:
@@ -245,7 +249,7 @@ class TFRecordReader:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 return
-            mapped = _native.framing.map_file(fd, info.st_size) if info.st_size else b""
+            mapped = maps.mapping(fd, info) if maps is not None else _map_file(fd, info)
         except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
             return  # not a local file, or one this system cannot map: read it
         if self.compression == "auto" and detect_compression(bytes(memoryview(mapped)[:_HEADER])) is not None:
@@ -479,6 +483,37 @@ class BufferPool:
                     i += 1
                 else:
                     del buffers[i]
+
+
+def _map_file(fd: int, info: os.stat_result):
+    return _native.framing.map_file(fd, info.st_size) if info.st_size else b""
+
+
+class MappedFiles:
+    """Mappings of files kept to be reused (a dataset's, from one epoch to the next): a new
+    mapping faults every page in again as it is scanned, and unmapping one that was read
+    costs too. A mapping is reused while the file has the same identity, size and
+    modification time; another is made otherwise. Up to ``keep`` files: each mapping is an
+    address-space area of the process, whose count the system bounds (vm.max_map_count,
+    65,530 by default). Thread-safe."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self._maps: dict = {}  # (device, inode) -> (size, mtime_ns, mapping)
+        self._lock = threading.Lock()
+
+    def mapping(self, fd: int, info: os.stat_result):
+        """A read-only mapping of the open file fd (fstat: info), reused where one was kept."""
+        key, state = (info.st_dev, info.st_ino), (info.st_size, info.st_mtime_ns)
+        with self._lock:
+            kept = self._maps.get(key)
+            if kept is not None and kept[:2] == state:
+                return kept[2]
+        mapped = _map_file(fd, info)
+        with self._lock:
+            if key in self._maps or len(self._maps) < self.keep:
+                self._maps[key] = (*state, mapped)
+        return mapped
 
 
 def _first_free(buffers: list, refs: int, size: int) -> int:

@@ -126,7 +126,7 @@ def _build():
             ds = TFRecordDataset(self.files, self.features, shard=worker_shard(self.shard), **options)
             ds.set_epoch(self.epoch)
             if self._current is not None:
-                ds._buffers = self._current._buffers  # the last epoch's read buffers (TFRecordDataset)
+                ds._reuse(self._current)  # the last epoch's read buffers and mappings
             return ds
 
         def __iter__(self):
