@@ -317,3 +317,12 @@ def test_a_dataset_pickles_without_its_mappings(backend, tmp_path):
     copy = pickle.loads(pickle.dumps(ds))
     assert copy._maps is None and copy._buffers is None
     assert list(copy) == [r for p in paths for r in TFRecordReader(p)]
+
+
+def test_compressed_files_are_neither_mapped_nor_kept(backend, tmp_path, monkeypatch):
+    paths = write_files(tmp_path, [30, 40], size=100, compression="gzip")
+    made = _mapped_files(monkeypatch)
+    ds = TFRecordDataset(paths, memory_map=True)
+    for _ in range(2):
+        assert list(ds) == [r for p in paths for r in TFRecordReader(p)]
+    assert made == [] and ds._maps._maps == {}

@@ -249,11 +249,13 @@ class TFRecordReader:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 return
+            # A compressed file is read: known from its first bytes, before any mapping is made
+            # (or kept in maps).
+            if self.compression == "auto" and detect_compression(os.pread(fd, _HEADER, 0)) is not None:
+                return
             mapped = maps.mapping(fd, info) if maps is not None else _map_file(fd, info)
         except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
             return  # not a local file, or one this system cannot map: read it
-        if self.compression == "auto" and detect_compression(bytes(memoryview(mapped)[:_HEADER])) is not None:
-            return
         self._buffer, self._mapped = mapped, True
         self._owned.close()  # the mapping needs no descriptor
         self._file = self._owned = None
