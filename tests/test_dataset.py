@@ -296,8 +296,8 @@ def test_the_next_file_is_read_ahead_within_the_descriptor_bound(tmp_path, monke
 
 
 def _slow_reads(monkeypatch, events, seconds=0.005):
-    """Make every piece read take a while (so the consumer waits for it); log its start, its
-    thread and its records."""
+    """Make every piece read take a while (so the consumer waits for it); log each as it ends,
+    with its thread and its records."""
     from tfrecord_lite import _pipeline
 
     read_piece = _pipeline.Run._read_piece
@@ -341,8 +341,8 @@ def test_a_read_the_consumer_waits_for_starts_the_next(backend, tmp_path, monkey
 
 def test_reads_started_by_reads_do_not_pass_parse_tasks(tmp_path, monkeypatch):
     """A read does not start the next ahead of parse tasks waiting for the thread: with one
-    thread, between a parse task's submission and its start at most one read begins (one
-    queued before it)."""
+    thread and one file, between a parse task's submission and its start at most one read
+    ends (the one under way)."""
     events = []
     _pipeline = _slow_reads(monkeypatch, events)
     parse_started = _pipeline.Run._parse_started
