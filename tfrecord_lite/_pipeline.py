@@ -23,7 +23,10 @@ views of the page cache), and once an open file is on its last piece, the first 
 the file whose turn comes next (while fewer than ``max_open_files`` are open), at most
 ``prefetch`` parse tasks ahead (a task is a batch, or several small batches of a dense spec
 parsed together: about 4,096 records or 4 MiB, times one per 4 threads up to 4 times), and
-only as many as hold 128 MiB of records. Nothing scales with the dataset size.
+only as many as hold 128 MiB of records. Nothing scales with the dataset size. Between
+iterations the dataset keeps the read buffers nothing else refers to (no more than one
+iteration used at once) and, with ``memory_map``, up to 1,024 files' mappings (address
+space; the kernel may reclaim their pages as any page cache).
 """
 
 from __future__ import annotations
