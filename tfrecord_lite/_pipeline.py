@@ -256,9 +256,7 @@ class Run:
             self.position.epoch, self.position.elements = epoch, 0
         self.position.exhausted = True
         self.position.cursor = None
-        self.finished = True
-        self._pool.shutdown(wait=True)
-        self._buffers.drop_held()
+        self.close()  # the run's one ending: pool, files, read buffers
 
     def _parsed(self, batches):
         """Parse batches in the pool, ``prefetch`` tasks ahead; unbatch when batch_size is None.
