@@ -1,4 +1,5 @@
-"""Test data helpers: small TFRecord files with records that name their origin."""
+"""Test data helpers: small TFRecord files with records that name their origin, the TensorFlow
+interleave model, and what a dataset pass reads (fresh buffers, records)."""
 
 import os
 
@@ -45,3 +46,28 @@ def interleave(streams, cycle, block):
         if taken == block:
             i, taken = (i + 1) % cycle, 0
     return out
+
+
+def fresh_buffers(monkeypatch):
+    """Count the read buffers made anew (the reader takes them from its pool)."""
+    from tfrecord_lite import _native
+
+    made = []
+    new_buffer = _native.framing.new_buffer
+
+    def counted(n):
+        made.append(n)
+        return new_buffer(n)
+
+    monkeypatch.setattr(_native.framing, "new_buffer", counted)
+    return made
+
+
+def records_of(ds):
+    """Records a pass yields, each batch dropped before the next is asked for (the one that
+    ends the pass included)."""
+    n = 0
+    for batch in ds:
+        n += len(batch)
+        del batch
+    return n

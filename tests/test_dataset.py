@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from ._records import interleave, record, write_files
+from ._records import fresh_buffers, interleave, record, records_of, write_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -330,8 +330,8 @@ def test_a_read_the_consumer_waits_for_starts_the_next(backend, tmp_path, monkey
     paths = write_files(tmp_path, [400, 300], size=2000)
     it = iter(TFRecordDataset(paths, num_threads=1))
     got = []
-    for record in it:
-        got.append(record)
+    for rec in it:
+        got.append(rec)
         assert it.records_read - len(got) <= 2 * max(n for *_, n in events)
     assert got == [r for p in paths for r in TFRecordReader(p)]
     # A task per file, give or take a consumer late for a piece: a task per piece without.
@@ -376,31 +376,6 @@ def test_reads_started_by_reads_do_not_pass_parse_tasks(tmp_path, monkeypatch):
             assert reads <= 1, kinds
 
 
-def _fresh_buffers(monkeypatch):
-    """Count the read buffers made anew (the reader takes them from its pool)."""
-    from tfrecord_lite import _native
-
-    made = []
-    new_buffer = _native.framing.new_buffer
-
-    def counted(n):
-        made.append(n)
-        return new_buffer(n)
-
-    monkeypatch.setattr(_native.framing, "new_buffer", counted)
-    return made
-
-
-def _records_of(ds):
-    """Records a pass yields, each batch dropped before the next is asked for (the one that
-    ends the pass included)."""
-    n = 0
-    for batch in ds:
-        n += len(batch)
-        del batch
-    return n
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 def test_the_next_iteration_reuses_the_read_buffers(backend, tmp_path, monkeypatch, threads):
     """A dataset keeps the read buffers of an iteration for its next one: fresh ones fault
@@ -408,12 +383,12 @@ def test_the_next_iteration_reuses_the_read_buffers(backend, tmp_path, monkeypat
     time)."""
     paths = write_files(tmp_path, [300] * 4, size=20_000)
     ds = TFRecordDataset(paths, batch_size=50, num_threads=threads)
-    made = _fresh_buffers(monkeypatch)
-    assert _records_of(ds) == 1200
+    made = fresh_buffers(monkeypatch)
+    assert records_of(ds) == 1200
     first = len(made)
     assert first >= 4
     for _ in range(3):
-        assert _records_of(ds) == 1200
+        assert records_of(ds) == 1200
     # A later pass may hold a buffer or two more at once than the first did; each made all
     # of its own before.
     assert len(made) - first <= 6, (first, len(made))
@@ -429,7 +404,7 @@ def test_buffers_the_caller_keeps_are_not_kept_for_the_next_iteration(backend, t
     held = {id(block) for batch in kept for block, _, _ in batch.segments}
     assert held and not held & {id(b) for b in ds._buffers._buffers}
     del kept
-    assert _records_of(ds) == 600 and len(ds._buffers._buffers) >= len(held)  # free as it ended
+    assert records_of(ds) == 600 and len(ds._buffers._buffers) >= len(held)  # free as it ended
 
 
 def test_read_ahead_is_bounded(tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from ._records import record, write_files
+from ._records import fresh_buffers, record, records_of, write_files
 
 import tfrecord_lite as tfl
 
@@ -212,20 +212,13 @@ def test_set_epoch_wins_and_the_count_goes_on(tmp_path):
 def test_each_epoch_reuses_the_read_buffers_of_the_last(tmp_path, monkeypatch):
     """Each iter() reads through a new TFRecordDataset, which takes over the read buffers of
     the last epoch's (a DataLoader's persistent workers too, each its own)."""
-    from tfrecord_lite import _native
     from tfrecord_lite.torch import TFRecordIterableDataset
 
-    made = []
-    new_buffer = _native.framing.new_buffer
-    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
+    made = fresh_buffers(monkeypatch)
     paths = write_files(tmp_path, [200, 200], size=20_000)
     ds = TFRecordIterableDataset(paths, batch_size=40)
     for epoch in range(3):
-        n = 0
-        for batch in ds:
-            n += len(batch)
-            del batch
-        assert n == 400
+        assert records_of(ds) == 400
         if epoch == 0:
             first = len(made)
     assert first >= 2 and len(made) - first <= 4, (first, len(made))  # else 2 x first more
