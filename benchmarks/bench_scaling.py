@@ -152,17 +152,22 @@ def _timed(run, paths, records, repeats, warmup, teardown=None):
     return {"seconds": seconds, "cpu_seconds": cpu}
 
 
-def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
-    """One TFRecordDataset pass per run: raw batches or parsed ones."""
+def _dataset(paths, features, n, **options):
+    """The sweeps' TFRecordDataset: batches of BATCH, n threads. One is made per measurement
+    and each run is an epoch of it, as a training loop iterates one."""
     import tfrecord_lite as tfl
 
+    return tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n), **options)
+
+
+def pipeline(paths, workload, records, sweep, n, options, repeats=2, warmup=1):
+    """One TFRecordDataset pass per run: raw batches or parsed ones."""
     options = dict(options)
     if options.pop("glibc", False):
         _glibc_settings()
     features = lite_features(workload) if sweep == "parse" else None
     key = _KEY[workload]
-    # One dataset, a run an epoch of it, as a training loop iterates one.
-    ds = tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n), **options)
+    ds = _dataset(paths, features, n, **options)
 
     def run():
         seen = 0
@@ -276,13 +281,10 @@ def _crc_file(path) -> int:
 def gil_pass(paths, workload, records, n, seconds=3.0, bytes_output="object"):
     """Parse passes with default options (but bytes_output) until `seconds` have passed (run
     under py-spy)."""
-    import tfrecord_lite as tfl
-
     features, key = lite_features(workload), _KEY[workload]
     H.warm_page_cache(paths)
     batches = passes = 0
-    ds = tfl.TFRecordDataset(paths, features, batch_size=BATCH, num_threads=n, max_open_files=max(16, n),
-                             bytes_output=bytes_output)
+    ds = _dataset(paths, features, n, bytes_output=bytes_output)
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds or not passes:
         for batch in ds:
