@@ -295,6 +295,38 @@ def test_the_next_file_is_read_ahead_within_the_descriptor_bound(tmp_path, monke
     assert [first, *it] == [r for p in paths for r in TFRecordReader(p)]
 
 
+def _submitted_reads(monkeypatch):
+    """The files whose next piece the consumer asks the pool to read, in order."""
+    from tfrecord_lite import _pipeline
+
+    submitted = []
+    read = _pipeline.Run._read
+
+    def logged(run, slot):
+        submitted.append(os.path.basename(slot.path))
+        return read(run, slot)
+
+    monkeypatch.setattr(_pipeline.Run, "_read", logged)
+    return submitted
+
+
+def test_the_first_round_of_files_is_read_at_once(backend, tmp_path, monkeypatch):
+    """The files the cycle starts with are all being read before the first record is handed
+    over, not each as the interleave reaches it (one read at a time, the consumer waiting for
+    each); and a file taking a slot that an ended file left starts reading as that file
+    closes, not a round later."""
+    submitted = _submitted_reads(monkeypatch)
+    paths = write_files(tmp_path, [2, 10, 10, 10, 10], size=10)
+    names = [os.path.basename(p) for p in paths]
+    it = iter(TFRecordDataset(paths, num_threads=4, cycle_length=4, max_open_files=4))
+    got = [next(it)]
+    assert set(submitted) == set(names[:4])
+    got += [next(it) for _ in range(8)]  # up to file 1's third record: file 0 ended before it
+    assert got[-1] == record(1, 2, 10) and names[4] in submitted
+    got += list(it)
+    assert got == interleave([list(TFRecordReader(p)) for p in paths], 4, 1)
+
+
 def _slow_reads(monkeypatch, events, seconds=0.005):
     """Make every piece read take a while (so the consumer waits for it); log each as it ends,
     with its thread and its records."""

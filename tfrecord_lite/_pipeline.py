@@ -338,6 +338,7 @@ class Run:
                 if s is not None:
                     slots[c] = self._open(_Slot(files[s[0]], s[0], rule, s[1], s[2]))
             num_open = cycle - slots.count(None)
+            self._open_ahead(todo, cycle - num_open)  # the files the free slots take next
             index, taken = start["index"], start["taken"]
             # Blocks shorter than a batch: take whole rounds of them at once, as index arrays.
             gather = self._blocks and cycle > 1 and block < (ds.batch_size or _UNBATCHED_GROUP)
@@ -385,6 +386,7 @@ class Run:
                     slot.close()
                     slots[index] = None
                     num_open -= 1
+                    self._open_ahead(todo, cycle - num_open)
                     if log is not None:
                         log((produced, 0, (index + 1) % cycle, 0, index, None, 0))
                     index, taken = (index + 1) % cycle, 0
@@ -462,6 +464,16 @@ class Run:
                 return
             fut = chained
 
+    def _open_ahead(self, todo, upto):
+        """Start reading the first ``upto`` files of todo (the order) before their turns
+        come, those not started yet. Opened as the interleave reached each, a file's first
+        piece was read only once the one before it had been handed over: on 16 cores W1 with
+        memory_map read 1.4 pieces at a time with 16 threads and the consumer waited out each.
+        At most ``max_open_files`` stay open: upto is at most the cycle's free slots, or one
+        more where that stays within it (_advance)."""
+        for p in itertools.islice(todo, len(self._early), upto):
+            self._early[p] = self._open(_Slot(self.ds.files[p], p, self.ds._record_rule))
+
     def _advance(self, slot, todo, num_open) -> bool:
         """Move the slot to its next piece; False at the file's end. Once that is the file's
         last piece, start reading the next file of the order (todo), or the consumer waits for
@@ -470,8 +482,7 @@ class Run:
             return False
         if slot.future is None and len(todo) > len(self._early) \
                 and num_open + len(self._early) < self.ds.max_open_files:
-            p = todo[len(self._early)]
-            self._early[p] = self._open(_Slot(self.ds.files[p], p, self.ds._record_rule))
+            self._open_ahead(todo, len(self._early) + 1)
         return True
 
     def _next_piece(self, slot) -> bool:
