@@ -59,6 +59,20 @@ def test_interleave_takes_a_block_of_each_part_in_turn(backend, parts, block, ro
                                          + [j for j in range(extra) for _ in range(block)])]
 
 
+@pytest.mark.parametrize("block, extra, step", [(1, 0, 1), (1, 7, 1), (3, 5, 1), (1, 3, 2)])
+def test_interleave_of_whole_rounds_of_many_parts(backend, block, extra, step):
+    """Rounds of 16 pieces' index arrays (as 16 files at 4,096 records a piece make), which the
+    core interleaves without the GIL; contiguous parts, and strided views."""
+    m, rounds = 16, 4096 // block
+    arrays = [np.arange(j << 20, (j << 20) + (rounds * block + block) * step, dtype=np.int64)[::step]
+              for j in range(m)]
+    add = np.arange(m, dtype=np.int64) * 7
+    whole = np.stack([a[:rounds * block].reshape(rounds, block) + x for a, x in zip(arrays, add)], axis=1)
+    want = np.concatenate([whole.ravel(), *[arrays[j][rounds * block:][:block] + add[j] for j in range(extra)]])
+    got = _native.spans.interleave(arrays, block, rounds, extra, add)
+    assert got.tolist() == want.tolist()
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda f, a: f([a, a], 0, 1, 0), "do not describe"),
     (lambda f, a: f([a, a], 1, -1, 0), "do not describe"),
