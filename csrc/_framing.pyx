@@ -31,7 +31,7 @@ from cpython.pythread cimport (
 )
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.errno cimport errno
+from libc.errno cimport EINTR, errno
 from libc.string cimport memcpy
 
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
@@ -408,6 +408,46 @@ cdef int _scan(Cursor *c, const unsigned char *base, bint check_crc, uint64_t ma
     return OK
 
 
+cdef int _scan_all(Cursor *c, const unsigned char *base, bint check_crc, uint64_t max_record_bytes,
+                   Py_ssize_t max_records, Span *batch, Span **spans, Py_ssize_t *cap, Py_ssize_t *found,
+                   uint64_t *value) noexcept nogil:
+    """_scan until the buffer ends, max_records (if >= 0) are found in all or a frame is bad,
+    appending to spans[0] (batch at first, moved to the heap and doubled as it fills; cap its
+    room, found its count). The scan's status, or -1 out of memory."""
+    cdef Py_ssize_t want, count
+    cdef int status
+    cdef Span *grown
+    while True:
+        if max_records >= 0 and found[0] == max_records:
+            value[0] = 0
+            return OK
+        want = cap[0] - found[0] if max_records < 0 else min(cap[0] - found[0], max_records - found[0])
+        status = _scan(c, base, check_crc, max_record_bytes, spans[0] + found[0], want, &count, value)
+        found[0] += count
+        if status != OK or count < want:
+            return status
+        if found[0] == cap[0]:
+            grown = <Span *>realloc(spans[0] if spans[0] != batch else NULL, 2 * cap[0] * sizeof(Span))
+            if grown == NULL:
+                return -1
+            if spans[0] == batch:
+                memcpy(grown, batch, found[0] * sizeof(Span))
+            spans[0] = grown
+            cap[0] *= 2
+
+
+cdef tuple _span_arrays(const Span *spans, Py_ssize_t found):
+    """(starts, lengths): int64 arrays of the spans' data offsets and lengths."""
+    cdef Py_ssize_t i
+    starts, lengths = np.empty(found, np.int64), np.empty(found, np.int64)
+    cdef int64_t *sp = <int64_t *>cnp.PyArray_DATA(starts)
+    cdef int64_t *lp = <int64_t *>cnp.PyArray_DATA(lengths)
+    for i in range(found):
+        sp[i] = spans[i].start
+        lp[i] = spans[i].length
+    return starts, lengths
+
+
 def scan_frames(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
                 uint64_t max_record_bytes=0xFFFFFFFFFFFFFFFF, Py_ssize_t max_records=-1):
     """Verify and copy out the complete frames in buf[start:stop].
@@ -466,15 +506,11 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
     cdef Cursor c
     cdef Span batch[SPAN_BATCH]
     cdef Span *spans = batch     # as_spans: grows past the batch into heap storage
-    cdef Span *grown
     cdef Py_ssize_t count, i, want, found = 0, cap = SPAN_BATCH
     cdef uint64_t value = 0
     cdef int status = OK
-    cdef bint no_memory = False
     cdef const unsigned char *base
     cdef list out = []
-    cdef int64_t *sp
-    cdef int64_t *lp
     try:
         if stop < 0 or stop > view.len:
             stop = view.len
@@ -485,33 +521,11 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
         if as_spans:
             # One GIL release for the whole buffer: spans need no object until the end.
             with nogil:
-                while True:
-                    if max_records >= 0 and found == max_records:
-                        value = 0
-                        break
-                    want = cap - found if max_records < 0 else min(cap - found, max_records - found)
-                    status = _scan(&c, base, check_crc, max_record_bytes, spans + found, want, &count, &value)
-                    found += count
-                    if status != OK or count < want:
-                        break
-                    if found == cap:
-                        cap *= 2
-                        grown = <Span *>realloc(spans if spans != batch else NULL, cap * sizeof(Span))
-                        if grown == NULL:
-                            no_memory = True
-                            break
-                        if spans == batch:
-                            memcpy(grown, batch, found * sizeof(Span))
-                        spans = grown
-            if no_memory:
+                status = _scan_all(&c, base, check_crc, max_record_bytes, max_records, batch, &spans, &cap,
+                                   &found, &value)
+            if status < 0:
                 raise MemoryError()
-            starts, lengths = np.empty(found, np.int64), np.empty(found, np.int64)
-            sp = <int64_t *>cnp.PyArray_DATA(starts)
-            lp = <int64_t *>cnp.PyArray_DATA(lengths)
-            for i in range(found):
-                sp[i] = spans[i].start
-                lp[i] = spans[i].length
-            return starts, lengths, c.pos - base, status, value
+            return *_span_arrays(spans, found), c.pos - base, status, value
         while True:
             want = SPAN_BATCH
             if max_records >= 0:
@@ -528,6 +542,81 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
                 break
         return out, c.pos - base, status, value
     finally:
+        if spans != batch:
+            free(spans)
+
+
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    #include <errno.h>
+    static Py_ssize_t tfl_pread(int fd, void *buf, Py_ssize_t n, int64_t offset) {
+        (void)fd; (void)buf; (void)n; (void)offset; errno = ENOSYS; return -1;
+    }
+    #else
+    #include <unistd.h>
+    static Py_ssize_t tfl_pread(int fd, void *buf, Py_ssize_t n, int64_t offset) {
+        return (Py_ssize_t)pread(fd, buf, (size_t)n, (off_t)offset);
+    }
+    #endif
+    """
+    Py_ssize_t tfl_pread(int fd, void *buf, Py_ssize_t n, int64_t offset) nogil
+
+
+def read_spans(int fd, bytearray buf, Py_ssize_t pos, Py_ssize_t filled, int64_t offset, Py_ssize_t step,
+               bint check_crc=True, uint64_t max_record_bytes=0xFFFFFFFFFFFFFFFF):
+    """Read the file open as fd into buf, verifying its frames as they land: buf[:filled] was
+    read before (its frames from pos on not yet verified), and buf[filled] is the file's byte
+    at offset. Reads of up to step bytes (or what the unfinished frame needs), each verified
+    at once while in cache, until buf is full, the file ends or a frame is bad: one call and
+    one GIL release where a read and a scan of each chunk took one each, and on 16 threads
+    each wait to retake it. Returns (starts, lengths, pos, filled, status, value, eof): as
+    scan_spans, with the bytes now in buf and whether the file ended. A failed read raises
+    OSError when no frame came before it (else the next call meets it)."""
+    cdef Py_buffer view
+    cdef Cursor c
+    cdef Span batch[SPAN_BATCH]
+    cdef Span *spans = batch
+    cdef Py_ssize_t found = 0, cap = SPAN_BATCH, size, want, got
+    cdef uint64_t value = 0
+    cdef int status = OK, err = 0
+    cdef bint eof = False
+    cdef unsigned char *base
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)  # buf cannot be resized meanwhile
+    try:
+        size, base = view.len, <unsigned char *>view.buf
+        if not (0 <= pos <= filled <= size and step > 0 and offset >= 0):
+            raise InvalidArgumentError(f"read_spans: pos {pos}, filled {filled}, step {step} and offset {offset} "
+                                       f"do not fit a buffer of {size} bytes")
+        cursor_init(&c, base + pos, filled - pos)
+        with nogil:
+            while True:
+                status = _scan_all(&c, base, check_crc, max_record_bytes, -1, batch, &spans, &cap, &found, &value)
+                if status != OK or filled == size:
+                    break
+                want = size - filled
+                if step < want and value < <uint64_t>want:
+                    want = max(step, <Py_ssize_t>value)
+                got = tfl_pread(fd, base + filled, want, offset)
+                if got < 0:
+                    err = errno
+                    if err == EINTR:
+                        err = 0
+                        continue
+                    break
+                if got == 0:
+                    eof = True
+                    break
+                filled += got
+                offset += got
+                c.end = base + filled
+        if status < 0:
+            raise MemoryError()
+        if err and not found:
+            raise OSError(err, os.strerror(err))
+        return *_span_arrays(spans, found), c.pos - base, filled, status, value, eof
+    finally:
+        PyBuffer_Release(&view)
         if spans != batch:
             free(spans)
 

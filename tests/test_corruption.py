@@ -1,5 +1,6 @@
 """Exhaustive corruption of a small file: every truncation point and every bit flip, under
-each on_corrupt policy, on both backends, from memory, from a stream and from a mapped file."""
+each on_corrupt policy, on both backends, from memory, from a stream, from a file read by
+path (its spans read and verified in one core call) and from a mapped file."""
 
 import io
 import itertools
@@ -41,9 +42,10 @@ def folder(tmp_path_factory):
 
 
 def _open(data, on_corrupt, source):
-    if source == "mapped":  # data: the path of a file holding them
-        reader = TFRecordReader(data, compression=None, on_corrupt=on_corrupt, chunk_size=64, memory_map=True)
-        assert reader.mapped  # an empty file too (nothing to map, nothing to read)
+    if source in ("file", "mapped"):  # data: the path of a file holding them
+        reader = TFRecordReader(data, compression=None, on_corrupt=on_corrupt, chunk_size=64,
+                                memory_map=source == "mapped")
+        assert reader.mapped == (source == "mapped")  # an empty file too (nothing to map, nothing to read)
         return reader
     return TFRecordReader(io.BytesIO(data) if source == "stream" else data, compression=None,
                           on_corrupt=on_corrupt, chunk_size=64)
@@ -51,7 +53,7 @@ def _open(data, on_corrupt, source):
 
 def read(data, on_corrupt, source, folder=None):
     """The reader's records and skipped errors; record_batches() must agree exactly."""
-    if source == "mapped":  # a new file each time: no file is rewritten under a mapping
+    if source in ("file", "mapped"):  # a new file each time: no file is rewritten under a mapping
         path = os.path.join(folder, f"{next(_FILES)}.tfrecord")
         with open(path, "wb") as f:
             f.write(data)
@@ -71,7 +73,7 @@ def read(data, on_corrupt, source, folder=None):
     return records, reader.skipped
 
 
-@pytest.mark.parametrize("source", ["buffer", "stream", "mapped"])
+@pytest.mark.parametrize("source", ["buffer", "stream", "file", "mapped"])
 def test_truncation_at_every_offset(clean, source, folder):
     data, starts = clean
     for cut in range(len(data)):
@@ -90,7 +92,7 @@ def test_truncation_at_every_offset(clean, source, folder):
             assert len(skipped) == 1 and isinstance(skipped[0], TruncatedRecordError)
 
 
-@pytest.mark.parametrize("source", ["buffer", "stream", "mapped"])
+@pytest.mark.parametrize("source", ["buffer", "stream", "file", "mapped"])
 def test_every_bit_flip(clean, source, folder):
     data, starts = clean
     for bit in range(len(data) * 8):
@@ -118,16 +120,16 @@ def test_every_bit_flip(clean, source, folder):
         assert skipped[0].index == k and skipped[0].offset == starts[k]
 
 
-def test_skip_resynchronises_after_garbage(backend):
+def test_skip_resynchronises_after_garbage(backend, tmp_path):
     good = bytes(backend.framing.encode_frames(RECORDS))
     garbage = bytes(range(256)) * 3
-    for source in ("buffer", "stream"):
-        got, skipped = read(garbage + good, "skip", source)
+    for source in ("buffer", "stream", "file"):
+        got, skipped = read(garbage + good, "skip", source, tmp_path)
         assert got == RECORDS
         assert [(e.offset, e.index) for e in skipped] == [(0, 0)]
         # A valid header whose data runs into garbage: the frame is dropped whole, then the
         # garbage after it is skipped until the next valid header.
-        got, skipped = read(good[:16] + garbage + good, "skip", source)
+        got, skipped = read(good[:16] + garbage + good, "skip", source, tmp_path)
         assert got == RECORDS
         assert [(e.offset, e.index) for e in skipped] == [(0, 0), (21, 1)]
 

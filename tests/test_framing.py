@@ -124,6 +124,91 @@ def test_backends_agree(backend, records):
     assert sizes == [6 + len(frames(backend, records[: i + 1])) for i in range(len(records))]
 
 
+def _read_all_spans(F, path, size, step):
+    """Every read_spans result over the file as a reader uses it: the unverified tail kept
+    and the buffer doubled when full. (absolute starts, lengths, status, absolute pos, value,
+    eof) per call."""
+    out, buf, pos, filled, base = [], bytearray(size), 0, 0, 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            starts, lengths, pos, filled, status, value, eof = F.read_spans(fd, buf, pos, filled, base + filled,
+                                                                            step, True, 1 << 20)
+            assert [starts.dtype, lengths.dtype] == [np.dtype(np.int64)] * 2 and filled <= len(buf)
+            out.append(((starts + base).tolist(), lengths.tolist(), status, base + pos, value, eof))
+            if status != F.FRAME_OK or eof:
+                return out
+            assert filled == len(buf)  # it returns early only at a bad frame or the end
+            rest = bytes(buf[pos:filled])
+            base, filled, pos = base + pos, len(rest), 0
+            if filled == len(buf):
+                buf = bytearray(2 * len(buf))
+            buf[:filled] = rest
+    finally:
+        os.close(fd)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=st.lists(st.binary(max_size=300), max_size=40), size=st.integers(1, 1500), step=st.integers(1, 600),
+       bad=st.none() | st.integers(0, 39), flip=st.sampled_from([0, 8, 12]), tail=st.integers(0, 20))
+def test_read_spans_reads_and_verifies_what_a_scan_of_the_file_does(backend, tmp_path_factory, records, size,
+                                                                    step, bad, flip, tail):
+    """A file read into a buffer a step at a time, each read verified as it lands: the same
+    records, and the same stop at a damaged frame or a cut-off tail, as a scan of the whole
+    file; on both backends, call for call."""
+    F = _native.framing
+    data = bytearray(F.encode_frames(records))
+    if bad is not None and bad < len(records):
+        data[sum(16 + len(r) for r in records[:bad]) + flip] ^= 1
+    data = bytes(data[:len(data) - tail])
+    path = str(tmp_path_factory.mktemp("spans") / "f.tfrecord")
+    with open(path, "wb") as f:
+        f.write(data)
+    calls = _read_all_spans(F, path, size, step)
+    with _native.use(backend.other):
+        assert _read_all_spans(_native.framing, path, size, step) == calls
+    starts, lengths, pos, status, value = F.scan_spans(data, 0, -1, True, 1 << 20)
+    assert [s for c in calls for s in c[0]] == starts.tolist()
+    assert [n for c in calls for n in c[1]] == lengths.tolist()
+    assert calls[-1][2:4] == (status, pos)
+    assert calls[-1][5] == (status == F.FRAME_OK)  # the file's end, unless a bad frame came first
+
+
+def test_read_spans_never_buffers_what_a_hostile_length_claims(backend, tmp_path):
+    """A frame claiming 2**40 bytes (its length CRC valid) fills the buffer it was given and
+    says how much more the frame wants; nothing larger is allocated."""
+    F = _native.framing
+    header = bytearray(F.encode_frames([b"x"]))[:12]
+    header[:8] = (1 << 40).to_bytes(8, "little")
+    header[8:12] = F.masked_crc32c(bytes(header[:8])).to_bytes(4, "little")
+    path = tmp_path / "hostile.tfrecord"
+    path.write_bytes(bytes(F.encode_frames([b"ok"])) + bytes(header) + b"y" * 5000)
+    buf = bytearray(1024)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        tracemalloc.start()
+        starts, lengths, pos, filled, status, value, eof = F.read_spans(fd, buf, 0, 0, 0, 100)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        os.close(fd)
+    assert (lengths.tolist(), pos, filled, status, eof) == ([2], 18, 1024, F.FRAME_OK, False)
+    assert value == (1 << 40) + 4 - (1024 - 18 - 12) and peak < 1 << 20
+
+
+def test_read_spans_rejects_what_cannot_be_read(backend, tmp_path):
+    F = _native.framing
+    fd = os.open(tmp_path, os.O_RDONLY)  # a directory: read() fails with EISDIR
+    try:
+        with pytest.raises(OSError):
+            F.read_spans(fd, bytearray(64), 0, 0, 0, 64)
+        for pos, filled, offset, step in [(1, 0, 0, 8), (0, 65, 0, 8), (0, 0, -1, 8), (0, 0, 0, 0)]:
+            with pytest.raises(InvalidArgumentError, match="do not fit a buffer of 64 bytes"):
+                F.read_spans(fd, bytearray(64), pos, filled, offset, step)
+    finally:
+        os.close(fd)
+
+
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(0, 3000), max_records=st.sampled_from([-1, 0, 1, 1023, 1024, 1025, 2048, 2500]),
        bad=st.none() | st.integers(0, 2999), flip=st.sampled_from([0, 8, 12]), tail=st.integers(0, 20))
@@ -599,3 +684,16 @@ def test_shared_words_store_and_load(backend):
         _native.framing.store_release(memoryview(shared)[1:9], 0, 1)  # not 4-byte aligned
     with pytest.raises(BufferError, match="not writable"):
         _native.framing.store_release(b"\0\0\0\0", 0, 1)
+
+
+def test_input_offset_follows_a_file_read_for_spans(backend, tmp_path):
+    """A file read by path for spans or blocks in place (read_spans, by offset) still says how
+    far it has read, as progress bars ask: rising, and the file's size at its end."""
+    path = tmp_path / "f.tfrecord"
+    with TFRecordWriter(str(path)) as w:
+        w.write_many(b"%06d" % i * 100 for i in range(3000))  # 1.8 MB: several chunks
+    size = path.stat().st_size
+    for blocks in (lambda r: r.record_spans(), lambda r: r.blocks_in_place()):
+        reader = TFRecordReader(str(path), chunk_size=1 << 18)
+        seen = [reader.input_offset for _ in blocks(reader)]
+        assert seen == sorted(seen) and 0 < seen[0] < size and seen[-1] == reader.input_offset == size

@@ -201,6 +201,39 @@ def scan_block(buf, start=0, stop=-1, check_crc=True, max_record_bytes=0xFFFFFFF
     return bytes(memoryview(buf).cast("B")[start:pos]), starts - start, lengths, pos, status, value
 
 
+def read_spans(fd, buf, pos, filled, offset, step, check_crc=True, max_record_bytes=0xFFFFFFFFFFFFFFFF):
+    """Read the file open as fd into buf, verifying each read's frames as it lands, until buf
+    is full, the file ends or a frame is bad: (starts, lengths, pos, filled, status, value,
+    eof); see _framing.pyx."""
+    size = len(buf)
+    if not (0 <= pos <= filled <= size and step > 0 and offset >= 0):
+        raise InvalidArgumentError(f"read_spans: pos {pos}, filled {filled}, step {step} and offset {offset} "
+                                   f"do not fit a buffer of {size} bytes")
+    starts, lengths, eof = [], [], False
+    with memoryview(buf) as mv:
+        while True:
+            found, sizes, pos, status, value = scan_spans(buf, pos, filled, check_crc, max_record_bytes)
+            starts.append(found)
+            lengths.append(sizes)
+            if status != FRAME_OK or filled == size:
+                break
+            want = size - filled
+            if step < want and value < want:
+                want = max(step, value)
+            try:
+                got = os.preadv(fd, [mv[filled:filled + want]], offset)  # EINTR retried (PEP 475)
+            except OSError:
+                if sum(map(len, starts)):
+                    break  # the next call meets it
+                raise
+            if not got:
+                eof = True
+                break
+            filled += got
+            offset += got
+    return np.concatenate(starts), np.concatenate(lengths), pos, filled, status, value, eof
+
+
 def _scan(buf, start, stop, check_crc, max_record_bytes, max_records, as_spans):
     mv = memoryview(buf).cast("B")
     if stop < 0 or stop > len(mv):

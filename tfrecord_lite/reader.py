@@ -132,6 +132,7 @@ class TFRecordReader:
             self._file = source
         self._iter = None
         self._gen = None  # the scanning generator, once reading has started
+        self._pread_to = None  # the file read up to by offset (read_spans), not moving its position
         self._buffers = buffers if buffers is not None else BufferPool(_KEEP_BUFFERS)
 
     def __iter__(self) -> Iterator[bytes]:
@@ -206,6 +207,8 @@ class TFRecordReader:
         """Bytes of the underlying file consumed so far (compressed bytes for a compressed
         file), for progress reporting; None for in-memory buffers, mapped files and unseekable
         streams."""
+        if self._pread_to is not None:
+            return self._pread_to
         try:
             return None if self._file is None else self._file.tell()
         except (AttributeError, OSError, ValueError):
@@ -313,6 +316,10 @@ class TFRecordReader:
             filled, eof = len(head), False
             base, pos = self.start_offset, 0  # base: stream offset of buf[0]
         handed_out = False  # buf is referenced by a yielded block: write to a fresh one
+        # A regular file this reader opened, read for spans: each read verified as it lands, a
+        # whole buffer's reads in one core call (read_spans); else a read, then a scan.
+        fd = stream.fileno() if (in_place or spans) and stream is self._owned and type(stream) is io.FileIO \
+            and total is not None and hasattr(os, "preadv") else -1
         index = self.start_index
         resyncing = False
         while True:
@@ -326,7 +333,13 @@ class TFRecordReader:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
                 self.batch_offset, self.batch_index = base + pos, index
-                if in_place or spans:
+                if fd >= 0 and not eof:
+                    starts, lengths, pos, filled, status, value, eof = F.read_spans(
+                        fd, buf, pos, filled, base + filled, CHUNK_BYTES, check, limit)
+                    self._pread_to = base + filled
+                    frames, count = buf, len(starts)
+                    handed_out = handed_out or (in_place and count > 0)
+                elif in_place or spans:
                     starts, lengths, pos, status, value = F.scan_spans(buf, pos, filled, check, limit, -1)
                     frames, count = buf, len(starts)
                     handed_out = handed_out or (in_place and count > 0)
@@ -356,7 +369,9 @@ class TFRecordReader:
                     if pos < filled:
                         self._on_error(self._truncated(
                             base + pos, index,
-                            f"the input ends {filled - pos} bytes into a record that needs {filled - pos + value}",
+                            # read_spans reads to the end before it could say what this says
+                            f"it ends at byte {base + filled + value} but the input has {total} bytes" if fd >= 0
+                            else f"the input ends {filled - pos} bytes into a record that needs {filled - pos + value}",
                         ))
                     return
                 if total is not None and pos < filled and base + filled + value > total:
@@ -383,9 +398,11 @@ class TFRecordReader:
                 # Doubling only when full of real data keeps allocation under 2x what was
                 # read, whatever a (possibly hostile) length field claims.
                 buf = _moved(buf, 0, filled, 2 * len(buf), pool)
+            if fd >= 0 and not resyncing:
+                continue  # read_spans reads on
             with memoryview(buf) as mv:
                 try:
-                    n = stream.readinto(mv[filled:])
+                    n = stream.readinto(mv[filled:]) if fd < 0 else os.preadv(fd, [mv[filled:]], base + filled)
                 except DataLossError as exc:  # a damaged compressed stream: say which record it hit
                     raise self._error(type(exc), f"{exc.detail} ({base + filled} bytes into the decompressed "
                                       "stream)", base + pos, index, exc.hint) from None
@@ -393,6 +410,8 @@ class TFRecordReader:
                 eof = True
             else:
                 filled += n
+                if fd >= 0:
+                    self._pread_to = base + filled
 
     def _truncated(self, offset, index, detail):
         return self._error(
