@@ -16,10 +16,11 @@ a raw batch is a RecordBatch over the read blocks (in any order: index arrays ag
 the consumer's thread as it is taken, so no stage handles a Python object per record and
 none copies the records.
 
-Bounds: at most ``max_open_files`` descriptors (files open lazily, close at their end), per
-open file at most one piece being read and one waiting (a piece is up to 4,096 records, and
-the pieces share a read-ahead of 8 MiB per thread; 32 MiB for mapped files, whose pieces are
-views of the page cache), and once an open file is on its last piece, the first piece of
+Bounds: at most ``max_open_files`` descriptors (files open as slots of the cycle come free for
+them, close at their end), per open file at most one piece being read and one waiting (a
+piece is up to 4,096 records times one per 4 threads, up to 4 times, and the pieces share a
+read-ahead of 8 MiB per thread; 32 MiB for mapped files, whose pieces are views of the page
+cache), and once an open file is on its last piece, the first piece of
 the file whose turn comes next (while fewer than ``max_open_files`` are open), at most
 ``prefetch`` parse tasks ahead (a task is a batch, or several small batches of a dense spec
 parsed together: about 4,096 records or 4 MiB, times one per 4 threads up to 4 times), and
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Run"]
 
-_PIECE_RECORDS = 4096
+_PIECE_RECORDS = 4096  # times the scale
 _PIECE_BYTES_PER_THREAD = 8 << 20  # read-ahead budget, shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
 _MAPPED_PIECE_SCALE = 4  # a mapped file's pieces hold no read buffers: larger ones, fewer
@@ -63,8 +64,8 @@ _READ_POOL_BYTES = 512 << 20  # read buffers a run keeps for reuse, at most
 _MAPS_KEPT = 1024  # mapped files a dataset keeps for its next epoch, at most
 _UNBATCHED_GROUP = 64  # records parsed together when the output is unbatched
 _TASK_RECORDS = 4096  # small batches of a dense spec are parsed together up to about this,
-_TASK_BYTES = 4 << 20  # times one per 4 threads (at most _TASK_SCALE_MAX)
-_TASK_SCALE_MAX = 4
+_TASK_BYTES = 4 << 20  # times the scale
+_SCALE_MAX = 4  # tasks, pieces and read chunks grow by one per 4 threads, up to this
 _LOG_COMMIT = 1024  # interleave log entries kept before the consumed ones are applied
 _HEADER = _native.framing.HEADER_BYTES
 
@@ -144,16 +145,24 @@ class Run:
         self._blocks = ds.parse is None and (ds.features is not None or ds.batch_size is not None)
         self._join = Gathered.join if self._blocks else join_records
         self._shuffle_join = Gathered.join if self._blocks else object_array
+        # Tasks, pieces and read chunks grow with the threads: with many threads the GIL is
+        # the bottleneck, and each holds it for a fixed part (a future, the decoder's setup,
+        # output arrays, index arrays). W2 parse at 16 threads on 16 cores: 0.36-0.40 s a pass
+        # with tasks of 16,384 records, 0.41-0.43 s with 4,096 (with 2 threads, tasks of
+        # 8,192 were 1.16x slower); 0.213 s with pieces of 16,384 records and chunks of 2 MiB
+        # against 0.246-0.253 s with 4,096 and 1 MiB, W1 raw 0.040 s against 0.064 s.
+        self._scale = max(1, min(_SCALE_MAX, ds.num_threads // 4))
+        self._piece_records = _PIECE_RECORDS * self._scale
         # Every piece costs Python work under the GIL (a task, its future, index arrays), so
         # the read-ahead grows with the threads: a budget shared by 16 files made pieces of
         # 8 images, and 16 threads read slower than one.
         self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_PER_THREAD * ds.num_threads // (2 * ds.cycle_length))
         # Records that stay in their blocks are read in chunks of up to half a piece (at most
-        # BLOCK_CHUNK_BYTES): every chunk costs Python work under the GIL (a RecordBatch, its
-        # index arrays, a fresh buffer), and a piece stays under 1.5 times its budget.
-        # Records copied out into bytes keep the reader's cache-sized chunks.
-        self._chunk = (min(BLOCK_CHUNK_BYTES, max(CHUNK_BYTES, self._piece_bytes // 2)) if self._blocks
-                       else CHUNK_BYTES)
+        # BLOCK_CHUNK_BYTES, times the scale): every chunk costs Python work under the GIL (a
+        # RecordBatch, its index arrays, a fresh buffer), and a piece stays under 1.5 times
+        # its budget. Records copied out into bytes keep the reader's cache-sized chunks.
+        self._chunk = (min(BLOCK_CHUNK_BYTES * self._scale, max(CHUNK_BYTES, self._piece_bytes // 2))
+                       if self._blocks else CHUNK_BYTES)
         # A mapped file's pieces are views of the page cache, holding no read buffer, so the
         # read-ahead budget does not bound them: pieces 4 times as large, scanned in chunks of
         # up to 4 MiB. On 16 cores W1 raw with memory_map took 0.031-0.035 s a pass at 4 and
@@ -186,11 +195,6 @@ class Run:
         self._group = (ds.batch_size is not None and ds.parse is None
                        and (ds.features is None or all(type(s) in (FixedLenFeature, RawTensorFeature)
                                                        for s in ds.features.values())))
-        # Tasks grow with the threads: with many threads the GIL is the bottleneck, and each
-        # task holds it for a fixed part (its future, the decoder's setup, its output arrays).
-        # W2 parse at 16 threads on 16 cores: 0.36-0.40 s a pass with tasks of 16,384 records,
-        # 0.41-0.43 s with 4,096. With 2 threads, tasks of 8,192 were 1.16x slower.
-        self._task_scale = max(1, min(_TASK_SCALE_MAX, ds.num_threads // 4))
 
     def close(self) -> None:
         if self.finished:
@@ -237,7 +241,7 @@ class Run:
             size = ds.batch_size or (_UNBATCHED_GROUP if self._parse else None)
             drop = ds.drop_remainder and ds.batch_size is not None
             if self._group:
-                chunks = _groups(chunks, size, drop, self._join, self._task_scale, failed)
+                chunks = _groups(chunks, size, drop, self._join, self._scale, failed)
             elif size is not None:
                 chunks = rebatch(chunks, size, drop, self._join)
                 if ds.batch_size is not None:
@@ -519,7 +523,7 @@ class Run:
         parts, piece_map, count, nbytes = [], [], 0, 0
         try:
             # Whole scanned blocks at a time (no Python work per record, so the GIL is free for
-            # the other workers' parsing), the last one cut at _PIECE_RECORDS and its rest
+            # the other workers' parsing), the last one cut at the piece's records and its rest
             # carried over to the next piece: the files of an interleave then change pieces
             # together, and whole rounds of them are taken at once (_rounds).
             while True:
@@ -553,7 +557,7 @@ class Run:
                     # the piece's index arrays (_gather.Gathered.joined).
                     frames, starts, lengths = records
                     base = offset + _HEADER - int(starts[0])  # the file offset of frames[0]
-                    cut = _cut(len(starts), _PIECE_RECORDS - count, keep)
+                    cut = _cut(len(starts), self._piece_records - count, keep)
                     if cut < len(starts):
                         slot.carry = (frames, starts[cut:], lengths[cut:]), base + int(starts[cut]) - _HEADER
                         starts, lengths = starts[:cut], lengths[:cut]
@@ -566,7 +570,7 @@ class Run:
                     if len(starts):
                         parts.append((frames, starts, lengths, BlockOrigin(path, base, first + k, step)))
                         count += len(starts)
-                if nbytes >= limit or count >= _PIECE_RECORDS:
+                if nbytes >= limit or count >= self._piece_records:
                     break
         except Exception as exc:
             if not count:
