@@ -484,8 +484,7 @@ class Run:
         its first piece when its turn comes."""
         if not self._next_piece(slot):
             return False
-        if slot.future is None and len(todo) > len(self._early) \
-                and num_open + len(self._early) < self.ds.max_open_files:
+        if slot.future is None and num_open + len(self._early) < self.ds.max_open_files:
             self._open_ahead(todo, len(self._early) + 1)
         return True
 

@@ -365,20 +365,17 @@ class TFRecordReader:
                         pos += 1
                         resyncing = True
                     continue
-                if eof:
+                # A regular file too short for this record: fail before buffering it (read_spans
+                # may have read to its end first: the same error).
+                short = total is not None and pos < filled and base + filled + value > total
+                if eof or short:
                     if pos < filled:
                         self._on_error(self._truncated(
                             base + pos, index,
-                            # read_spans reads to the end before it could say what this says
-                            f"it ends at byte {base + filled + value} but the input has {total} bytes" if fd >= 0
+                            f"it ends at byte {base + filled + value} but the input has {total} bytes"
+                            if short and (fd >= 0 or not eof)
                             else f"the input ends {filled - pos} bytes into a record that needs {filled - pos + value}",
                         ))
-                    return
-                if total is not None and pos < filled and base + filled + value > total:
-                    # A regular file too short for this record: fail before buffering it.
-                    self._on_error(self._truncated(
-                        base + pos, index, f"it ends at byte {base + filled + value} but the input has {total} bytes",
-                    ))
                     return
             if stream is None:
                 # The next stretch of the buffer; all of a record the scan found unfinished.
