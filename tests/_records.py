@@ -48,19 +48,24 @@ def interleave(streams, cycle, block):
     return out
 
 
-def fresh_buffers(monkeypatch):
-    """Count the read buffers made anew (the reader takes them from its pool)."""
+def core_calls(monkeypatch, name):
+    """Log the last argument (a size) of each call of the framing core's function name."""
     from tfrecord_lite import _native
 
     made = []
-    new_buffer = _native.framing.new_buffer
+    call = getattr(_native.framing, name)
 
-    def counted(n):
-        made.append(n)
-        return new_buffer(n)
+    def logged(*args):
+        made.append(args[-1])
+        return call(*args)
 
-    monkeypatch.setattr(_native.framing, "new_buffer", counted)
+    monkeypatch.setattr(_native.framing, name, logged)
     return made
+
+
+def fresh_buffers(monkeypatch):
+    """Count the read buffers made anew (the reader takes them from its pool)."""
+    return core_calls(monkeypatch, "new_buffer")
 
 
 def records_of(ds):

@@ -330,40 +330,37 @@ def test_the_first_round_of_files_is_read_at_once(backend, tmp_path, monkeypatch
     assert got == interleave([list(TFRecordReader(p)) for p in paths], 4, 1)
 
 
-@pytest.mark.parametrize("threads, piece", [(2, 4096), (8, 8192), (16, 16384)])
-def test_pieces_grow_with_the_threads(tmp_path, monkeypatch, threads, piece):
-    """A piece holds 4,096 records times one per 4 threads (at most 4 times): every piece
-    costs the GIL a fixed part, which many threads wait for."""
+def _logged_reads(monkeypatch, events, seconds=0.0):
+    """Log every piece read as it ends, with its thread and its records; each first waits
+    seconds (so that the consumer waits for it)."""
     from tfrecord_lite import _pipeline
 
-    sizes = []
     read_piece = _pipeline.Run._read_piece
 
     def logged(run, slot):
-        got = read_piece(run, slot)
-        sizes.append(len(got[0]))
-        return got
-
-    monkeypatch.setattr(_pipeline.Run, "_read_piece", logged)
-    paths = write_files(tmp_path, [40000])
-    got = list(TFRecordDataset(paths, batch_size=1000, num_threads=threads))
-    assert sum(map(len, got)) == 40000 and max(sizes) == piece
-
-
-def _slow_reads(monkeypatch, events, seconds=0.005):
-    """Make every piece read take a while (so the consumer waits for it); log each as it ends,
-    with its thread and its records."""
-    from tfrecord_lite import _pipeline
-
-    read_piece = _pipeline.Run._read_piece
-
-    def slow(run, slot):
         time.sleep(seconds)
         piece, piece_map = read_piece(run, slot)
         events.append(("read", threading.current_thread().name, len(piece)))
         return piece, piece_map
 
-    monkeypatch.setattr(_pipeline.Run, "_read_piece", slow)
+    monkeypatch.setattr(_pipeline.Run, "_read_piece", logged)
+    return _pipeline
+
+
+@pytest.mark.parametrize("threads, piece", [(2, 4096), (8, 8192), (16, 16384)])
+def test_pieces_grow_with_the_threads(tmp_path, monkeypatch, threads, piece):
+    """A piece holds 4,096 records times one per 4 threads (at most 4 times): every piece
+    costs the GIL a fixed part, which many threads wait for."""
+    events = []
+    _logged_reads(monkeypatch, events)
+    paths = write_files(tmp_path, [40000])
+    got = list(TFRecordDataset(paths, batch_size=1000, num_threads=threads))
+    assert sum(map(len, got)) == 40000 and max(n for *_, n in events) == piece
+
+
+def _slow_reads(monkeypatch, events, seconds=0.005):
+    """Pieces of 20 records, each read taking a while, logged (_logged_reads)."""
+    _pipeline = _logged_reads(monkeypatch, events, seconds)
     monkeypatch.setattr(_pipeline, "_PIECE_RECORDS", 20)
     return _pipeline
 
@@ -373,15 +370,8 @@ def test_a_read_the_consumer_waits_for_starts_the_next(backend, tmp_path, monkey
     after, on its own thread, instead of a new task per piece (a round trip of two thread
     wake-ups each); the read-ahead stays one piece handed over and one being read."""
     events = []
-    _pipeline = _slow_reads(monkeypatch, events)
-    submitted = []
-    read = _pipeline.Run._read
-
-    def counted(run, slot):
-        submitted.append(slot.path)
-        return read(run, slot)
-
-    monkeypatch.setattr(_pipeline.Run, "_read", counted)
+    _slow_reads(monkeypatch, events)
+    submitted = _submitted_reads(monkeypatch)
     paths = write_files(tmp_path, [400, 300], size=2000)
     it = iter(TFRecordDataset(paths, num_threads=1))
     got = []

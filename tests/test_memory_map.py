@@ -18,7 +18,7 @@ import tfrecord_lite as tfl
 from tfrecord_lite import TFRecordDataset, TFRecordReader, TFRecordWriter
 from tfrecord_lite.errors import CorruptRecordError
 
-from ._records import write_files
+from ._records import core_calls, write_files
 
 
 def _write(path, records, compression=None):
@@ -255,13 +255,8 @@ def test_map_file_rejects_what_it_cannot_map(backend, tmp_path):
 
 
 def _mapped_files(monkeypatch):
-    """Log each file the core maps."""
-    from tfrecord_lite import _native
-
-    made = []
-    map_file = _native.framing.map_file
-    monkeypatch.setattr(_native.framing, "map_file", lambda fd, size: made.append(size) or map_file(fd, size))
-    return made
+    """Log each file the core maps (its size)."""
+    return core_calls(monkeypatch, "map_file")
 
 
 def _epoch(ds):
