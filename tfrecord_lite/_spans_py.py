@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._framing_py import OVERHEAD_BYTES as _OVERHEAD
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 
@@ -54,12 +55,24 @@ def join_runs(starts, lengths, firsts, steps):
               for runs in (starts, lengths, index)))
 
 
+def frames_tile(starts, lengths):
+    if len(starts) != len(lengths):
+        raise InvalidArgumentError(f"frames_tile: {len(starts)} starts and {len(lengths)} lengths")
+    starts, lengths = np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
+    return bool((starts[1:] == starts[:-1] + lengths[:-1] + _OVERHEAD).all())
+
+
 # -- bytes values back to back ---------------------------------------------------------------
 
 def value_lengths(values):
     if any(type(v) is not bytes for v in values):
         return None
     return np.fromiter(map(len, values), np.int64, len(values))
+
+
+def bytes_list(values):
+    values = list(values)
+    return values if all(type(v) is bytes for v in values) else None
 
 
 def copy_values(values, out, at=0):

@@ -261,9 +261,9 @@ class RecordBatch(Sequence):
             out.write_many(self._gathered)
             return
         for frames, starts, lengths in self.segments:
-            ends = starts + lengths + _FOOTER  # each frame's end: its data, then the data CRC
-            if self.framed and np.array_equal(starts[1:], ends[:-1] + _HEADER):  # header follows
-                out.write_frames(memoryview(frames)[int(starts[0]) - _HEADER:int(ends[-1])], lengths)
+            if self.framed and _native.spans.frames_tile(starts, lengths):
+                end = int(starts[-1]) + int(lengths[-1]) + _FOOTER
+                out.write_frames(memoryview(frames)[int(starts[0]) - _HEADER:end], lengths)
             else:
                 out.write_many(RecordBatch(frames, starts, lengths))
 
