@@ -125,6 +125,10 @@ def test_writers_copy_a_framed_batch_verbatim(backend, tmp_path, index):
         w.write_many(batch[10:40:3])  # strided: not contiguous, framed anew
         assert w.records_written == 50 + 10
     assert _file_bytes(tmp_path / "batch.tfrecord") == _file_bytes(tmp_path / "list.tfrecord")
+    frames, starts, lengths = batch.segments[0]  # a batch made by hand, of int32 arrays
+    with tfl.TFRecordWriter(tmp_path / "int32.tfrecord") as w:
+        w.write_many(tfl.RecordBatch(frames, starts.astype(np.int32), lengths.astype(np.int32), framed=True))
+    assert _file_bytes(tmp_path / "int32.tfrecord") == _file_bytes(tmp_path / "list.tfrecord")[:len(frames)]
     if index:
         assert _file_bytes(tmp_path / "batch.tfrecord.index") == _file_bytes(tmp_path / "list.tfrecord.index")
 

@@ -112,6 +112,7 @@ def test_frames_tile_says_whether_frames_lie_back_to_back(backend, lengths, stri
     spread = np.repeat(starts, stride)[::stride]  # a strided view of the same values
     lengths = np.array(lengths, np.int64)
     assert _native.spans.frames_tile(spread, lengths) is True
+    assert _native.spans.frames_tile(starts.astype(np.int32), lengths.tolist()) is True  # any integers
     if len(lengths) > 1:
         j = data.draw(st.integers(1, len(lengths) - 1))
         moved = starts.copy()

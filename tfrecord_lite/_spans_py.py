@@ -56,9 +56,9 @@ def join_runs(starts, lengths, firsts, steps):
 
 
 def frames_tile(starts, lengths):
+    starts, lengths = np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
     if len(starts) != len(lengths):
         raise InvalidArgumentError(f"frames_tile: {len(starts)} starts and {len(lengths)} lengths")
-    starts, lengths = np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
     return bool((starts[1:] == starts[:-1] + lengths[:-1] + _OVERHEAD).all())
 
 
