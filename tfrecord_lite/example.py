@@ -755,7 +755,7 @@ def _column(name, column, n, raw):
         # One bytes value per row, the common case: the encoder's own list of them, made and
         # checked in C, as a Python loop over the rows would hold the GIL that parallel
         # encoders share (an array of fixed-width bytes or str gives its rows as Python's).
-        items = column.tolist() if isinstance(column, np.ndarray) and column.dtype.kind != "O" else column
+        items = column if type(column) is not np.ndarray or column.dtype.kind == "O" else column.tolist()
         items = _native.spans.bytes_list(items)
         if items is not None:
             return BYTES, items
