@@ -250,8 +250,8 @@ cdef int _columns(list keys, list kinds, list columns, Py_ssize_t n, Feat *feats
             continue
         column = <list?>columns[j]
         total = 0
-        # Borrowed references: the list holds every row while the GIL is held (twice as
-        # fast for the 2,048 rows of a block, and parallel encoders share the GIL).
+        # Borrowed references, no count kept per row: the list holds every row, and this
+        # holds the GIL that parallel encoders share.
         for i in range(n):  # a row is one bytes value, or a list of them
             item = PyList_GET_ITEM(column, i)
             total += 1 if PyBytes_Check(<object>item) else len(<list?><object>item)

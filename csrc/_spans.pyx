@@ -208,7 +208,7 @@ def bytes_list(values):
     cdef char *data
     cdef PyObject *v
     cdef list out
-    if type(values) is np.ndarray and values.ndim == 1 and values.dtype.kind == "O":  # not a masked one
+    if type(values) is np.ndarray and values.ndim == 1 and values.dtype.kind == "O":  # a subclass (masked) is iterated
         data, stride, n = <char *>cnp.PyArray_DATA(values), cnp.PyArray_STRIDE(values, 0), values.shape[0]
     else:
         if type(values) is not list:
