@@ -16,6 +16,10 @@ cdef struct Feat:
     Py_ssize_t feat_size       # body of the Feature message
 
 
+cdef enum:
+    ROOM_MAX = 1 << 26  # encode_examples_framed's first buffer, at most (it grows past it)
+
+
 cdef struct Col:
     const char *base           # FLOAT / INT64 / RAW: row i's data at base + i * width
     Py_ssize_t width
@@ -334,7 +338,7 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
     bytearray, starts, lengths), the int64 arrays locating each record's data. Made without
     the GIL, unless a KIND_ROWS column needs Python objects per row: then the records are
     encoded one by one and framed."""
-    cdef Py_ssize_t i, j, nf = len(keys), total = 0, at
+    cdef Py_ssize_t i = 0, j, nf = len(keys), total = 0, room = 0, need = 0
     cdef _Views views = _Views(nf)
     cdef Feat *feats = <Feat *>views.alloc(nf * sizeof(Feat))
     cdef Col *cols = <Col *>views.alloc(nf * sizeof(Col))
@@ -346,7 +350,6 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
     cdef int64_t *length = <int64_t *>cnp.PyArray_DATA(lengths)
     cdef bytearray frames
     cdef unsigned char *base
-    cdef unsigned char *p
     memset(feats, 0, nf * sizeof(Feat))
     memset(cols, 0, nf * sizeof(Col))
     if ROWS in kinds:
@@ -354,21 +357,51 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
     for j in range(nf):
         kind[j] = kinds[j]
     _columns(keys, kinds, columns, n, feats, cols, views)
-    with nogil:
-        for i in range(n):
-            _row(feats, cols, kind, nf, i)
-            length[i] = framed(features_body(feats, nf, entry))
-            start[i] = total + FRAME_HEADER
-            total += length[i] + FRAME_OVERHEAD
-    frames = PyByteArray_FromStringAndSize(NULL, total)
-    base = <unsigned char *>PyByteArray_AS_STRING(frames)
-    with nogil:
-        for i in range(n):
-            _row(feats, cols, kind, nf, i)
-            p = base + start[i]
-            tfl_check_end(put_features(p, feats, nf, entry, features_body(feats, nf, entry)), p + length[i])
-            _frame_around(p, length[i])
+    # One pass measures and writes each record: measuring them all first, then writing,
+    # measured each twice (0.78x the time for W2 blocks). The buffer starts at n times the
+    # first frame (rows of one schema are alike), with a margin, at most ROOM_MAX unless
+    # one frame is larger, and grows when a record would not fit.
+    if n:
+        _row(feats, cols, kind, nf, 0)
+        room = framed(features_body(feats, nf, entry)) + FRAME_OVERHEAD
+        room = max(room, ROOM_MAX if room > ROOM_MAX // n else n * room + (n * room >> 4))
+    frames = PyByteArray_FromStringAndSize(NULL, room)
+    while True:
+        base = <unsigned char *>PyByteArray_AS_STRING(frames)
+        with nogil:
+            i = _framed_rows(base, room, i, n, &total, &need, feats, cols, kind, nf, entry, start, length)
+        if i == n:
+            break
+        room = max(need, room + room // 2)
+        PyByteArray_Resize(frames, room)
+    PyByteArray_Resize(frames, total)
     return frames, starts, lengths
+
+
+cdef Py_ssize_t _framed_rows(unsigned char *base, Py_ssize_t room, Py_ssize_t i, Py_ssize_t n,
+                             Py_ssize_t *total, Py_ssize_t *need, Feat *feats, const Col *cols,
+                             const int *kind, Py_ssize_t nf, Py_ssize_t *entry, int64_t *start,
+                             int64_t *length) noexcept nogil:
+    """Frame rows i, i + 1, ... one after the other from base + total[0] while they fit in
+    room bytes (advancing total[0], filling start and length); returns the first row left,
+    need[0] then the room it takes."""
+    cdef Py_ssize_t body, size
+    cdef unsigned char *p
+    while i < n:
+        _row(feats, cols, kind, nf, i)
+        body = features_body(feats, nf, entry)
+        size = framed(body)
+        if total[0] + size + FRAME_OVERHEAD > room:
+            need[0] = total[0] + size + FRAME_OVERHEAD
+            break
+        start[i] = total[0] + FRAME_HEADER
+        length[i] = size
+        p = base + start[i]
+        tfl_check_end(put_features(p, feats, nf, entry, body), p + size)
+        _frame_around(p, size)
+        total[0] += size + FRAME_OVERHEAD
+        i += 1
+    return i
 
 
 cdef inline void _frame_around(unsigned char *data, int64_t n) noexcept nogil:

@@ -208,6 +208,39 @@ def test_framed_encoder_and_reader_agree_under_each_crc_backend(crc):
         _framing.set_crc32c_backend("hardware")
 
 
+def _framed_both(sizes):
+    """A bytes column (one value per row, sizes[i] bytes) and an int64 column, framed by the
+    core and by the twin."""
+    keys, kinds = [b"x", b"n"], [_example.KIND_BYTES, _example.KIND_INT64]
+    data = [[bytes([i % 251]) * size for i, size in enumerate(sizes)],
+            np.arange(len(sizes), dtype=np.int64).reshape(-1, 1) << 40]
+    return (_example.encode_examples_framed(keys, kinds, data, len(sizes)),
+            _example_py.encode_examples_framed(keys, kinds, data, len(sizes)), data)
+
+
+@given(st.lists(st.integers(0, 3000), min_size=1, max_size=30))
+@example([0] + [3000] * 29)      # every later row larger than the first: the buffer grows
+@example([3000] + [0] * 29)      # the first row larger than the rest: the buffer shrinks
+@example([0, 0, 0, 200_000])     # one row far past what the others left room for
+def test_the_framed_encoder_sizes_its_buffer_from_the_rows(sizes):
+    """The core measures and writes each record in one pass, into a buffer sized from the
+    first row that grows when a record would not fit: whatever the rows' sizes, it gives the
+    twin's frames, with no bytes past the last one."""
+    (frames, starts, lengths), (twin, twin_starts, twin_lengths), data = _framed_both(sizes)
+    assert bytes(frames) == bytes(twin)
+    assert starts.tolist() == twin_starts.tolist() and lengths.tolist() == twin_lengths.tolist()
+    assert len(frames) == int(starts[-1] + lengths[-1]) + _framing.FOOTER_BYTES
+
+
+def test_the_framed_encoders_first_buffer_is_capped():
+    """A first row of 1 MiB in front of 99 small ones does not reserve 100 MiB; 80 rows of
+    1 MiB grow past the cap. Both frame every row as the twin does."""
+    for sizes in ([1 << 20] + [10] * 99, [1 << 20] * 80):
+        (frames, starts, lengths), (twin, _, _), _ = _framed_both(sizes)
+        assert bytes(frames) == bytes(twin)
+        assert len(frames) == int(starts[-1] + lengths[-1]) + _framing.FOOTER_BYTES
+
+
 def test_table_switch_reaches_the_framed_encoder():
     """TFRECORD_LITE_CRC32C_TABLE=1 picks the table path in _framing, the one state the
     framed encoder also uses; its frames still verify."""
