@@ -60,17 +60,11 @@ cdef unsigned char *put_feature(unsigned char *p, Feat *f) noexcept nogil:
     p = put_varint(p + 1, f.list_size)
     if f.kind == RAW:
         p[0] = TAG_KEY
-        p = put_varint(p + 1, f.n)
-        if f.n:
-            memcpy(p, f.data, f.n)
-        return p + f.n
+        return tfl_put_bytes(put_varint(p + 1, f.n), f.data, f.n)
     if f.kind == BYTES:
         for i in range(f.n):
             p[0] = TAG_KEY
-            p = put_varint(p + 1, f.bytes_len[i])
-            if f.bytes_len[i]:
-                memcpy(p, f.bytes_at[i], f.bytes_len[i])
-            p += f.bytes_len[i]
+            p = tfl_put_bytes(put_varint(p + 1, f.bytes_len[i]), f.bytes_at[i], f.bytes_len[i])
         return p
     if f.n == 0:
         return p
@@ -78,7 +72,7 @@ cdef unsigned char *put_feature(unsigned char *p, Feat *f) noexcept nogil:
     if f.kind == FLOAT:
         p = put_varint(p + 1, 4 * f.n)
         if TFL_LITTLE_ENDIAN:
-            memcpy(p, f.data, 4 * f.n)
+            return tfl_put_bytes(p, f.data, 4 * f.n)
         else:
             for i in range(f.n):
                 p[4 * i] = f.data[4 * i + 3]
@@ -98,9 +92,7 @@ cdef unsigned char *put_entry(unsigned char *p, Feat *f, Py_ssize_t entry_size) 
     p[0] = TAG_KEY
     p = put_varint(p + 1, entry_size)
     p[0] = TAG_KEY
-    p = put_varint(p + 1, f.key_len)
-    memcpy(p, f.key, f.key_len)
-    p += f.key_len
+    p = tfl_put_bytes(put_varint(p + 1, f.key_len), f.key, f.key_len)
     p[0] = TAG_VALUE
     p = put_varint(p + 1, f.feat_size)
     return put_feature(p, f)
@@ -477,9 +469,7 @@ def encode_sequence_example(list context_keys, list context_kinds, list context_
             p[0] = TAG_KEY
             p = put_varint(p + 1, list_entry[i])
             p[0] = TAG_KEY
-            p = put_varint(p + 1, PyBytes_GET_SIZE(key))
-            memcpy(p, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
-            p += PyBytes_GET_SIZE(key)
+            p = tfl_put_bytes(put_varint(p + 1, PyBytes_GET_SIZE(key)), PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
             p[0] = TAG_VALUE
             p = put_varint(p + 1, list_body[i])
             for j in range(len(<list>list_steps[i])):
