@@ -40,6 +40,11 @@ cdef struct Column:
     Py_ssize_t row_ints
     Py_ssize_t row_spans
     bint uniform               # after table_finish: every row has the same kind and count
+    const unsigned char *tpl   # the last entry of one packed float/int64 run, as a template:
+    Py_ssize_t tpl_len         # its bytes before the values (tag, sizes, key), NULL / 0 for none
+    Py_ssize_t tpl_data        # and its value bytes
+    int tpl_kind               # FLOAT or INT64
+    Py_ssize_t next            # the column whose key came after this one's, last time it had one
 
 
 cdef struct Table:
@@ -47,6 +52,8 @@ cdef struct Table:
     Py_ssize_t n         # columns in use
     Py_ssize_t cap       # columns allocated
     Py_ssize_t guess     # next column to try: keys tend to come in the same order
+    Py_ssize_t head      # the column of the last record's first key
+    Py_ssize_t prev      # the column of this record's key found last (-1: none yet)
     bint discover        # add a column for every unseen key
     bint sequence        # columns hold FeatureLists
 
@@ -144,6 +151,7 @@ cdef Column *table_add(Table *t, const unsigned char *key, Py_ssize_t key_len) n
     t.cols[t.n].key_len = key_len
     t.cols[t.n].sequence = t.sequence
     t.cols[t.n].last = -1
+    t.cols[t.n].next = t.n + 1   # until records say otherwise: the columns in their order
     t.n += 1
     return &t.cols[t.n - 1]
 
@@ -170,7 +178,22 @@ cdef inline bint column_catch_up(Column *c, Py_ssize_t record) noexcept nogil:
 cdef inline bint column_enter(Column *c, Py_ssize_t record) noexcept nogil:
     """The key appears in this record. The first time, open the record's row (an empty
     Feature until its value is parsed; for a FeatureList, no steps yet). A repeat means the
-    last entry wins: drop what the earlier one left."""
+    last entry wins: drop what the earlier one left. Small enough to inline everywhere: the
+    key was in the record before, as it mostly is; column_enter_else does the rest."""
+    if c.last != record - 1:
+        return column_enter_else(c, record)
+    c.last = record
+    c.rec_rows = c.kinds.len
+    c.rec_floats = c.row_floats = c.floats.len
+    c.rec_ints = c.row_ints = c.ints.len
+    c.rec_spans = c.row_spans = c.spans.len
+    if c.sequence:
+        return buf_push64(&c.steps, 0)
+    return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
+
+
+cdef bint column_enter_else(Column *c, Py_ssize_t record) noexcept nogil:
+    """column_enter for a repeated key, or one absent from the record before."""
     if c.last == record:
         c.floats.len = c.row_floats = c.rec_floats
         c.ints.len = c.row_ints = c.rec_ints
@@ -183,16 +206,10 @@ cdef inline bint column_enter(Column *c, Py_ssize_t record) noexcept nogil:
             c.kinds.data[c.kinds.len - 1] = EMPTY
             (<int64_t *>c.counts.data)[c.counts.len // 8 - 1] = 0
         return True
-    if record - c.last > 1 and not column_catch_up(c, record):
+    if not column_catch_up(c, record):
         return False
-    c.last = record
-    c.rec_rows = c.kinds.len
-    c.rec_floats = c.row_floats = c.floats.len
-    c.rec_ints = c.row_ints = c.ints.len
-    c.rec_spans = c.row_spans = c.spans.len
-    if c.sequence:
-        return buf_push64(&c.steps, 0)
-    return buf_push8(&c.kinds, EMPTY) and buf_push64(&c.counts, 0)
+    c.last = record - 1
+    return column_enter(c, record)
 
 
 cdef inline bint column_new_row(Column *c) noexcept nogil:
@@ -278,9 +295,26 @@ cdef inline bint same_key(const unsigned char *a, const unsigned char *b, Py_ssi
     return n == 0 or (a[0] == b[0] and a[n - 1] == b[n - 1] and a[n // 2] == b[n // 2])
 
 
+cdef inline void table_start(Table *t) noexcept nogil:
+    """A record's map begins: guess that its first key is the last record's."""
+    t.prev = -1
+    t.guess = t.head
+
+
+cdef inline void table_found(Table *t, Py_ssize_t k) noexcept nogil:
+    """Column k's key is the next one in this record: keys tend to come in the same order in
+    every record (not always the columns' order), so remember which came after which, and
+    guess the one that followed column k's key last time."""
+    if t.prev < 0:
+        t.head = k
+    else:
+        t.cols[t.prev].next = k
+    t.prev = k
+    t.guess = t.cols[k].next
+
+
 cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t key_len) noexcept nogil:
-    """The column named key, or NULL. Starts at the column after the last one found: keys
-    tend to come in the same order in every record."""
+    """The column named key, or NULL. Starts at the guessed column (table_found)."""
     cdef Py_ssize_t i, j
     cdef Column *c
     i = t.guess
@@ -288,10 +322,10 @@ cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t 
         if i >= t.n:
             i = 0
         c = &t.cols[i]
-        i += 1
         if c.key_len == key_len and same_key(c.key, key, key_len):
-            t.guess = i
+            table_found(t, i)
             return c
+        i += 1
     return NULL
 
 

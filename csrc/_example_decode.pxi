@@ -18,6 +18,7 @@ cdef struct Parser:
     Table ctx            # Example features / SequenceExample context
     Table seq            # SequenceExample feature_lists
     Py_ssize_t record    # index of the record being parsed
+    const unsigned char *entry_at  # where the map entry being parsed starts (at its tag)
     Fault fault          # the first failure, if any
 
 
@@ -174,19 +175,19 @@ cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count)
     return 0
 
 
-cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept nogil:
+cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col, const unsigned char *entry_at) noexcept nogil:
     """The Feature shapes every writer produces, into a fresh row of col: one *_list field
     (tag 0x0A bytes, 0x12 float, 0x1A int64) that holds one packed run of floats or int64s
     (tag 0x0A) or only bytes values (tag 0x0A each). Returns 1 when done, 0 when the Feature
     is anything else; then nothing was consumed or kept and the general parser takes over,
-    so it also reports every error. -1 on allocation failure."""
+    so it also reports every error. -1 on allocation failure. entry_at: where the map entry
+    starts when it is the Feature's alone and ends with it (key, then this value), else
+    NULL; its packed run then becomes the column's template (entry_as_before)."""
     cdef Cursor f = c[0]
     cdef Cursor lst, sub
-    cdef int kind
+    cdef int kind, done
     cdef int64_t count = 0
-    cdef uint64_t v
-    cdef Py_ssize_t n, i
-    cdef int64_t *ints
+    cdef Py_ssize_t i
     cdef ByteSpan *span
     if cursor_expect(&f, 0x12):
         kind = FLOAT
@@ -214,30 +215,77 @@ cdef inline int parse_feature_common(Parser *p, Cursor *c, Column *col) noexcept
     else:
         if not cursor_expect(&lst, TAG_KEY) or not cursor_len(&lst, &sub) or lst.pos != lst.end:
             return 0
-        n = sub.end - sub.pos
-        if kind == FLOAT:
-            if n % 4:
-                return 0
-            if not buf_reserve(&col.floats, n):
-                return fail(&p.fault, E_MEMORY, sub.pos)
-            copy_floats(col.floats.data + col.floats.len, sub.pos, n)
-            col.floats.len += n
-            count = n // 4
-        else:
-            # At most one value per byte, so reserving the byte count is enough.
-            if not buf_reserve(&col.ints, 8 * n):
-                return fail(&p.fault, E_MEMORY, sub.pos)
-            ints = <int64_t *>(col.ints.data + col.ints.len)
-            while sub.pos < sub.end:
-                if not cursor_varint(&sub, &v):
-                    return 0   # nothing kept: col.ints.len has not moved
-                ints[count] = <int64_t>v
-                count += 1
-            col.ints.len += 8 * count
+        done = put_packed(p, col, kind, sub.pos, sub.end - sub.pos)
+        if done != 1:
+            return done
+        # The entry ends with one packed run: its bytes before the values are a template that
+        # the next records' entries for this key often repeat (a fixed-length float's always).
+        if entry_at != NULL:
+            col.tpl, col.tpl_len, col.tpl_data, col.tpl_kind = entry_at, sub.pos - entry_at, sub.end - sub.pos, kind
+        c[0] = f
+        return 1
     col.kinds.data[col.kinds.len - 1] = <char>kind
     (<int64_t *>(col.counts.data + col.counts.len - 8))[0] = count
     c[0] = f
     return 1
+
+
+cdef inline int put_packed(Parser *p, Column *col, int kind, const unsigned char *data, Py_ssize_t n) noexcept nogil:
+    """n bytes of packed float32 or int64 values as the fresh row of col: 1 when done, 0
+    when they do not parse (nothing kept), -1 on allocation failure."""
+    cdef Py_ssize_t count = 0
+    cdef Cursor sub
+    cdef uint64_t v
+    cdef int64_t *ints
+    if kind == FLOAT:
+        if n % 4:
+            return 0
+        if not buf_reserve(&col.floats, n):
+            return fail(&p.fault, E_MEMORY, data)
+        copy_floats(col.floats.data + col.floats.len, data, n)
+        col.floats.len += n
+        count = n // 4
+    else:
+        # At most one value per byte, so reserving the byte count is enough.
+        if not buf_reserve(&col.ints, 8 * n):
+            return fail(&p.fault, E_MEMORY, data)
+        ints = <int64_t *>(col.ints.data + col.ints.len)
+        cursor_init(&sub, data, n)
+        while sub.pos < sub.end:
+            if not cursor_varint(&sub, &v):
+                return 0   # nothing kept: col.ints.len has not moved
+            ints[count] = <int64_t>v
+            count += 1
+        col.ints.len += 8 * count
+    col.kinds.data[col.kinds.len - 1] = <char>kind
+    (<int64_t *>(col.counts.data + col.counts.len - 8))[0] = count
+    return 1
+
+
+cdef inline int entry_as_before(Parser *p, Cursor *c, Table *t) noexcept nogil:
+    """The next map entry, when it repeats the template of the column expected next (the
+    same key, sizes and shape as that column's last entry, byte for byte): its values go
+    straight into the column (a repeated key's last entry still wins), without parsing the
+    entry's tags and sizes again. 1 when done; 0 leaves c for the general path, as it was;
+    -1 on allocation failure."""
+    cdef Column *col
+    cdef Py_ssize_t k = t.guess if t.guess < t.n else 0
+    cdef int done
+    if t.n == 0:
+        return 0
+    col = &t.cols[k]
+    if (col.tpl_len == 0 or c.end - c.pos < col.tpl_len + col.tpl_data
+            or not tfl_same_bytes(c.pos, col.tpl, col.tpl_len)):
+        return 0
+    if not column_enter(col, p.record):
+        return fail(&p.fault, E_MEMORY, c.pos)
+    # Values that do not parse leave the row empty; the general path opens it again (as a
+    # repeated key: nothing to drop) and reports them.
+    done = put_packed(p, col, col.tpl_kind, c.pos + col.tpl_len, col.tpl_data)
+    if done == 1:
+        c.pos += col.tpl_len + col.tpl_data
+        table_found(t, k)
+    return done
 
 
 cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
@@ -252,7 +300,7 @@ cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
     if col != NULL:
         row_kind = col.kinds.data + col.kinds.len - 1
         if row_kind[0] == EMPTY:   # a fresh row: no kind, no values yet
-            done = parse_feature_common(p, c, col)
+            done = parse_feature_common(p, c, col, NULL)
             if done != 0:
                 return done if done < 0 else 0
         row_count = <int64_t *>(col.counts.data + col.counts.len - 8)
@@ -298,7 +346,15 @@ cdef int parse_repeated(Parser *p, Cursor *c, Repeated into) noexcept nogil:
     parse_entry into the map loop as it would into a loop written for it."""
     cdef uint32_t field, wire
     cdef Cursor sub
+    cdef int done
     while c.pos < c.end:
+        if Repeated is EntriesOf:
+            done = entry_as_before(p, c, into)
+            if done != 0:
+                if done < 0:
+                    return -1
+                continue
+            p.entry_at = c.pos
         if read_tag(&p.fault, c, &field, &wire) < 0:
             return -1
         if field == 1 and wire == LEN:
@@ -349,6 +405,7 @@ cdef int entry_new_key(Parser *p, Table *t, const unsigned char *key, Py_ssize_t
     col = table_add(t, key, key_len)
     if col == NULL:
         return fail(&p.fault, E_MEMORY, key_at)
+    table_found(t, t.n - 1)
     if not column_enter(col, p.record):
         return fail(&p.fault, E_MEMORY, key_at)
     out[0] = col
@@ -379,7 +436,7 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
         if t.sequence:
             return parse_feature_list(p, &value, col)
         if col != NULL:   # its row is fresh: try the common shapes without a call
-            done = parse_feature_common(p, &value, col)
+            done = parse_feature_common(p, &value, col, p.entry_at)
             if done != 0:
                 return done if done < 0 else 0
         return parse_feature(p, &value, col)
@@ -420,6 +477,7 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
 
 cdef int parse_map(Parser *p, Cursor *c, Table *t) noexcept nogil:
     """Features / FeatureLists: field 1 repeated map entries."""
+    table_start(t)
     return parse_repeated[EntriesOf](p, c, t)
 
 

@@ -167,5 +167,19 @@ cdef extern from *:
         }
         return p + n;
     }
+    /* Whether n bytes at a and b are equal; 8 to 32 bytes (the decoder's entry templates)
+     * compared by 8-byte words, the last one overlapping, without a call. */
+    static inline int tfl_same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+        uint64_t x, y, d = 0;
+        size_t i;
+        if (n < 8 || n > 32) return memcmp(a, b, n) == 0;
+        for (i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, a + i, 8); memcpy(&y, b + i, 8);
+            d |= x ^ y;
+        }
+        memcpy(&x, a + n - 8, 8); memcpy(&y, b + n - 8, 8);
+        return (d | (x ^ y)) == 0;
+    }
     """
     unsigned char *tfl_put_bytes(unsigned char *p, const void *src, size_t n) nogil
+    bint tfl_same_bytes(const unsigned char *a, const unsigned char *b, size_t n) nogil

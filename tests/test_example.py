@@ -263,13 +263,13 @@ def test_every_short_length_encodes_as_the_twin_does(backend):
         assert list(tfl.decode_example(data)["k" * n]) == [bytes(range(n))]
 
 
-def _decoded(data):
-    """decode_examples' rows in a comparable form (dtype and bytes of each array, bytes
-    values as a list), or the error's class and record index."""
+def _decoded(data, *more):
+    """decode_examples' rows of these records in a comparable form (dtype and bytes of each
+    array, bytes values as a list), or the error's class and record index."""
     try:
-        rows = tfl.decode_examples([data])
+        rows = tfl.decode_examples([data, *more])
     except TFRecordError as exc:
-        assert isinstance(exc, ExampleDecodeError) and exc.index == 0, exc
+        assert isinstance(exc, ExampleDecodeError) and 0 <= exc.index <= len(more), exc
         return type(exc).__name__, exc.index
     return [{k: (v.dtype.str, v.tobytes()) if isinstance(v, np.ndarray) else list(v) for k, v in row.items()}
             for row in rows]
@@ -281,6 +281,110 @@ def test_fuzz_only_hierarchy_errors_and_parity(backend, data):
     ours = _decoded(data)
     with _native.use(backend.other):
         assert _decoded(data) == ours
+
+
+# Records of one schema, as a batch: the core parses an entry that repeats, byte for byte
+# before its values, the last entry of the column it expects next, straight into that column.
+schema_rows = st.fixed_dictionaries({
+    "f": st.lists(float32s, min_size=0, max_size=3),
+    "i": st.lists(st.integers(-2**63, 2**63 - 1) | st.integers(0, 300), min_size=0, max_size=3),
+    "s": st.lists(st.binary(max_size=3), max_size=2),
+    "g" * 40: st.sampled_from([[1.5], [2.5, 3.5]]),   # an entry of over 32 bytes before its values
+}, optional={"j": st.sampled_from([[7], [300], [-1]])})
+
+
+@SETTINGS
+@given(rows=st.lists(schema_rows, min_size=2, max_size=6), repeat=st.integers(0, 5),
+       cut=st.integers(0, 80), flip=st.integers(0, 4000), mutate=st.integers(0, 3))
+def test_batches_of_one_schema_parse_as_the_twin_does(backend, rows, repeat, cut, flip, mutate):
+    """Whole batches, intact or with one record cut short, one bit flipped, or one entry
+    repeated (the last wins), give the twin's rows or the twin's error, at the same record."""
+    records = [bytearray(tfl.encode_example(row, deterministic=True)) for row in rows]
+    k = 1 + flip % (len(records) - 1)   # a later record: the first sets the templates
+    # The record's features message (its entries), to cut or repeat inside a frame that fits.
+    body = records[k][2:] if len(records[k]) < 0x80 else records[k][1 + len(_varint(len(records[k]) - 1)):]
+    if mutate == 1:   # cut inside an entry, its values or sizes
+        records[k] = bytearray(b"\x0a" + _varint(len(body[:cut])) + body[:cut]) if body else records[k]
+    elif mutate == 2 and records[k]:
+        records[k][flip % len(records[k])] ^= 1 << (flip % 8)
+    elif mutate == 3:   # every entry again: every key repeats
+        records[k] = bytearray(b"\x0a" + _varint(2 * len(body)) + body + body) if body else records[k]
+    ours = _decoded(*map(bytes, records))
+    with _native.use(backend.other):
+        assert _decoded(*map(bytes, records)) == ours
+    if mutate == 0:
+        assert ours == _decoded(*(tfl.encode_example(row) for row in rows))   # any key order
+
+
+def test_an_entry_like_the_last_but_cut_short_fails_as_the_twin_does(backend):
+    """Each record's entry for "g" starts with the same bytes as the record before's; one
+    whose values are cut short, inside a Features message whose size fits what is left,
+    fails at that record, as it does in the twin, however many values remain."""
+    good = tfl.encode_example({"g": [2.5, 3.5], "i": [5]}, deterministic=True)
+    features = good[2:]   # the Features message (under 128 bytes: one size byte)
+    g_entry = len(tfl.encode_example({"g": [2.5, 3.5]})) - 2   # the first entry's bytes
+    for cut in range(1, len(features)):
+        bad = b"\x0a" + _varint(cut) + features[:cut]
+        ours = _decoded(good, good, bad, good)
+        if cut < g_entry:
+            assert ours == ("ExampleDecodeError", 2), cut
+        with _native.use(backend.other):
+            assert _decoded(good, good, bad, good) == ours, cut
+
+
+def test_an_entry_that_differs_from_the_last_in_one_byte_is_parsed_anew(backend):
+    """A float entry and an int64 entry of the same key and sizes differ in one byte, the
+    Feature's tag, wherever the key's length puts it among the bytes before the values: each
+    record's values keep their own kind, as in the twin."""
+    for n in range(1, 41):
+        records = [tfl.encode_example({"k" * n: value}) for value in ([1.0], [2**21], [2**21], [1.0], [1.0])]
+        assert len(set(map(len, records))) == 1
+        ours = _decoded(*records)
+        f, i = ("<f4", np.float32(1).tobytes()), ("<i8", np.int64(2**21).tobytes())
+        assert [row["k" * n] for row in ours] == [f, i, i, f, f], n
+        with _native.use(backend.other):
+            assert _decoded(*records) == ours
+        # The entry's own tag changed to an unknown field 3 (LEN): skipped, no value.
+        unknown = records[0][:2] + b"\x1a" + records[0][3:]
+        ours = _decoded(records[0], unknown, records[0])
+        assert [list(row) for row in ours] == [["k" * n], [], ["k" * n]], n
+        with _native.use(backend.other):
+            assert _decoded(records[0], unknown, records[0]) == ours
+
+
+def _field(tag, payload):
+    return bytes([tag]) + _varint(len(payload)) + payload
+
+
+def test_entries_written_value_first_keep_their_keys(backend):
+    """Map entries may hold the value before the key, or be followed by a repeat of it: such
+    an entry is no template for the next (its bytes before the values do not hold its key),
+    so records whose keys come in another order still get their own values, as in the twin."""
+    def entry(key, value, key_first):
+        feature = _field(0x12, _field(0x12, _field(0x0A, np.float32(value).tobytes())))  # Feature{float_list}
+        name = _field(0x0A, key.encode())
+        return _field(0x0A, name + feature if key_first else feature + name)
+
+    def record(*entries):
+        return _field(0x0A, b"".join(entries))
+
+    for key_first in (False, True):
+        records = [record(entry("a", 1, key_first), entry("b", 2, key_first)),
+                   record(entry("b", 3, key_first), entry("a", 4, key_first)),
+                   record(entry("a", 5, False), entry("a", 6, True))]   # a repeated key: the last wins
+        ours = _decoded(*records)
+        values = [{k: np.frombuffer(v[1], "<f4").tolist() for k, v in row.items()} for row in ours]
+        assert values == [{"a": [1], "b": [2]}, {"a": [4], "b": [3]}, {"a": [6]}], key_first
+        with _native.use(backend.other):
+            assert _decoded(*records) == ours
+
+
+def _varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out) + bytes([n])
 
 
 @SETTINGS
