@@ -14,6 +14,8 @@ cdef struct Feat:
     Py_ssize_t packed          # packed varint bytes (INT64)
     Py_ssize_t list_size       # body of the *List message
     Py_ssize_t feat_size       # body of the Feature message
+    Py_ssize_t fixed_entry     # a column's map entry size when every row's is the same
+                               # (float32, raw: the sizes above hold for every row), else 0
 
 
 cdef enum:
@@ -104,7 +106,8 @@ cdef Py_ssize_t features_body(Feat *feats, Py_ssize_t nf, Py_ssize_t *entry) noe
     bytes."""
     cdef Py_ssize_t i, body = 0
     for i in range(nf):
-        entry[i] = feat_sizes(&feats[i])
+        if not feats[i].fixed_entry:   # else entry[i] holds it already (_columns put it there)
+            entry[i] = feat_sizes(&feats[i])
         body += framed(entry[i])
     return body
 
@@ -220,10 +223,11 @@ def encode_example(list keys, list kinds, list values):
 
 
 cdef int _columns(list keys, list kinds, list columns, Py_ssize_t n, Feat *feats, Col *cols,
-                  _Views views) except -1:
+                  Py_ssize_t *entry, _Views views) except -1:
     """Column sources for encode_examples: keys and kinds into feats, each column's data
-    into cols. BYTES columns are gathered into value arrays once, with the GIL, so that
-    rows can then be encoded without it."""
+    into cols, and the map entry size of each column whose rows all have the same one (float32,
+    raw) into entry, measured once. BYTES columns are gathered into value arrays once, with
+    the GIL, so that rows can then be encoded without it."""
     cdef Py_ssize_t i, j, v, nf = len(keys), nbytes, total
     cdef list column
     cdef PyObject *item
@@ -239,6 +243,8 @@ cdef int _columns(list keys, list kinds, list columns, Py_ssize_t n, Feat *feats
             cols[j].base = views.get(columns[j], &nbytes)
             cols[j].width = nbytes // n if n else 0
             feats[j].n = cols[j].width // (4 if kind == FLOAT else 8 if kind == INT64 else 1)
+            if kind != INT64:   # a varint's size follows its value; these sizes never change
+                feats[j].fixed_entry = entry[j] = feat_sizes(&feats[j])
             continue
         if len(columns[j]) != n:
             raise FeatureSpecError(f"feature {keys[j].decode()!r}: {len(columns[j])} rows, expected {n}")
@@ -311,7 +317,7 @@ def encode_examples(list keys, list kinds, list columns, Py_ssize_t n):
     memset(cols, 0, nf * sizeof(Col))
     for j in range(nf):
         kind[j] = kinds[j]
-    _columns(keys, kinds, columns, n, feats, cols, views)
+    _columns(keys, kinds, columns, n, feats, cols, entry, views)
     for i in range(n):
         _row(feats, cols, kind, nf, i)
         row_views = None
@@ -348,7 +354,7 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
         return _frame_records(encode_examples(keys, kinds, columns, n), starts, lengths)
     for j in range(nf):
         kind[j] = kinds[j]
-    _columns(keys, kinds, columns, n, feats, cols, views)
+    _columns(keys, kinds, columns, n, feats, cols, entry, views)
     # One pass measures and writes each record: measuring them all first, then writing,
     # measured each twice (0.78x the time for W2 blocks). The buffer starts at n times the
     # first frame (rows of one schema are alike), with a margin, at most ROOM_MAX unless
