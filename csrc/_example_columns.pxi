@@ -12,6 +12,7 @@ cdef extern from "blocks.h":
     void *tfl_block_take(size_t n, size_t *size) nogil
     void tfl_block_give(void *p, size_t size) nogil
     int tfl_blocks_list(void **data, size_t *size, int most) nogil
+    void tfl_blocks_free() nogil
 
 
 cdef struct Buf:
@@ -405,6 +406,11 @@ def _blocks_kept():
     cdef size_t size[TFL_BLOCK_SLOTS]
     cdef int n = tfl_blocks_list(data, size, TFL_BLOCK_SLOTS)
     return [(<size_t>data[i], size[i]) for i in range(n)]
+
+
+def _blocks_free():
+    """Free every kept block: tests start from none (the encoder keeps its scratch there too)."""
+    tfl_blocks_free()
 
 
 cdef object _uniform(Column *c):

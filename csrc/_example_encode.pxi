@@ -303,8 +303,16 @@ def encode_examples(list keys, list kinds, list columns, Py_ssize_t n):
     """n serialized Examples from columns. kinds per column: KIND_FLOAT / KIND_INT64 (a
     C-contiguous (n, k) array), KIND_RAW (C-contiguous (n, nbytes) uint8 array: each row is
     one bytes value), KIND_BYTES (list of n rows, each a bytes value or a list of bytes),
-    KIND_ROWS (list of n
-    (kind, values) pairs as encode_example takes)."""
+    KIND_ROWS (list of n (kind, values) pairs as encode_example takes). Encoded without the
+    GIL into one buffer, then cut into bytes objects, unless a KIND_ROWS column needs Python
+    objects per row: then the records are encoded one by one."""
+    if ROWS in kinds:
+        return _encode_by_row(keys, kinds, columns, n)
+    return _encode_rows(keys, kinds, columns, n, False)
+
+
+cdef list _encode_by_row(list keys, list kinds, list columns, Py_ssize_t n):
+    """encode_examples' records one at a time, with the GIL (KIND_ROWS values are objects)."""
     cdef Py_ssize_t i, j, nf = len(keys)
     cdef _Views views = _Views(nf)
     cdef Feat *feats = <Feat *>views.alloc(nf * sizeof(Feat))
@@ -336,7 +344,21 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
     bytearray, starts, lengths), the int64 arrays locating each record's data. Made without
     the GIL, unless a KIND_ROWS column needs Python objects per row: then the records are
     encoded one by one and framed."""
+    if ROWS in kinds:
+        return _frame_records(_encode_by_row(keys, kinds, columns, n), np.empty(n, np.int64), np.empty(n, np.int64))
+    return _encode_rows(keys, kinds, columns, n, True)
+
+
+cdef object _encode_rows(list keys, list kinds, list columns, Py_ssize_t n, bint frame):
+    """The n records of columns (no KIND_ROWS), written one after the other without the GIL:
+    when frame, as TFRecord frames in one bytearray, returned with the int64 starts and
+    lengths of their data; else bare, in a recycled block (blocks.h: a fresh one each call
+    faulted its pages in), then returned as a list of bytes."""
     cdef Py_ssize_t i = 0, j, nf = len(keys), total = 0, room = 0, need = 0
+    cdef size_t size, held = 0   # the block's size
+    cdef unsigned char *block = NULL
+    cdef unsigned char *grown
+    cdef Py_ssize_t overhead = FRAME_OVERHEAD if frame else 0
     cdef _Views views = _Views(nf)
     cdef Feat *feats = <Feat *>views.alloc(nf * sizeof(Feat))
     cdef Col *cols = <Col *>views.alloc(nf * sizeof(Col))
@@ -346,58 +368,87 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
     cdef cnp.ndarray lengths = np.empty(n, np.int64)
     cdef int64_t *start = <int64_t *>cnp.PyArray_DATA(starts)
     cdef int64_t *length = <int64_t *>cnp.PyArray_DATA(lengths)
-    cdef bytearray frames
+    cdef bytearray buf
     cdef unsigned char *base
+    cdef list records
     memset(feats, 0, nf * sizeof(Feat))
     memset(cols, 0, nf * sizeof(Col))
-    if ROWS in kinds:
-        return _frame_records(encode_examples(keys, kinds, columns, n), starts, lengths)
     for j in range(nf):
         kind[j] = kinds[j]
     _columns(keys, kinds, columns, n, feats, cols, entry, views)
     # One pass measures and writes each record: measuring them all first, then writing,
     # measured each twice (0.78x the time for W2 blocks). The buffer starts at n times the
-    # first frame (rows of one schema are alike), with a margin, at most ROOM_MAX unless
-    # one frame is larger, and grows when a record would not fit.
+    # first record (rows of one schema are alike), with a margin, at most ROOM_MAX unless
+    # one record is larger, and grows when a record would not fit.
     if n:
         _row(feats, cols, kind, nf, 0)
-        room = framed(features_body(feats, nf, entry)) + FRAME_OVERHEAD
+        room = framed(features_body(feats, nf, entry)) + overhead
         room = max(room, ROOM_MAX if room > ROOM_MAX // n else n * room + (n * room >> 4))
-    frames = PyByteArray_FromStringAndSize(NULL, room)
-    while True:
-        base = <unsigned char *>PyByteArray_AS_STRING(frames)
-        with nogil:
-            i = _framed_rows(base, room, i, n, &total, &need, feats, cols, kind, nf, entry, start, length)
-        if i == n:
-            break
-        room = max(need, room + room // 2)
-        PyByteArray_Resize(frames, room)
-    PyByteArray_Resize(frames, total)
-    return frames, starts, lengths
+    if frame:
+        buf = PyByteArray_FromStringAndSize(NULL, room)
+        base = <unsigned char *>PyByteArray_AS_STRING(buf)
+    else:
+        base = block = <unsigned char *>_take(room if room else 1, &held)
+        room = held
+    try:
+        while True:
+            with nogil:
+                i = _rows_into(base, room, i, n, frame, &total, &need, feats, cols, kind, nf, entry, start, length)
+            if i == n:
+                break
+            room = max(need, room + room // 2)
+            if frame:
+                PyByteArray_Resize(buf, room)
+                base = <unsigned char *>PyByteArray_AS_STRING(buf)
+            else:
+                grown = <unsigned char *>_take(room, &size)
+                memcpy(grown, block, total)
+                tfl_block_give(block, held)
+                base = block = grown
+                room = held = size
+        if frame:
+            PyByteArray_Resize(buf, total)
+            return buf, starts, lengths
+        records = [None] * n
+        for i in range(n):
+            records[i] = PyBytes_FromStringAndSize(<const char *>base + start[i], length[i])
+        return records
+    finally:
+        if block != NULL:
+            tfl_block_give(block, held)
 
 
-cdef Py_ssize_t _framed_rows(unsigned char *base, Py_ssize_t room, Py_ssize_t i, Py_ssize_t n,
-                             Py_ssize_t *total, Py_ssize_t *need, Feat *feats, const Col *cols,
-                             const int *kind, Py_ssize_t nf, Py_ssize_t *entry, int64_t *start,
-                             int64_t *length) noexcept nogil:
-    """Frame rows i, i + 1, ... one after the other from base + total[0] while they fit in
-    room bytes (advancing total[0], filling start and length); returns the first row left,
-    need[0] then the room it takes."""
+cdef void *_take(Py_ssize_t n, size_t *size) except NULL:
+    cdef void *p = tfl_block_take(n, size)
+    if p == NULL:
+        raise MemoryError()
+    return p
+
+
+cdef Py_ssize_t _rows_into(unsigned char *base, Py_ssize_t room, Py_ssize_t i, Py_ssize_t n, bint frame,
+                           Py_ssize_t *total, Py_ssize_t *need, Feat *feats, const Col *cols,
+                           const int *kind, Py_ssize_t nf, Py_ssize_t *entry, int64_t *start,
+                           int64_t *length) noexcept nogil:
+    """Write rows i, i + 1, ... one after the other (each in a TFRecord frame when frame)
+    from base + total[0] while they fit in room bytes (advancing total[0], filling start and
+    length); returns the first row left, need[0] then the room it takes."""
     cdef Py_ssize_t body, size
+    cdef Py_ssize_t header = FRAME_HEADER if frame else 0, overhead = FRAME_OVERHEAD if frame else 0
     cdef unsigned char *p
     while i < n:
         _row(feats, cols, kind, nf, i)
         body = features_body(feats, nf, entry)
         size = framed(body)
-        if total[0] + size + FRAME_OVERHEAD > room:
-            need[0] = total[0] + size + FRAME_OVERHEAD
+        if total[0] + size + overhead > room:
+            need[0] = total[0] + size + overhead
             break
-        start[i] = total[0] + FRAME_HEADER
+        start[i] = total[0] + header
         length[i] = size
         p = base + start[i]
         tfl_check_end(put_features(p, feats, nf, entry, body), p + size)
-        _frame_around(p, size)
-        total[0] += size + FRAME_OVERHEAD
+        if frame:
+            _frame_around(p, size)
+        total[0] += size + overhead
         i += 1
     return i
 

@@ -1,5 +1,5 @@
 /* Recycled blocks for a batch's large output buffers (see _example_columns.pxi, "large
-   outputs in recycled blocks"). A block of TFL_BLOCK_MIN bytes or more whose array is gone is
+   outputs in recycled blocks") and the encoder's scratch (_example_encode.pxi). A block of TFL_BLOCK_MIN bytes or more whose array is gone is
    kept, up to TFL_BLOCK_SLOTS blocks and TFL_BLOCK_KEEP bytes, and handed to the next request
    it fits. Both ends may run without the GIL (a column growing while records are decoded), so
    a lock guards the slots; after a fork the child gets a lock of its own. */
@@ -121,6 +121,16 @@ static int tfl_blocks_list(void **data, size_t *size, int max) {
     }
     tfl_blocks_unlock();
     return n;
+}
+
+/* Free every kept block. */
+static void tfl_blocks_free(void) {
+    int i;
+    tfl_blocks_lock();
+    for (i = 0; i < tfl_blocks_kept; i++)
+        free(tfl_block_data[i]);
+    tfl_blocks_kept = 0;
+    tfl_blocks_unlock();
 }
 
 #endif

@@ -210,10 +210,14 @@ def test_framed_encoder_and_reader_agree_under_each_crc_backend(crc):
 
 def _framed_both(sizes):
     """A bytes column (one value per row, sizes[i] bytes) and an int64 column, framed by the
-    core and by the twin."""
+    core and by the twin; the core's unframed records (encode_examples) are checked against
+    the twin's on the way, since they come from the same buffer that grows."""
     keys, kinds = [b"x", b"n"], [_example.KIND_BYTES, _example.KIND_INT64]
     data = [[bytes([i % 251]) * size for i, size in enumerate(sizes)],
             np.arange(len(sizes), dtype=np.int64).reshape(-1, 1) << 40]
+    records = _example.encode_examples(keys, kinds, data, len(sizes))
+    assert records == _example_py.encode_examples(keys, kinds, data, len(sizes))
+    assert all(type(r) is bytes for r in records)
     return (_example.encode_examples_framed(keys, kinds, data, len(sizes)),
             _example_py.encode_examples_framed(keys, kinds, data, len(sizes)), data)
 
@@ -225,7 +229,7 @@ def _framed_both(sizes):
 def test_the_framed_encoder_sizes_its_buffer_from_the_rows(sizes):
     """The core measures and writes each record in one pass, into a buffer sized from the
     first row that grows when a record would not fit: whatever the rows' sizes, it gives the
-    twin's frames, with no bytes past the last one."""
+    twin's frames, with no bytes past the last one, and the twin's records unframed."""
     (frames, starts, lengths), (twin, twin_starts, twin_lengths), data = _framed_both(sizes)
     assert bytes(frames) == bytes(twin)
     assert starts.tolist() == twin_starts.tolist() and lengths.tolist() == twin_lengths.tolist()

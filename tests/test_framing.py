@@ -697,3 +697,28 @@ def test_input_offset_follows_a_file_read_for_spans(backend, tmp_path):
         reader = TFRecordReader(str(path), chunk_size=1 << 18)
         seen = [reader.input_offset for _ in blocks(reader)]
         assert seen == sorted(seen) and 0 < seen[0] < size and seen[-1] == reader.input_offset == size
+
+
+@settings(max_examples=50, deadline=None)
+@given(records=st.lists(st.binary(max_size=40_000), max_size=8), kinds=st.lists(st.integers(0, 3), min_size=8, max_size=8),
+       start=st.binary(max_size=20))
+def test_encode_frames_takes_every_buffer_kind_at_once(backend, records, kinds, start):
+    """The core frames a whole list in one pass (without the GIL past 64 KiB): bytes,
+    bytearray, memoryview and uint8 arrays, after whatever out holds, as the twin does and
+    as frames appended one at a time are."""
+    made = [(bytes, bytearray, memoryview, lambda r: np.frombuffer(r, np.uint8))[k](r) for k, r in zip(kinds, records)]
+    out = backend.framing.encode_frames(made, bytearray(start))
+    one_by_one = bytearray(start)
+    for r in records:
+        backend.framing.append_frame(one_by_one, r)
+    assert out == one_by_one
+    with _native.use(backend.other):
+        assert _native.framing.encode_frames(made, bytearray(start)) == out
+
+
+@pytest.mark.parametrize("bad", [3, "text", None, np.arange(4)[::2]])
+def test_encode_frames_with_a_bad_record_appends_nothing(backend, bad):
+    out = bytearray(b"kept")
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        backend.framing.encode_frames([b"a", bad, b"b"], out)
+    assert out == b"kept"

@@ -35,6 +35,7 @@ def core():
         pytest.fail("the compiled core is not built; run `pip install .` (or build_ext --inplace)")
     with _native.use("cython"):
         gc.collect()
+        _native.example._blocks_free()   # none kept by earlier tests (the encoder's scratch too)
         yield _native.example
 
 
@@ -166,3 +167,17 @@ def test_threads_parsing_at_once_never_share_a_block(core):
     assert len({_address(a) for a in alive}) == len(alive) == 8  # arrays alive together: no block twice
     for k, array in enumerate(alive):
         np.testing.assert_array_equal(array, inputs[k // 2][0])
+
+
+def test_the_encoders_scratch_is_a_recycled_block(core):
+    """encode_examples writes its records into a recycled block, then copies each out as
+    bytes: the block goes back to be kept, and the next call takes that very block."""
+    keys, kinds = [b"x"], [core.KIND_BYTES]
+    data = [[bytes([i % 256]) * 1024 for i in range(2048)]]   # 2 MiB of records
+    first = core.encode_examples(keys, kinds, data, 2048)
+    kept = core._blocks_kept()
+    assert len(kept) == 1 and kept[0][1] >= 2 * MIB
+    assert core.encode_examples(keys, kinds, data, 2048) == first
+    assert core._blocks_kept() == kept
+    with _native.use("python"):
+        assert _native.example.encode_examples(keys, kinds, data, 2048) == first

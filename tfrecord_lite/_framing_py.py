@@ -58,11 +58,11 @@ def masked_crc32c(data) -> int:
 
 
 def encode_frames(records, out: bytearray | None = None) -> bytearray:
-    """Append one frame per record (bytes-like) to out (a new bytearray if None); return out."""
+    """Append one frame per record (bytes-like) to out (a new bytearray if None); return out.
+    Every record is looked at first: one that is not bytes-like raises with nothing appended."""
     if out is None:
         out = bytearray()
-    for record in records:
-        data = memoryview(record).cast("B")
+    for data in [memoryview(record).cast("B") for record in records]:
         header = _u64.pack(len(data))
         out += header
         out += _u32.pack(_mask(_crc32c_pkg.crc32c(header)))

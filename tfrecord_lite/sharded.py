@@ -370,23 +370,23 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
     """Worker: encode and frame one chunk; the frames travel back as one bytearray with
     their data lengths (so that a shard's index needs no second look at them), or as the
     RecordBatch that a batched encode returned."""
-    out = bytearray()
-    encode_frames = _native.framing.encode_frames
-    j, lengths = 0, []
+    j, records = 0, []
     try:
         if batched:
             records = encode(chunk)
             if type(records) is RecordBatch:  # the shard's writer takes it as it is
                 return records, len(records), None
             records = list(records)
-            encode_frames(records, out)
-            lengths = [memoryview(r).nbytes for r in records]
         else:
-            overhead = _native.framing.OVERHEAD_BYTES
             for j, item in enumerate(chunk):
-                before = len(out)
-                encode_frames((encode(item),), out)
-                lengths.append(len(out) - before - overhead)
+                records.append(encode(item))
+                if type(records[-1]) is not bytes:
+                    memoryview(records[-1]).release()  # not bytes-like: this item's error
+        # One core call frames them all, without the GIL for all but the smallest chunks.
+        out = _native.framing.encode_frames(records)
+        lengths = _native.spans.value_lengths(records)
+        if lengths is None:  # not all bytes: other buffers
+            lengths = np.array([memoryview(r).nbytes for r in records], np.int64)
     except Exception as exc:
         what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first + j}"
         raise EncodeError(
@@ -394,7 +394,7 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
             item=first + j, shard=shard, path=path,
             hint="No shard was written; fix encode or the item and run again",
         ) from exc
-    return out, len(lengths), np.array(lengths, np.int64)
+    return out, len(lengths), lengths
 
 
 def _shard_loop(writers, q, failure):
