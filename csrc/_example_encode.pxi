@@ -1,5 +1,6 @@
-# Included by _example.pyx: Example and SequenceExample encoding. A size pass measures every
-# length prefix, then a write pass fills a buffer of exactly that size.
+# Included by _example.pyx: Example and SequenceExample encoding. Each record is measured
+# (every length prefix), then written right after; the column encoders write a whole batch
+# into one buffer that grows if a record does not fit, without the GIL.
 
 cdef struct Feat:
     const unsigned char *key   # UTF-8 name
@@ -19,7 +20,7 @@ cdef struct Feat:
 
 
 cdef enum:
-    ROOM_MAX = 1 << 26  # encode_examples_framed's first buffer, at most (it grows past it)
+    ROOM_MAX = 1 << 26  # a column encoder's first buffer, at most (it grows past it)
 
 
 cdef struct Col:
