@@ -3,6 +3,7 @@
 import collections
 import os
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -191,6 +192,21 @@ def test_write_parallel_bad_return_value(backend, tmp_path):
     with pytest.raises(EncodeError, match=r"item 0 \(shard 0 of 2\).*TypeError"):
         write_parallel(range(10), str, tmp_path / "p", 2, num_workers=1)
     assert os.listdir(tmp_path) == []
+
+
+def test_write_parallel_frames_any_contiguous_buffer_and_names_a_bad_one(backend, tmp_path):
+    """Workers frame a chunk's records in one call: bytes, bytearray and uint8 arrays go in
+    as they are; a buffer that is not contiguous fails as its own item, not the chunk's last."""
+    def encode(i):
+        return (b"b%d" % i, bytearray(b"a%d" % i), np.frombuffer(b"n%d" % i, np.uint8))[i % 3]
+
+    write_parallel(range(30), encode, tmp_path / "ok", 2, num_workers=2, chunk_size=10)
+    got = [r for i in range(2) for r in TFRecordReader(shard_path(tmp_path / "ok", i, 2))]
+    assert sorted(got) == sorted(bytes(encode(i)) for i in range(30))
+    with pytest.raises(EncodeError, match=r"item 7 \(shard 0 of 2\)"):
+        write_parallel(range(10), lambda i: np.arange(4)[::2] if i == 7 else b"x", tmp_path / "bad", 2,
+                       num_workers=1, chunk_size=10)
+    assert not any(name.startswith("bad") for name in os.listdir(tmp_path))
 
 
 def test_write_parallel_is_lazy_and_bounded(backend, tmp_path):

@@ -380,8 +380,8 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
         else:
             for j, item in enumerate(chunk):
                 records.append(encode(item))
-                if type(records[-1]) is not bytes:
-                    memoryview(records[-1]).release()  # not bytes-like: this item's error
+                if type(records[-1]) is not bytes:  # not contiguous bytes-like: this item's error
+                    memoryview(records[-1]).cast("B").release()
         # One core call frames them all, without the GIL for all but the smallest chunks.
         out = _native.framing.encode_frames(records)
         lengths = _native.spans.value_lengths(records)
