@@ -23,7 +23,7 @@ from cpython.bytearray cimport (
     PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
 )
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
@@ -40,7 +40,7 @@ from crc32c cimport (
     TFL_CRC32C_CAPSULE, tfl_crc32c, tfl_crc32c_backend, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
 )
 from cursor cimport Cursor, acquire, cursor_init, cursor_take
-from objects cimport NOGIL_MIN_BYTES
+from objects cimport NOGIL_MIN_BYTES, ByteSpan
 from le cimport tfl_load_le32, tfl_load_le64, tfl_store_le32, tfl_store_le64
 
 # This module is the only one that links crc32c.c, so the CRC backend state lives here once;
@@ -318,42 +318,56 @@ cdef inline Py_ssize_t _put_decimal(char *out, int64_t value) noexcept nogil:
 
 def encode_frames(records, bytearray out=None):
     """Append one frame per record (bytes-like) to out (a new bytearray if None); return out.
-    Every record's buffer is taken first (one that is not bytes-like raises with nothing
+    Every record's data is found first (one that is not bytes-like raises with nothing
     appended), then all are framed in one pass, without the GIL from NOGIL_MIN_BYTES: the
     workers of write_parallel frame their encoders' records side by side."""
     cdef list held = records if type(records) is list else list(records)
     cdef Py_ssize_t n = len(held), i, got = 0, at, total = 0
-    cdef Py_buffer *views = <Py_buffer *>PyMem_Realloc(NULL, (n if n else 1) * sizeof(Py_buffer))
+    cdef ByteSpan *spans = <ByteSpan *>PyMem_Realloc(NULL, (n if n else 1) * sizeof(ByteSpan))
+    cdef Py_buffer *views = NULL   # of the records that are not exactly bytes
     cdef unsigned char *dst
-    if views == NULL:
+    cdef object record
+    if spans == NULL:
         raise MemoryError()
     if out is None:
         out = bytearray()
     try:
         for i in range(n):
-            acquire(held[i], &views[i])
-            got += 1
-            total += views[i].len + FRAME_OVERHEAD
+            record = held[i]
+            if PyBytes_CheckExact(record):   # held alive by the list: no buffer to take
+                spans[i].ptr = <const unsigned char *>PyBytes_AS_STRING(record)
+                spans[i].len = PyBytes_GET_SIZE(record)
+            else:
+                if views == NULL:
+                    views = <Py_buffer *>PyMem_Realloc(NULL, n * sizeof(Py_buffer))
+                    if views == NULL:
+                        raise MemoryError()
+                acquire(record, &views[got])
+                got += 1
+                spans[i].ptr = <const unsigned char *>views[got - 1].buf
+                spans[i].len = views[got - 1].len
+            total += spans[i].len + FRAME_OVERHEAD
         at = PyByteArray_GET_SIZE(out)
         _reserve(out, at + total)
         dst = <unsigned char *>PyByteArray_AS_STRING(out) + at
         if total >= NOGIL_MIN_BYTES:
             with nogil:
-                _write_frames(dst, views, n)
+                _write_frames(dst, spans, n)
         else:
-            _write_frames(dst, views, n)
+            _write_frames(dst, spans, n)
         return out
     finally:
         for i in range(got):
             PyBuffer_Release(&views[i])
         PyMem_Free(views)
+        PyMem_Free(spans)
 
 
-cdef void _write_frames(unsigned char *dst, const Py_buffer *views, Py_ssize_t n) noexcept nogil:
+cdef void _write_frames(unsigned char *dst, const ByteSpan *spans, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(n):
-        _write_frame(dst, <const unsigned char *>views[i].buf, <uint64_t>views[i].len)
-        dst += views[i].len + FRAME_OVERHEAD
+        _write_frame(dst, spans[i].ptr, <uint64_t>spans[i].len)
+        dst += spans[i].len + FRAME_OVERHEAD
 
 
 cdef extern from "Python.h":
