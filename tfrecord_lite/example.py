@@ -722,10 +722,11 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
     row (anything encode_example takes). Names in ``raw`` are written as one bytes value per
     row holding the row's raw array data (read back with RawTensorFeature).
 
-    Returns a list of bytes, or with ``as_batch=True`` a framed :class:`RecordBatch`: the
-    records already framed as TFRecords in one buffer, built without the GIL and without a
-    Python object per record, which ``TFRecordWriter.write_many`` and ``write_parallel``
-    copy verbatim (so encoding threads run in parallel)."""
+    Returns a list of bytes (encoded without the GIL; making each record's bytes object
+    holds it), or with ``as_batch=True`` a framed :class:`RecordBatch`: the records already
+    framed as TFRecords in one buffer, built without the GIL and without a Python object per
+    record, which ``TFRecordWriter.write_many`` and ``write_parallel`` copy verbatim (so
+    encoding threads run in parallel)."""
     n = len(next(iter(columns.values()))) if columns else 0
     for name, column in columns.items():
         if len(column) != n:
