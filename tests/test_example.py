@@ -303,11 +303,11 @@ def test_batches_of_one_schema_parse_as_the_twin_does(backend, rows, cut, flip, 
     k = 1 + flip % (len(records) - 1)   # a later record: the first sets the templates
     body = _features_of(records[k])   # its entries, to cut or repeat inside a size that fits
     if mutate == 1:   # cut inside an entry, its values or sizes
-        records[k] = bytearray(b"\x0a" + _varint(len(body[:cut])) + body[:cut]) if body else records[k]
+        records[k] = bytearray(ld(1, body[:cut])) if body else records[k]
     elif mutate == 2 and records[k]:
         records[k][flip % len(records[k])] ^= 1 << (flip % 8)
     elif mutate == 3:   # every entry again: every key repeats
-        records[k] = bytearray(b"\x0a" + _varint(2 * len(body)) + body + body) if body else records[k]
+        records[k] = bytearray(ld(1, body + body)) if body else records[k]
     ours = _decoded(*map(bytes, records))
     with _native.use(backend.other):
         assert _decoded(*map(bytes, records)) == ours
@@ -323,7 +323,7 @@ def test_an_entry_like_the_last_but_cut_short_fails_as_the_twin_does(backend):
     features = _features_of(good)
     g_entry = len(tfl.encode_example({"g": [2.5, 3.5]})) - 2   # the first entry's bytes
     for cut in range(1, len(features)):
-        bad = b"\x0a" + _varint(cut) + features[:cut]
+        bad = ld(1, features[:cut])
         ours = _decoded(good, good, bad, good)
         if cut < g_entry:
             assert ours == ("ExampleDecodeError", 2), cut
@@ -351,26 +351,19 @@ def test_an_entry_that_differs_from_the_last_in_one_byte_is_parsed_anew(backend)
             assert _decoded(records[0], unknown, records[0]) == ours
 
 
-def _field(tag, payload):
-    return bytes([tag]) + _varint(len(payload)) + payload
-
-
 def test_entries_written_value_first_keep_their_keys(backend):
     """Map entries may hold the value before the key, or be followed by a repeat of it: such
     an entry is no template for the next (its bytes before the values do not hold its key),
     so records whose keys come in another order still get their own values, as in the twin."""
-    def entry(key, value, key_first):
-        feature = _field(0x12, _field(0x12, _field(0x0A, np.float32(value).tobytes())))  # Feature{float_list}
-        name = _field(0x0A, key.encode())
-        return _field(0x0A, name + feature if key_first else feature + name)
-
-    def record(*entries):
-        return _field(0x0A, b"".join(entries))
+    def either(key, value, key_first):
+        if key_first:
+            return entry(key, floats_packed([value]))
+        return ld(1, ld(2, floats_packed([value])) + ld(1, key.encode()))
 
     for key_first in (False, True):
-        records = [record(entry("a", 1, key_first), entry("b", 2, key_first)),
-                   record(entry("b", 3, key_first), entry("a", 4, key_first)),
-                   record(entry("a", 5, False), entry("a", 6, True))]   # a repeated key: the last wins
+        records = [example(either("a", 1, key_first), either("b", 2, key_first)),
+                   example(either("b", 3, key_first), either("a", 4, key_first)),
+                   example(either("a", 5, False), either("a", 6, True))]   # a repeated key: the last wins
         ours = _decoded(*records)
         values = [{k: np.frombuffer(v[1], "<f4").tolist() for k, v in row.items()} for row in ours]
         assert values == [{"a": [1], "b": [2]}, {"a": [4], "b": [3]}, {"a": [6]}], key_first
@@ -386,14 +379,6 @@ def _features_of(record):
         shift, i = shift + 7, i + 1
         if record[i - 1] < 0x80:
             return record[i:i + size]
-
-
-def _varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out) + bytes([n])
 
 
 @SETTINGS
