@@ -346,7 +346,7 @@ def encode_examples_framed(list keys, list kinds, list columns, Py_ssize_t n):
     the GIL, unless a KIND_ROWS column needs Python objects per row: then the records are
     encoded one by one and framed."""
     if ROWS in kinds:
-        return _frame_records(_encode_by_row(keys, kinds, columns, n), np.empty(n, np.int64), np.empty(n, np.int64))
+        return _frame_records(_encode_by_row(keys, kinds, columns, n))
     return _encode_rows(keys, kinds, columns, n, True)
 
 
@@ -462,21 +462,19 @@ cdef inline void _frame_around(unsigned char *data, int64_t n) noexcept nogil:
     tfl_store_le32(data + n, tfl_mask_crc(framing_crc32c(0, data, n)))
 
 
-cdef tuple _frame_records(list records, cnp.ndarray starts, cnp.ndarray lengths):
-    """Frame bytes records into one buffer, filling starts and lengths."""
-    cdef Py_ssize_t i, total = 0
+cdef tuple _frame_records(list records):
+    """Bytes records framed into one buffer (by _framing.encode_frames), with the int64
+    starts and lengths of their data."""
+    cdef Py_ssize_t i, n = len(records), total = 0
+    cdef cnp.ndarray starts = np.empty(n, np.int64)
+    cdef cnp.ndarray lengths = np.empty(n, np.int64)
     cdef int64_t *start = <int64_t *>cnp.PyArray_DATA(starts)
     cdef int64_t *length = <int64_t *>cnp.PyArray_DATA(lengths)
-    for i in range(len(records)):
+    for i in range(n):
         length[i] = PyBytes_GET_SIZE(records[i])
         start[i] = total + FRAME_HEADER
         total += length[i] + FRAME_OVERHEAD
-    cdef bytearray frames = PyByteArray_FromStringAndSize(NULL, total)
-    cdef unsigned char *base = <unsigned char *>PyByteArray_AS_STRING(frames)
-    for i in range(len(records)):
-        memcpy(base + start[i], PyBytes_AS_STRING(records[i]), length[i])
-        _frame_around(base + start[i], length[i])
-    return frames, starts, lengths
+    return _framing.encode_frames(records), starts, lengths
 
 
 def encode_sequence_example(list context_keys, list context_kinds, list context_values,
