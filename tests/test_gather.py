@@ -124,6 +124,21 @@ def test_frames_tile_says_whether_frames_lie_back_to_back(backend, lengths, stri
         _native.spans.frames_tile(starts, np.append(lengths, 1))
 
 
+def test_join_runs_of_a_whole_piece_matches_the_other_backend(backend):
+    # A piece's worth of records (24,383): the core writes them without the GIL.
+    rng = np.random.default_rng(5)
+    spread = rng.integers(0, 2**40, 3 * 16_384)
+    runs = [spread[:12_000], spread[12_000:20_000][::2], spread[20_000:][::-3][:8_383]]
+    args = ([r.copy() if j == 0 else r for j, r in enumerate(runs)], [r // 7 for r in runs], [0, 5, 2**33], [1, 2, 7])
+    got = _native.spans.join_runs(*args)
+    with _native.use(backend.other):
+        want = _native.spans.join_runs(*args)
+    assert [len(a) for a in got] == [12_000 + 4_000 + 8_383] * 4
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert got[3][12_000] == 5 and got[3][-1] == 2**33 + 7 * (len(runs[2]) - 1)
+
+
 def test_join_runs_rejects_runs_that_disagree(backend):
     a = np.arange(3, dtype=np.int64)
     with pytest.raises(tfl.InvalidArgumentError, match="run 1 has 3 starts and 2 lengths"):
