@@ -41,6 +41,7 @@ cdef struct Column:
     Py_ssize_t row_ints
     Py_ssize_t row_spans
     bint uniform               # after table_finish: every row has the same kind and count
+    Py_ssize_t value_bytes     # after table_finish without share: the bytes values' total length
     const unsigned char *tpl   # the last entry of one packed float/int64 run, as a template:
     Py_ssize_t tpl_len         # its bytes before the values (tag, sizes, key), NULL / 0 for none
     Py_ssize_t tpl_data        # and its value bytes
@@ -271,6 +272,8 @@ cdef bint table_finish(Table *t, Py_ssize_t records, bint share) noexcept nogil:
                 return False
             share_scan(<const ByteSpan *>c.spans.data, nspans, <Py_ssize_t *>c.first.data)
             c.first.len = nspans * sizeof(Py_ssize_t)
+        elif not share:  # the bytes column's size, counted here rather than under the GIL
+            c.value_bytes = fill_column(NULL, NULL, <const ByteSpan *>c.spans.data, nspans)
     return True
 
 
@@ -444,14 +447,15 @@ cdef Py_ssize_t fill_column(unsigned char *dst, int64_t *offsets, const ByteSpan
 
 
 cdef object _bytes_column(Column *c):
-    """The bytes values as (values, offsets): one uint8 array and int64 offsets."""
-    cdef Py_ssize_t n = c.spans.len // sizeof(ByteSpan), total
+    """The bytes values as (values, offsets): one uint8 array and int64 offsets. Their total
+    length was counted by table_finish without the GIL (here it was a pass over every value
+    under it)."""
+    cdef Py_ssize_t n = c.spans.len // sizeof(ByteSpan), total = c.value_bytes
     cdef const ByteSpan *spans = <const ByteSpan *>c.spans.data
     cdef cnp.ndarray values, offsets
     cdef unsigned char *dst
     cdef int64_t *op
     cdef cnp.npy_intp size
-    total = fill_column(NULL, NULL, spans, n)
     size = total
     values = _output(1, &size, cnp.NPY_UINT8, total)
     offsets = np.empty(n + 1, dtype=np.int64)
