@@ -31,6 +31,13 @@ cdef extern from "Python.h":
 
 # -- index arrays over blocks ---------------------------------------------------------------
 
+cdef inline int64_t _entry(const char *p) noexcept nogil:
+    """The int64 at p: a view's entries need not be aligned."""
+    cdef int64_t v
+    memcpy(&v, p, 8)
+    return v
+
+
 cdef void _interleave(int64_t *o, const char **src, const Py_ssize_t *step, const int64_t *shift,
                       Py_ssize_t m, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extra) noexcept nogil:
     """The output in order: rounds of a block from each part (src[j], step[j] bytes apart,
@@ -40,7 +47,6 @@ cdef void _interleave(int64_t *o, const char **src, const Py_ssize_t *step, cons
     its cache lines evicted between the passes by the 15 threads parsing beside it."""
     cdef Py_ssize_t r, j, k
     cdef const char *p
-    cdef int64_t v
     cdef bint packed = True  # every part's entries contiguous
     for j in range(m):
         packed = packed and step[j] == 8
@@ -60,8 +66,7 @@ cdef void _interleave(int64_t *o, const char **src, const Py_ssize_t *step, cons
                     o[k] = (<const int64_t *>p)[k] + shift[j]
             else:
                 for k in range(block):
-                    memcpy(&v, p + k * step[j], 8)  # a view's entries need not be aligned
-                    o[k] = v + shift[j]
+                    o[k] = _entry(p + k * step[j]) + shift[j]
             o += block
 
 
@@ -118,26 +123,30 @@ def interleave(list arrays, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extr
         PyMem_Free(src)
 
 
-cdef void _join_runs(int64_t *w, int64_t *o_s, int64_t *o_l, int64_t *o_i, const char **src,
-                     const Py_ssize_t *stride, const int64_t *first, const Py_ssize_t *size,
+cdef struct Run:
+    const char *starts       # the run's data starts and lengths, each a strided int64 view
+    const char *lengths
+    Py_ssize_t starts_step   # bytes between entries
+    Py_ssize_t lengths_step
+    Py_ssize_t count
+    int64_t first, step      # the number in its file of the run's first record, and the step
+
+
+cdef void _join_runs(int64_t *w, int64_t *o_s, int64_t *o_l, int64_t *o_i, const Run *runs,
                      Py_ssize_t m) noexcept nogil:
-    """join_runs' index arrays: per run j, size[j] records whose data starts and lengths are
-    at src[2j] and src[2j + 1], stride[2j] and stride[2j + 1] bytes apart; first[2j] and
-    first[2j + 1] are the run's first number and its step."""
     cdef Py_ssize_t j, k
-    cdef int64_t v
+    cdef const Run *r
     for j in range(m):
-        for k in range(size[j]):
+        r = &runs[j]
+        for k in range(r.count):
             w[k] = j
-            memcpy(&v, src[2 * j] + k * stride[2 * j], 8)  # a view's entries need not be aligned
-            o_s[k] = v
-            memcpy(&v, src[2 * j + 1] + k * stride[2 * j + 1], 8)
-            o_l[k] = v
-            o_i[k] = first[2 * j] + k * first[2 * j + 1]
-        w += size[j]
-        o_s += size[j]
-        o_l += size[j]
-        o_i += size[j]
+            o_s[k] = _entry(r.starts + k * r.starts_step)
+            o_l[k] = _entry(r.lengths + k * r.lengths_step)
+            o_i[k] = r.first + k * r.step
+        w += r.count
+        o_s += r.count
+        o_l += r.count
+        o_i += r.count
 
 
 def join_runs(list starts, list lengths, list firsts, list steps):
@@ -152,44 +161,37 @@ def join_runs(list starts, list lengths, list firsts, list steps):
     cdef Py_ssize_t m = len(starts), n = 0, j
     cdef const int64_t[:] s
     cdef const int64_t[:] l
-    cdef const char **src
-    cdef Py_ssize_t *stride
-    cdef Py_ssize_t *size
-    cdef int64_t *first
+    cdef Run *runs
     cdef int64_t *w[4]
     if not len(lengths) == len(firsts) == len(steps) == m:
         raise InvalidArgumentError(f"join_runs: {m} starts, {len(lengths)} lengths, {len(firsts)} firsts "
                                    f"and {len(steps)} steps")
     keep = (tuple(starts), tuple(lengths))  # the runs stay referenced while the GIL is released
-    src = <const char **>PyMem_Realloc(NULL, (m if m else 1) * (2 * sizeof(char *) + 3 * sizeof(Py_ssize_t)
-                                                                  + 2 * sizeof(int64_t)))
-    if src == NULL:
+    runs = <Run *>PyMem_Realloc(NULL, (m if m else 1) * sizeof(Run))
+    if runs == NULL:
         raise MemoryError()
-    stride = <Py_ssize_t *>(src + 2 * (m if m else 1))
-    size = stride + 2 * (m if m else 1)
-    first = <int64_t *>(size + (m if m else 1))
     try:
         for j in range(m):
             s, l = keep[0][j], keep[1][j]
             if s.shape[0] != l.shape[0]:
                 raise InvalidArgumentError(f"join_runs: run {j} has {s.shape[0]} starts and {l.shape[0]} lengths")
-            size[j] = s.shape[0]
-            src[2 * j] = <const char *>&s[0] if size[j] else NULL
-            src[2 * j + 1] = <const char *>&l[0] if size[j] else NULL
-            stride[2 * j], stride[2 * j + 1] = s.strides[0], l.strides[0]
-            first[2 * j], first[2 * j + 1] = firsts[j], steps[j]
-            n += size[j]
+            runs[j].count = s.shape[0]
+            runs[j].starts = <const char *>&s[0] if runs[j].count else NULL
+            runs[j].lengths = <const char *>&l[0] if runs[j].count else NULL
+            runs[j].starts_step, runs[j].lengths_step = s.strides[0], l.strides[0]
+            runs[j].first, runs[j].step = firsts[j], steps[j]
+            n += runs[j].count
         out = tuple(np.empty(n, np.int64) for _ in range(4))
         for j in range(4):
             w[j] = <int64_t *>cnp.PyArray_DATA(out[j])
         if n * 32 >= NOGIL_MIN_BYTES:
             with nogil:
-                _join_runs(w[0], w[1], w[2], w[3], src, stride, first, size, m)
+                _join_runs(w[0], w[1], w[2], w[3], runs, m)
         else:
-            _join_runs(w[0], w[1], w[2], w[3], src, stride, first, size, m)
+            _join_runs(w[0], w[1], w[2], w[3], runs, m)
         return out
     finally:
-        PyMem_Free(src)
+        PyMem_Free(runs)
 
 
 def frames_tile(starts, lengths):
