@@ -1,8 +1,9 @@
 /* Recycled blocks for a batch's large output buffers (see _example_columns.pxi, "large
-   outputs in recycled blocks") and the encoder's scratch (_example_encode.pxi). A block of TFL_BLOCK_MIN bytes or more whose array is gone is
-   kept, up to TFL_BLOCK_SLOTS blocks and TFL_BLOCK_KEEP bytes, and handed to the next request
-   it fits. Both ends may run without the GIL (a column growing while records are decoded), so
-   a lock guards the slots; after a fork the child gets a lock of its own. */
+   outputs in recycled blocks") and the encoder's scratch (_example_encode.pxi). A block of
+   TFL_BLOCK_MIN bytes or more whose array is gone is kept, up to TFL_BLOCK_SLOTS blocks and
+   TFL_BLOCK_KEEP bytes, and handed to the next request it fits. Both ends may run without the
+   GIL (a column growing while records are decoded), so a lock guards the slots; after a fork
+   the child gets a lock of its own. */
 #ifndef TFRECORD_LITE_BLOCKS_H
 #define TFRECORD_LITE_BLOCKS_H
 
