@@ -60,7 +60,7 @@ from libc.string cimport memcmp, memcpy, memset
 from crc32c cimport TFL_CRC32C_CAPSULE, crc32c_fn, tfl_mask_crc
 from cursor cimport Cursor, acquire, cursor_expect, cursor_init, cursor_len, cursor_take, cursor_varint
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
-from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_objects, share_scan
+from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_objects, same_bytes, share_scan
 from le cimport TFL_LITTLE_ENDIAN, tfl_store_le32, tfl_store_le64
 from wire cimport *
 

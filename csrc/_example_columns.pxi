@@ -277,28 +277,6 @@ cdef bint table_finish(Table *t, Py_ssize_t records, bint share) noexcept nogil:
     return True
 
 
-cdef inline bint same_key(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
-    """a[:n] == b[:n]. Feature names are short and often share a prefix ("float_0",
-    "float_1"), so compare them as two overlapping words rather than byte by byte."""
-    cdef uint64_t x, y, u, v
-    cdef uint32_t x4, y4, u4, v4
-    if n >= 8:
-        if n > 16:
-            return memcmp(a, b, n) == 0
-        memcpy(&x, a, 8)
-        memcpy(&y, b, 8)
-        memcpy(&u, a + n - 8, 8)
-        memcpy(&v, b + n - 8, 8)
-        return x == y and u == v
-    if n >= 4:
-        memcpy(&x4, a, 4)
-        memcpy(&y4, b, 4)
-        memcpy(&u4, a + n - 4, 4)
-        memcpy(&v4, b + n - 4, 4)
-        return x4 == y4 and u4 == v4
-    return n == 0 or (a[0] == b[0] and a[n - 1] == b[n - 1] and a[n // 2] == b[n // 2])
-
-
 cdef inline void table_start(Table *t) noexcept nogil:
     """A record's map begins: guess that its first key is the last record's."""
     t.prev = -1
@@ -326,7 +304,7 @@ cdef inline Column *table_lookup(Table *t, const unsigned char *key, Py_ssize_t 
         if i >= t.n:
             i = 0
         c = &t.cols[i]
-        if c.key_len == key_len and same_key(c.key, key, key_len):
+        if c.key_len == key_len and same_bytes(c.key, key, key_len):
             table_found(t, i)
             return c
         i += 1

@@ -203,19 +203,22 @@ def test_equal_short_values_are_one_object():
     # makes bytes objects in bulk (decoding, values crossing from a worker, raw records).
     from tfrecord_lite import _native
 
-    values = [b"cat", b"dog"] * 1000 + [b"y" * 17] * 2
+    # Every length class the sharing table hashes and compares apart: 1, 2-3, 4-7, 8-16.
+    kinds = [b"a", b"cat", b"dog", b"green", b"magenta", b"12345678", b"y" * 16]
+    values = kinds * 300 + [b"y" * 17] * 2
+    shared = len(kinds) * 300
     with _native.use("cython"):
         decoded = tfl.parse_example([tfl.encode_example({"s": v}) for v in values],
                                     {"s": tfl.FixedLenFeature([], bytes)})["s"]
-        offsets = np.arange(0, 3 * 2000 + 1, 3, dtype=np.int64)
-        split = _native.spans.split_values(b"catdog" * 1000, offsets)
+        offsets = np.concatenate([[0], np.cumsum([len(v) for v in values[:shared]])]).astype(np.int64)
+        split = _native.spans.split_values(b"".join(values[:shared]), offsets)
         frames, starts, lengths, *_ = _native.framing.scan_block(_native.framing.encode_frames(values))
         records = tfl.RecordBatch(frames, starts, lengths, framed=True).to_numpy()
     for out in (decoded, records, split):
-        assert out[:2000].tolist() == values[:2000]
-        assert len({id(v) for v in out[:2000]}) == 2
+        assert out[:shared].tolist() == values[:shared]
+        assert len({id(v) for v in out[:shared]}) == len(kinds)
     for out in (decoded, records):  # long values are copied each time: no table to look them up in
-        assert out[2000] == out[2001] and out[2000] is not out[2001]
+        assert out[shared] == out[shared + 1] and out[shared] is not out[shared + 1]
 
 
 @given(st.lists(st.binary(max_size=40), max_size=30), st.integers(1, 3), st.sampled_from(["list", "tuple", "array"]))
