@@ -3,7 +3,8 @@
 # worker). Making the objects is the part that needs the GIL, so it does as little as it
 # can: equal short values (categories, labels) share one bytes object (bytes are
 # immutable), found beforehand by share_scan, which needs no GIL; long values are allocated
-# under the GIL and filled without it (an image is mostly memcpy).
+# under the GIL and filled without it (an image is mostly memcpy). same_bytes, the table's
+# comparison of short values, also serves the decoder's lookup of feature names.
 cimport numpy as cnp
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.ref cimport Py_INCREF, Py_XINCREF, PyObject
