@@ -4,7 +4,7 @@
 # can: equal short values (categories, labels) share one bytes object (bytes are
 # immutable), found beforehand by share_scan, which needs no GIL; long values are allocated
 # under the GIL and filled without it (an image is mostly memcpy). same_bytes, the table's
-# comparison of short values, also serves the decoder's lookup of feature names.
+# comparison of values, also serves the decoder's lookup of feature names.
 cimport numpy as cnp
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.ref cimport Py_INCREF, Py_XINCREF, PyObject
@@ -29,43 +29,39 @@ cdef struct ByteSpan:
     Py_ssize_t len             # its length
 
 
-cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
-    """a[:n] == b[:n]. Short values (feature names, categories) are compared as two
-    overlapping words each, fixed-size loads, rather than through a call to memcmp."""
-    cdef uint64_t x, y, u, v
-    cdef uint32_t x4, y4, u4, v4
+cdef inline void short_words(const unsigned char *p, Py_ssize_t n, uint64_t *x, uint64_t *y) noexcept nogil:
+    """p[:n] (n <= 16) as two words that hold every one of its bytes: two overlapping 8-byte
+    loads from 8 bytes on, two overlapping 4-byte ones from 4, the first, middle and last
+    byte below. Fixed-size loads only: a copy of n bytes into a word, then reading the word,
+    stalled the CPU (the load waits for the partial stores) for most of share_scan's time."""
+    cdef uint32_t lo, hi
+    x[0] = y[0] = 0
     if n >= 8:
-        if n > 16:
-            return memcmp(a, b, n) == 0
-        memcpy(&x, a, 8)
-        memcpy(&y, b, 8)
-        memcpy(&u, a + n - 8, 8)
-        memcpy(&v, b + n - 8, 8)
-        return x == y and u == v
-    if n >= 4:
-        memcpy(&x4, a, 4)
-        memcpy(&y4, b, 4)
-        memcpy(&u4, a + n - 4, 4)
-        memcpy(&v4, b + n - 4, 4)
-        return x4 == y4 and u4 == v4
-    return n == 0 or (a[0] == b[0] and a[n - 1] == b[n - 1] and a[n // 2] == b[n // 2])
+        memcpy(x, p, 8)
+        memcpy(y, p + n - 8, 8)
+    elif n >= 4:
+        memcpy(&lo, p, 4)
+        memcpy(&hi, p + n - 4, 4)
+        x[0] = lo | <uint64_t>hi << 32
+    elif n:
+        x[0] = p[0] | <uint64_t>p[n // 2] << 8 | <uint64_t>p[n - 1] << 16
+
+
+cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
+    """a[:n] == b[:n]. Short values (feature names, categories) are compared as their
+    short_words, rather than through a call to memcmp."""
+    cdef uint64_t ax, ay, bx, by
+    if n > 16:
+        return memcmp(a, b, n) == 0
+    short_words(a, n, &ax, &ay)
+    short_words(b, n, &bx, &by)
+    return ax == bx and ay == by
 
 
 cdef inline Py_ssize_t share_slot(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    """A hash of a short value (n <= SHARE_MAX) from the words same_bytes compares. Fixed-size
-    loads only: a copy of n bytes into a word, then reading the word, stalled the CPU (the
-    load waits for the partial stores) for most of share_scan's time."""
-    cdef uint64_t x = 0, y = 0
-    cdef uint32_t x4, y4
-    if n >= 8:
-        memcpy(&x, p, 8)
-        memcpy(&y, p + n - 8, 8)
-    elif n >= 4:
-        memcpy(&x4, p, 4)
-        memcpy(&y4, p + n - 4, 4)
-        x = x4 | <uint64_t>y4 << 32
-    elif n:
-        x = p[0] | <uint64_t>p[n // 2] << 8 | <uint64_t>p[n - 1] << 16
+    """A hash of a short value (n <= SHARE_MAX) from its short_words."""
+    cdef uint64_t x, y
+    short_words(p, n, &x, &y)
     x = x * <uint64_t>0x9E3779B97F4A7C15 ^ y * <uint64_t>0xC2B2AE3D27D4EB4F ^ <uint64_t>n
     return <Py_ssize_t>(x >> SHARE_SHIFT)
 
