@@ -52,8 +52,9 @@ if COVERAGE:
     define_macros.append(("CYTHON_TRACE_NOGIL", "1"))
 
 # C sources linked into one extension only: _framing owns CRC32C and its backend state, and
-# the other modules borrow tfl_crc32c from it (a capsule), so there is one backend choice.
-C_SOURCES = {"_framing": ["csrc/crc32c.c"]}
+# the SIGBUS handler of guarded reads; the other modules borrow tfl_crc32c and the guard from
+# it (capsules), so there is one backend choice and one handler.
+C_SOURCES = {"_framing": ["csrc/crc32c.c", "csrc/guard.c"]}
 if DEBUG:
     define_macros.append(("TFL_DEBUG", "1"))  # encoders check they end where their size pass said
 

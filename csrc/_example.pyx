@@ -43,6 +43,7 @@ CRC32C is not compiled in here: tfrecord_lite._framing owns it (its backend choi
 TFRECORD_LITE_CRC32C_TABLE), and this module borrows tfl_crc32c from it as a capsule.
 """
 import enum
+import os
 
 cimport numpy as cnp
 import numpy as np
@@ -53,11 +54,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringA
 from cpython.list cimport PyList_GET_ITEM
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
 
 from crc32c cimport TFL_CRC32C_CAPSULE, crc32c_fn, tfl_mask_crc
+from guard cimport TFL_GUARD_CAPSULE, tfl_guard_fns
 from cursor cimport Cursor, acquire, cursor_expect, cursor_init, cursor_len, cursor_take, cursor_varint
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
 from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_objects, same_bytes, share_scan
@@ -66,12 +68,14 @@ from wire cimport *
 
 from tfrecord_lite import _framing
 from tfrecord_lite._contract import DecodedColumn
-from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
+from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError, TruncatedRecordError
 
 cnp.import_array()
 
 # The framed encoder's CRC32C is _framing's, so both follow the one backend choice.
 cdef crc32c_fn framing_crc32c = <crc32c_fn>PyCapsule_GetPointer(_framing._crc32c_capsule, TFL_CRC32C_CAPSULE)
+# Decodes read records where they lie, mapped files included: inside _framing's guard.
+cdef tfl_guard_fns *guard = <tfl_guard_fns *>PyCapsule_GetPointer(_framing._guard_capsule, TFL_GUARD_CAPSULE)
 
 cdef enum:               # Kind: a row's Feature kind; exported below as the Kind IntEnum
     ABSENT = 0           # the key is not in this record

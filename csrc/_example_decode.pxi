@@ -555,6 +555,8 @@ cdef class _Records:
     cdef Py_ssize_t n, got, nruns, total_bytes
     cdef Py_ssize_t bad, bad_run   # point(): the first record out of its block (else -1), its run
     cdef list arrays          # views of the runs' index arrays, kept acquired
+    cdef list owners          # the object behind each of views[:got]
+    cdef bint mapped          # whether one is a mapped file (memory_map)
 
     def __cinit__(self, records):
         cdef Py_ssize_t k = 0
@@ -571,6 +573,7 @@ cdef class _Records:
                   else sum(len(seg[1]) for seg in segments))
         self.bad = -1
         self.arrays = []
+        self.owners = []
         self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
         self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
         self.views = <Py_buffer *>malloc((len(items) if len(items) else 1) * sizeof(Py_buffer))
@@ -580,7 +583,10 @@ cdef class _Records:
             raise MemoryError()
         for item in items:
             v = &self.views[self.got]
-            acquire(item if segments is None else item[0], v)
+            owner = item if segments is None else item[0]
+            acquire(owner, v)
+            self.owners.append(owner)
+            self.mapped = self.mapped or type(owner) is _framing._MappedFile
             self.got += 1
             if gathered:
                 continue
@@ -643,6 +649,45 @@ cdef class _Records:
                 self.total_bytes += length
         return 0
 
+    cdef Py_ssize_t first_lost(self, uintptr_t fault) except -2:
+        """The first record (in batch order) that lies in a mapped file (memory_map) now too
+        short to hold it, else the one whose bytes hold address fault (a read that failed
+        otherwise), else -1. Its bytes past the file's new end were read as zeros: with a
+        fault where a whole page lies past it, without one in the page the new end falls in."""
+        cdef Py_ssize_t i, tries, b = 0
+        cdef uintptr_t at, buf
+        cdef dict sizes = {}  # the mapped files' sizes now, by block
+        for i in range(self.n if self.mapped else 0):
+            at = <uintptr_t>self.ptrs[i]
+            for tries in range(self.got):  # records mostly follow their blocks' order
+                buf = <uintptr_t>self.views[b].buf
+                if buf <= at and at + <uintptr_t>self.lens[i] <= buf + <uintptr_t>self.views[b].len:
+                    break
+                b = (b + 1) % self.got
+            else:
+                continue
+            if b not in sizes:
+                owner = self.owners[b]
+                sizes[b] = None
+                if type(owner) is _framing._MappedFile and owner.path is not None:
+                    try:
+                        sizes[b] = os.stat(owner.path).st_size
+                    except OSError:
+                        pass
+            if sizes[b] is not None and <Py_ssize_t>(at - buf) + self.lens[i] > sizes[b]:
+                return i
+        if fault:
+            for i in range(self.n):
+                if <uintptr_t>self.ptrs[i] <= fault < <uintptr_t>self.ptrs[i] + <uintptr_t>self.lens[i]:
+                    return i
+        return -1
+
+    cdef object lost_record(self, Py_ssize_t i):
+        """The error for record i, whose bytes were lost: its mapped file was truncated."""
+        return TruncatedRecordError(
+            "the record's bytes were lost while it was parsed: its file was cut short (or could not be read) "
+            "while mapped", index=i, hint="A file read with memory_map=True must not change until it is read")
+
     cdef object bad_record(self):
         """The error for the record point() stopped at."""
         cdef Run *r = &self.runs[self.bad_run]
@@ -666,7 +711,7 @@ cdef class _Records:
 
 def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_column, lean=None):
     cdef Parser p
-    cdef Py_ssize_t n, i
+    cdef Py_ssize_t n, i, lost
     cdef _Records recs = _Records(records)
     cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
     cdef list seq_bytes = [k.encode() for k in sequence_keys] if sequence_keys is not None else None
@@ -675,7 +720,9 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
     p.ctx.discover = keys is None
     p.seq.discover = sequence and sequence_keys is None
     p.seq.sequence = True
+    cdef uintptr_t fault = 0
     n = recs.n
+    guard.enter()
     try:
         if key_bytes is not None:
             _set_keys(&p.ctx, key_bytes)
@@ -706,6 +753,9 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
         if status < 0:
             if p.fault.err == E_MEMORY:
                 raise MemoryError()
+            lost = recs.first_lost(0)
+            if lost >= 0:
+                raise recs.lost_record(lost)
             raise ExampleDecodeError(
                 f"malformed {'SequenceExample' if sequence else 'Example'}: {_ERRORS[p.fault.err]} "
                 f"(at byte {p.fault.at - recs.ptrs[p.record]} of the record)",
@@ -723,6 +773,9 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
     finally:
         table_free(&p.ctx)
         table_free(&p.seq)
+        fault = guard.leave()
+        if fault:  # whatever the decode made or raised, it read zeros for lost bytes
+            raise recs.lost_record(max(0, recs.first_lost(fault)))
 
 
 def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False, lean=None):

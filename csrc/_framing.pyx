@@ -29,12 +29,13 @@ from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
     PyThread_release_lock, PyThread_type_lock,
 )
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.errno cimport EINTR, errno
 from libc.string cimport memcpy
 
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
+from guard cimport TFL_GUARD_CAPSULE, tfl_guard_enter, tfl_guard_functions, tfl_guard_install, tfl_guard_leave
 from cpython.pycapsule cimport PyCapsule_New
 from crc32c cimport (
     TFL_CRC32C_CAPSULE, tfl_crc32c, tfl_crc32c_backend, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
@@ -46,6 +47,8 @@ from le cimport tfl_load_le32, tfl_load_le64, tfl_store_le32, tfl_store_le64
 # This module is the only one that links crc32c.c, so the CRC backend state lives here once;
 # tfrecord_lite._example reaches tfl_crc32c through this capsule.
 _crc32c_capsule = PyCapsule_New(<void *>tfl_crc32c, TFL_CRC32C_CAPSULE, NULL)
+# Likewise the guard of mapped reads (csrc/guard.h): one SIGBUS handler, installed from here.
+_guard_capsule = PyCapsule_New(<void *>&tfl_guard_functions, TFL_GUARD_CAPSULE, NULL)
 
 cdef enum:
     SPAN_BATCH = 1024     # records verified per GIL release before bytes objects are made
@@ -55,6 +58,7 @@ cdef enum Outcome:       # scan outcomes, exported below with the same values as
     BAD_LENGTH_CRC = 1
     BAD_DATA_CRC = 2
     TOO_LARGE = 3
+    SHRUNK = 4           # a mapped buffer's pages faulted: its file was truncated while mapped
 
 HEADER_BYTES = FRAME_HEADER      # frame sizes (csrc/frame.pxd), the same values as the twin's
 FOOTER_BYTES = FRAME_FOOTER
@@ -64,6 +68,7 @@ FRAME_OK = OK
 FRAME_BAD_LENGTH_CRC = BAD_LENGTH_CRC
 FRAME_BAD_DATA_CRC = BAD_DATA_CRC
 FRAME_TOO_LARGE = TOO_LARGE
+FRAME_SHRUNK = SHRUNK
 
 cnp.import_array()
 
@@ -519,8 +524,9 @@ def scan_block(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
     relative to it. A block outlives buf, which the reader then refills."""
     cdef Py_buffer view
     cdef bytes frames
-    cdef Py_ssize_t n
+    cdef Py_ssize_t n, keep
     cdef char *dst
+    cdef uintptr_t fault
     acquire(buf, &view)  # once: the scan and the copy see the same bytes
     try:
         starts, lengths, pos, status, value = _scan_view(&view, start, stop, check_crc, max_record_bytes,
@@ -529,7 +535,15 @@ def scan_block(buf, Py_ssize_t start=0, Py_ssize_t stop=-1, bint check_crc=True,
         frames = PyBytes_FromStringAndSize(NULL, n)
         dst = PyBytes_AS_STRING(frames)
         with nogil:
+            tfl_guard_enter()
             memcpy(dst, <const char *>view.buf + start, n)
+            fault = tfl_guard_leave()
+        if fault:  # the mapped file was truncated after the scan: keep what lies before
+            value = <Py_ssize_t>(fault - <uintptr_t>view.buf)
+            keep = int(np.searchsorted(starts + lengths + FRAME_FOOTER, value, side="right"))
+            pos = int(starts[keep]) - FRAME_HEADER  # the copy only read frames, so one is lost
+            starts, lengths, status = starts[:keep], lengths[:keep], SHRUNK
+            frames = frames[:pos - start]
     finally:
         PyBuffer_Release(&view)
     starts -= start
@@ -551,9 +565,10 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
     cdef Cursor c
     cdef Span batch[SPAN_BATCH]
     cdef Span *spans = batch     # as_spans: grows past the batch into heap storage
-    cdef Py_ssize_t count, i, want, found = 0, cap = SPAN_BATCH
+    cdef Py_ssize_t count, i, want, found = 0, cap = SPAN_BATCH, end, lost
     cdef uint64_t value = 0
     cdef int status = OK
+    cdef uintptr_t fault = 0
     cdef const unsigned char *base
     cdef list out = []
     try:
@@ -566,25 +581,46 @@ cdef tuple _scan_view(Py_buffer *view, Py_ssize_t start, Py_ssize_t stop, bint c
         if as_spans:
             # One GIL release for the whole buffer: spans need no object until the end.
             with nogil:
+                tfl_guard_enter()
                 status = _scan_all(&c, base, check_crc, max_record_bytes, max_records, batch, &spans, &cap,
                                    &found, &value)
+                fault = tfl_guard_leave()
             if status < 0:
                 raise MemoryError()
+            if fault:
+                lost = <Py_ssize_t>(fault - <uintptr_t>base)
+                while found and spans[found - 1].start + spans[found - 1].length + FRAME_FOOTER > lost:
+                    found -= 1  # read (partly) from the zeros mapped over the lost pages
+                    c.pos = base + spans[found].start - FRAME_HEADER
+                status, value = SHRUNK, lost
             return *_span_arrays(spans, found), c.pos - base, status, value
-        while True:
-            want = SPAN_BATCH
-            if max_records >= 0:
-                want = min(want, max_records - found)
-                if want == 0:
-                    value = 0
+        tfl_guard_enter()
+        try:
+            while True:
+                want = SPAN_BATCH
+                if max_records >= 0:
+                    want = min(want, max_records - found)
+                    if want == 0:
+                        value = 0
+                        break
+                with nogil:
+                    status = _scan(&c, base, check_crc, max_record_bytes, spans, want, &count, &value)
+                found += count
+                for i in range(count):
+                    out.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
+                if status != OK or count < want:
                     break
-            with nogil:
-                status = _scan(&c, base, check_crc, max_record_bytes, spans, want, &count, &value)
-            found += count
-            for i in range(count):
-                out.append(PyBytes_FromStringAndSize(<const char *>base + spans[i].start, spans[i].length))
-            if status != OK or count < want:
-                break
+        finally:
+            fault = tfl_guard_leave()
+        if fault:
+            lost, end = <Py_ssize_t>(fault - <uintptr_t>base), start
+            for i in range(len(out)):  # the frames lie back to back from start
+                if end + FRAME_OVERHEAD + len(out[i]) > lost:
+                    del out[i:]
+                    break
+                end += FRAME_OVERHEAD + len(out[i])
+            c.pos = base + end
+            status, value = SHRUNK, lost
         return out, c.pos - base, status, value
     finally:
         if spans != batch:
@@ -717,9 +753,11 @@ cdef void _unmap_later(void *arg) noexcept nogil:
 
 cdef class _MappedFile:
     """A file's bytes mapped read-only: a bytes-like that holds no descriptor and is unmapped
-    when the last view of it goes. Pickles as the bytes it holds."""
+    when the last view of it goes. Pickles as the bytes it holds. ``path``: the file's, if
+    given, to tell a truncation from damage."""
     cdef void *addr
     cdef Py_ssize_t size
+    cdef readonly object path
 
     def __len__(self):
         return self.size
@@ -752,19 +790,25 @@ cdef class _MappedFile:
             tfl_unmap(self.addr, self.size)
 
 
-def map_file(int fd, Py_ssize_t size):
+def map_file(int fd, Py_ssize_t size, path=None):
     """The first size bytes (> 0) of the regular file open as fd, mapped read-only: reading
     them reads the page cache, with no copy. The descriptor may be closed at once. OSError
-    where the system cannot map it."""
+    where the system cannot map it. The core's scans and decodes of the mapping raise errors
+    instead of ending the process when the file is truncated under it (csrc/guard.h); path
+    (the file's name) lets them tell that from damage."""
     if size <= 0:
         raise InvalidArgumentError("map_file needs a size > 0 (an empty file cannot be mapped)")
     cdef _MappedFile out = _MappedFile.__new__(_MappedFile)
     cdef int err
+    if tfl_guard_install() != 0:  # before any read of the mapping; again, in case another took SIGBUS
+        err = errno
+        raise OSError(err, os.strerror(err))
     out.addr = tfl_map_read(fd, size)
     if out.addr == NULL:
         err = errno  # before any other call can change it
         raise OSError(err, os.strerror(err))
     out.size = size
+    out.path = path
     return out
 
 
@@ -817,6 +861,7 @@ def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):
     cdef const unsigned char *p
     cdef const unsigned char *last
     cdef Py_ssize_t found = -1
+    cdef uintptr_t fault
     acquire(buf, &view)
     try:
         if stop < 0 or stop > view.len:
@@ -828,11 +873,16 @@ def find_header(buf, Py_ssize_t start=0, Py_ssize_t stop=-1):
         p = <const unsigned char *>view.buf + start
         last = <const unsigned char *>view.buf + stop - FRAME_HEADER
         with nogil:
+            tfl_guard_enter()
             while p <= last:
                 if tfl_mask_crc(tfl_crc32c(0, p, 8)) == tfl_load_le32(p + 8):
                     found = p - <const unsigned char *>view.buf
                     break
                 p += 1
+            fault = tfl_guard_leave()
+        # Not a header read from the zeros mapped over a truncated file's lost pages.
+        if fault and found + FRAME_HEADER > <Py_ssize_t>(fault - <uintptr_t>view.buf):
+            return -1
         return found
     finally:
         PyBuffer_Release(&view)

@@ -55,9 +55,9 @@ def core_calls(monkeypatch, name):
     made = []
     call = getattr(_native.framing, name)
 
-    def logged(*args):
+    def logged(*args, **options):
         made.append(args[-1])
-        return call(*args)
+        return call(*args, **options)
 
     monkeypatch.setattr(_native.framing, name, logged)
     return made

@@ -25,6 +25,7 @@ FRAME_OK = 0
 FRAME_BAD_LENGTH_CRC = 1
 FRAME_BAD_DATA_CRC = 2
 FRAME_TOO_LARGE = 3
+FRAME_SHRUNK = 4  # the compiled core's, for a mapped file truncated under its scan (never here)
 
 _u64 = struct.Struct("<Q")
 _u32 = struct.Struct("<I")
@@ -293,18 +294,24 @@ def new_buffer(n):
 
 class _MappedFile(mmap.mmap):
     """Python's read-only mapping, pickled as the bytes it holds (as the core's is). Unlike
-    the core's, it keeps a duplicate of the descriptor while it lives."""
+    the core's, it keeps a duplicate of the descriptor while it lives, and its reads are not
+    guarded: a file truncated under it ends the process (SIGBUS) when a byte past its new end
+    is read."""
+
+    path = None
 
     def __reduce__(self):
         return bytes, (self[:],)
 
 
-def map_file(fd, size):
+def map_file(fd, size, path=None):
     if size <= 0:
         raise InvalidArgumentError("map_file needs a size > 0 (an empty file cannot be mapped)")
     if fd < 0:  # Python's mmap would map anonymous memory
         raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-    return _MappedFile(fd, size, access=mmap.ACCESS_READ)
+    out = _MappedFile(fd, size, access=mmap.ACCESS_READ)
+    out.path = path
+    return out
 
 
 def find_header(buf, start=0, stop=-1):

@@ -88,8 +88,11 @@ class TFRecordReader:
     of the page cache), and no descriptor held once it is mapped; the file is read up to
     the size it had when opened. Other sources are read as usual. As with any mapped file
     (``numpy.memmap``), the file must not change while its records are in use: what another
-    process writes into it shows in them, and a file truncated under its mapping ends the
-    process with SIGBUS when a record past its new end is read.
+    process writes into it shows in them. A file cut short under its mapping raises
+    TruncatedRecordError (its file, the first lost record's offset and index) when the
+    compiled core's scan or parse reaches a record past its new end, after the records before
+    it; reading a view of such a record yourself ends the process with SIGBUS, as with
+    ``numpy.memmap``, and so does any read of it under the pure-Python backend.
 
     Offsets in errors count bytes of the decompressed stream. ``batch_offset`` is the offset
     of the first frame of the batch (or block) yielded last, ``batch_index`` its index.
@@ -256,7 +259,7 @@ class TFRecordReader:
             # (or kept in maps).
             if self.compression == "auto" and detect_compression(os.pread(fd, _HEADER, 0)) is not None:
                 return
-            mapped = maps.mapping(fd, info) if maps is not None else _map_file(fd, info)
+            mapped = maps.mapping(fd, info, self.path) if maps is not None else _map_file(fd, info, self.path)
         except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
             return  # not a local file, or one this system cannot map: read it
         self._buffer, self._mapped = mapped, True
@@ -266,6 +269,10 @@ class TFRecordReader:
     def _open_stream(self):
         """(readinto-able stream or None for an in-place buffer, bytes already read from it,
         total stream size when known), the stream positioned at ``start_offset``."""
+        if self._mapped:
+            # Uncompressed (_map read its first bytes to know), and read by the core alone: its
+            # reads of a mapping are guarded against the file being truncated (csrc/guard.h).
+            return None, b"", len(self._buffer)
         in_memory = self._buffer is not None
         start = self.start_offset
         head = bytes(memoryview(self._buffer)[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
@@ -328,7 +335,10 @@ class TFRecordReader:
                 if found >= 0:
                     pos, resyncing = found, False
                 elif eof:
-                    return  # the error that started the resync already reported these bytes
+                    # The error that started the resync reported these bytes; not a cut since.
+                    if self._mapped and (now := self._shrunk_to(len(buf))) is not None:
+                        self._on_error(self._frame_error(F.FRAME_SHRUNK, now, max(pos, now), index))
+                    return
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
             if not resyncing:
@@ -355,6 +365,8 @@ class TFRecordReader:
                     yield (starts + base, lengths) if spans else (frames, starts, lengths) if blocks else records
                 if status != F.FRAME_OK:
                     offset = base + pos
+                    if self._mapped:
+                        status, value = self._mapped_status(status, value, offset, len(buf))
                     err = self._frame_error(status, value, offset, index)
                     if self._on_error(err):
                         return
@@ -417,8 +429,37 @@ class TFRecordReader:
             "pass on_corrupt='skip' or 'stop' to keep the records before it",
         )
 
+    def _mapped_status(self, status, value, offset, size):
+        """(status, value) for a scan of the mapping (size bytes) that stopped at offset: FRAME_SHRUNK
+        (value: the first byte lost) when the frame there lies past the end of a file cut short
+        since it was mapped, whose pages past its new end read as zeros once the core's guard
+        caught their faults (or, in the page the new end falls in, without one)."""
+        F = _native.framing
+        now = self._shrunk_to(size)
+        if status == F.FRAME_SHRUNK:  # value: the first byte that faulted
+            return status, value if now is None else min(value, now)
+        needs = _HEADER + (value + _FOOTER if status == F.FRAME_BAD_DATA_CRC else 0)
+        return (F.FRAME_SHRUNK, now) if now is not None and offset + needs > now else (status, value)
+
+    def _shrunk_to(self, size):
+        """The size of the mapped file (size bytes when mapped) if it is shorter now, else None."""
+        try:
+            now = os.stat(self.path).st_size
+        except OSError:
+            return None
+        return now if now < size else None
+
     def _frame_error(self, status, value, offset, index):
         F = _native.framing
+        if status == F.FRAME_SHRUNK:
+            return self._error(
+                TruncatedRecordError,
+                f"truncated record at {offset}: the file was cut short while it was mapped (its bytes "
+                f"from {value} on are gone)",
+                offset, index,
+                hint="A file read with memory_map=True must not change until it is read; the "
+                "records before this one were delivered",
+            )
         if status == F.FRAME_BAD_LENGTH_CRC:
             return self._error(
                 CorruptRecordError,
@@ -503,8 +544,8 @@ class BufferPool:
                     del buffers[i]
 
 
-def _map_file(fd: int, info: os.stat_result):
-    return _native.framing.map_file(fd, info.st_size) if info.st_size else b""
+def _map_file(fd: int, info: os.stat_result, path=None):
+    return _native.framing.map_file(fd, info.st_size, path=path) if info.st_size else b""
 
 
 class MappedFiles:
@@ -520,14 +561,15 @@ class MappedFiles:
         self._maps: dict = {}  # (device, inode) -> (size, mtime_ns, mapping)
         self._lock = threading.Lock()
 
-    def mapping(self, fd: int, info: os.stat_result):
-        """A read-only mapping of the open file fd (fstat: info), reused where one was kept."""
+    def mapping(self, fd: int, info: os.stat_result, path=None):
+        """A read-only mapping of the open file fd (fstat: info; its name: path), reused where
+        one was kept."""
         key, state = (info.st_dev, info.st_ino), (info.st_size, info.st_mtime_ns)
         with self._lock:
             kept = self._maps.get(key)
             if kept is not None and kept[:2] == state:
                 return kept[2]
-        mapped = _map_file(fd, info)
+        mapped = _map_file(fd, info, path)
         with self._lock:
             if key in self._maps or len(self._maps) < self.keep:
                 self._maps[key] = (*state, mapped)
