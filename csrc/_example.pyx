@@ -68,7 +68,8 @@ from wire cimport *
 
 from tfrecord_lite import _framing
 from tfrecord_lite._contract import DecodedColumn
-from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError, TruncatedRecordError
+from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
+from tfrecord_lite.errors import TruncatedRecordError as _TruncatedRecordError  # not a name of the module
 
 cnp.import_array()
 

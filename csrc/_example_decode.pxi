@@ -684,7 +684,7 @@ cdef class _Records:
 
     cdef object lost_record(self, Py_ssize_t i):
         """The error for record i, whose bytes were lost: its mapped file was truncated."""
-        return TruncatedRecordError(
+        return _TruncatedRecordError(
             "the record's bytes were lost while it was parsed: its file was cut short (or could not be read) "
             "while mapped", index=i, hint="A file read with memory_map=True must not change until it is read")
 
