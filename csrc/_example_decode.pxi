@@ -555,8 +555,7 @@ cdef class _Records:
     cdef Py_ssize_t n, got, nruns, total_bytes
     cdef Py_ssize_t bad, bad_run   # point(): the first record out of its block (else -1), its run
     cdef list arrays          # views of the runs' index arrays, kept acquired
-    cdef list owners          # the object behind each of views[:got]
-    cdef bint mapped          # whether one is a mapped file (memory_map)
+    cdef object owners        # the object behind each of views[:got] (the caller's list, for records)
 
     def __cinit__(self, records):
         cdef Py_ssize_t k = 0
@@ -573,7 +572,7 @@ cdef class _Records:
                   else sum(len(seg[1]) for seg in segments))
         self.bad = -1
         self.arrays = []
-        self.owners = []
+        self.owners = items if segments is None else [segment[0] for segment in segments]
         self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
         self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
         self.views = <Py_buffer *>malloc((len(items) if len(items) else 1) * sizeof(Py_buffer))
@@ -583,10 +582,7 @@ cdef class _Records:
             raise MemoryError()
         for item in items:
             v = &self.views[self.got]
-            owner = item if segments is None else item[0]
-            acquire(owner, v)
-            self.owners.append(owner)
-            self.mapped = self.mapped or type(owner) is _framing._MappedFile
+            acquire(item if segments is None else item[0], v)
             self.got += 1
             if gathered:
                 continue
@@ -657,7 +653,10 @@ cdef class _Records:
         cdef Py_ssize_t i, tries, b = 0
         cdef uintptr_t at, buf
         cdef dict sizes = {}  # the mapped files' sizes now, by block
-        for i in range(self.n if self.mapped else 0):
+        cdef bint mapped = False
+        for owner in self.owners:
+            mapped = mapped or type(owner) is _framing._MappedFile
+        for i in range(self.n if mapped else 0):
             at = <uintptr_t>self.ptrs[i]
             for tries in range(self.got):  # records mostly follow their blocks' order
                 buf = <uintptr_t>self.views[b].buf
