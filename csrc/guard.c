@@ -24,7 +24,7 @@ typedef struct {
 static __thread guard_state guard __attribute__((tls_model("initial-exec")));
 static struct sigaction previous;  /* the action SIGBUS had before ours */
 static uintptr_t page_size;
-static volatile sig_atomic_t chained;  /* a fault went on to the previous handler */
+static volatile sig_atomic_t chaining;  /* a fault is with the previous handler */
 
 static void fall_back(int sig) {
     /* The default action, as without any handler: the access faults again and ends the
@@ -36,14 +36,14 @@ static void fall_back(int sig) {
 }
 
 static void chain(int sig, siginfo_t *info, void *context) {
-    /* Once only: a previous handler that re-raises the signal after reinstalling its own
-     * previous one (Python's faulthandler, when it was enabled after our first install)
-     * would otherwise hand it back to us, and we to it, for ever. */
-    if (chained) {
+    /* A previous handler that raises the signal again after reinstalling its own previous
+     * one (Python's faulthandler, when it was enabled after our first install) hands it back
+     * to us at once (SA_NODEFER): it gets the default action then, not the handler again. */
+    if (chaining) {
         fall_back(sig);
         return;
     }
-    chained = 1;
+    chaining = 1;
     if (previous.sa_flags & SA_SIGINFO) {
         previous.sa_sigaction(sig, info, context);
     } else if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) {
@@ -51,6 +51,7 @@ static void chain(int sig, siginfo_t *info, void *context) {
     } else {
         previous.sa_handler(sig);
     }
+    chaining = 0;
 }
 
 static void on_bus(int sig, siginfo_t *info, void *context) {
@@ -76,7 +77,7 @@ int tfl_guard_install(void) {
     page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
     memset(&ours, 0, sizeof ours);
     ours.sa_sigaction = on_bus;
-    ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&ours.sa_mask);
     previous = now;
     return sigaction(SIGBUS, &ours, NULL);

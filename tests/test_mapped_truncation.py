@@ -8,11 +8,13 @@ The files here are cut after they were mapped, never while a read runs, so each 
 deterministic: a page wholly past the new end faults, the page the new end falls in reads
 zeros after it without a fault, and both are tested."""
 
+import concurrent.futures
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -170,6 +172,32 @@ def test_parsing_records_of_a_file_cut_short_under_its_mapping_raises(tmp_path, 
     assert "while mapped" in str(err)
     if lost >= 5:  # what was parsed before the cut is the parser's own copy
         assert before["i"].tolist() == list(range(5)) and list(before["img"])[4] == bytes([4]) * SIZE
+
+
+def test_the_guard_is_each_threads_own(tmp_path):
+    # Threads parse at once, without the GIL: one reads a file cut short (its faults), the
+    # others intact files, whose results must come out whole.
+    records = _examples(200)
+    paths = [_write(str(tmp_path / f"{f}.tfrecord"), records) for f in range(4)]
+    batches = [next(tfl.TFRecordReader(p, memory_map=True).record_batches()) for p in paths]
+    os.truncate(paths[0], PAGE)
+    barrier = threading.Barrier(4)
+
+    def parse(batch):
+        barrier.wait()
+        outs = []
+        for _ in range(20):
+            try:
+                outs.append(tfl.parse_example(batch, SPEC)["i"].tolist())
+            except TruncatedRecordError as exc:
+                outs.append(exc.index)
+        return outs
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(parse, batches))
+    lost = _first_lost(records, PAGE)
+    assert results[0] == [lost] * 20
+    assert all(r == [list(range(200))] * 20 for r in results[1:])
 
 
 @pytest.mark.parametrize("threads", [1, 3])
