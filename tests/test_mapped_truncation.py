@@ -219,6 +219,24 @@ def test_a_dataset_over_a_file_cut_short_raises_after_the_batches_before(tmp_pat
     assert seen == list(range(len(seen))) and 16 <= len(seen) < n
 
 
+def test_a_dataloader_worker_over_a_file_cut_short_raises_in_the_main_process(tmp_path):
+    import torch
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    n = 1_500
+    records = list(tfl.encode_examples({"img": [bytes([i % 251]) * 32768 for i in range(n)], "i": np.arange(n)}))
+    path = _write(str(tmp_path / "big.tfrecord"), records)
+    ds = TFRecordIterableDataset(path, SPEC, batch_size=16, memory_map=True)
+    it = iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork"))
+    seen = [int(i) for i in next(it)["i"]]
+    os.truncate(path, (40 << 20) + 100)
+    with pytest.raises(TruncatedRecordError, match="while it was mapped|while mapped"):
+        for batch in it:
+            seen += [int(i) for i in batch["i"]]
+    assert seen == list(range(len(seen))) and 16 <= len(seen) < n
+
+
 def _run(code, **env):
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60,
                           env={**os.environ, **env})
