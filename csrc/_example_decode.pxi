@@ -556,6 +556,7 @@ cdef class _Records:
     cdef Py_ssize_t bad, bad_run   # point(): the first record out of its block (else -1), its run
     cdef list arrays          # views of the runs' index arrays, kept acquired
     cdef object owners        # the object behind each of views[:got] (the caller's list, for records)
+    cdef bint blocks          # whether they are blocks (a RecordBatch's or gathered records')
 
     def __cinit__(self, records):
         cdef Py_ssize_t k = 0
@@ -573,6 +574,7 @@ cdef class _Records:
         self.bad = -1
         self.arrays = []
         self.owners = items if segments is None else [segment[0] for segment in segments]
+        self.blocks = gathered or segments is not None
         self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
         self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
         self.views = <Py_buffer *>malloc((len(items) if len(items) else 1) * sizeof(Py_buffer))
@@ -645,17 +647,35 @@ cdef class _Records:
                 self.total_bytes += length
         return 0
 
-    cdef Py_ssize_t first_lost(self, uintptr_t fault) except -2:
-        """The first record (in batch order) that lies in a mapped file (memory_map) now too
-        short to hold it, else the one whose bytes hold address fault (a read that failed
-        otherwise), else -1. Its bytes past the file's new end were read as zeros: with a
-        fault where a whole page lies past it, without one in the page the new end falls in."""
+    cdef bint any_cut(self) except -1:
+        """Whether a block is a mapped file whose guard found bytes of it lost (its ``cut``):
+        the pages past that read as zeros since, without a fault. Blocks only: a list of
+        records is the caller's (memory_map gives blocks)."""
+        if not self.blocks:
+            return False
+        for owner in self.owners:
+            if type(owner) is _framing._MappedFile and owner.cut < len(owner):
+                return True
+        return False
+
+    cdef Py_ssize_t first_lost(self, uintptr_t fault, bint stat) except -2:
+        """The first record (in batch order) past where a mapped file (memory_map) lost its
+        bytes (its ``cut``, the fault at address fault, and with stat its size now), else the
+        one whose bytes hold address fault (a read that failed otherwise), else -1. Its bytes
+        past that were read as zeros: with a fault where a whole page lies past the file's
+        end, without one in the page the end falls in and after a fault."""
         cdef Py_ssize_t i, tries, b = 0
         cdef uintptr_t at, buf
-        cdef dict sizes = {}  # the mapped files' sizes now, by block
+        cdef dict sizes = {}  # the mapped files' bytes not lost, by block
         cdef bint mapped = False
-        for owner in self.owners:
-            mapped = mapped or type(owner) is _framing._MappedFile
+        for b in range(self.got):
+            buf = <uintptr_t>self.views[b].buf
+            owner = self.owners[b]
+            if type(owner) is _framing._MappedFile:
+                mapped = True
+                if buf <= fault < buf + <uintptr_t>self.views[b].len:
+                    owner._lost_from(<Py_ssize_t>(fault - buf))
+        b = 0
         for i in range(self.n if mapped else 0):
             at = <uintptr_t>self.ptrs[i]
             for tries in range(self.got):  # records mostly follow their blocks' order
@@ -668,11 +688,13 @@ cdef class _Records:
             if b not in sizes:
                 owner = self.owners[b]
                 sizes[b] = None
-                if type(owner) is _framing._MappedFile and owner.path is not None:
-                    try:
-                        sizes[b] = os.stat(owner.path).st_size
-                    except OSError:
-                        pass
+                if type(owner) is _framing._MappedFile:
+                    if stat and owner.path is not None:
+                        try:
+                            owner._lost_from(os.stat(owner.path).st_size)
+                        except OSError:
+                            pass
+                    sizes[b] = owner.cut
             if sizes[b] is not None and <Py_ssize_t>(at - buf) + self.lens[i] > sizes[b]:
                 return i
         if fault:
@@ -752,7 +774,7 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
         if status < 0:
             if p.fault.err == E_MEMORY:
                 raise MemoryError()
-            lost = recs.first_lost(0)
+            lost = recs.first_lost(0, True)
             if lost >= 0:
                 raise recs.lost_record(lost)
             raise ExampleDecodeError(
@@ -773,8 +795,13 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
         table_free(&p.ctx)
         table_free(&p.seq)
         fault = guard.leave()
-        if fault:  # whatever the decode made or raised, it read zeros for lost bytes
-            raise recs.lost_record(max(0, recs.first_lost(fault)))
+        # Whatever the decode made or raised, it read zeros for lost bytes.
+        if fault:
+            raise recs.lost_record(max(0, recs.first_lost(fault, True)))
+        if recs.any_cut():
+            lost = recs.first_lost(0, False)
+            if lost >= 0:
+                raise recs.lost_record(lost)
 
 
 def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False, lean=None):

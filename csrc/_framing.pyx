@@ -754,10 +754,18 @@ cdef void _unmap_later(void *arg) noexcept nogil:
 cdef class _MappedFile:
     """A file's bytes mapped read-only: a bytes-like that holds no descriptor and is unmapped
     when the last view of it goes. Pickles as the bytes it holds. ``path``: the file's, if
-    given, to tell a truncation from damage."""
+    given, to tell a truncation from damage. ``cut``: where the bytes the core found lost
+    begin (its guard caught a read past the end of the file cut short), else the size: the
+    pages past it read as zeros from then on, without a fault."""
     cdef void *addr
     cdef Py_ssize_t size
     cdef readonly object path
+    cdef readonly Py_ssize_t cut
+
+    def _lost_from(self, Py_ssize_t offset):
+        """The bytes from offset on are lost."""
+        if 0 <= offset < self.cut:
+            self.cut = offset
 
     def __len__(self):
         return self.size
@@ -807,7 +815,7 @@ def map_file(int fd, Py_ssize_t size, path=None):
     if out.addr == NULL:
         err = errno  # before any other call can change it
         raise OSError(err, os.strerror(err))
-    out.size = size
+    out.size = out.cut = size
     out.path = path
     return out
 

@@ -5,24 +5,33 @@ into one block, and the bytes objects of spans (a batch's records, a block of va
 
 The pure-Python twin is tfrecord_lite/_spans_py.py; both expose the same names.
 """
+import os
+
 cimport numpy as cnp
 import numpy as np
 
+from tfrecord_lite import _framing
 from tfrecord_lite.errors import ArgumentTypeError, InvalidArgumentError
+from tfrecord_lite.errors import TruncatedRecordError as _TruncatedRecordError  # not a name of the module
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_New
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.ref cimport Py_INCREF, PyObject
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uintptr_t
 from libc.string cimport memcpy
 
 from cursor cimport acquire
 from frame cimport FRAME_OVERHEAD
 from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array
+from guard cimport TFL_GUARD_CAPSULE, tfl_guard_fns
 
 cnp.import_array()
+
+# Records copied out of their blocks may lie in mapped files: inside _framing's guard.
+cdef tfl_guard_fns *guard = <tfl_guard_fns *>PyCapsule_GetPointer(_framing._guard_capsule, TFL_GUARD_CAPSULE)
 
 
 cdef extern from "Python.h":
@@ -306,10 +315,13 @@ def copy_values(list values, out, Py_ssize_t at=0):
 
 def split_records(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths):
     """Record j is ``bytes(buffers[which[j]][starts[j]:starts[j] + lengths[j]])``: a 1-D
-    object array of them (a RecordBatch's records, however many blocks they lie in)."""
+    object array of them (a RecordBatch's records, however many blocks they lie in).
+    TruncatedRecordError (index: j) for the first record j of a mapped file cut short under
+    its mapping (csrc/guard.h)."""
     cdef Py_ssize_t nb = len(buffers), n = which.shape[0], j, b, got = 0
     cdef Py_buffer *views
     cdef ByteSpan *spans = NULL
+    cdef uintptr_t fault
     if starts.shape[0] != n or lengths.shape[0] != n:
         raise InvalidArgumentError("split_records: which, starts and lengths must have the same length")
     views = <Py_buffer *>PyMem_Realloc(NULL, (nb if nb else 1) * sizeof(Py_buffer))
@@ -330,12 +342,57 @@ def split_records(list buffers, const int64_t[:] which, const int64_t[:] starts,
         for j in range(n):
             spans[j].ptr = <const unsigned char *>views[which[j]].buf + starts[j]
             spans[j].len = lengths[j]
-        return bytes_array(spans, n)
+        j = _lost(buffers, which, starts, lengths, 0, views)  # bytes a guard found lost before
+        if j < 0:
+            guard.enter()
+            try:
+                out = bytes_array(spans, n)
+            finally:
+                fault = guard.leave()
+            if not fault:
+                return out
+            j = _lost(buffers, which, starts, lengths, fault, views)
+        raise _TruncatedRecordError(
+            "the record's bytes were lost: its file was cut short (or could not be read) while mapped",
+            index=max(j, 0), hint="A file read with memory_map=True must not change until it is read")
     finally:
         PyMem_Free(spans)
         for b in range(got):
             PyBuffer_Release(&views[b])
         PyMem_Free(views)
+
+
+cdef Py_ssize_t _size_now(mapping):
+    """The size of a mapping's file now (-1 when unknown): past it, the page the file's new
+    end falls in reads as zeros without a fault."""
+    try:
+        return os.stat(mapping.path).st_size if mapping.path is not None else -1
+    except OSError:
+        return -1
+
+
+cdef Py_ssize_t _lost(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths,
+                      uintptr_t fault, Py_buffer *views) except -2:
+    """The first record past where its mapped file lost its bytes (its ``cut``, after the
+    fault at address fault and, then, the file's size now are marked there), or -1."""
+    cdef Py_ssize_t b, j
+    cdef uintptr_t buf
+    cut = [None] * len(buffers)
+    for b in range(len(buffers)):
+        if type(buffers[b]) is _framing._MappedFile:
+            if fault:
+                buf = <uintptr_t>views[b].buf
+                if buf <= fault < buf + <uintptr_t>views[b].len:
+                    buffers[b]._lost_from(<Py_ssize_t>(fault - buf))
+                buffers[b]._lost_from(_size_now(buffers[b]))
+            if buffers[b].cut < views[b].len:
+                cut[b] = buffers[b].cut
+    if not any(c is not None for c in cut):
+        return -1
+    for j in range(which.shape[0]):
+        if cut[which[j]] is not None and starts[j] + lengths[j] > cut[which[j]]:
+            return j
+    return -1
 
 
 def split_values(buf, const int64_t[:] offsets):

@@ -1,8 +1,10 @@
-"""A file truncated while it is mapped (memory_map=True): the compiled core's scans and decodes
-raise TruncatedRecordError naming the file, the first lost record's frame offset and its index,
-after delivering every record before it, instead of ending the process with SIGBUS; a read
-of a view outside the core (the user's own) still ends it, as with numpy.memmap, and so do
-the pure-Python twin's reads, which go through Python's mmap unguarded.
+"""A file truncated while it is mapped (memory_map=True): the compiled core's scans, decodes and
+copies of raw records (iterating, indexing, to_numpy) raise TruncatedRecordError naming the
+file, the first lost record's frame offset and its index, after delivering every record before
+it, instead of ending the process with SIGBUS, and keep raising once the pages they faulted on
+read as zeros; a read of the pages outside the core (the user's own, through a batch's
+segments) still ends it, as with numpy.memmap, and so do the pure-Python twin's reads, which
+go through Python's mmap unguarded.
 
 The files here are cut after they were mapped, never while a read runs, so each test is
 deterministic: a page wholly past the new end faults, the page the new end falls in reads
@@ -200,6 +202,43 @@ def test_the_guard_is_each_threads_own(tmp_path):
     assert all(r == [list(range(200))] * 20 for r in results[1:])
 
 
+def _raw_reads(batch, lost):
+    """Each way the library hands out a raw batch's records, as (name, callable)."""
+    return [("iter", lambda: list(batch)), ("index", lambda: batch[lost]), ("last", lambda: batch[-1]),
+            ("to_numpy", batch.to_numpy), ("parse", lambda: tfl.parse_example(batch, SPEC))]
+
+
+@pytest.mark.parametrize("gathered", [False, True])
+@pytest.mark.parametrize("cut", [PAGE, 10 * PAGE, 10 * PAGE + 1000])
+def test_raw_batches_of_a_file_cut_short_raise_every_time(tmp_path, gathered, cut):
+    # The first read past the cut faults (or, in the page the cut falls in, reads zeros);
+    # the pages it faulted on read as zeros from then on, so each later read must still
+    # raise, about the same record.
+    records = _examples()
+    path = _write(str(tmp_path / "cut.tfrecord"), records)
+    if gathered:  # records alternating between two mappings: index arrays over both
+        other = _write(str(tmp_path / "other.tfrecord"), records)
+        batch = next(iter(tfl.TFRecordDataset([path, other], batch_size=2 * len(records), memory_map=True,
+                                              cycle_length=2)))
+        assert batch._gathered is not None
+    else:
+        batch, = tfl.TFRecordReader(path, memory_map=True).record_batches()
+    assert list(batch) == (records if not gathered else [r for pair in zip(records, records) for r in pair])
+    os.truncate(path, cut)
+    lost = next(k for k, (_, end) in enumerate(_frames(records)) if end - 4 > cut)
+    position = 2 * lost if gathered else lost
+    for _ in range(2):
+        for name, read in _raw_reads(batch, position):
+            if name == "last" and gathered:
+                assert read() == records[-1]  # the other file's, intact
+                continue
+            first = len(records) - 1 if name == "last" else lost  # the record read, else the first lost
+            with pytest.raises(TruncatedRecordError) as info:
+                read()
+            err = info.value
+            assert (err.path, err.offset, err.index) == (path, _frames(records)[first][0], first), name
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_a_dataset_over_a_file_cut_short_raises_after_the_batches_before(tmp_path, threads):
     # Records of 32 KiB: the pipeline reads a few MiB ahead of the batch taken, so the pages
@@ -255,7 +294,8 @@ _VIEW_PAST_THE_END = """
         tfl.parse_example(batch, {{"x": tfl.FixedLenFeature([], bytes)}})
     except tfl.TFRecordError:
         print("guarded", flush=True)
-    bytes(batch[40])  # the user's own read of a view past the new end
+    frames, starts, lengths = batch.segments[0]
+    bytes(memoryview(frames)[starts[40]:starts[40] + lengths[40]])  # the user's own read of the pages
     print("not reached", flush=True)
 """
 

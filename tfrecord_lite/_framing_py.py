@@ -300,6 +300,13 @@ class _MappedFile(mmap.mmap):
 
     path = None
 
+    @property
+    def cut(self):
+        return len(self)  # nothing is known lost: reads are not guarded
+
+    def _lost_from(self, offset):
+        pass
+
     def __reduce__(self):
         return bytes, (self[:],)
 

@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 
 from . import _native
-from .batch import BlockOrigin, RecordBatch, RecordOrigins
+from .batch import BlockOrigin, RecordBatch, RecordOrigins, copied, mapped
 from .batch import _sliced as sliced_origin
 
 __all__ = ["Gathered", "object_array", "shuffle"]
@@ -87,10 +87,15 @@ class Gathered:
         if isinstance(i, slice):
             return self._pick(i)
         b, start = int(self.which[i]), int(self.starts[i])
+        if mapped(self.buffers[b]):
+            i = int(i) % len(self.which)
+            return RecordBatch._of_gathered(self._pick(slice(i, i + 1))).to_numpy()[0]
         with memoryview(self.buffers[b]) as view:
             return bytes(view[start:start + int(self.lengths[i])])
 
     def __iter__(self):
+        if any(map(mapped, self.buffers)):
+            return copied(self)
         return map(self.__getitem__, range(len(self.which)))
 
     def _pick(self, idx) -> Gathered:

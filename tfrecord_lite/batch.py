@@ -168,6 +168,8 @@ class RecordBatch(Sequence):
             return self._gathered[i]
         for frames, starts, lengths in self.segments:
             if i < len(starts):
+                if mapped(frames):
+                    return self[i:i + 1].to_numpy()[0]
                 start = int(starts[i])
                 return bytes(memoryview(frames)[start:start + int(lengths[i])])
             i -= len(starts)
@@ -175,6 +177,9 @@ class RecordBatch(Sequence):
     def __iter__(self):
         if self._gathered is not None:
             yield from self._gathered
+            return
+        if any(mapped(frames) for frames, _, _ in self.segments):
+            yield from copied(self)
             return
         for frames, starts, lengths in self.segments:
             view = memoryview(frames)
@@ -186,7 +191,10 @@ class RecordBatch(Sequence):
         from ._gather import Gathered  # it builds on this module
 
         g = Gathered.of(self)
-        return _native.spans.split_records(g.buffers, g.which, g.starts, g.lengths)
+        try:
+            return _native.spans.split_records(g.buffers, g.which, g.starts, g.lengths)
+        except TFRecordError as exc:  # a mapped file cut short: name the record
+            raise locate_error(exc, self) from None
 
     @property
     def nbytes(self) -> int:
@@ -277,6 +285,23 @@ def _sliced(origin, cut):
     if type(origin) is BlockOrigin:
         return BlockOrigin(origin.path, origin.base, origin.first + cut.start * origin.step, origin.step * cut.step)
     return RecordOrigins(origin.paths, origin.path_ids[cut], origin.offsets[cut], origin.indices[cut])
+
+
+def mapped(block) -> bool:
+    """Whether block is a file's mapping (memory_map): its records are copied out by the core,
+    whose reads of it are guarded against the file being cut short (csrc/guard.h)."""
+    return type(block) is _native.framing._MappedFile
+
+
+_COPIED = 64  # records copied out at a time by copied()
+
+
+def copied(records):
+    """The records of a RecordBatch or Gathered as bytes, copied out by the core a few at a
+    time (to_numpy), so that a mapped file cut short raises TruncatedRecordError."""
+    for start in range(0, len(records), _COPIED):
+        part = records[start:start + _COPIED]
+        yield from (part if type(part) is RecordBatch else RecordBatch._of_gathered(part)).to_numpy()
 
 
 def locate_error(exc: TFRecordError, where) -> TFRecordError:

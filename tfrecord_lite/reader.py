@@ -90,9 +90,10 @@ class TFRecordReader:
     (``numpy.memmap``), the file must not change while its records are in use: what another
     process writes into it shows in them. A file cut short under its mapping raises
     TruncatedRecordError (its file, the first lost record's offset and index) when the
-    compiled core's scan or parse reaches a record past its new end, after the records before
-    it; reading a view of such a record yourself ends the process with SIGBUS, as with
-    ``numpy.memmap``, and so does any read of it under the pure-Python backend.
+    compiled core's scan, parse or copy (a RecordBatch's records by index, iteration or
+    ``to_numpy()``) reaches a record past its new end, after the records before it; reading
+    those pages yourself (a RecordBatch's ``segments``) ends the process with SIGBUS, as with
+    ``numpy.memmap``, and so does any read of them under the pure-Python backend.
 
     Offsets in errors count bytes of the decompressed stream. ``batch_offset`` is the offset
     of the first frame of the batch (or block) yielded last, ``batch_index`` its index.
@@ -437,7 +438,9 @@ class TFRecordReader:
         F = _native.framing
         now = self._shrunk_to(size)
         if status == F.FRAME_SHRUNK:  # value: the first byte that faulted
-            return status, value if now is None else min(value, now)
+            value = value if now is None else min(value, now)
+            self._buffer._lost_from(value)  # for the decodes of records read before
+            return status, value
         needs = _HEADER + (value + _FOOTER if status == F.FRAME_BAD_DATA_CRC else 0)
         return (F.FRAME_SHRUNK, now) if now is not None and offset + needs > now else (status, value)
 
