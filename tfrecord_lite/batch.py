@@ -293,14 +293,18 @@ def mapped(block) -> bool:
     return type(block) is _native.framing._MappedFile
 
 
-_COPIED = 64  # records copied out at a time by copied()
+_COPIED_RECORDS = 1024  # what copied() copies out at a time, at most
+_COPIED_BYTES = 4 << 20
 
 
 def copied(records):
-    """The records of a RecordBatch or Gathered as bytes, copied out by the core a few at a
-    time (to_numpy), so that a mapped file cut short raises TruncatedRecordError."""
-    for start in range(0, len(records), _COPIED):
-        part = records[start:start + _COPIED]
+    """The records of a RecordBatch or Gathered as bytes, copied out by the core about 4 MiB
+    at a time (to_numpy), so that a mapped file cut short raises TruncatedRecordError."""
+    n = len(records)
+    nbytes = records.nbytes if type(records) is RecordBatch else int(records.lengths.sum())
+    step = max(1, min(_COPIED_RECORDS, _COPIED_BYTES * n // max(nbytes, 1)))
+    for start in range(0, n, step):
+        part = records[start:start + step]
         yield from (part if type(part) is RecordBatch else RecordBatch._of_gathered(part)).to_numpy()
 
 
