@@ -648,35 +648,32 @@ cdef class _Records:
         return 0
 
     cdef bint any_cut(self) except -1:
-        """Whether a block is a mapped file whose guard found bytes of it lost (its ``cut``):
+        """Whether a block is a mapped file a guard found bytes of lost (``_MappedFile.lost``):
         the pages past that read as zeros since, without a fault. Blocks only: a list of
         records is the caller's (memory_map gives blocks)."""
         if not self.blocks:
             return False
         for owner in self.owners:
-            if type(owner) is _framing._MappedFile and owner.cut < len(owner):
+            if type(owner) is _framing._MappedFile and owner.lost() < len(owner):
                 return True
         return False
 
     cdef Py_ssize_t first_lost(self, uintptr_t fault, bint stat) except -2:
         """The first record (in batch order) past where a mapped file (memory_map) lost its
-        bytes (its ``cut``, the fault at address fault, and with stat its size now), else the
+        bytes (``_MappedFile.lost``: the fault at address fault, with stat its size now), else the
         one whose bytes hold address fault (a read that failed otherwise), else -1. Its bytes
         past that were read as zeros: with a fault where a whole page lies past the file's
         end, without one in the page the end falls in and after a fault."""
         cdef Py_ssize_t i, tries, b = 0
         cdef uintptr_t at, buf
-        cdef dict sizes = {}  # the mapped files' bytes not lost, by block
-        cdef bint mapped = False
+        cdef list kept = [None] * self.got  # the mapped files' bytes not lost, by block
         for b in range(self.got):
             buf = <uintptr_t>self.views[b].buf
-            owner = self.owners[b]
-            if type(owner) is _framing._MappedFile:
-                mapped = True
-                if buf <= fault < buf + <uintptr_t>self.views[b].len:
-                    owner._lost_from(<Py_ssize_t>(fault - buf))
+            if type(self.owners[b]) is _framing._MappedFile:
+                kept[b] = self.owners[b].lost(
+                    <Py_ssize_t>(fault - buf) if buf <= fault < buf + <uintptr_t>self.views[b].len else -1, stat)
         b = 0
-        for i in range(self.n if mapped else 0):
+        for i in range(self.n if any(k is not None for k in kept) else 0):
             at = <uintptr_t>self.ptrs[i]
             for tries in range(self.got):  # records mostly follow their blocks' order
                 buf = <uintptr_t>self.views[b].buf
@@ -685,17 +682,7 @@ cdef class _Records:
                 b = (b + 1) % self.got
             else:
                 continue
-            if b not in sizes:
-                owner = self.owners[b]
-                sizes[b] = None
-                if type(owner) is _framing._MappedFile:
-                    if stat and owner.path is not None:
-                        try:
-                            owner._lost_from(os.stat(owner.path).st_size)
-                        except OSError:
-                            pass
-                    sizes[b] = owner.cut
-            if sizes[b] is not None and <Py_ssize_t>(at - buf) + self.lens[i] > sizes[b]:
+            if kept[b] is not None and <Py_ssize_t>(at - buf) + self.lens[i] > kept[b]:
                 return i
         if fault:
             for i in range(self.n):

@@ -754,16 +754,27 @@ cdef void _unmap_later(void *arg) noexcept nogil:
 cdef class _MappedFile:
     """A file's bytes mapped read-only: a bytes-like that holds no descriptor and is unmapped
     when the last view of it goes. Pickles as the bytes it holds. ``path``: the file's, if
-    given, to tell a truncation from damage. ``cut``: where the bytes the core found lost
-    begin (its guard caught a read past the end of the file cut short), else the size: the
-    pages past it read as zeros from then on, without a fault."""
+    given, to tell a truncation from damage."""
     cdef void *addr
     cdef Py_ssize_t size
     cdef readonly object path
-    cdef readonly Py_ssize_t cut
+    # Where the bytes found lost begin (a guard caught a read past the end of the file cut
+    # short), else size: the pages that faulted read as zeros from then on, without a fault.
+    cdef Py_ssize_t cut
 
-    def _lost_from(self, Py_ssize_t offset):
-        """The bytes from offset on are lost."""
+    def lost(self, Py_ssize_t offset=-1, bint stat=False):
+        """Where the bytes the core found lost begin (``cut``), after marking offset there
+        (a fault's) and, with stat, the size of the file now (the page its new end falls in
+        reads as zeros past it without a fault)."""
+        if stat and self.path is not None:
+            try:
+                self._cut_at(os.stat(self.path).st_size)
+            except OSError:
+                pass
+        self._cut_at(offset)
+        return self.cut
+
+    cdef void _cut_at(self, Py_ssize_t offset):
         if 0 <= offset < self.cut:
             self.cut = offset
 

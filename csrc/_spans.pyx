@@ -5,8 +5,6 @@ into one block, and the bytes objects of spans (a batch's records, a block of va
 
 The pure-Python twin is tfrecord_lite/_spans_py.py; both expose the same names.
 """
-import os
-
 cimport numpy as cnp
 import numpy as np
 
@@ -362,31 +360,20 @@ def split_records(list buffers, const int64_t[:] which, const int64_t[:] starts,
         PyMem_Free(views)
 
 
-cdef Py_ssize_t _size_now(mapping):
-    """The size of a mapping's file now (-1 when unknown): past it, the page the file's new
-    end falls in reads as zeros without a fault."""
-    try:
-        return os.stat(mapping.path).st_size if mapping.path is not None else -1
-    except OSError:
-        return -1
-
-
 cdef Py_ssize_t _lost(list buffers, const int64_t[:] which, const int64_t[:] starts, const int64_t[:] lengths,
                       uintptr_t fault, Py_buffer *views) except -2:
-    """The first record past where its mapped file lost its bytes (its ``cut``, after the
-    fault at address fault and, then, the file's size now are marked there), or -1."""
+    """The first record past where its mapped file lost its bytes (``_MappedFile.lost``, after
+    the fault at address fault and, then, the file's size now are marked there), or -1."""
     cdef Py_ssize_t b, j
     cdef uintptr_t buf
     cut = [None] * len(buffers)
     for b in range(len(buffers)):
         if type(buffers[b]) is _framing._MappedFile:
-            if fault:
-                buf = <uintptr_t>views[b].buf
-                if buf <= fault < buf + <uintptr_t>views[b].len:
-                    buffers[b]._lost_from(<Py_ssize_t>(fault - buf))
-                buffers[b]._lost_from(_size_now(buffers[b]))
-            if buffers[b].cut < views[b].len:
-                cut[b] = buffers[b].cut
+            buf = <uintptr_t>views[b].buf
+            kept = buffers[b].lost(<Py_ssize_t>(fault - buf) if buf <= fault < buf + <uintptr_t>views[b].len else -1,
+                                   fault != 0)
+            if kept < views[b].len:
+                cut[b] = kept
     if not any(c is not None for c in cut):
         return -1
     for j in range(which.shape[0]):

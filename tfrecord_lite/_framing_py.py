@@ -300,12 +300,16 @@ class _MappedFile(mmap.mmap):
 
     path = None
 
-    @property
-    def cut(self):
-        return len(self)  # nothing is known lost: reads are not guarded
-
-    def _lost_from(self, offset):
-        pass
+    def lost(self, offset=-1, stat=False):
+        """Where the bytes known lost begin: the compiled core's, but with no guard to find
+        any, only the size of the file now, with stat."""
+        size = len(self)
+        if stat and self.path is not None:
+            try:
+                size = min(size, os.stat(self.path).st_size)
+            except OSError:
+                pass
+        return min(size, offset) if offset >= 0 else size
 
     def __reduce__(self):
         return bytes, (self[:],)

@@ -337,8 +337,8 @@ class TFRecordReader:
                     pos, resyncing = found, False
                 elif eof:
                     # The error that started the resync reported these bytes; not a cut since.
-                    if self._mapped and (now := self._shrunk_to(len(buf))) is not None:
-                        self._on_error(self._frame_error(F.FRAME_SHRUNK, now, max(pos, now), index))
+                    if self._mapped and (kept := buf.lost(stat=True)) < len(buf):
+                        self._on_error(self._frame_error(F.FRAME_SHRUNK, kept, max(pos, kept), index))
                     return
                 else:
                     pos = max(pos, filled - (_HEADER - 1))
@@ -436,21 +436,13 @@ class TFRecordReader:
         since it was mapped, whose pages past its new end read as zeros once the core's guard
         caught their faults (or, in the page the new end falls in, without one)."""
         F = _native.framing
-        now = self._shrunk_to(size)
+        # Marked on the mapping for the parses and copies of records scanned before.
+        kept = self._buffer.lost(value if status == F.FRAME_SHRUNK else -1, stat=True)
         if status == F.FRAME_SHRUNK:  # value: the first byte that faulted
-            value = value if now is None else min(value, now)
-            self._buffer._lost_from(value)  # for the decodes of records read before
-            return status, value
-        needs = _HEADER + (value + _FOOTER if status == F.FRAME_BAD_DATA_CRC else 0)
-        return (F.FRAME_SHRUNK, now) if now is not None and offset + needs > now else (status, value)
-
-    def _shrunk_to(self, size):
-        """The size of the mapped file (size bytes when mapped) if it is shorter now, else None."""
-        try:
-            now = os.stat(self.path).st_size
-        except OSError:
-            return None
-        return now if now < size else None
+            return status, kept
+        if kept < size and offset + _HEADER + (value + _FOOTER if status == F.FRAME_BAD_DATA_CRC else 0) > kept:
+            return F.FRAME_SHRUNK, kept
+        return status, value
 
     def _frame_error(self, status, value, offset, index):
         F = _native.framing
