@@ -63,7 +63,7 @@ def _first_lost(records, cut):
     return next(k for k, (_, end) in enumerate(_frames(records)) if end > cut)
 
 
-# Cuts: before the first frame ends, at a page boundary, inside a page, inside the last frame.
+# Cuts: inside the first header, inside the first frame, at page boundaries, inside pages, further in.
 CUTS = [0, 7, 3000, PAGE, 3 * PAGE, 3 * PAGE + 100, 10 * PAGE - 1, 150_000]
 
 
