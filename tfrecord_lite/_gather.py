@@ -94,9 +94,7 @@ class Gathered:
             return bytes(view[start:start + int(self.lengths[i])])
 
     def __iter__(self):
-        if any(map(mapped, self.buffers)):
-            return copied(self)
-        return map(self.__getitem__, range(len(self.which)))
+        return copied(self)
 
     def _pick(self, idx) -> Gathered:
         """The records at positions idx (a slice or an int array), in that order."""
