@@ -291,11 +291,17 @@ _COPIED_BYTES = 4 << 20
 def copied(records):
     """The records of a RecordBatch or Gathered as bytes, copied out by the core about 4 MiB
     at a time (to_numpy): with no Python work per record (W2 records of a gathered batch:
-    150-170 ns each, against 1.1 µs one by one), and guarded, so that a mapped file cut short
-    raises TruncatedRecordError."""
+    113-120 ns each, against 0.93-1.01 µs one by one), and guarded, so that a mapped file
+    cut short raises TruncatedRecordError."""
     n = len(records)
-    nbytes = records.nbytes if type(records) is RecordBatch else int(records.lengths.sum())
-    step = max(1, min(_COPIED_RECORDS, _COPIED_BYTES * n // max(nbytes, 1)))
+    if not n:
+        return
+    # The record size from three lengths, not a sum: a numpy reduction of 500+ values releases
+    # the GIL, and retaking it waits for a worker (as _pipeline._held_bytes says).
+    lengths = (records.lengths if type(records) is not RecordBatch else records._gathered.lengths
+               if records._gathered is not None else records.segments[0][2])
+    size = (int(lengths[0]) + int(lengths[len(lengths) // 2]) + int(lengths[-1])) // 3
+    step = max(1, min(_COPIED_RECORDS, _COPIED_BYTES // max(size, 1)))
     for start in range(0, n, step):
         part = records[start:start + step]
         yield from (part if type(part) is RecordBatch else RecordBatch._of_gathered(part)).to_numpy()
