@@ -43,7 +43,6 @@ CRC32C is not compiled in here: tfrecord_lite._framing owns it (its backend choi
 TFRECORD_LITE_CRC32C_TABLE), and this module borrows tfl_crc32c from it as a capsule.
 """
 import enum
-import os
 
 cimport numpy as cnp
 import numpy as np
@@ -59,7 +58,7 @@ from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
 
 from crc32c cimport TFL_CRC32C_CAPSULE, crc32c_fn, tfl_mask_crc
-from guard cimport TFL_GUARD_CAPSULE, tfl_guard_fns
+from guard cimport TFL_GUARD_CAPSULE, mapped_kept, tfl_guard_fns
 from cursor cimport Cursor, acquire, cursor_expect, cursor_init, cursor_len, cursor_take, cursor_varint
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
 from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_objects, same_bytes, share_scan

@@ -666,13 +666,7 @@ cdef class _Records:
         end, without one in the page the end falls in and after a fault."""
         cdef Py_ssize_t i, tries, b = 0
         cdef uintptr_t at, buf
-        cdef list kept = [None] * self.got  # the mapped files' bytes not lost, by block
-        for b in range(self.got):
-            buf = <uintptr_t>self.views[b].buf
-            if type(self.owners[b]) is _framing._MappedFile:
-                kept[b] = self.owners[b].lost(
-                    <Py_ssize_t>(fault - buf) if buf <= fault < buf + <uintptr_t>self.views[b].len else -1, stat)
-        b = 0
+        cdef list kept = mapped_kept(self.owners, self.views, self.got, fault, stat, _framing._MappedFile)
         for i in range(self.n if any(k is not None for k in kept) else 0):
             at = <uintptr_t>self.ptrs[i]
             for tries in range(self.got):  # records mostly follow their blocks' order

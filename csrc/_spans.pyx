@@ -24,7 +24,7 @@ from libc.string cimport memcpy
 from cursor cimport acquire
 from frame cimport FRAME_OVERHEAD
 from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array
-from guard cimport TFL_GUARD_CAPSULE, tfl_guard_fns
+from guard cimport TFL_GUARD_CAPSULE, mapped_kept, tfl_guard_fns
 
 cnp.import_array()
 
@@ -365,19 +365,14 @@ cdef Py_ssize_t _lost(list buffers, const int64_t[:] which, const int64_t[:] sta
     """The first record past where its mapped file lost its bytes (``_MappedFile.lost``, after
     the fault at address fault and, then, the file's size now are marked there), or -1."""
     cdef Py_ssize_t b, j
-    cdef uintptr_t buf
-    cut = [None] * len(buffers)
+    cdef list kept = mapped_kept(buffers, views, len(buffers), fault, fault != 0, _framing._MappedFile)
     for b in range(len(buffers)):
-        if type(buffers[b]) is _framing._MappedFile:
-            buf = <uintptr_t>views[b].buf
-            kept = buffers[b].lost(<Py_ssize_t>(fault - buf) if buf <= fault < buf + <uintptr_t>views[b].len else -1,
-                                   fault != 0)
-            if kept < views[b].len:
-                cut[b] = kept
-    if not any(c is not None for c in cut):
-        return -1
+        if kept[b] is not None and kept[b] < views[b].len:
+            break
+    else:
+        return -1  # nothing lost: no record to look at
     for j in range(which.shape[0]):
-        if cut[which[j]] is not None and starts[j] + lengths[j] > cut[which[j]]:
+        if kept[which[j]] is not None and starts[j] + lengths[j] > kept[which[j]]:
             return j
     return -1
 

@@ -25,7 +25,7 @@ FRAME_OK = 0
 FRAME_BAD_LENGTH_CRC = 1
 FRAME_BAD_DATA_CRC = 2
 FRAME_TOO_LARGE = 3
-FRAME_SHRUNK = 4  # the compiled core's, for a mapped file truncated under its scan (never here)
+FRAME_SHRUNK = 4  # a mapped file cut short: the core's guarded scans find it, the reader by the file's size
 
 _u64 = struct.Struct("<Q")
 _u32 = struct.Struct("<I")
