@@ -57,6 +57,7 @@ __all__ = ["Run"]
 _PIECE_RECORDS = 4096  # times the scale
 _PIECE_BYTES_PER_THREAD = 8 << 20  # read-ahead budget, shared by the open files
 _PIECE_BYTES_MIN = 64 << 10
+_PIECE_BYTES_SCALE_MAX = 2  # the read-ahead grows with the scale up to this
 _MAPPED_PIECE_SCALE = 4  # a mapped file's pieces hold no read buffers: larger ones, fewer
 _MAPPED_CHUNK_BYTES = 4 << 20  # a mapped file's scan chunk, at most
 _PREFETCH_BYTES = 128 << 20  # records held by the parse tasks ahead, beyond the first
@@ -155,8 +156,12 @@ class Run:
         self._piece_records = _PIECE_RECORDS * self._scale
         # Every piece costs Python work under the GIL (a task, its future, index arrays), so
         # the read-ahead grows with the threads: a budget shared by 16 files made pieces of
-        # 8 images, and 16 threads read slower than one.
-        self._piece_bytes = max(_PIECE_BYTES_MIN, _PIECE_BYTES_PER_THREAD * ds.num_threads // (2 * ds.cycle_length))
+        # 8 images, and 16 threads read slower than one. It doubles with the scale too (from 8
+        # threads): on 16 cores W1 raw at 16 threads took 0.025-0.044 s a pass against
+        # 0.038-0.064 (five pairs), at 8 threads 0.047-0.051 against 0.056-0.059, W2 raw at
+        # 16 0.076-0.083 against 0.124-0.129; four times held 16% more memory for no more speed.
+        budget = max(_PIECE_BYTES_MIN, _PIECE_BYTES_PER_THREAD * ds.num_threads // (2 * ds.cycle_length))
+        self._piece_bytes = budget * min(self._scale, _PIECE_BYTES_SCALE_MAX)
         # Records that stay in their blocks are read in chunks of up to half a piece (at most
         # BLOCK_CHUNK_BYTES, times the scale): every chunk costs Python work under the GIL (a
         # RecordBatch, its index arrays, a fresh buffer), and a piece stays under 1.5 times
@@ -167,7 +172,7 @@ class Run:
         # read-ahead budget does not bound them: pieces 4 times as large, scanned in chunks of
         # up to 4 MiB. On 16 cores W1 raw with memory_map took 0.031-0.035 s a pass at 4 and
         # 8 threads against 0.045-0.048 s.
-        self._mapped_piece_bytes = self._piece_bytes * _MAPPED_PIECE_SCALE
+        self._mapped_piece_bytes = budget * _MAPPED_PIECE_SCALE
         self._mapped_chunk = min(_MAPPED_CHUNK_BYTES, max(self._chunk, self._mapped_piece_bytes // 2))
         # Read buffers reused once what was read into them is gone: as many as are in use at
         # once, up to _READ_POOL_BYTES: records left in their read buffers keep them for as long
