@@ -19,8 +19,8 @@ none copies the records.
 Bounds: at most ``max_open_files`` descriptors (files open as slots of the cycle come free for
 them, close at their end), per open file at most one piece being read and one waiting (a
 piece is up to 4,096 records times one per 4 threads, up to 4 times, and the pieces share a
-read-ahead of 8 MiB per thread; 32 MiB for mapped files, whose pieces are views of the page
-cache), and once an open file is on its last piece, the first piece of
+read-ahead of 8 MiB per thread, twice that from 8 threads; 32 MiB for mapped files, whose
+pieces are views of the page cache), and once an open file is on its last piece, the first piece of
 the file whose turn comes next (while fewer than ``max_open_files`` are open), at most
 ``prefetch`` parse tasks ahead (a task is a batch, or several small batches of a dense spec
 parsed together: about 4,096 records or 4 MiB, times one per 4 threads up to 4 times), and
