@@ -298,6 +298,23 @@ def test_frame_buffer_gives_a_short_writing_file_the_rest(backend, records, most
     assert bytes(data) == bytes(F.encode_frames(records))
 
 
+def test_frame_buffer_hands_large_frames_to_the_sink_as_they_are(backend):
+    """Frames worth a write of their own (half of flush_bytes or more) go to the sink as
+    given, after what the buffer held, not copied into the buffer first; smaller ones are
+    buffered."""
+    F = backend.framing
+    calls = []
+    fb = F.FrameBuffer(lambda b: calls.append(b), 1000, "out.tfrecord", bytearray().extend)
+    small, large = F.encode_frames([b"a" * 100]), F.encode_frames([b"b" * 300, b"c" * 200])
+    fb.write(b"z")
+    with fb:
+        fb.write_frames(small, np.array([100]))
+        assert not calls and len(fb.buf) == 17 + len(small)
+        fb.write_frames(large, np.array([300, 200]))
+    assert [bytes(c) for c in calls] == [bytes(F.encode_frames([b"z"])) + bytes(small), bytes(large)]
+    assert calls[1] is large and not fb.buf and fb.records == 4 and fb.drained == 17 + len(small) + len(large)
+
+
 def test_frame_buffer_fails_on_a_file_that_takes_nothing(backend):
     fb = backend.framing.FrameBuffer(lambda b: 0, 1, "out.tfrecord")
     with pytest.raises(OSError, match="out.tfrecord: the output took none"):

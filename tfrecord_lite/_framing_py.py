@@ -130,7 +130,10 @@ class FrameBuffer:
             sizes = (lengths + OVERHEAD_BYTES).tolist()
             if sum(sizes) != nbytes:
                 raise InvalidArgumentError(f"frames of {nbytes} bytes do not hold records of these lengths")
-        direct = at == 0 and nbytes >= self.flush_bytes  # a write of its own, not copied first
+        direct = nbytes >= self.flush_bytes // 2  # a write of its own, after the buffer's, not copied first
+        if direct and at:
+            self.drain()
+            at = 0
         if not direct:
             self.buf += frames
         if self._lines is not None:
