@@ -136,7 +136,8 @@ cdef class FrameBuffer:
     sidecar line ``"<frame offset> <frame length>\n"`` as it appends the frame (offsets count
     stream bytes from the first one written). Once ``buf`` holds ``flush_bytes`` it drains:
     ``sink(buf)`` takes the frames (``drained`` counts the bytes handed over) and
-    ``index_sink(lines)`` the pending lines. Errors name ``path`` and the record.
+    ``index_sink(lines)`` the pending lines. Ready frames of half ``flush_bytes`` or more go
+    to ``sink`` as they are, after the buffer. Errors name ``path`` and the record.
 
     ``write`` takes the lock itself: the per-record path is this one call. ``write_many``,
     ``write_frames``, ``drain`` and ``check_open`` expect the caller to hold it."""
