@@ -20,8 +20,8 @@ Bounds: at most ``max_open_files`` descriptors (files open as slots of the cycle
 them, close at their end), per open file at most one piece being read and one waiting (a
 piece is up to 4,096 records times one per 4 threads, up to 4 times, and the pieces share a
 read-ahead of 8 MiB per thread, twice that from 8 threads; 32 MiB for mapped files, whose
-pieces are views of the page cache), and once an open file is on its last piece, the first piece of
-the file whose turn comes next (while fewer than ``max_open_files`` are open), at most
+pieces are views of the page cache), and once an open file is on its last piece, the first
+piece of the file whose turn comes next (while fewer than ``max_open_files`` are open), at most
 ``prefetch`` parse tasks ahead (a task is a batch, or several small batches of a dense spec
 parsed together: about 4,096 records or 4 MiB, times one per 4 threads up to 4 times), and
 only as many as hold 128 MiB of records. Nothing scales with the dataset size. Between
@@ -159,7 +159,8 @@ class Run:
         # 8 images, and 16 threads read slower than one. It doubles with the scale too (from 8
         # threads): on 16 cores W1 raw at 16 threads took 0.025-0.044 s a pass against
         # 0.038-0.064 (five pairs), at 8 threads 0.047-0.051 against 0.056-0.059, W2 raw at
-        # 16 0.076-0.083 against 0.124-0.129; four times held 16% more memory for no more speed.
+        # 16 0.076-0.083 against 0.124-0.129. The price is memory: W1 raw at 16 threads peaked at
+        # 762 MiB against 434, and four times the budget at 888 MiB for no more speed.
         budget = max(_PIECE_BYTES_MIN, _PIECE_BYTES_PER_THREAD * ds.num_threads // (2 * ds.cycle_length))
         self._piece_bytes = budget * min(self._scale, _PIECE_BYTES_SCALE_MAX)
         # Records that stay in their blocks are read in chunks of up to half a piece (at most
@@ -172,6 +173,7 @@ class Run:
         # read-ahead budget does not bound them: pieces 4 times as large, scanned in chunks of
         # up to 4 MiB. On 16 cores W1 raw with memory_map took 0.031-0.035 s a pass at 4 and
         # 8 threads against 0.045-0.048 s.
+        # (The budget before the doubling above, which was measured on read files only.)
         self._mapped_piece_bytes = budget * _MAPPED_PIECE_SCALE
         self._mapped_chunk = min(_MAPPED_CHUNK_BYTES, max(self._chunk, self._mapped_piece_bytes // 2))
         # Read buffers reused once what was read into them is gone: as many as are in use at
