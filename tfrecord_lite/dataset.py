@@ -60,7 +60,9 @@ class TFRecordDataset:
     shard: (index, count), see ``tfrecord_lite.files.shard_plan``.
     compression / on_corrupt / check_crc / memory_map: as in ``TFRecordReader``.
     ``memory_map=True`` scans local files in the page cache, with no read calls or copies:
-    raw batches are then views of the files' pages.
+    raw batches are then views of the files' pages, and the pages read count as the
+    process's resident memory for as long as the dataset keeps the mappings (from epoch to
+    epoch, up to 1,024 files).
     prefetch: parse tasks kept ready ahead of the consumer (default 2 x num_threads), fewer
         where they would hold over 128 MiB of records (large records). A task is one batch;
         small batches of a spec of only FixedLenFeature / RawTensorFeature are parsed
