@@ -315,6 +315,25 @@ def test_frame_buffer_hands_large_frames_to_the_sink_as_they_are(backend):
     assert calls[1] is large and not fb.buf and fb.records == 4 and fb.drained == 17 + len(small) + len(large)
 
 
+@settings(max_examples=20, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3000), max_size=40), flush=st.integers(1, 20000),
+       compression=st.sampled_from([None, "gzip", "zlib"]))
+def test_framed_batches_and_records_keep_their_order_at_any_flush_size(backend, tmp_path, sizes, flush, compression):
+    """Framed batches (written as they are once large enough, after what the buffer held)
+    and single records in between reach the file in order, compressed or not."""
+    records = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    source = tmp_path / "source.tfrecord"
+    with TFRecordWriter(source) as w:
+        w.write_many(records)
+    path = tmp_path / f"out-{compression}.tfrecord"
+    with mock.patch.object(writer_module, "FLUSH_BYTES", flush), TFRecordWriter(path, compression) as w:
+        for batch in TFRecordReader(source).record_batches(7):
+            w.write_many(batch)
+            w.write(b"between")
+    assert list(TFRecordReader(path)) == [r for i in range(0, len(records), 7)
+                                          for r in records[i:i + 7] + [b"between"]]
+
+
 def test_frame_buffer_fails_on_a_file_that_takes_nothing(backend):
     fb = backend.framing.FrameBuffer(lambda b: 0, 1, "out.tfrecord")
     with pytest.raises(OSError, match="out.tfrecord: the output took none"):
