@@ -17,7 +17,39 @@ cdef extern from "Python.h":
     char *bytes_data "PyBytes_AS_STRING" (PyObject *) nogil   # a macro: no GIL needed
 
 
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    /* glibc serves blocks under its mmap threshold (128 KiB at first) from its heap, and gives
+       the heap's top back to the kernel once more than its trim threshold (twice that) lies
+       free there: a batch of 1,024 values of 32 KiB went back as it was freed, and the next
+       batch faulted every page in again. glibc raises both thresholds itself when the program
+       frees a mapped block larger than the mmap threshold (that one to the block's size, up
+       to 32 MiB): one block of a batch's size, allocated and freed, shows it the size this
+       program works in. No setting changes, and glibc's own tuning stays on. In-memory W1
+       batches parsed in the main thread: 0.043 s a pass against 0.239, no page faults
+       against 79,000. Called with the GIL held, which guards tfl_heap_shown. */
+    static size_t tfl_heap_shown;
+    static void tfl_heap_hint(size_t n) {
+    #if defined(__GLIBC__)
+        void *volatile p;   /* volatile: the compiler may not drop the pair */
+        if (n > ((size_t)32 << 20) - 8192)
+            n = ((size_t)32 << 20) - 8192;   /* within glibc's 32 MiB, its header included */
+        if (n <= tfl_heap_shown)
+            return;
+        tfl_heap_shown = n;
+        p = malloc(n);
+        free(p);
+    #else
+        (void)n;
+    #endif
+    }
+    """
+    void heap_hint "tfl_heap_hint" (size_t n)
+
+
 cdef enum:
+    HEAP_HINT_MIN = 1 << 20   # long values a batch holds from which glibc is shown its size
     NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
     SHARE_SLOTS = 256        # recent distinct short values remembered (a power of 2)
     SHARE_SHIFT = 56         # 64 - log2(SHARE_SLOTS): a hash's top bits pick the slot
@@ -115,6 +147,8 @@ cdef inline object bytes_objects(const ByteSpan *spans, Py_ssize_t n, const Py_s
             pending += spans[i].len
         Py_INCREF(value)  # the slot's reference
         slots[i] = <PyObject *>value
+    if pending >= HEAP_HINT_MIN:
+        heap_hint(pending)
     if pending >= NOGIL_MIN_BYTES:
         with nogil:
             fill_long(slots, spans, n)

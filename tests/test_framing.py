@@ -3,6 +3,7 @@ hostile lengths and random bytes, on both backends."""
 
 import io
 import os
+import time
 import tracemalloc
 
 import numpy as np
@@ -468,7 +469,7 @@ def test_read_buffers_are_reused_only_once_their_blocks_are_gone(backend, record
 def test_buffer_pool_hands_out_only_free_buffers():
     from tfrecord_lite.reader import BufferPool
 
-    pool = BufferPool(keep=2)
+    pool = BufferPool(keep=2000)  # bytes: two buffers of 1,000
     a = pool.take(1000)
     b = pool.take(1000)  # a new one
     assert a is not b and len(a) == len(b) == 1000
@@ -496,12 +497,66 @@ def test_readers_given_one_buffer_pool_share_its_buffers(backend, monkeypatch):
     blob = frames(backend, [b"r%d" % i * 50 for i in range(2000)])
     made, new_buffer = [], _native.framing.new_buffer
     monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
-    pool = BufferPool(keep=4)
+    pool = BufferPool(keep=4 * 4096)
     first = [list(b) for b in TFRecordReader(io.BytesIO(blob), chunk_size=4096, buffers=pool).record_batches()]
     assert made and pool._buffers and len(first) > 4
     made.clear()
     second = [list(b) for b in TFRecordReader(io.BytesIO(blob), chunk_size=4096, buffers=pool).record_batches()]
     assert second == first and made == []
+
+
+def test_readers_given_no_pool_share_the_process_s(backend, monkeypatch):
+    """Readers made without a pool read into one the process shares: a reader of the next
+    file reads into the buffers the last one's blocks left, and makes none."""
+    from tfrecord_lite import reader
+
+    monkeypatch.setattr(reader, "_shared_pool", reader.BufferPool(reader._SHARED_POOL_BYTES))
+    blob = frames(backend, [b"r%d" % i * 50 for i in range(2000)])
+    made, new_buffer = [], _native.framing.new_buffer
+    monkeypatch.setattr(_native.framing, "new_buffer", lambda n: made.append(n) or new_buffer(n))
+    first = [list(b) for b in TFRecordReader(io.BytesIO(blob), chunk_size=4096).record_batches()]
+    assert made and len(first) > 4
+    made.clear()
+    second = [list(b) for b in TFRecordReader(io.BytesIO(blob), chunk_size=4096).record_batches()]
+    assert second == first and made == []
+
+
+def test_a_buffer_pool_holds_no_more_than_its_bytes():
+    from tfrecord_lite.reader import BufferPool
+
+    pool = BufferPool(keep=3000)
+    held = [pool.take(1000), pool.take(1500), pool.take(1000)]  # the third does not fit
+    assert [len(b) for b in pool._buffers] == [1000, 1500] and pool._held == 2500
+    assert all(b is not held[2] for b in pool._buffers)
+    pool.drop_held()  # both in use: let go of them, to go with whatever holds them
+    assert pool._buffers == [] and pool._held == 0
+    held.append(pool.take(3000))  # fits now
+    assert pool._buffers == [held[-1]] and pool._held == 3000
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_a_pool_of_its_own():
+    """A fork while another thread held the shared pool's lock: the child takes buffers from
+    a pool of its own instead of waiting on a lock no thread of its will release."""
+    from tfrecord_lite import reader
+
+    pool = reader._shared_pool
+    with pool._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 once it has a buffer from an empty pool of its own
+            try:
+                os._exit(0 if len(pool.take(100)) == 100 and pool._held <= 100 else 1)
+            finally:
+                os._exit(2)
+    for _ in range(200):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the child waited on the parent's lock")
 
 
 def test_a_dataset_leaves_interleaved_raw_batches_in_its_read_buffers(tmp_path, monkeypatch):
