@@ -505,7 +505,7 @@ def test_readers_given_one_buffer_pool_share_its_buffers(backend, monkeypatch):
     assert second == first and made == []
 
 
-def test_readers_given_no_pool_share_the_process_s(backend, monkeypatch):
+def test_readers_given_no_pool_share_one(backend, monkeypatch):
     """Readers made without a pool read into one the process shares: a reader of the next
     file reads into the buffers the last one's blocks left, and makes none."""
     from tfrecord_lite import reader
