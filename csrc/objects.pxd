@@ -34,7 +34,7 @@ cdef extern from *:
     #if defined(__GLIBC__)
         void *volatile p;   /* volatile: the compiler may not drop the pair */
         if (n > ((size_t)32 << 20) - 8192)
-            n = ((size_t)32 << 20) - 8192;   /* within glibc's 32 MiB, its header included */
+            n = ((size_t)32 << 20) - 8192;   /* mapped, with its header: the largest glibc learns from */
         if (n <= tfl_heap_shown)
             return;
         tfl_heap_shown = n;
