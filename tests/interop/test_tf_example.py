@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite as tfl
-from tfrecord_lite.errors import FeatureSpecError
+from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError
 
 pytestmark = pytest.mark.interop
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -203,6 +203,30 @@ def test_map_entry_field_order_and_unknown_fields(tf, backend):
     assert "a" not in backend.example.decode_examples([with_unknown])[0]
     dropped = tfl.parse_example([with_unknown], {"a": tfl.VarLenFeature(np.int64)})["a"]
     assert dropped.values.size == 0 and dropped.dense_shape.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("key, feature", [
+    (b"b", b"\x12\x05\x0a\x03abc"),      # packed floats of 3 bytes
+    (b"b", b"\x0f"),                      # no such wire type
+    (b"b", b"\x1a\x03\x0a\x01\x80"),      # a varint cut short
+    (b"\xff", b"\x12\x00"),               # a name that is not UTF-8
+])
+def test_malformed_features_the_spec_does_not_ask_for(tf, backend, key, feature):
+    """Malformed protobuf anywhere in a record raises, in the features a spec does not ask
+    for too, as protobuf rejects the record. TF's parser does not look inside those, so it
+    parses the rest."""
+
+    def entry(name, value):
+        body = b"\x0a" + bytes([len(name)]) + name + b"\x12" + bytes([len(value)]) + value
+        return b"\x0a" + bytes([len(body)]) + body
+    body = entry(b"a", b"\x12\x06\x0a\x04" + np.float32(1.5).tobytes()) + entry(key, feature)
+    record = b"\x0a" + bytes([len(body)]) + body
+    assert tf.io.parse_example([record], {"a": tf.io.FixedLenFeature([], tf.float32)})["a"].numpy().tolist() == [1.5]
+    with pytest.raises(Exception):
+        tf.train.Example.FromString(record)
+    with pytest.raises(ExampleDecodeError) as info:
+        tfl.parse_example([record], {"a": tfl.FixedLenFeature([], np.float32)})
+    assert info.value.index == 0
 
 
 def test_parse_sequence_example_matches_tf(tf, backend):
