@@ -521,6 +521,25 @@ def test_readers_given_no_pool_share_one(backend, monkeypatch):
     assert second == first and made == []
 
 
+def test_reads_take_a_chunk_whatever_buffer_the_pool_hands_out(backend):
+    """A pool hands out buffers of up to twice the size asked for. A reader still reads a
+    chunk at a time (more only for a record that needs it), so what a damaged compressed
+    stream loses at its end does not depend on what the pool held before."""
+    from tfrecord_lite.reader import BufferPool
+
+    class Reads(io.BytesIO):
+        def readinto(self, b):
+            sizes.append(len(b))
+            return super().readinto(b)
+
+    records = [b"r%03d" % i * 5 for i in range(100)]  # 36-byte frames
+    pool = BufferPool(keep=1 << 20)
+    pool.take(127)  # left free in the pool, and what take(64) hands out
+    sizes = []
+    got = list(TFRecordReader(Reads(frames(backend, records)), chunk_size=64, buffers=pool))
+    assert got == records and max(sizes) == 64
+
+
 def test_a_buffer_pool_holds_no_more_than_its_bytes():
     from tfrecord_lite.reader import BufferPool
 

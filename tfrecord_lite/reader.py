@@ -411,9 +411,14 @@ class TFRecordReader:
                 buf = _moved(buf, 0, filled, 2 * len(buf), pool)
             if fd >= 0 and not resyncing:
                 continue  # read_spans reads on
+            # A chunk, or what the unfinished frame needs, as in memory above: not the whole
+            # buffer, which a pool may hand out at up to twice the size asked for. A damaged
+            # compressed stream fails the read that reaches its end, and loses what that read
+            # had decompressed.
+            stop = min(len(buf), filled + max(chunk, 0 if resyncing else value))
             with memoryview(buf) as mv:
                 try:
-                    n = stream.readinto(mv[filled:]) if fd < 0 else os.preadv(fd, [mv[filled:]], base + filled)
+                    n = stream.readinto(mv[filled:stop]) if fd < 0 else os.preadv(fd, [mv[filled:stop]], base + filled)
                 except DataLossError as exc:  # a damaged compressed stream: say which record it hit
                     raise self._error(type(exc), f"{exc.detail} ({base + filled} bytes into the decompressed "
                                       "stream)", base + pos, index, exc.hint) from None
