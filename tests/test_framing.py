@@ -540,9 +540,12 @@ def test_reads_take_a_chunk_whatever_buffer_the_pool_hands_out(backend):
     assert got == records and max(sizes) == 64
 
 
-def test_a_buffer_pool_holds_no_more_than_its_bytes():
+def test_a_buffer_pool_holds_no_more_than_its_bytes_and_buffers():
     from tfrecord_lite.reader import BufferPool
 
+    pool = BufferPool(keep=1 << 20, most=2)
+    held = [pool.take(100) for _ in range(3)]  # all in use: the third is not kept
+    assert [id(b) for b in pool._buffers] == [id(b) for b in held[:2]] and pool._held == 200
     pool = BufferPool(keep=3000)
     held = [pool.take(1000), pool.take(1500), pool.take(1000)]  # the third does not fit
     assert [len(b) for b in pool._buffers] == [1000, 1500] and pool._held == 2500

@@ -187,7 +187,7 @@ class Run:
         # each epoch's first buffers were fresh, on W1 77 of them a pass at one thread (19,700
         # page faults), and the pass took 1.4x the time.
         if ds._buffers is None:
-            ds._buffers = BufferPool(_READ_POOL_BYTES)
+            ds._buffers = BufferPool(_READ_POOL_BYTES, _READ_POOL_BYTES // self._chunk)
         self._buffers = ds._buffers
         # Mapped files likewise (MappedFiles): on 2 cores, mapped epochs of W1 images took 0.59x
         # the time at one thread and 0.43x at two, of W2 records 0.5x raw and 0.8x parsed.

@@ -39,6 +39,7 @@ CHUNK_BYTES = 1 << 18  # stays in L2 cache, so the CRC and the copy into bytes r
 # W1 4% faster). Both are the defaults of chunk_size=None.
 BLOCK_CHUNK_BYTES = 1 << 20
 _SHARED_POOL_BYTES = 64 << 20  # read buffers kept for readers given no pool (_shared_pool)
+_POOL_BUFFERS = 128  # buffers a pool holds at most by default: each take searches them
 ON_CORRUPT = ("raise", "skip", "stop")
 _HEADER = _native.framing.HEADER_BYTES
 _FOOTER = _native.framing.FOOTER_BYTES
@@ -509,11 +510,14 @@ class BufferPool:
     per chunk costs an allocation and, as glibc gives such blocks back to the kernel, a page
     fault per 4 KiB. Thread-safe: a dataset's readers share one.
 
-    keep: the bytes of buffers held, in use or not, at most. A new buffer is held only while
-    they fit, so the pool never holds more than its readers used at once."""
+    keep: the bytes of buffers held, in use or not, at most; most: the buffers. A new buffer
+    is held only while both allow, so the pool never holds more than its readers used at
+    once. Each take searches the held buffers, so most bounds it: reading 20,000 batches of
+    64-byte chunks that their caller kept took 6.8 s with a pool bounded by bytes alone (each
+    take searched every buffer still in use), 0.22 s with 128 buffers at most."""
 
-    def __init__(self, keep: int):
-        self.keep = keep
+    def __init__(self, keep: int, most: int = _POOL_BUFFERS):
+        self.keep, self.most = keep, most
         self._held = 0
         self._buffers: list[bytearray] = []
         self._lock = threading.Lock()
@@ -525,7 +529,7 @@ class BufferPool:
             i = _first_free(buffers, _FREE_REFS, size)
             if i < 0:
                 buf = _native.framing.new_buffer(size)
-                if self._held + len(buf) <= self.keep:
+                if self._held + len(buf) <= self.keep and len(buffers) < self.most:
                     buffers.append(buf)
                     self._held += len(buf)
             else:
