@@ -392,9 +392,13 @@ class TFRecordReader:
                             else f"the input ends {filled - pos} bytes into a record that needs {filled - pos + value}",
                         ))
                     return
+            # What the next read or stretch of memory takes: a chunk, or all of a record the scan
+            # found unfinished. Not the whole buffer, which a pool may hand out at up to twice
+            # the size asked for: a damaged compressed stream fails the read that reaches its
+            # end, and loses what that read had decompressed.
+            want = max(chunk, 0 if resyncing else value)
             if stream is None:
-                # The next stretch of the buffer; all of a record the scan found unfinished.
-                filled = min(len(buf), filled + max(chunk, 0 if resyncing else value))
+                filled = min(len(buf), filled + want)
                 eof = filled == len(buf)
                 continue
             # Keep the unfinished tail, then read more.
@@ -412,11 +416,7 @@ class TFRecordReader:
                 buf = _moved(buf, 0, filled, 2 * len(buf), pool)
             if fd >= 0 and not resyncing:
                 continue  # read_spans reads on
-            # A chunk, or what the unfinished frame needs, as in memory above: not the whole
-            # buffer, which a pool may hand out at up to twice the size asked for. A damaged
-            # compressed stream fails the read that reaches its end, and loses what that read
-            # had decompressed.
-            stop = min(len(buf), filled + max(chunk, 0 if resyncing else value))
+            stop = min(len(buf), filled + want)
             with memoryview(buf) as mv:
                 try:
                     n = stream.readinto(mv[filled:stop]) if fd < 0 else os.preadv(fd, [mv[filled:stop]], base + filled)
@@ -518,7 +518,6 @@ class BufferPool:
 
     def __init__(self, keep: int, most: int = _POOL_BUFFERS):
         self.keep, self.most = keep, most
-        self._held = 0
         self._buffers: list[bytearray] = []
         self._lock = threading.Lock()
 
@@ -529,9 +528,9 @@ class BufferPool:
             i = _first_free(buffers, _FREE_REFS, size)
             if i < 0:
                 buf = _native.framing.new_buffer(size)
-                if self._held + len(buf) <= self.keep and len(buffers) < self.most:
+                # Summed here, where a buffer is being made anyway, not kept up beside the list.
+                if len(buffers) < self.most and sum(map(len, buffers)) + len(buf) <= self.keep:
                     buffers.append(buf)
-                    self._held += len(buf)
             else:
                 # To the back: buffers come free about in the order they were taken, so the
                 # search, which holds the GIL, stops near the front of hundreds.
@@ -549,14 +548,13 @@ class BufferPool:
                 if sys.getrefcount(buffers[i]) == _FREE_REFS:
                     i += 1
                 else:
-                    self._held -= len(buffers[i])
                     del buffers[i]
 
     def _after_fork(self) -> None:
         # Another thread may have held the lock as the process forked: the child starts over
         # (its copies of the parent's buffers go as it drops them).
         self._lock = threading.Lock()
-        self._buffers, self._held = [], 0
+        self._buffers = []
 
 
 # Readers given no pool share this one: a batch of 1,024 images of 32 KiB spans 33 read
