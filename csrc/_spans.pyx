@@ -23,7 +23,7 @@ from libc.string cimport memcpy
 
 from cursor cimport acquire
 from frame cimport FRAME_OVERHEAD
-from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array
+from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array, pool_bytes, pool_clear, pool_count
 from guard cimport TFL_GUARD_CAPSULE, mapped_kept, tfl_guard_fns
 
 cnp.import_array()
@@ -403,3 +403,13 @@ def split_values(buf, const int64_t[:] offsets):
     finally:
         PyMem_Free(spans)
         PyBuffer_Release(&view)
+
+
+def _pool_kept():
+    """(objects, bytes) this module's pool of long values' bytes objects holds: for tests."""
+    return pool_count, pool_bytes
+
+
+def _pool_clear():
+    """Drop this module's pool of bytes objects: tests start from none."""
+    pool_clear()

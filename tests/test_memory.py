@@ -79,16 +79,19 @@ def test_freed_batches_stay_in_the_process():
     assert _faults_after_the_first_round("own_arenas") < pages // 100
 
 
-# Rounds of a batch of 1,024 bytes values of 32 KiB made in the main thread, whose heap glibc
-# trims most eagerly, and freed; prints the page faults of the rounds after the first. The
-# values are Python's own (control), the decoder's, or those split from a DataLoader
-# worker's buffer.
+# Rounds of batches of 1,024 bytes values of 32 KiB made in the main thread, whose heap glibc
+# trims most eagerly, and freed; prints the page faults of the last three rounds. The values
+# are Python's own (control), the decoder's, or those split from a DataLoader worker's
+# buffer. "kind:n" makes n batches a round and frees the newest first, as a DataLoader's main
+# process drops the batches that arrived before their turn: two at the top of the heap
+# together are more than the most glibc learns to keep there.
 _VALUES = textwrap.dedent("""
     import resource, sys
     import numpy as np
     import tfrecord_lite
     from tfrecord_lite import _native
     assert tfrecord_lite.implementation == "cython"
+    kind, _, alive = sys.argv[1].partition(":")
     size = 32 << 10
     records = [tfrecord_lite.encode_example({"image": bytes([i % 251]) * size}) for i in range(1024)]
     spec = {"image": tfrecord_lite.FixedLenFeature([], bytes)}
@@ -98,24 +101,37 @@ _VALUES = textwrap.dedent("""
         "control": lambda: [bytes([i % 251]) * size for i in range(1024)],
         "decoded": lambda: tfrecord_lite.parse_example(records, spec)["image"],
         "split": lambda: _native.spans.split_values(joined, offsets),
-    }[sys.argv[1]]
+    }[kind]
     faults = []
-    for _ in range(4):
+    for _ in range(5):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        batch = make()
+        batches = [make() for _ in range(int(alive or 1))]
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-        assert len(batch) == 1024 and batch[5] == bytes([5]) * size
-        del batch
-    print(sum(faults[1:]))
+        assert all(len(b) == 1024 and b[5] == bytes([5]) * size for b in batches)
+        while batches:
+            batches.pop()
+    print(sum(faults[-3:]))
 """)
 
 
 def test_batches_of_large_values_stay_in_the_process_by_themselves():
     if not GLIBC:
         pytest.skip("glibc's thresholds: other C libraries have none to show")
-    pages = 3 * 1024 * (32 << 10) // 4096  # written in the three rounds after the first
+    pages = 3 * 1024 * (32 << 10) // 4096  # a batch a round, in the three rounds counted
     # Python's own bytes objects of a batch go back to the kernel as they are freed; the
     # core's show glibc the batch's size first, and glibc keeps that much.
     assert _faults_after_the_first_round("control", _VALUES) > pages // 2
     assert _faults_after_the_first_round("decoded", _VALUES) < pages // 100
     assert _faults_after_the_first_round("split", _VALUES) < pages // 100
+
+
+def test_batches_freed_newest_first_stay_in_the_process():
+    if not GLIBC:
+        pytest.skip("glibc's trimming: other C libraries give memory back in their own ways")
+    pages = 3 * 3 * 1024 * (32 << 10) // 4096  # three batches a round, in the three rounds counted
+    # Freed newest first, two batches lie free at the top of the heap at once, more than glibc
+    # keeps, and glibc gives them back; the core writes the next batches into the objects
+    # it made for the last ones.
+    assert _faults_after_the_first_round("control:3", _VALUES) > pages // 2
+    assert _faults_after_the_first_round("decoded:3", _VALUES) < pages // 100
+    assert _faults_after_the_first_round("split:3", _VALUES) < pages // 100
