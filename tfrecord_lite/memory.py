@@ -27,21 +27,22 @@ def tune_malloc(*, one_arena: bool = True) -> bool:
     (not fresh mmaps), and with ``one_arena`` every thread allocates from one arena (each
     reading thread's own arena would otherwise give back its memory the same way).
 
-    On 32 KiB images (W1 in the README, 2 cores) a pass with 2 reading threads took
-    0.118-0.126 s with almost no page faults, against 0.126-0.163 s and 5,700-20,400 faults
-    without (one thread: 0.19-0.22 s). The process then holds on to up to
+    The compiled core keeps most of this out of glibc's hands by itself: it reuses the bytes
+    objects of values of 4 KiB and more, and shows glibc the size of a batch of shorter
+    ones, so that glibc keeps twice that (64 MiB at most) free at the top of each heap. On
+    32 KiB images (W1 in the README, 2 cores) a pass with 2 reading threads took
+    0.118-0.122 s by default and 0.119-0.126 s with these settings (0.126-0.163 s and
+    5,700-20,400 page faults by default before the objects were reused), and a DataLoader's
+    main process gains nothing from them any more. What they still keep: batches of short
+    values past 32 MiB, and small records parsed in the main thread (in-memory batches of
+    1,024 W2 records: 254 us each against 380 us). The process then holds on to up to
     256 MiB more than it uses, and threads contend for one arena, which costs little when
     they allocate few large blocks, as tfrecord_lite's readers do.
 
     The same as ``MALLOC_TRIM_THRESHOLD_=268435456 MALLOC_MMAP_THRESHOLD_=33554432
     MALLOC_ARENA_MAX=1`` in the environment, for where that cannot be set (a notebook).
-    Call it once, early, before threads start: an arena already made stays. With a
-    DataLoader, call it in the main process, which turns the workers' bytes values back
-    into objects (on W1, 2 workers gave 0.68-0.82x of none without it and 1.00-1.07x with
-    it; in the workers alone it changed nothing); workers that fork inherit it. Without it,
-    the compiled core still shows glibc the size of a batch of large bytes values, so that
-    glibc keeps twice that (64 MiB at most) free at the top of each heap; these settings
-    keep more, in one heap. Returns True when applied, False (changing nothing) where the C
+    Call it once, early, before threads start: an arena already made stays; workers that
+    fork inherit it. Returns True when applied, False (changing nothing) where the C
     library is not glibc."""
     libc = glibc()
     if libc is None:
