@@ -78,15 +78,27 @@ cdef extern from *:
     static Py_ssize_t tfl_pool_n;
     static size_t tfl_pool_bytes, tfl_pool_most;
 
+    /* The position of n's highest set bit (n > 0). */
+    static int tfl_top_bit(Py_ssize_t n) {
+    #if defined(__GNUC__) || defined(__clang__)
+        return 63 - __builtin_clzll((unsigned long long)n);
+    #else
+        int b = 0;
+        while (n >>= 1)
+            b++;
+        return b;
+    #endif
+    }
+
     /* The room an object for n bytes gets: n rounded up to one of 8 sizes per power of two. */
     static Py_ssize_t tfl_room(Py_ssize_t n) {
-        Py_ssize_t step = (Py_ssize_t)1 << (60 - __builtin_clzll((unsigned long long)n));
+        Py_ssize_t step = (Py_ssize_t)1 << (tfl_top_bit(n) - 3);
         return (n + step - 1) & ~(step - 1);
     }
 
     /* A room's size class: its power of two and which of the 8 sizes in it. */
     static int tfl_class(Py_ssize_t room) {
-        int b = 63 - __builtin_clzll((unsigned long long)room);
+        int b = tfl_top_bit(room);
         return b * 8 + (int)(room >> (b - 3)) - 8;
     }
 
