@@ -3,6 +3,8 @@
 Exceptions swallowed inside compiled code ("Exception ignored in ...") or in threads are
 turned into test failures by the filterwarnings setting in pyproject.toml."""
 
+import gc
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -43,6 +45,20 @@ def backend(request):
     with _native.use(request.param):
         assert _native.implementation == request.param
         yield Backend(request.param)
+
+
+@pytest.fixture
+def core():
+    """The compiled decoder module, with nothing the core recycles left by earlier tests:
+    no kept blocks (the encoder keeps its scratch there too) and no kept bytes objects."""
+    if "cython" not in BACKENDS:
+        pytest.fail("the compiled core is not built; run `pip install .` (or build_ext --inplace)")
+    with _native.use("cython"):
+        gc.collect()
+        _native.example._blocks_free()
+        _native.example._pool_clear()
+        _native.spans._pool_clear()
+        yield _native.example
 
 
 # The loopback S3 server (moto) and memory:// prefixes for the remote-path tests.

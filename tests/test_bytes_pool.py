@@ -19,17 +19,6 @@ MIB = 1 << 20
 SPEC = {"img": tfl.FixedLenFeature([], bytes)}
 
 
-@pytest.fixture
-def core():
-    if "cython" not in _native.available():
-        pytest.fail("the compiled core is not built; run `pip install .` (or build_ext --inplace)")
-    with _native.use("cython"):
-        gc.collect()
-        _native.example._pool_clear()  # none kept by earlier tests
-        _native.spans._pool_clear()
-        yield _native
-
-
 def _values(sizes, fill=0):
     return [bytes([(fill + i) % 251]) * n for i, n in enumerate(sizes)]
 
@@ -52,7 +41,7 @@ def test_a_dropped_batch_gives_its_objects_to_the_next(core, how):
     make, module = MAKERS[how]
     first = make(_values([32 * KIB] * 64))
     ids = {id(v) for v in first}
-    assert getattr(core, module)._pool_kept()[0] == 64
+    assert getattr(_native, module)._pool_kept()[0] == 64
     del first
     # 31 KiB: the same size class; 30 KiB: the one below, which may take a 32 KiB object
     expected = _values([32 * KIB] * 58 + [31 * KIB] * 3 + [30 * KIB] * 3, fill=9)

@@ -3,10 +3,7 @@ column it grows) come from recycled blocks: the block of an array that is gone g
 next batch that fits, never while the array lives, and what the new batch does not write
 reads as the twin's output."""
 
-import gc
-
 import numpy as np
-import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite import _native
@@ -27,16 +24,6 @@ def _records(n, size, fill=0xAB, skip=()):
 
 def _address(array) -> int:
     return array.__array_interface__["data"][0]
-
-
-@pytest.fixture
-def core():
-    if "cython" not in _native.available():
-        pytest.fail("the compiled core is not built; run `pip install .` (or build_ext --inplace)")
-    with _native.use("cython"):
-        gc.collect()
-        _native.example._blocks_free()   # none kept by earlier tests (the encoder's scratch too)
-        yield _native.example
 
 
 def _column(records):
