@@ -119,7 +119,7 @@ def test_batches_of_large_values_stay_in_the_process_by_themselves():
         pytest.skip("glibc's thresholds: other C libraries have none to show")
     pages = 3 * 1024 * (32 << 10) // 4096  # a batch a round, in the three rounds counted
     # Python's own bytes objects of a batch go back to the kernel as they are freed; the
-    # core's show glibc the batch's size first, and glibc keeps that much.
+    # core's objects for values of 4 KiB and more stay for the next batch.
     assert _faults_after_the_first_round("control", _VALUES) > pages // 2
     assert _faults_after_the_first_round("decoded", _VALUES) < pages // 100
     assert _faults_after_the_first_round("split", _VALUES) < pages // 100
