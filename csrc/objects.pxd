@@ -332,7 +332,8 @@ cdef inline void fill_long(PyObject **slots, const ByteSpan *spans, Py_ssize_t n
 
 cdef inline object bytes_objects(const ByteSpan *spans, Py_ssize_t n, const Py_ssize_t *first):
     """Value i as bytes, in a 1-D object array; value i shares the object of value first[i]
-    (share_scan's; NULL shares none)."""
+    (share_scan's; NULL shares none). Only short values share, so none shares the slot of a
+    pooled value, which is filled after this loop."""
     cdef cnp.npy_intp size = n
     cdef cnp.ndarray out = cnp.PyArray_SimpleNew(1, &size, cnp.NPY_OBJECT)
     cdef PyObject **slots = <PyObject **>cnp.PyArray_DATA(out)
