@@ -121,3 +121,25 @@ def test_batches_kept_and_dropped_in_any_order_read_back_as_made(rounds):
                         held.append((batch, values))
                 for batch, values in held:
                     assert batch.tolist() == values and [hash(v) for v in batch] == [hash(v) for v in values]
+
+
+def test_release_memory_gives_back_what_is_kept_and_leaves_what_is_held(core, tmp_path):
+    from tfrecord_lite import reader
+
+    kept_values, held_values = _values([32 * KIB] * 40), _values([32 * KIB] * 40, fill=5)
+    held = _decode(held_values)
+    _split(kept_values)  # dropped: its objects stay in the pool
+    column = tfl.parse_example([tfl.encode_example({"img": v}) for v in kept_values], SPEC, bytes_output="column")
+    del column  # its 1.25 MiB values buffer stays as a recycled block
+    path = tmp_path / "images.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(tfl.encode_example({"img": v}) for v in kept_values)
+    assert sum(1 for _ in tfl.TFRecordReader(path)) == 40  # a reader given no pool: the shared one
+    assert _native.spans._pool_kept()[0] and _native.example._pool_kept()[0] and core._blocks_kept()
+    assert reader._shared_pool._buffers
+    tfl.release_memory()
+    assert _native.spans._pool_kept() == _native.example._pool_kept() == (0, 0)
+    assert core._blocks_kept() == [] and reader._shared_pool._buffers == []
+    assert held.tolist() == held_values  # what a batch holds goes on as before
+    again = _split(kept_values)
+    assert again.tolist() == kept_values and _native.spans._pool_kept()[0] == 40

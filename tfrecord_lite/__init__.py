@@ -17,7 +17,7 @@ from .index import IndexedDataset, TFRecordFile, build_index
 from .ops import merge, split
 from .batch import RecordBatch
 from .reader import TFRecordReader
-from .memory import tune_malloc
+from .memory import release_memory, tune_malloc
 from .sharded import ShardedWriter, ShardInfo, write_parallel
 from .writer import TFRecordWriter
 
@@ -44,7 +44,8 @@ __all__ = [
     "write_parallel",
     "merge",
     "split",
-    # process settings
+    # process memory
+    "release_memory",
     "tune_malloc",
 ]
 __all__ += example.__all__

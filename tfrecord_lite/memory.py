@@ -1,14 +1,16 @@
-"""The process's malloc settings for large records (README, "Large records and glibc"):
-glibc gives the memory of a freed batch of large values back to the kernel, and the next
-batch faults every page of it in again. ``tune_malloc`` keeps that memory in the process.
-Opt-in: the settings are the whole process's, so tfrecord_lite never applies them itself.
+"""The process's memory for large records (README, "Bytes objects of long values are reused
+too" and "Large records and glibc"): glibc gives the memory of a freed batch of large values
+back to the kernel, and the next batch faults every page of it in again. The compiled core
+and the readers keep some for reuse, within bounds; ``release_memory`` gives it back now.
+``tune_malloc`` keeps more in the process; opt-in, as the settings are the whole process's,
+so tfrecord_lite never applies them itself.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["tune_malloc"]
+__all__ = ["release_memory", "tune_malloc"]
 
 # mallopt parameter numbers, from glibc's malloc.h; each setting's environment variable
 # does the same from the start of a process.
@@ -51,6 +53,24 @@ def tune_malloc(*, one_arena: bool = True) -> bool:
         if not libc.mallopt(param, value):
             raise OSError(f"glibc refused mallopt({param}, {value})")
     return True
+
+
+def release_memory() -> None:
+    """Give back the memory tfrecord_lite keeps in this process for the next batches: the
+    compiled core's recycled output blocks (at most 128 MiB), the bytes objects of long values
+    no batch holds any more (at most 128 MiB in each of its two modules that make them), and
+    the read buffers shared by readers made without a pool (at most 64 MiB). What is in use
+    is not touched: batches, arrays and open readers go on as before, and the next batches
+    allocate afresh. A dataset's own read buffers and mappings go with the dataset."""
+    from . import _native
+    from .reader import _shared_pool
+
+    if "cython" in _native.available():
+        core = _native._compiled  # filled by available()
+        core["example"]._blocks_free()
+        core["example"]._pool_clear()
+        core["spans"]._pool_clear()
+    _shared_pool.clear()
 
 
 def glibc():

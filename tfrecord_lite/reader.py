@@ -550,6 +550,11 @@ class BufferPool:
                 else:
                     del buffers[i]
 
+    def clear(self) -> None:
+        """Let go of every buffer: those in use go with what holds them, the free ones now."""
+        with self._lock:
+            self._buffers = []
+
     def _after_fork(self) -> None:
         # Another thread may have held the lock as the process forked: the child starts over
         # (its copies of the parent's buffers go as it drops them).
