@@ -110,5 +110,5 @@ def _pool_kept():
 
 
 def _pool_clear():
-    """Drop this module's pool of bytes objects: tests start from none."""
+    """Drop this module's pool of bytes objects (tfrecord_lite.release_memory)."""
     pool_clear()

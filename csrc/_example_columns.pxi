@@ -390,7 +390,7 @@ def _blocks_kept():
 
 
 def _blocks_free():
-    """Free every kept block: tests start from none (the encoder keeps its scratch there too)."""
+    """Free every kept block, the encoder's scratch too (tfrecord_lite.release_memory)."""
     tfl_blocks_free()
 
 

@@ -8,7 +8,7 @@ import gc
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tfrecord_lite import _native
+from tfrecord_lite import _native, release_memory
 
 # The backend fixture only switches modules, so sharing it across generated inputs is safe.
 settings.register_profile("default", suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
@@ -49,15 +49,14 @@ def backend(request):
 
 @pytest.fixture
 def core():
-    """The compiled decoder module, with nothing the core recycles left by earlier tests:
-    no kept blocks (the encoder keeps its scratch there too) and no kept bytes objects."""
+    """The compiled decoder module, with nothing the library keeps for reuse left by earlier
+    tests (release_memory): no kept blocks (the encoder keeps its scratch there too), no kept
+    bytes objects, no shared read buffers."""
     if "cython" not in BACKENDS:
         pytest.fail("the compiled core is not built; run `pip install .` (or build_ext --inplace)")
     with _native.use("cython"):
         gc.collect()
-        _native.example._blocks_free()
-        _native.example._pool_clear()
-        _native.spans._pool_clear()
+        release_memory()
         yield _native.example
 
 
