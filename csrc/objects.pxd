@@ -128,7 +128,11 @@ cdef extern from *:
         size_t asked = 0, total = 0, most;
         int rc = -1;
     #ifdef Py_GIL_DISABLED
-        need = 0;   /* no reference count to trust without the GIL: made new, not kept */
+        /* No reference count to trust without the GIL: every object new, none kept. */
+        for (j = 0; j < m; j++)
+            if (!(slots[want[j].at] = PyBytes_FromStringAndSize(NULL, want[j].len)))
+                return -1;
+        return 0;
     #endif
         byclass = (Py_ssize_t *)PyMem_Malloc((m + 1) * sizeof(Py_ssize_t));
         made = (tfl_kept *)PyMem_Malloc((m + 1) * sizeof(tfl_kept));
@@ -188,11 +192,6 @@ cdef extern from *:
     keep:
         /* The pool again, least recently used first: those left, then those taken, then those
            made. Past its size the first go (the batches holding them keep them). */
-    #ifdef Py_GIL_DISABLED
-        for (j = 0; j < made_n; j++)
-            Py_DECREF(made[j].obj);
-        goto out;
-    #endif
         most = (size_t)TFL_POOL_BATCHES * asked;
         if (most > TFL_POOL_MOST)
             most = TFL_POOL_MOST;
