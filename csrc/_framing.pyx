@@ -38,7 +38,8 @@ from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
 from guard cimport TFL_GUARD_CAPSULE, tfl_guard_enter, tfl_guard_functions, tfl_guard_install, tfl_guard_leave
 from cpython.pycapsule cimport PyCapsule_New
 from crc32c cimport (
-    TFL_CRC32C_CAPSULE, tfl_crc32c, tfl_crc32c_backend, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
+    TFL_CRC32C_CAPSULE, TFL_CRC_PATH_BEST, TFL_CRC_PATH_NO_CLMUL, TFL_CRC_PATH_TABLE, tfl_crc32c,
+    tfl_crc32c_backend, tfl_crc32c_clmul, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
 )
 from cursor cimport Cursor, acquire, cursor_init, cursor_take
 from objects cimport NOGIL_MIN_BYTES, ByteSpan
@@ -73,12 +74,14 @@ FRAME_SHRUNK = SHRUNK
 cnp.import_array()
 
 _BACKEND_NAMES = {0: "table", 1: "sse4.2", 2: "armv8"}
-tfl_crc32c_init(os.environ.get("TFRECORD_LITE_CRC32C_TABLE") == "1")
+tfl_crc32c_init(TFL_CRC_PATH_TABLE if os.environ.get("TFRECORD_LITE_CRC32C_TABLE") == "1" else TFL_CRC_PATH_BEST)
 
 
 def crc32c_backend():
-    """Name of the CRC32C path in use: "sse4.2", "armv8" or "table"."""
-    return _BACKEND_NAMES[tfl_crc32c_backend()]
+    """Name of the CRC32C path in use: "sse4.2+pclmul" (SSE4.2 with carry-less multiply),
+    "sse4.2", "armv8" or "table"."""
+    name = _BACKEND_NAMES[tfl_crc32c_backend()]
+    return name + "+pclmul" if tfl_crc32c_clmul() else name
 
 
 def set_crc32c_backend(str name):
@@ -87,7 +90,16 @@ def set_crc32c_backend(str name):
         raise InvalidArgumentError(f"CRC32C backend must be 'hardware' or 'table', not {name!r}")
     if name == "hardware" and not tfl_crc32c_hw_available():
         raise InvalidArgumentError("this CPU has no CRC32C instruction; only the 'table' backend is available")
-    tfl_crc32c_init(name == "table")
+    tfl_crc32c_init(TFL_CRC_PATH_TABLE if name == "table" else TFL_CRC_PATH_BEST)
+    return crc32c_backend()
+
+
+def _crc32c_without_clmul():
+    """Select the SSE4.2 path without carry-less multiply, which x86 CPUs without PCLMULQDQ
+    run (for tests; set_crc32c_backend("hardware") selects the best path again). Returns the
+    active name: "sse4.2" where that path exists here."""
+    if tfl_crc32c_hw_available():
+        tfl_crc32c_init(TFL_CRC_PATH_NO_CLMUL)
     return crc32c_backend()
 
 

@@ -1,6 +1,8 @@
 """CRC32C against the crc32c package: every length 0..1600 and long inputs around the block
-sizes the hardware path runs three streams over (3 x 64, 3 x 256, 3 x 4096 bytes), at unaligned
-offsets, on both backends and, for the compiled core, both the hardware and the table path."""
+sizes the hardware paths run three streams over (3 x 64, 3 x 256, 3 x 4096 bytes; the
+carry-less path's streams of 1 to 32 words), at unaligned offsets, on both backends and, for
+the compiled core, every path: the hardware path, the table path and, on x86 CPUs with
+carry-less multiply, the SSE4.2 path that CPUs without it run."""
 
 import os
 import random
@@ -18,12 +20,25 @@ LENGTHS = list(range(1601)) + [LONG - 1, LONG, LONG + 1, LONG + 3 * 256 + 3 * 64
                                100_003]
 
 
-@pytest.fixture(params=["hardware", "table"])
+def _paths():
+    """The compiled core's paths on this CPU: the SSE4.2 path without carry-less multiply only
+    where the hardware path is the one with it."""
+    from tfrecord_lite import _native
+
+    if "cython" not in _native.available() or not _native._compiled["framing"].crc32c_backend().endswith("+pclmul"):
+        return ["hardware", "table"]
+    return ["hardware", "table", "no-clmul"]
+
+
+@pytest.fixture(params=_paths())
 def crc_path(request, backend):
     """Each CRC path of the active backend (the twin has only the crc32c package's)."""
     if backend.name == "cython":
         try:
-            backend.framing.set_crc32c_backend(request.param)
+            if request.param == "no-clmul":
+                assert backend.framing._crc32c_without_clmul() == "sse4.2"
+            else:
+                backend.framing.set_crc32c_backend(request.param)
         except ValueError:
             pytest.fail("this CPU has no CRC32C instruction; hardware path untestable here")
         yield backend
@@ -74,7 +89,7 @@ def test_hardware_and_table_paths_reported(backend):
     assert backend.framing.set_crc32c_backend("table") == "table"
     assert backend.framing.crc32c(b"123456789") == 0xE3069283
     hw = backend.framing.set_crc32c_backend("hardware")
-    assert hw in ("sse4.2", "armv8")
+    assert hw in ("sse4.2+pclmul", "sse4.2", "armv8")
     with pytest.raises(tfrecord_lite.InvalidArgumentError):
         backend.framing.set_crc32c_backend("fast")
 
