@@ -134,6 +134,12 @@ CRC_HW_PATH(crc_sse42, __attribute__((target("sse4.2"))), _mm_crc32_u8, SSE42_ST
 
 #define CLMUL_TARGET __attribute__((target("sse4.2,pclmul")))
 
+/* 1 if the CPU has carry-less multiply (PCLMULQDQ) beside SSE4.2. */
+static int clmul_available(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") ? 1 : 0;
+}
+
 CLMUL_TARGET static inline uint64_t clmul32(uint32_t a, uint32_t b) {
     __m128i product = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a), _mm_cvtsi32_si128((int)b), 0);
     return (uint64_t)_mm_cvtsi128_si64(product);
@@ -237,15 +243,6 @@ int tfl_crc32c_hw_available(void) {
 #endif
 }
 
-int tfl_crc32c_clmul_available(void) {
-#if defined(HAVE_SSE42_PATH)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") ? 1 : 0;
-#else
-    return 0;
-#endif
-}
-
 int tfl_crc32c_init(int path) {
     if (!tables_ready) {
         build_tables();
@@ -260,7 +257,7 @@ int tfl_crc32c_init(int path) {
 #if defined(HAVE_SSE42_PATH)
         active = crc_sse42;
         active_backend = TFL_CRC_SSE42;
-        if (path != TFL_CRC_PATH_NO_CLMUL && tfl_crc32c_clmul_available()) {
+        if (path != TFL_CRC_PATH_NO_CLMUL && clmul_available()) {
             active = crc_sse42_clmul;
             active_clmul = 1;
         }

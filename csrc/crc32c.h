@@ -28,8 +28,7 @@ int tfl_crc32c_init(int path);
 int tfl_crc32c_backend(void);
 /* 1 if the active path joins its streams by carry-less multiply (x86 PCLMULQDQ). */
 int tfl_crc32c_clmul(void);
-/* 1 if the CPU has a hardware path; 1 if it also has carry-less multiply for it. */
+/* 1 if the CPU has a hardware path. */
 int tfl_crc32c_hw_available(void);
-int tfl_crc32c_clmul_available(void);
 
 #endif
