@@ -149,8 +149,9 @@ CLMUL_TARGET static inline uint64_t clmul32(uint32_t a, uint32_t b) {
  * cut into three streams of equal length whatever its size, joined by two multiplications:
  * the table joins of fixed 64-byte blocks left up to 63 bytes to one stream, and the bytes
  * before an 8-byte boundary went one at a time (x86 loads need no alignment). In a loop over
- * 455-byte records in the L2 cache: 20 ns a record against 27, 8-byte lengths 2.7 ns against
- * 5.7. Long inputs keep the 4096-byte rounds, whose table joins are rare. */
+ * records in the L2 cache: 455 bytes in 19.7 ns against 26.4, 700 in 28.0 against 43.5, a
+ * frame's 8-byte length in 3.3 against 4.6. Long inputs keep the 4096-byte rounds, whose
+ * table joins are rare. */
 CLMUL_TARGET static uint32_t crc_sse42_clmul(uint32_t c, const unsigned char *p, size_t n) {
     CRC_ROUNDS(SSE42_STEP8, 4096, shift4096)
     while (n >= 32) {
