@@ -38,7 +38,8 @@ from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
 from guard cimport TFL_GUARD_CAPSULE, tfl_guard_enter, tfl_guard_functions, tfl_guard_install, tfl_guard_leave
 from cpython.pycapsule cimport PyCapsule_New
 from crc32c cimport (
-    TFL_CRC32C_CAPSULE, TFL_CRC_PATH_BEST, TFL_CRC_PATH_NO_CLMUL, TFL_CRC_PATH_TABLE, tfl_crc32c,
+    TFL_CRC32C_CAPSULE, TFL_CRC_PATH_BEST, TFL_CRC_PATH_NO_CLMUL, TFL_CRC_PATH_NO_FOLD, TFL_CRC_PATH_TABLE,
+    tfl_crc32c,
     tfl_crc32c_backend, tfl_crc32c_clmul, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
 )
 from cursor cimport Cursor, acquire, cursor_init, cursor_take
@@ -74,14 +75,16 @@ FRAME_SHRUNK = SHRUNK
 cnp.import_array()
 
 _BACKEND_NAMES = {0: "table", 1: "sse4.2", 2: "armv8"}
+_CLMUL_SUFFIXES = ("", "+pclmul", "+vpclmulqdq")  # by tfl_crc32c_clmul()
+_NARROWER_PATHS = {"sse4.2": TFL_CRC_PATH_NO_CLMUL, "sse4.2+pclmul": TFL_CRC_PATH_NO_FOLD}
 tfl_crc32c_init(TFL_CRC_PATH_TABLE if os.environ.get("TFRECORD_LITE_CRC32C_TABLE") == "1" else TFL_CRC_PATH_BEST)
 
 
 def crc32c_backend():
-    """Name of the CRC32C path in use: "sse4.2+pclmul" (SSE4.2 with carry-less multiply),
+    """Name of the CRC32C path in use: "sse4.2+vpclmulqdq" (SSE4.2 with 512-bit carry-less
+    folds, on CPUs with AVX-512), "sse4.2+pclmul" (SSE4.2 with carry-less multiply),
     "sse4.2", "armv8" or "table"."""
-    name = _BACKEND_NAMES[tfl_crc32c_backend()]
-    return name + "+pclmul" if tfl_crc32c_clmul() else name
+    return _BACKEND_NAMES[tfl_crc32c_backend()] + _CLMUL_SUFFIXES[tfl_crc32c_clmul()]
 
 
 def set_crc32c_backend(str name):
@@ -94,12 +97,12 @@ def set_crc32c_backend(str name):
     return crc32c_backend()
 
 
-def _crc32c_without_clmul():
-    """Select the SSE4.2 path without carry-less multiply, which x86 CPUs without PCLMULQDQ
-    run (for tests; set_crc32c_backend("hardware") selects the best path again). Returns the
-    active name: "sse4.2" where that path exists here."""
+def _select_crc32c_path(str name):
+    """Select one of the x86 paths that CPUs with fewer instructions run, "sse4.2" or
+    "sse4.2+pclmul", where this CPU has a faster one (for tests; set_crc32c_backend("hardware")
+    selects the best path again). Returns the active name: name, where that path exists here."""
     if tfl_crc32c_hw_available():
-        tfl_crc32c_init(TFL_CRC_PATH_NO_CLMUL)
+        tfl_crc32c_init(_NARROWER_PATHS[name])
     return crc32c_backend()
 
 

@@ -18,15 +18,19 @@ uint32_t tfl_crc32c(uint32_t crc, const void *data, size_t n);
 static inline uint32_t tfl_mask_crc(uint32_t crc) {
     return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
-/* tfl_crc32c_init's choice: the fastest path the CPU has, the table path, or the hardware
- * path without carry-less multiply (what an x86 CPU without PCLMULQDQ runs; for tests). */
-enum tfl_crc_path { TFL_CRC_PATH_BEST = 0, TFL_CRC_PATH_TABLE = 1, TFL_CRC_PATH_NO_CLMUL = 2 };
+/* tfl_crc32c_init's choice: the fastest path the CPU has, the table path, or (for tests)
+ * the hardware path without carry-less multiply (what an x86 CPU without PCLMULQDQ runs) or
+ * with it but without 512-bit folds (what one without AVX-512 and VPCLMULQDQ runs). */
+enum tfl_crc_path {
+    TFL_CRC_PATH_BEST = 0, TFL_CRC_PATH_TABLE = 1, TFL_CRC_PATH_NO_CLMUL = 2, TFL_CRC_PATH_NO_FOLD = 3
+};
 
 /* Select a path (enum tfl_crc_path); returns the backend now active. */
 int tfl_crc32c_init(int path);
 /* Which backend is active (enum tfl_crc_backend). */
 int tfl_crc32c_backend(void);
-/* 1 if the active path joins its streams by carry-less multiply (x86 PCLMULQDQ). */
+/* 1 if the active path joins its streams by carry-less multiply (x86 PCLMULQDQ), 2 if it also
+ * folds long inputs 64 bytes at a time by 512-bit carry-less multiply (AVX-512 VPCLMULQDQ). */
 int tfl_crc32c_clmul(void);
 /* 1 if the CPU has a hardware path. */
 int tfl_crc32c_hw_available(void);

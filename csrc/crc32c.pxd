@@ -14,6 +14,7 @@ cdef extern from "crc32c.h":
         TFL_CRC_PATH_BEST
         TFL_CRC_PATH_TABLE
         TFL_CRC_PATH_NO_CLMUL
+        TFL_CRC_PATH_NO_FOLD
     const char *TFL_CRC32C_CAPSULE   # the capsule's name, for PyCapsule_New/GetPointer
 
 ctypedef uint32_t (*crc32c_fn)(uint32_t crc, const void *data, size_t n) noexcept nogil

@@ -1,8 +1,9 @@
 """CRC32C against the crc32c package: every length 0..1600 and long inputs around the block
 sizes the hardware paths run three streams over (3 x 64, 3 x 256, 3 x 4096 bytes; the
-carry-less path's streams of 1 to 32 words), at unaligned offsets, on both backends and, for
-the compiled core, every path: the hardware path, the table path and, on x86 CPUs with
-carry-less multiply, the SSE4.2 path that CPUs without it run."""
+carry-less path's streams of 1 to 32 words) and the 512-bit folds' (64 and 256 bytes, from
+256), at unaligned offsets, on both backends and, for the compiled core, every path: the
+hardware path, the table path and, on x86 CPUs with carry-less multiply, the narrower paths
+that CPUs without it, or without AVX-512 and VPCLMULQDQ, run."""
 
 import os
 import random
@@ -18,16 +19,18 @@ import tfrecord_lite
 LONG = 3 * 4096
 LENGTHS = list(range(1601)) + [LONG - 1, LONG, LONG + 1, LONG + 3 * 256 + 3 * 64 + 7, 2 * LONG + 13, 32768, 65536,
                                100_003]
+_X86_PATHS = ["sse4.2+vpclmulqdq", "sse4.2+pclmul", "sse4.2"]  # fastest first
 
 
 def _paths():
-    """The compiled core's paths on this CPU: the SSE4.2 path without carry-less multiply only
-    where the hardware path is the one with it."""
+    """The compiled core's paths on this CPU: with the hardware and table paths, the x86 paths
+    narrower than the hardware one."""
     from tfrecord_lite import _native
 
-    if "cython" not in _native.available() or not _native._compiled["framing"].crc32c_backend().endswith("+pclmul"):
+    if "cython" not in _native.available():
         return ["hardware", "table"]
-    return ["hardware", "table", "no-clmul"]
+    best = _native._compiled["framing"].crc32c_backend()
+    return ["hardware", "table", *(_X86_PATHS[_X86_PATHS.index(best) + 1:] if best in _X86_PATHS else [])]
 
 
 @pytest.fixture(params=_paths())
@@ -35,8 +38,8 @@ def crc_path(request, backend):
     """Each CRC path of the active backend (the twin has only the crc32c package's)."""
     if backend.name == "cython":
         try:
-            if request.param == "no-clmul":
-                assert backend.framing._crc32c_without_clmul() == "sse4.2"
+            if request.param in _X86_PATHS:
+                assert backend.framing._select_crc32c_path(request.param) == request.param
             else:
                 backend.framing.set_crc32c_backend(request.param)
         except ValueError:
@@ -89,7 +92,7 @@ def test_hardware_and_table_paths_reported(backend):
     assert backend.framing.set_crc32c_backend("table") == "table"
     assert backend.framing.crc32c(b"123456789") == 0xE3069283
     hw = backend.framing.set_crc32c_backend("hardware")
-    assert hw in ("sse4.2+pclmul", "sse4.2", "armv8")
+    assert hw in ("sse4.2+vpclmulqdq", "sse4.2+pclmul", "sse4.2", "armv8")
     with pytest.raises(tfrecord_lite.InvalidArgumentError):
         backend.framing.set_crc32c_backend("fast")
 
