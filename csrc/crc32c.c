@@ -201,7 +201,16 @@ CLMUL_TARGET static uint32_t crc_sse42_clmul(uint32_t c, const unsigned char *p,
     return c;
 }
 
-#if (defined(__clang__) && __clang_major__ >= 8) || (!defined(__clang__) && __GNUC__ >= 8)
+/* Compilers that know the AVX-512 and VPCLMULQDQ intrinsics and CPU feature names (Apple
+ * numbers its clang releases apart: its 11 is LLVM's 8). */
+#if defined(__apple_build_version__)
+#define FOLD_COMPILER (__clang_major__ >= 11)
+#elif defined(__clang__)
+#define FOLD_COMPILER (__clang_major__ >= 8)
+#else
+#define FOLD_COMPILER (__GNUC__ >= 8)
+#endif
+#if FOLD_COMPILER
 #include <immintrin.h>
 #define HAVE_FOLD_PATH 1
 #define FOLD_TARGET __attribute__((target("sse4.2,pclmul,avx512f,vpclmulqdq")))
