@@ -39,8 +39,7 @@ from guard cimport TFL_GUARD_CAPSULE, tfl_guard_enter, tfl_guard_functions, tfl_
 from cpython.pycapsule cimport PyCapsule_New
 from crc32c cimport (
     TFL_CRC32C_CAPSULE, TFL_CRC_PATH_BEST, TFL_CRC_PATH_NO_CLMUL, TFL_CRC_PATH_NO_FOLD, TFL_CRC_PATH_TABLE,
-    tfl_crc32c,
-    tfl_crc32c_backend, tfl_crc32c_clmul, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
+    tfl_crc32c, tfl_crc32c_backend, tfl_crc32c_clmul, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
 )
 from cursor cimport Cursor, acquire, cursor_init, cursor_take
 from objects cimport NOGIL_MIN_BYTES, ByteSpan

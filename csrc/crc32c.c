@@ -52,8 +52,9 @@ static uint32_t x_pow_mod_p(uint64_t n) {
 static uint32_t join_first[JOIN_WORDS + 1], join_second[JOIN_WORDS + 1];
 
 /* The folding path's constants, per 128-bit lane moved d bits on (see fold_blocks): the low
- * qword multiplies the lane's first 8 bytes by x^(d + 64), the high qword its last 8 by x^d,
- * each as x^(e - 1) mod P in the top half (the 1 again the shift of a reflected product). */
+ * qword multiplies the lane's first 8 bytes by x^(d + 64), the high qword its last 8 by x^d.
+ * Multiplying by x^e is done with x^(e - 1) mod P in the top 32 bits (the 1 again the shift
+ * of a reflected product). */
 enum { FOLD_4X512, FOLD_3X512, FOLD_2X512, FOLD_512, FOLD_384, FOLD_256, FOLD_128, FOLD_DISTANCES };
 static const unsigned fold_bits[FOLD_DISTANCES] = {2048, 1536, 1024, 512, 384, 256, 128};
 static uint64_t fold_k[FOLD_DISTANCES][2];

@@ -1,9 +1,9 @@
 """CRC32C against the crc32c package: every length 0..1600 and long inputs around the block
 sizes the hardware paths run three streams over (3 x 64, 3 x 256, 3 x 4096 bytes; the
-carry-less path's streams of 1 to 32 words) and the 512-bit folds' (64 and 256 bytes, from
-256), at unaligned offsets, on both backends and, for the compiled core, every path: the
-hardware path, the table path and, on x86 CPUs with carry-less multiply, the narrower paths
-that CPUs without it, or without AVX-512 and VPCLMULQDQ, run."""
+carry-less path's streams of 1 to 32 words) and the 512-bit folds' (from 256 bytes, 256 at
+a time, then 64), at unaligned offsets, on both backends and, for the compiled core, every
+path: the hardware path, the table path and, on x86 CPUs with carry-less multiply, the
+narrower paths that CPUs without it, or without AVX-512 and VPCLMULQDQ, run."""
 
 import os
 import random
