@@ -13,6 +13,8 @@ import sys
 import crc32c as reference
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tfrecord_lite
 
@@ -71,6 +73,14 @@ def test_continuation_matches_whole(crc_path):
     for cut in (0, 1, 7, 8, 769, 4999, 5000):
         partial = crc_path.framing.crc32c(data[:cut])
         assert crc_path.framing.crc32c(data[cut:], partial) == reference.crc32c(data)
+
+
+@given(data=st.binary(max_size=2200), value=st.integers(0, 2**32 - 1), offset=st.integers(0, 63))
+def test_any_start_value_and_data(crc_path, data, value, offset):
+    # The folds XOR the CRC so far into their first register, the joins multiply it on: any
+    # start value, any length and alignment, as the crc32c package computes it.
+    buf = memoryview(bytes(offset) + data)[offset:]
+    assert crc_path.framing.crc32c(buf, value) == reference.crc32c(data, value)
 
 
 def test_accepts_buffer_types(backend):
