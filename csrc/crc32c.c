@@ -202,8 +202,8 @@ CLMUL_TARGET static uint32_t crc_sse42_clmul(uint32_t c, const unsigned char *p,
     return c;
 }
 
-/* Compilers that know the AVX-512 and VPCLMULQDQ intrinsics and CPU feature names (Apple
- * numbers its clang releases apart: its 11 is LLVM's 8). */
+/* Compilers that know the AVX-512 and VPCLMULQDQ intrinsics and target names (Apple numbers
+ * its clang releases apart: its 11 is LLVM's 8). */
 #if defined(__apple_build_version__)
 #define FOLD_COMPILER (__clang_major__ >= 11)
 #elif defined(__clang__)
@@ -212,15 +212,23 @@ CLMUL_TARGET static uint32_t crc_sse42_clmul(uint32_t c, const unsigned char *p,
 #define FOLD_COMPILER (__GNUC__ >= 8)
 #endif
 #if FOLD_COMPILER
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_FOLD_PATH 1
 #define FOLD_TARGET __attribute__((target("sse4.2,pclmul,avx512f,vpclmulqdq")))
 #define FOLD_MIN 256   /* shorter inputs run the carry-less path as fast or faster */
 
-/* 1 if the CPU (and the OS, for the 512-bit registers) has AVX-512 and VPCLMULQDQ. */
+/* 1 if the CPU (and the OS, for the 512-bit registers) has AVX-512 and VPCLMULQDQ. avx512f
+ * says both of the first; VPCLMULQDQ is read from CPUID (leaf 7, ECX bit 10), which every
+ * compiler here knows, where __builtin_cpu_supports names it only in newer ones. */
 static int fold_available(void) {
+    unsigned int a, b, c, d;
     __builtin_cpu_init();
-    return clmul_available() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
+    if (!clmul_available() || !__builtin_cpu_supports("avx512f") || __get_cpuid_max(0, NULL) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    (void)a, (void)b, (void)d;
+    return (c >> 10) & 1;
 }
 
 FOLD_TARGET static inline __m512i fold_load(int distance) {
