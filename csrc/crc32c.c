@@ -218,9 +218,9 @@ CLMUL_TARGET static uint32_t crc_sse42_clmul(uint32_t c, const unsigned char *p,
 #define FOLD_TARGET __attribute__((target("sse4.2,pclmul,avx512f,vpclmulqdq")))
 #define FOLD_MIN 256   /* shorter inputs run the carry-less path as fast or faster */
 
-/* 1 if the CPU (and the OS, for the 512-bit registers) has AVX-512 and VPCLMULQDQ. avx512f
- * says both of the first; VPCLMULQDQ is read from CPUID (leaf 7, ECX bit 10), which every
- * compiler here knows, where __builtin_cpu_supports names it only in newer ones. */
+/* 1 if the CPU (and the OS, for the 512-bit registers) has AVX-512 and VPCLMULQDQ. The
+ * avx512f check covers the OS too; VPCLMULQDQ is read from CPUID (leaf 7, ECX bit 10) by
+ * number, since only newer compilers' __builtin_cpu_supports know its name. */
 static int fold_available(void) {
     unsigned int a, b, c, d;
     __builtin_cpu_init();
