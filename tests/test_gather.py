@@ -35,28 +35,34 @@ def _blocks(records_per_block, pad=0):
     return out
 
 
-@given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 6), st.data())
-def test_interleave_takes_a_block_of_each_part_in_turn(backend, parts, block, rounds, data):
+def _index_part(data, j, n):
+    """An int64 part of n entries as the index arrays come: contiguous, a strided view (a
+    sharded piece), or a field of packed records (entries 12 bytes apart, unaligned)."""
+    step = data.draw(st.integers(-2, 3).filter(bool))
+    values = np.arange(1000 * j, 1000 * j + n * abs(step), dtype=np.int64)[::step]
+    if data.draw(st.booleans()):
+        rows = np.zeros(len(values), np.dtype([("pad", "i4"), ("v", "i8")]))  # itemsize 12
+        rows["v"] = values
+        values = rows["v"]
+    return values
+
+
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 6), st.integers(1, 4), st.data())
+def test_interleave_takes_a_block_of_each_part_in_turn(backend, parts, block, rounds, k, data):
+    """k columns (a gathered batch's which, starts, lengths, index), the first one's parts
+    shifted by their offsets; parts of any layout, each column's its own."""
     extra = data.draw(st.integers(0, parts))
-    step = data.draw(st.integers(-2, 3).filter(bool))  # parts may be strided views (sharded pieces)
-    packed = data.draw(st.booleans())  # or a field of packed records: entries 12 bytes apart, unaligned
-    arrays = []
-    for j in range(parts):
-        need = rounds * block + (block if j < extra else 0) + data.draw(st.integers(0, 3))  # longer is fine
-        values = np.arange(1000 * j, 1000 * j + need * abs(step), dtype=np.int64)[::step]
-        if packed:
-            rows = np.zeros(len(values), np.dtype([("pad", "i4"), ("v", "i8")]))  # itemsize 12
-            rows["v"] = values
-            values = rows["v"]
-        arrays.append(values)
+    # Parts hold at least what they give; longer is fine.
+    columns = [[_index_part(data, j, rounds * block + (block if j < extra else 0) + data.draw(st.integers(0, 3)))
+                for j in range(parts)] for _ in range(k)]
     add = np.array(data.draw(st.lists(st.integers(-50, 50), min_size=parts, max_size=parts)), np.int64)
-    want = [int(arrays[j][r * block + k]) + int(add[j]) for r in range(rounds) for j in range(parts)
-            for k in range(block)]
-    want += [int(arrays[j][rounds * block + k]) + int(add[j]) for j in range(extra) for k in range(block)]
-    assert _native.spans.interleave(arrays, block, rounds, extra, add).tolist() == want
-    assert _native.spans.interleave(arrays, block, rounds, extra).tolist() == [
-        v - int(add[j]) for v, j in zip(want, [j for _ in range(rounds) for j in range(parts) for _ in range(block)]
-                                         + [j for j in range(extra) for _ in range(block)])]
+    order = [(j, r * block + i) for r in range(rounds) for j in range(parts) for i in range(block)]
+    order += [(j, rounds * block + i) for j in range(extra) for i in range(block)]
+    want = [[int(column[j][i]) for j, i in order] for column in columns]
+    got = _native.spans.interleave(columns, block, rounds, extra)
+    assert [a.tolist() for a in got] == want and all(a.dtype == np.int64 for a in got)
+    want[0] = [v + int(add[j]) for v, (j, _) in zip(want[0], order)]
+    assert [a.tolist() for a in _native.spans.interleave(columns, block, rounds, extra, add)] == want
 
 
 @pytest.mark.parametrize("block, extra, step", [(1, 0, 1), (1, 7, 1), (3, 5, 1), (1, 3, 2)])
@@ -67,23 +73,83 @@ def test_interleave_of_whole_rounds_of_many_parts(backend, block, extra, step):
     arrays = [np.arange(j << 20, (j << 20) + (rounds * block + block) * step, dtype=np.int64)[::step]
               for j in range(m)]
     add = np.arange(m, dtype=np.int64) * 7
-    whole = np.stack([a[:rounds * block].reshape(rounds, block) + x for a, x in zip(arrays, add)], axis=1)
-    want = np.concatenate([whole.ravel(), *[arrays[j][rounds * block:][:block] + add[j] for j in range(extra)]])
-    got = _native.spans.interleave(arrays, block, rounds, extra, add)
-    assert got.tolist() == want.tolist()
+    whole = np.stack([a[:rounds * block].reshape(rounds, block) for a in arrays], axis=1)
+    want = np.concatenate([whole.ravel(), *[arrays[j][rounds * block:][:block] for j in range(extra)]])
+    shift = np.concatenate([np.tile(add, rounds * block // block).reshape(rounds, m, 1).repeat(block, 2).ravel(),
+                            np.repeat(add[:extra], block)])
+    got = _native.spans.interleave([arrays, arrays[::-1]], block, rounds, extra, add)
+    assert got[0].tolist() == (want + shift).tolist()
+    assert got[1].tolist() == np.concatenate([
+        np.stack([a[:rounds * block].reshape(rounds, block) for a in arrays[::-1]], axis=1).ravel(),
+        *[arrays[::-1][j][rounds * block:][:block] for j in range(extra)]]).tolist()
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda f, a: f([a, a], 0, 1, 0), "do not describe"),
-    (lambda f, a: f([a, a], 1, -1, 0), "do not describe"),
-    (lambda f, a: f([a, a], 1, 1, 3), "do not describe"),
-    (lambda f, a: f([a, a[:1]], 2, 1, 0), "part 1 has 1 entries, not 2"),
-    (lambda f, a: f([a, a], 2, 2, 1), "part 0 has 4 entries, not 6"),
-    (lambda f, a: f([a, a], 1, 1, 0, np.zeros(3, np.int64)), "3 offsets for 2 parts"),
+    (lambda f, a: f([[a, a]], 0, 1, 0), "do not describe"),
+    (lambda f, a: f([[a, a]], 1, -1, 0), "do not describe"),
+    (lambda f, a: f([[a, a]], 1, 1, 3), "do not describe"),
+    (lambda f, a: f([[a, a[:1]]], 2, 1, 0), "part 1 has 1 entries, not 2"),
+    (lambda f, a: f([[a, a], [a, a[:3]]], 1, 4, 0), "part 1 has 3 entries, not 4"),
+    (lambda f, a: f([[a, a]], 2, 2, 1), "part 0 has 4 entries, not 6"),
+    (lambda f, a: f([[a, a]], 1, 1, 0, np.zeros(3, np.int64)), "3 offsets for 2 parts"),
+    (lambda f, a: f([[a, a], [a]], 1, 1, 0), "column 1 has 1 parts, column 0 2"),
 ])
 def test_interleave_rejects_what_its_parts_cannot_give(backend, call, match):
     with pytest.raises(tfl.InvalidArgumentError, match=match):
         call(_native.spans.interleave, np.arange(4, dtype=np.int64))
+
+
+@given(st.lists(st.integers(0, 6), max_size=5), st.integers(1, 4), st.booleans(), st.data())
+def test_concat_joins_parts_adding_each_its_offset(backend, sizes, k, with_add, data):
+    columns = [[_index_part(data, j, n) for j, n in enumerate(sizes)] for _ in range(k)]
+    add = np.array(data.draw(st.lists(st.integers(-50, 50), min_size=len(sizes), max_size=len(sizes))), np.int64)
+    want = [[int(v) for a in column for v in a] for column in columns]
+    if with_add:
+        want[0] = [int(v) + int(add[j]) for j, a in enumerate(columns[0]) for v in a]
+    got = _native.spans.concat(columns, add if with_add else None)
+    assert [a.tolist() for a in got] == want and all(a.dtype == np.int64 for a in got)
+
+
+def test_concat_of_whole_pieces_and_its_errors(backend):
+    """Parts large enough that the core copies them without the GIL; parts and offsets that
+    disagree."""
+    a, b = np.arange(6000, dtype=np.int64), np.arange(5000, dtype=np.int64)[::-1]
+    got = _native.spans.concat([[a, b], [2 * a, b[::2].repeat(2)]], np.array([3, -4], np.int64))
+    assert got[0].tolist() == (a + 3).tolist() + (b - 4).tolist()
+    assert got[1].tolist() == (2 * a).tolist() + b[::2].repeat(2).tolist()
+    with pytest.raises(tfl.InvalidArgumentError, match="part 0 has 6000 entries in column 0, 5000 in column 1"):
+        _native.spans.concat([[a, a], [b, a]])
+    assert [c.tolist() for c in _native.spans.concat([[a[:0]], [b[:0]]])] == [[], []]
+    assert _native.spans.concat([]) == ()
+    with pytest.raises(tfl.InvalidArgumentError, match="3 offsets for 2 parts"):
+        _native.spans.concat([[a, b]], np.zeros(3, np.int64))
+    with pytest.raises(tfl.InvalidArgumentError, match="column 1 has 1 parts, column 0 2"):
+        _native.spans.concat([[a, b], [a]])
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.one_of(st.none(), st.integers(0, 40)))
+def test_run_starts_lists_where_runs_begin_up_to_a_bound(backend, which, most):
+    which = np.array(which, np.int64)
+    want = [i for i in range(1, len(which)) if which[i] != which[i - 1]]
+    got = _native.spans.run_starts(which, most)
+    if most is not None and len(want) > most:
+        assert got is None
+    else:
+        assert got.dtype == np.int64 and got.tolist() == want
+
+
+def test_run_starts_of_a_whole_piece_and_its_errors(backend):
+    """An interleave of two files one record at a time (a change at every entry) and long
+    runs, large enough that the core scans them without the GIL."""
+    alternating = np.tile(np.array([0, 1], np.int64), 8192)
+    assert _native.spans.run_starts(alternating, 255) is None
+    assert _native.spans.run_starts(alternating[::2], 0).tolist() == []  # a strided view: one run
+    assert _native.spans.run_starts(alternating).tolist() == list(range(1, len(alternating)))
+    runs = np.repeat(np.arange(5, dtype=np.int64), 4000)
+    assert _native.spans.run_starts(runs, 4).tolist() == [4000, 8000, 12000, 16000]
+    assert _native.spans.run_starts(runs, 3) is None
+    with pytest.raises(tfl.InvalidArgumentError, match="most must be 0 or more, not -1"):
+        _native.spans.run_starts(runs, -1)
 
 
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(-2, 3).filter(bool), st.integers(0, 10**12),

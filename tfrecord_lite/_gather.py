@@ -135,17 +135,8 @@ class Gathered:
             return parts[0]
         if not parts:
             return cls([], _EMPTY, _EMPTY, _EMPTY, False)
-        buffers, which, base = [], [], 0
-        for p in parts:
-            buffers.extend(p.buffers)
-            which.append(p.which + base if base else p.which)
-            base += len(p.buffers)
-        known = all(p.index is not None for p in parts)
-        out = cls(buffers, np.concatenate(which), np.concatenate([p.starts for p in parts]),
-                  np.concatenate([p.lengths for p in parts]), all(p.framed for p in parts),
-                  [place for p in parts for place in p.places] if known else None,
-                  np.concatenate([p.index for p in parts]) if known else None)
-        return out._compact() if len(buffers) > _BLOCKS_MAX else out
+        buffers, bases, columns, known = _columns(parts)
+        return cls._made(parts, buffers, known, *_native.spans.concat(columns, bases))
 
     @classmethod
     def rounds(cls, parts, block: int, rounds: int, extra: int) -> Gathered:
@@ -154,26 +145,24 @@ class Gathered:
         exactly the records it gives."""
         if not rounds or len(parts) < 2:
             return cls.join(parts)
-        # Each array is written once, in output order, by the core.
-        buffers, bases = [], np.empty(len(parts), np.int64)
-        for j, p in enumerate(parts):
-            bases[j] = len(buffers)
-            buffers.extend(p.buffers)
-        interleave = _native.spans.interleave
-        known = all(p.index is not None for p in parts)
-        out = cls(buffers, interleave([p.which for p in parts], block, rounds, extra, bases),
-                  interleave([p.starts for p in parts], block, rounds, extra),
-                  interleave([p.lengths for p in parts], block, rounds, extra), all(p.framed for p in parts),
-                  [place for p in parts for place in p.places] if known else None,
-                  interleave([p.index for p in parts], block, rounds, extra) if known else None)
+        # Each array is written once, in output order, by one core call.
+        buffers, bases, columns, known = _columns(parts)
+        return cls._made(parts, buffers, known, *_native.spans.interleave(columns, block, rounds, extra, bases))
+
+    @classmethod
+    def _made(cls, parts, buffers, known, which, starts, lengths, index=None) -> Gathered:
+        """The Gathered of parts' records in a new order (join, rounds): the joined columns."""
+        out = cls(buffers, which, starts, lengths, all(p.framed for p in parts),
+                  [place for p in parts for place in p.places] if known else None, index)
         return out._compact() if len(buffers) > _BLOCKS_MAX else out
 
     def to_batch(self) -> RecordBatch:
         """The records as a RecordBatch, in place: as segments when they come in long runs
         of one block, else as index arrays (see RecordBatch)."""
         n = len(self.which)
-        cuts = self._cuts()
-        if n and (len(cuts) + 1) * _RUN_MIN <= n:
+        # Runs of _RUN_MIN records on average: at most n // _RUN_MIN - 1 cuts between them.
+        cuts = _native.spans.run_starts(self.which, n // _RUN_MIN - 1) if n >= _RUN_MIN else None
+        if cuts is not None:
             return RecordBatch._of(*self.runs(cuts), self.framed)
         return RecordBatch._of_gathered(self)
 
@@ -181,7 +170,7 @@ class Gathered:
         """(segments, origins) of the records, one segment per run of one block (cuts: where
         the runs start, after the first, when known); origins None when unknown."""
         if cuts is None:
-            cuts = self._cuts()
+            cuts = _native.spans.run_starts(self.which)
         n = len(self.which)
         bounds = [0, *cuts.tolist(), n] if n else [0]
         blocks = self.which[bounds[:-1]].tolist()
@@ -190,9 +179,6 @@ class Gathered:
         origin = self.origins()
         return segments, None if origin is None else [sliced_origin(origin, slice(a, z, 1))
                                                       for a, z in zip(bounds, bounds[1:])]
-
-    def _cuts(self):
-        return np.flatnonzero(self.which[1:] != self.which[:-1]) + 1
 
     def locate(self, i: int):
         """``(path, frame offset, record index in that file)`` of record i, or None when its
@@ -213,6 +199,18 @@ class Gathered:
 
     def __repr__(self):
         return f"Gathered({len(self)} records in {len(self.buffers)} blocks)"
+
+
+def _columns(parts):
+    """(buffers, each part's first block number in them, index-array columns, whether every
+    record's origin is known) of Gathereds to be joined or interleaved."""
+    buffers, bases = [], np.empty(len(parts), np.int64)
+    for j, p in enumerate(parts):
+        bases[j] = len(buffers)
+        buffers.extend(p.buffers)
+    known = all(p.index is not None for p in parts)
+    columns = [[p.which for p in parts], [p.starts for p in parts], [p.lengths for p in parts]]
+    return buffers, bases, columns + [[p.index for p in parts]] if known else columns, known
 
 
 def shuffle(chunks, size, rng, join):

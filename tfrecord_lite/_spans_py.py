@@ -15,29 +15,62 @@ from .errors import ArgumentTypeError, InvalidArgumentError
 
 # -- index arrays over blocks ---------------------------------------------------------------
 
-def interleave(arrays, block, rounds, extra, add=None):
-    m = len(arrays)
+def _columns(name, columns, add):
+    """The columns as lists of int64 arrays, the offsets checked (see interleave)."""
+    columns = [[np.asarray(a, np.int64) for a in column] for column in columns]
+    m = len(columns[0]) if columns else 0
+    for c, column in enumerate(columns):
+        if len(column) != m:
+            raise InvalidArgumentError(f"{name}: column {c} has {len(column)} parts, column 0 {m}")
+    if add is not None and len(add) != m:
+        raise InvalidArgumentError(f"{name}: {len(add)} offsets for {m} parts")
+    if add is not None and columns:
+        columns[0] = [a + np.int64(k) for a, k in zip(columns[0], np.asarray(add, np.int64))]
+    return columns, m
+
+
+def interleave(columns, block, rounds, extra, add=None):
+    columns, m = _columns("interleave", columns, add)
     if block < 1 or rounds < 0 or not 0 <= extra <= m:
         raise InvalidArgumentError(f"interleave: block {block}, rounds {rounds} and extra {extra} "
                                    f"do not describe an interleave of {m} parts")
-    if add is not None and len(add) != m:
-        raise InvalidArgumentError(f"interleave: {len(add)} offsets for {m} parts")
     span = rounds * block
-    for j, part in enumerate(arrays):
-        need = span + (block if j < extra else 0)
-        if len(part) < need:
-            raise InvalidArgumentError(f"interleave: part {j} has {len(part)} entries, not {need}")
+    for column in columns:
+        for j, part in enumerate(column):
+            need = span + (block if j < extra else 0)
+            if len(part) < need:
+                raise InvalidArgumentError(f"interleave: part {j} has {len(part)} entries, not {need}")
+    return tuple(_interleave(column, block, rounds, extra) for column in columns)
+
+
+def _interleave(arrays, block, rounds, extra):
+    m, span = len(arrays), rounds * block
     out = np.empty(m * span + extra * block, np.int64)
     # The rounds as a (rounds, part, block) grid, filled along the part axis, then the extra blocks.
     grid = out[:m * span].reshape(rounds, m, block)
     for j, part in enumerate(arrays):
-        grid[:, j, :] = np.asarray(part[:span], np.int64).reshape(rounds, block)
+        grid[:, j, :] = part[:span].reshape(rounds, block)
     for j, part in enumerate(arrays[:extra]):
         out[m * span + j * block:m * span + (j + 1) * block] = part[span:span + block]
-    if add is not None:
-        out[:m * span].reshape(rounds, m, block)[...] += np.asarray(add, np.int64)[:, None]
-        out[m * span:] += np.repeat(np.asarray(add, np.int64)[:extra], block)
     return out
+
+
+def concat(columns, add=None):
+    columns, m = _columns("concat", columns, add)
+    for c, column in enumerate(columns[1:], 1):
+        for j, (first, part) in enumerate(zip(columns[0], column)):
+            if len(part) != len(first):
+                raise InvalidArgumentError(f"concat: part {j} has {len(first)} entries in column 0, "
+                                           f"{len(part)} in column {c}")
+    return tuple(np.concatenate(column) if m else np.empty(0, np.int64) for column in columns)
+
+
+def run_starts(which, most=None):
+    if most is not None and most < 0:
+        raise InvalidArgumentError(f"run_starts: most must be 0 or more, not {most}")
+    which = np.asarray(which, np.int64)
+    cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
+    return None if most is not None and len(cuts) > most else cuts
 
 
 def join_runs(starts, lengths, firsts, steps):
