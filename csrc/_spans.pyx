@@ -222,11 +222,11 @@ def concat(columns, add=None):
     p.src = NULL
     try:
         _parts(&p, "concat", held, add)
-        for j in range(1, p.k):
-            for c in range(p.m):
-                if p.count[j * p.m + c] != p.count[c]:
-                    raise InvalidArgumentError(f"concat: part {c} has {p.count[c]} entries in column 0, "
-                                               f"{p.count[j * p.m + c]} in column {j}")
+        for c in range(1, p.k):
+            for j in range(p.m):
+                if p.count[c * p.m + j] != p.count[j]:
+                    raise InvalidArgumentError(f"concat: part {j} has {p.count[j]} entries in column 0, "
+                                               f"{p.count[c * p.m + j]} in column {c}")
         for j in range(p.m):
             n += p.count[j]
         o = _outputs(&p, n, out)
@@ -263,7 +263,7 @@ def run_starts(const int64_t[:] which, most=None):
     compared every pair and listed every change, releasing the GIL for each step."""
     cdef Py_ssize_t bound = -1 if most is None else most, got
     cdef int64_t *o
-    if bound < 0 and most is not None:
+    if most is not None and most < 0:
         raise InvalidArgumentError(f"run_starts: most must be 0 or more, not {most}")
     if which.shape[0] * 8 < NOGIL_MIN_BYTES:
         got = _run_starts(which, bound, NULL)
