@@ -61,7 +61,8 @@ from crc32c cimport TFL_CRC32C_CAPSULE, crc32c_fn, tfl_mask_crc
 from guard cimport TFL_GUARD_CAPSULE, mapped_kept, tfl_guard_fns
 from cursor cimport Cursor, acquire, cursor_expect, cursor_init, cursor_len, cursor_take, cursor_varint
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
-from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_objects, pool_bytes, pool_clear, pool_count, same_bytes, share_scan
+from objects cimport (NOGIL_MIN_BYTES, ByteSpan, bytes_objects, heap_hint, pool_bytes, pool_clear, pool_count,
+                     same_bytes, share_scan)
 from le cimport TFL_LITTLE_ENDIAN, tfl_store_le32, tfl_store_le64
 from wire cimport *
 

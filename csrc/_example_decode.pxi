@@ -750,6 +750,11 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
             if status == 0 and pointed == 0 and not (table_finish(&p.ctx, n, not bytes_column)
                                                      and table_finish(&p.seq, n, not bytes_column)):
                 status = fail(&p.fault, E_MEMORY, NULL)
+        # The row tables and values of a batch take about as many bytes as its records, and
+        # are freed by the next batch: show glibc that size (objects.pxd, tfl_heap_hint), or
+        # it gives them back to the kernel after each batch and the next faults them in again
+        # (in-memory batches of 4,096 W2 records in the main thread: 319 page faults each).
+        heap_hint(recs.total_bytes)
         if pointed < 0:
             raise recs.bad_record()
         if status < 0:

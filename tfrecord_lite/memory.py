@@ -30,14 +30,15 @@ def tune_malloc(*, one_arena: bool = True) -> bool:
     reading thread's own arena would otherwise give back its memory the same way).
 
     The compiled core keeps most of this out of glibc's hands by itself: it reuses the bytes
-    objects of values of 4 KiB and more, and shows glibc the size of a batch of shorter
-    ones, so that glibc keeps twice that (64 MiB at most) free at the top of each heap. On
-    32 KiB images (W1 in the README, 2 cores) a pass with 2 reading threads took
-    0.118-0.122 s by default and 0.119-0.126 s with these settings (0.126-0.163 s and
-    5,700-20,400 page faults by default before the objects were reused), and a DataLoader's
-    main process gains nothing from them any more. What they still keep: batches of short
-    values past 32 MiB, and small records parsed in the main thread (in-memory batches of
-    1,024 W2 records: 254 us each against 380 us). The process then holds on to up to
+    objects of values of 4 KiB and more, and shows glibc the size of each batch it decodes
+    (its records' bytes, or its shorter values'), so that glibc keeps twice that (64 MiB at
+    most) free at the top of each heap. On 32 KiB images (W1 in the README, 2 cores) a pass
+    with 2 reading threads took 0.118-0.122 s by default and 0.119-0.126 s with these
+    settings (0.126-0.163 s and 5,700-20,400 page faults by default before the objects were
+    reused), and a DataLoader's main process gains nothing from them any more. In-memory
+    batches of 1,024 W2 records parsed in the main thread took 294-321 us by default and
+    291-297 us with them (450-518 us by default before the decoder showed glibc its
+    batches). What they still keep: batches past 32 MiB. The process then holds on to up to
     256 MiB more than it uses, and threads contend for one arena, which costs little when
     they allocate few large blocks, as tfrecord_lite's readers do.
 
