@@ -45,6 +45,17 @@ cdef inline int64_t _entry(const char *p) noexcept nogil:
     return v
 
 
+cdef inline void _copy(int64_t *o, const char *p, Py_ssize_t step, Py_ssize_t n, int64_t shift) noexcept nogil:
+    """o[k] = the k-th of n int64 entries step bytes apart from p, plus shift."""
+    cdef Py_ssize_t k
+    if step == 8:
+        for k in range(n):
+            o[k] = (<const int64_t *>p)[k] + shift
+    else:
+        for k in range(n):
+            o[k] = _entry(p + k * step) + shift
+
+
 cdef void _interleave(int64_t *o, const char **src, const Py_ssize_t *step, const int64_t *shift,
                       Py_ssize_t m, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extra) noexcept nogil:
     """The output in order: rounds of a block from each part (src[j], step[j] bytes apart,
@@ -52,8 +63,7 @@ cdef void _interleave(int64_t *o, const char **src, const Py_ssize_t *step, cons
     cache line of o whole at once: scattered part by part (a write every m entries, m passes
     over o), 16 files at block_length 1 took the 16-core machine's consumer 56 µs a W2 batch,
     its cache lines evicted between the passes by the 15 threads parsing beside it."""
-    cdef Py_ssize_t r, j, k
-    cdef const char *p
+    cdef Py_ssize_t r, j
     cdef bint packed = True  # every part's entries contiguous
     for j in range(m):
         packed = packed and step[j] == 8
@@ -67,13 +77,7 @@ cdef void _interleave(int64_t *o, const char **src, const Py_ssize_t *step, cons
         return
     for r in range(rounds + 1):
         for j in range(m if r < rounds else extra):
-            p = src[j] + r * block * step[j]
-            if step[j] == 8:
-                for k in range(block):
-                    o[k] = (<const int64_t *>p)[k] + shift[j]
-            else:
-                for k in range(block):
-                    o[k] = _entry(p + k * step[j]) + shift[j]
+            _copy(o, src[j] + r * block * step[j], step[j], block, shift[j])
             o += block
 
 
@@ -131,13 +135,13 @@ cdef int _parts(Parts *p, str name, tuple columns, object add) except -1:
     return 0
 
 
-cdef int64_t **_outputs(const Parts *p, Py_ssize_t n, list out) except NULL:
+cdef int64_t **_outputs(Py_ssize_t k, Py_ssize_t n, list out) except NULL:
     """k new int64 arrays of n entries appended to out; their data pointers (PyMem_Free)."""
-    cdef int64_t **o = <int64_t **>PyMem_Realloc(NULL, (p.k if p.k else 1) * sizeof(int64_t *))
+    cdef int64_t **o = <int64_t **>PyMem_Realloc(NULL, (k if k else 1) * sizeof(int64_t *))
     cdef Py_ssize_t c
     if o == NULL:
         raise MemoryError()
-    for c in range(p.k):
+    for c in range(k):
         out.append(np.empty(n, np.int64))
         o[c] = <int64_t *>cnp.PyArray_DATA(out[c])
     return o
@@ -170,7 +174,7 @@ def interleave(columns, Py_ssize_t block, Py_ssize_t rounds, Py_ssize_t extra, a
                 if p.count[c * p.m + j] < need:
                     raise InvalidArgumentError(f"interleave: part {j} has {p.count[c * p.m + j]} entries, not {need}")
         n = p.m * span + extra * block
-        o = _outputs(&p, n, out)
+        o = _outputs(p.k, n, out)
         if n * p.k * 8 >= NOGIL_MIN_BYTES:
             with nogil:
                 _interleave_columns(o, &p, block, rounds, extra)
@@ -190,20 +194,13 @@ cdef void _interleave_columns(int64_t **o, const Parts *p, Py_ssize_t block, Py_
 
 
 cdef void _concat(int64_t **o, const Parts *p) noexcept nogil:
-    cdef Py_ssize_t c, j, k, at
-    cdef int64_t shift
+    cdef Py_ssize_t c, j, at
     cdef int64_t *w
     for c in range(p.k):
         w = o[c]
         for j in range(p.m):
             at = c * p.m + j
-            shift = p.shift[at]
-            if p.step[at] == 8:
-                for k in range(p.count[at]):
-                    w[k] = (<const int64_t *>p.src[at])[k] + shift
-            else:
-                for k in range(p.count[at]):
-                    w[k] = _entry(p.src[at] + k * p.step[at]) + shift
+            _copy(w, p.src[at], p.step[at], p.count[at], p.shift[at])
             w += p.count[at]
 
 
@@ -229,7 +226,7 @@ def concat(columns, add=None):
                                                f"{p.count[c * p.m + j]} in column {c}")
         for j in range(p.m):
             n += p.count[j]
-        o = _outputs(&p, n, out)
+        o = _outputs(p.k, n, out)
         if n * p.k * 8 >= NOGIL_MIN_BYTES:
             with nogil:
                 _concat(o, &p)
@@ -282,30 +279,23 @@ def run_starts(const int64_t[:] which, most=None):
     return out
 
 
-cdef struct Run:
-    const char *starts       # the run's data starts and lengths, each a strided int64 view
-    const char *lengths
-    Py_ssize_t starts_step   # bytes between entries
-    Py_ssize_t lengths_step
-    Py_ssize_t count
-    int64_t first, step      # the number in its file of the run's first record, and the step
-
-
-cdef void _join_runs(int64_t *w, int64_t *o_s, int64_t *o_l, int64_t *o_i, const Run *runs,
-                     Py_ssize_t m) noexcept nogil:
-    cdef Py_ssize_t j, k
-    cdef const Run *r
-    for j in range(m):
-        r = &runs[j]
-        for k in range(r.count):
+cdef void _join_runs(int64_t **o, const Parts *p, const int64_t *firsts, const int64_t *steps) noexcept nogil:
+    cdef Py_ssize_t j, k, count
+    cdef int64_t *w = o[0]
+    cdef int64_t *o_s = o[1]
+    cdef int64_t *o_l = o[2]
+    cdef int64_t *o_i = o[3]
+    for j in range(p.m):
+        count = p.count[j]
+        for k in range(count):
             w[k] = j
-            o_s[k] = _entry(r.starts + k * r.starts_step)
-            o_l[k] = _entry(r.lengths + k * r.lengths_step)
-            o_i[k] = r.first + k * r.step
-        w += r.count
-        o_s += r.count
-        o_l += r.count
-        o_i += r.count
+            o_i[k] = firsts[j] + k * steps[j]
+        _copy(o_s, p.src[j], p.step[j], count, 0)
+        _copy(o_l, p.src[p.m + j], p.step[p.m + j], count, 0)
+        w += count
+        o_s += count
+        o_l += count
+        o_i += count
 
 
 def join_runs(list starts, list lengths, list firsts, list steps):
@@ -318,39 +308,36 @@ def join_runs(list starts, list lengths, list firsts, list steps):
     memoryviews under the GIL, took 174 µs (8% of all the GIL time of W2 parse on 16 cores),
     now 30 µs, 5 of them holding the GIL."""
     cdef Py_ssize_t m = len(starts), n = 0, j
-    cdef const int64_t[:] s
-    cdef const int64_t[:] l
-    cdef Run *runs
-    cdef int64_t *w[4]
+    cdef tuple held = (tuple(starts), tuple(lengths))  # referenced while the GIL is released
+    cdef Parts p
+    cdef int64_t *numbers = NULL  # per run: its first record's number, then the step
+    cdef int64_t **o = NULL
+    cdef list out = []
     if not len(lengths) == len(firsts) == len(steps) == m:
         raise InvalidArgumentError(f"join_runs: {m} starts, {len(lengths)} lengths, {len(firsts)} firsts "
                                    f"and {len(steps)} steps")
-    keep = (tuple(starts), tuple(lengths))  # the runs stay referenced while the GIL is released
-    runs = <Run *>PyMem_Realloc(NULL, (m if m else 1) * sizeof(Run))
-    if runs == NULL:
-        raise MemoryError()
+    p.src = NULL
     try:
+        _parts(&p, "join_runs", held, None)
+        numbers = <int64_t *>PyMem_Realloc(NULL, 2 * (m if m else 1) * sizeof(int64_t))
+        if numbers == NULL:
+            raise MemoryError()
         for j in range(m):
-            s, l = keep[0][j], keep[1][j]
-            if s.shape[0] != l.shape[0]:
-                raise InvalidArgumentError(f"join_runs: run {j} has {s.shape[0]} starts and {l.shape[0]} lengths")
-            runs[j].count = s.shape[0]
-            runs[j].starts = <const char *>&s[0] if runs[j].count else NULL
-            runs[j].lengths = <const char *>&l[0] if runs[j].count else NULL
-            runs[j].starts_step, runs[j].lengths_step = s.strides[0], l.strides[0]
-            runs[j].first, runs[j].step = firsts[j], steps[j]
-            n += runs[j].count
-        out = tuple(np.empty(n, np.int64) for _ in range(4))
-        for j in range(4):
-            w[j] = <int64_t *>cnp.PyArray_DATA(out[j])
+            if p.count[m + j] != p.count[j]:
+                raise InvalidArgumentError(f"join_runs: run {j} has {p.count[j]} starts and {p.count[m + j]} lengths")
+            numbers[j], numbers[m + j] = firsts[j], steps[j]
+            n += p.count[j]
+        o = _outputs(4, n, out)
         if n * 32 >= NOGIL_MIN_BYTES:
             with nogil:
-                _join_runs(w[0], w[1], w[2], w[3], runs, m)
+                _join_runs(o, &p, numbers, numbers + m)
         else:
-            _join_runs(w[0], w[1], w[2], w[3], runs, m)
-        return out
+            _join_runs(o, &p, numbers, numbers + m)
+        return tuple(out)
     finally:
-        PyMem_Free(runs)
+        PyMem_Free(o)
+        PyMem_Free(numbers)
+        PyMem_Free(p.src)
 
 
 def frames_tile(starts, lengths):
