@@ -55,7 +55,7 @@ from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from crc32c cimport TFL_CRC32C_CAPSULE, crc32c_fn, tfl_mask_crc
 from guard cimport TFL_GUARD_CAPSULE, mapped_kept, tfl_guard_fns

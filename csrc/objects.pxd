@@ -14,6 +14,10 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy, memset
 
 
+cdef extern from *:
+    void prefetch "__builtin_prefetch" (const void *) noexcept nogil
+
+
 cdef extern from "Python.h":
     char *bytes_data "PyBytes_AS_STRING" (PyObject *) nogil   # a macro: no GIL needed
 
@@ -311,6 +315,8 @@ cdef inline void share_scan(const ByteSpan *spans, Py_ssize_t n, Py_ssize_t *fir
         recent[h] = -1
     for i in range(n):
         first[i] = i
+        if i + 16 < n:
+            prefetch(spans[i + 16].ptr)
         length = spans[i].len
         if length > SHARE_MAX:
             continue
