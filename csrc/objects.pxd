@@ -315,7 +315,7 @@ cdef inline void share_scan(const ByteSpan *spans, Py_ssize_t n, Py_ssize_t *fir
         recent[h] = -1
     for i in range(n):
         first[i] = i
-        if i + 16 < n:
+        if i + 16 < n:  # a batch's values lie a record apart, mostly out of cache by now
             prefetch(spans[i + 16].ptr)
         length = spans[i].len
         if length > SHARE_MAX:
