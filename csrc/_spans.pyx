@@ -279,6 +279,32 @@ def run_starts(const int64_t[:] which, most=None):
     return out
 
 
+def run_steps(const int64_t[:] index, const int64_t[:] bounds):
+    """Per run [bounds[k], bounds[k + 1]) of index: the step by which its entries go up when
+    that is one positive step throughout (a run of one record: 1), else 0. A batch's runs of
+    one block whose records are every step-th of their file are then a BlockOrigin each
+    (``_gather.Gathered.runs``), not three arrays of a record's origin apiece."""
+    cdef Py_ssize_t k, i, a, z, m = bounds.shape[0] - 1
+    cdef int64_t step
+    if m < 0:
+        raise InvalidArgumentError("run_steps: bounds needs at least one entry")
+    out = np.zeros(m, np.int64)
+    cdef int64_t[:] o = out
+    for k in range(m):
+        a, z = bounds[k], bounds[k + 1]
+        if not 0 <= a < z <= index.shape[0]:
+            raise InvalidArgumentError(f"run_steps: run {k} is [{a}, {z}) of {index.shape[0]} entries")
+        step = index[a + 1] - index[a] if z - a > 1 else 1
+        if step <= 0:
+            continue
+        for i in range(a + 2, z):
+            if index[i] - index[i - 1] != step:
+                break
+        else:
+            o[k] = step
+    return out
+
+
 cdef void _join_runs(int64_t **o, const Parts *p, const int64_t *firsts, const int64_t *steps) noexcept nogil:
     cdef Py_ssize_t j, k, count
     cdef int64_t *w = o[0]

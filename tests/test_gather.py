@@ -152,6 +152,37 @@ def test_run_starts_of_a_whole_piece_and_its_errors(backend):
         _native.spans.run_starts(runs, -1)
 
 
+@given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=6), max_size=6), st.data())
+def test_run_steps_gives_each_runs_step_when_it_has_one(backend, runs, data):
+    """Runs drawn as progressions (any first entry and step, a record cut out or moved or
+    not) against a plain loop."""
+    index, bounds = [], [0]
+    for run in runs:
+        first, step = data.draw(st.integers(0, 50)), data.draw(st.integers(-2, 3))
+        values = [first + step * k for k in range(len(run))]
+        if len(values) > 2 and data.draw(st.booleans()):
+            values[data.draw(st.integers(1, len(values) - 1))] += data.draw(st.integers(-2, 2))
+        index += values
+        bounds.append(len(index))
+
+    def step_of(values):
+        diffs = {b - a for a, b in zip(values, values[1:])} or {1}
+        return diffs.pop() if len(diffs) == 1 and min(diffs) > 0 else 0
+
+    got = _native.spans.run_steps(np.array(index, np.int64), np.array(bounds, np.int64))
+    assert got.dtype == np.int64
+    assert got.tolist() == [step_of(index[a:z]) for a, z in zip(bounds, bounds[1:])]
+
+
+def test_run_steps_rejects_runs_outside_the_index(backend):
+    index = np.arange(5, dtype=np.int64)
+    for bounds, match in [([], "at least one entry"), ([0, 6], r"run 0 is \[0, 6\) of 5"),
+                          ([0, 2, 2], r"run 1 is \[2, 2\)"), ([-1, 3], r"run 0 is \[-1, 3\)")]:
+        with pytest.raises(tfl.InvalidArgumentError, match=match):
+            _native.spans.run_steps(index, np.array(bounds, np.int64))
+    assert _native.spans.run_steps(index, np.array([0], np.int64)).tolist() == []
+
+
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(-2, 3).filter(bool), st.integers(0, 10**12),
                           st.integers(1, 5)), max_size=5))
 def test_join_runs_numbers_each_run_record(backend, runs):
@@ -273,6 +304,24 @@ def test_long_runs_stay_in_their_blocks():
     assert batch._gathered is None  # plain segments
 
 
+def test_long_runs_keep_their_blocks_origins(backend):
+    """Runs of every step-th record of a file (a file read in order, sharded or not) come out
+    as a BlockOrigin each, which a RecordBatch made of them keeps through Gathered.of; a run
+    out of order (a shuffle's) gets its records' origins. Either way, locate agrees."""
+    blocks = [tfl.RecordBatch(*b.segments[0], framed=True, origin=BlockOrigin(f"f{j}", 1000 * j, 7 * j, 1 + j))
+              for j, b in enumerate(_blocks([300, 300]))]
+    batch = Gathered.join([Gathered.of(b)[:200] for b in blocks]).to_batch()
+    assert batch.origins == [BlockOrigin("f0", 0, 0, 1), BlockOrigin("f1", 1000, 7, 2)]
+    want = [blocks[0].locate(k) for k in range(200)] + [blocks[1].locate(k) for k in range(200)]
+    assert [batch.locate(i) for i in range(400)] == want
+    again = Gathered.of(batch[100:300])
+    assert again.index is not None and [again.locate(i) for i in range(200)] == want[100:300]
+    order = np.r_[np.arange(200), 200 + np.random.default_rng(1).permutation(200)]
+    mixed = Gathered.join([Gathered.of(b)[:200] for b in blocks]).take(order).to_batch()
+    assert type(mixed.origins[0]) is BlockOrigin and type(mixed.origins[1]) is not BlockOrigin
+    assert [mixed.locate(i) for i in range(400)] == [want[k] for k in order]
+
+
 @pytest.mark.parametrize("pad", [0, 32 << 10])
 def test_short_runs_stay_in_their_blocks_in_any_order(backend, tmp_path, pad):
     """Records alternating between blocks (one-record runs): the RecordBatch holds them in
@@ -300,7 +349,7 @@ def test_short_runs_stay_in_their_blocks_in_any_order(backend, tmp_path, pad):
     assert [id(s[0]) for s in batch.segments[:3]] == [id(b.segments[0][0]) for b in blocks]
     sources = [(j, k) for k in range(20) for j in range(3)]
     assert [batch.locate(i) for i in range(60)] == [blocks[j].locate(k) for j, k in sources]
-    assert all(o.paths[o.path_ids[0]] == f"f{j}" for o, (j, _) in zip(batch.origins, sources))
+    assert batch.origins == [BlockOrigin(f"f{j}", 1000 * j, 7 * j + k) for j, k in sources]  # runs of one
     again = pickle.loads(pickle.dumps(batch[5:]))
     assert again == want[5:] and again.locate(0) == batch.locate(5)
     examples = [tfl.encode_example({"id": k}) for k in range(60)]

@@ -176,9 +176,22 @@ class Gathered:
         blocks = self.which[bounds[:-1]].tolist()
         segments = [(self.buffers[b], self.starts[a:z], self.lengths[a:z])
                     for b, a, z in zip(blocks, bounds, bounds[1:])]
-        origin = self.origins()
-        return segments, None if origin is None else [sliced_origin(origin, slice(a, z, 1))
-                                                      for a, z in zip(bounds, bounds[1:])]
+        if self.index is None:
+            return segments, None
+        # A run of every step-th record of its block's file (a file read in order, sharded or
+        # not) is a BlockOrigin; others slice the per-record origins, made only for them.
+        steps = _native.spans.run_steps(self.index, np.array(bounds, np.int64)).tolist()
+        firsts = self.index[bounds[:-1]].tolist()
+        every = None
+        origins = []
+        for b, a, z, first, step in zip(blocks, bounds, bounds[1:], firsts, steps):
+            if step:
+                origins.append(BlockOrigin(*self.places[b], first, step))
+            else:
+                if every is None:
+                    every = self.origins()
+                origins.append(sliced_origin(every, slice(a, z, 1)))
+        return segments, origins
 
     def locate(self, i: int):
         """``(path, frame offset, record index in that file)`` of record i, or None when its

@@ -73,6 +73,21 @@ def run_starts(which, most=None):
     return None if most is not None and len(cuts) > most else cuts
 
 
+def run_steps(index, bounds):
+    index, bounds = np.asarray(index, np.int64), np.asarray(bounds, np.int64)
+    if len(bounds) < 1:
+        raise InvalidArgumentError("run_steps: bounds needs at least one entry")
+    out = np.zeros(len(bounds) - 1, np.int64)
+    for k, (a, z) in enumerate(zip(bounds.tolist(), bounds[1:].tolist())):
+        if not 0 <= a < z <= len(index):
+            raise InvalidArgumentError(f"run_steps: run {k} is [{a}, {z}) of {len(index)} entries")
+        steps = np.diff(index[a:z])
+        step = int(steps[0]) if len(steps) else 1
+        if step > 0 and (steps == step).all():
+            out[k] = step
+    return out
+
+
 def join_runs(starts, lengths, firsts, steps):
     m = len(starts)
     if not len(lengths) == len(firsts) == len(steps) == m:
