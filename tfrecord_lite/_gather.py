@@ -172,16 +172,17 @@ class Gathered:
         if cuts is None:
             cuts = _native.spans.run_starts(self.which)
         n = len(self.which)
-        bounds = [0, *cuts.tolist(), n] if n else [0]
-        blocks = self.which[bounds[:-1]].tolist()
+        at = np.concatenate(([0], cuts, [n])) if n else np.zeros(1, np.int64)
+        bounds = at.tolist()
+        blocks = self.which[at[:-1]].tolist()
         segments = [(self.buffers[b], self.starts[a:z], self.lengths[a:z])
                     for b, a, z in zip(blocks, bounds, bounds[1:])]
         if self.index is None:
             return segments, None
         # A run of every step-th record of its block's file (a file read in order, sharded or
         # not) is a BlockOrigin; others slice the per-record origins, made only for them.
-        steps = _native.spans.run_steps(self.index, np.array(bounds, np.int64)).tolist()
-        firsts = self.index[bounds[:-1]].tolist()
+        steps = _native.spans.run_steps(self.index, at).tolist()
+        firsts = self.index[at[:-1]].tolist()
         every = None
         origins = []
         for b, a, z, first, step in zip(blocks, bounds, bounds[1:], firsts, steps):
