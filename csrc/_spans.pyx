@@ -135,6 +135,16 @@ cdef int _parts(Parts *p, str name, tuple columns, object add) except -1:
     return 0
 
 
+cdef Py_ssize_t _uneven(const Parts *p) noexcept:
+    """The slot (c * m + j) of the first part whose entries differ in number from part j of
+    column 0, or -1: the columns of a join describe the same records."""
+    cdef Py_ssize_t at
+    for at in range(p.m, p.k * p.m):
+        if p.count[at] != p.count[at % p.m]:
+            return at
+    return -1
+
+
 cdef int64_t **_outputs(Py_ssize_t k, Py_ssize_t n, list out) except NULL:
     """k new int64 arrays of n entries appended to out; their data pointers (PyMem_Free)."""
     cdef int64_t **o = <int64_t **>PyMem_Realloc(NULL, (k if k else 1) * sizeof(int64_t *))
@@ -213,17 +223,17 @@ def concat(columns, add=None):
     of a batch took the consumer's thread 14.5 µs on 2 cores, here 6.8."""
     cdef tuple held = tuple(columns)  # referenced while the GIL is released
     cdef Parts p
-    cdef Py_ssize_t n = 0, j, c
+    cdef Py_ssize_t n = 0, j, c, at
     cdef int64_t **o = NULL
     cdef list out = []
     p.src = NULL
     try:
         _parts(&p, "concat", held, add)
-        for c in range(1, p.k):
-            for j in range(p.m):
-                if p.count[c * p.m + j] != p.count[j]:
-                    raise InvalidArgumentError(f"concat: part {j} has {p.count[j]} entries in column 0, "
-                                               f"{p.count[c * p.m + j]} in column {c}")
+        at = _uneven(&p)
+        if at >= 0:
+            c, j = divmod(at, p.m)
+            raise InvalidArgumentError(f"concat: part {j} has {p.count[j]} entries in column 0, "
+                                       f"{p.count[at]} in column {c}")
         for j in range(p.m):
             n += p.count[j]
         o = _outputs(p.k, n, out)
@@ -345,12 +355,13 @@ def join_runs(list starts, list lengths, list firsts, list steps):
     p.src = NULL
     try:
         _parts(&p, "join_runs", held, None)
+        j = _uneven(&p) - m
+        if j >= 0:
+            raise InvalidArgumentError(f"join_runs: run {j} has {p.count[j]} starts and {p.count[m + j]} lengths")
         numbers = <int64_t *>PyMem_Realloc(NULL, 2 * (m if m else 1) * sizeof(int64_t))
         if numbers == NULL:
             raise MemoryError()
         for j in range(m):
-            if p.count[m + j] != p.count[j]:
-                raise InvalidArgumentError(f"join_runs: run {j} has {p.count[j]} starts and {p.count[m + j]} lengths")
             numbers[j], numbers[m + j] = firsts[j], steps[j]
             n += p.count[j]
         o = _outputs(4, n, out)
