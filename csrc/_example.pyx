@@ -62,7 +62,7 @@ from guard cimport TFL_GUARD_CAPSULE, mapped_kept, tfl_guard_fns
 from cursor cimport Cursor, acquire, cursor_expect, cursor_init, cursor_len, cursor_take, cursor_varint
 from frame cimport FRAME_FOOTER, FRAME_HEADER, FRAME_OVERHEAD
 from objects cimport (NOGIL_MIN_BYTES, ByteSpan, bytes_objects, heap_hint, pool_bytes, pool_clear, pool_count,
-                     same_bytes, share_scan)
+                     same_bytes, share_scan, short_clear, short_count)
 from le cimport TFL_LITTLE_ENDIAN, tfl_store_le32, tfl_store_le64
 from wire cimport *
 
@@ -110,6 +110,12 @@ def _pool_kept():
     return pool_count, pool_bytes
 
 
+def _short_kept():
+    """Objects this module's ring of short values' bytes objects holds: for tests."""
+    return short_count
+
+
 def _pool_clear():
-    """Drop this module's pool of bytes objects (tfrecord_lite.release_memory)."""
+    """Drop this module's pool and ring of bytes objects (tfrecord_lite.release_memory)."""
     pool_clear()
+    short_clear()

@@ -23,7 +23,8 @@ from libc.string cimport memcpy
 
 from cursor cimport acquire
 from frame cimport FRAME_OVERHEAD
-from objects cimport NOGIL_MIN_BYTES, ByteSpan, bytes_array, pool_bytes, pool_clear, pool_count
+from objects cimport (NOGIL_MIN_BYTES, ByteSpan, bytes_array, pool_bytes, pool_clear, pool_count, short_clear,
+                     short_count)
 from guard cimport TFL_GUARD_CAPSULE, mapped_kept, tfl_guard_fns
 
 cnp.import_array()
@@ -586,6 +587,12 @@ def _pool_kept():
     return pool_count, pool_bytes
 
 
+def _short_kept():
+    """Objects this module's ring of short values' bytes objects holds: for tests."""
+    return short_count
+
+
 def _pool_clear():
-    """Drop this module's pool of bytes objects (tfrecord_lite.release_memory)."""
+    """Drop this module's pool and ring of bytes objects (tfrecord_lite.release_memory)."""
     pool_clear()
+    short_clear()

@@ -2,10 +2,11 @@
 # (the decoder's bytes features, a batch's records, values crossing from a DataLoader
 # worker). Making the objects is the part that needs the GIL, so it does as little as it
 # can: equal short values (categories, labels) share one bytes object (bytes are
-# immutable), found beforehand by share_scan, which needs no GIL; long values are allocated
-# under the GIL and filled without it (an image is mostly memcpy), from 4 KiB in objects an
-# earlier batch left (the pool below). same_bytes, the table's comparison of values, also
-# serves the decoder's lookup of feature names.
+# immutable), found beforehand by share_scan, which needs no GIL; distinct short values
+# (ids, tokens) are written into objects an earlier batch left (the ring below); long values
+# are allocated under the GIL and filled without it (an image is mostly memcpy), from 4 KiB
+# in objects an earlier batch left (the pool below). same_bytes, the table's comparison of
+# values, also serves the decoder's lookup of feature names.
 cimport numpy as cnp
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.ref cimport Py_INCREF, Py_XINCREF, PyObject
@@ -256,6 +257,117 @@ cdef extern from *:
     enum: POOL_MIN "TFL_POOL_MIN"
 
 
+
+cdef extern from *:
+    """
+    /* The bytes objects of short values (2-16 bytes: ids, tokens), kept for reuse in a ring.
+       Making and freeing one object per distinct value held the GIL for most of a W2 batch's
+       output stage and of its freeing. The ring hands its objects out in turn; an object whose
+       only reference is the ring's again (its batch is gone) is rewritten in place for the next
+       value, as the pool above does for long values, and freeing a batch then only drops a
+       reference. An object still held when its turn comes is left to its holder: the ring
+       takes a new one there (at full size) or grows by the new one, so it grows to what the
+       consumer holds at once. Only with the GIL: off in free-threaded builds. */
+    #define TFL_SHORT_ROOM 16   /* SHARE_MAX: the longest value shared */
+    #define TFL_SHORT_MOST ((Py_ssize_t)1 << 18)   /* 16 MiB of objects at most */
+    static PyObject **tfl_short;
+    static Py_ssize_t tfl_short_n, tfl_short_cap, tfl_short_at;
+    static PyObject **tfl_short_grown;
+    static Py_ssize_t tfl_short_grown_n, tfl_short_grown_cap, tfl_short_walk;
+
+    /* Ready the ring for up to m values: 0, or -1 with MemoryError. */
+    static inline int tfl_short_begin(Py_ssize_t m) {
+        tfl_short_walk = tfl_short_n;
+        tfl_short_grown_n = 0;
+        if (m > TFL_SHORT_MOST)
+            m = TFL_SHORT_MOST;
+        if (m > tfl_short_grown_cap) {
+            PyObject **g = (PyObject **)PyMem_Realloc(tfl_short_grown, m * sizeof(PyObject *));
+            if (!g) { PyErr_NoMemory(); return -1; }
+            tfl_short_grown = g;
+            tfl_short_grown_cap = m;
+        }
+        return 0;
+    }
+
+    /* A bytes object of length n (2-16), its contents to be written: a new reference. */
+    static inline PyObject *tfl_short_take(Py_ssize_t n) {
+        PyObject *obj;
+    #ifndef Py_GIL_DISABLED
+        if (tfl_short_walk > 0) {
+            Py_ssize_t at = tfl_short_at;
+            tfl_short_walk--;
+            tfl_short_at = at + 1 == tfl_short_n ? 0 : at + 1;
+            obj = tfl_short[at];
+    #if defined(__GNUC__) || defined(__clang__)
+            /* Objects come back from the core that freed their batch: fetch them ahead. */
+            __builtin_prefetch(tfl_short[at + 16 < tfl_short_n ? at + 16 : (at + 16) % tfl_short_n], 1);
+    #endif
+            if (Py_REFCNT(obj) == 1) {
+                Py_INCREF(obj);
+                tfl_set_length(obj, n);
+                return obj;
+            }
+            if (tfl_short_n + tfl_short_grown_n >= TFL_SHORT_MOST) {   /* full: its slot takes a new one */
+                PyObject *fresh = PyBytes_FromStringAndSize(NULL, TFL_SHORT_ROOM);
+                if (!fresh) return NULL;
+                tfl_short[at] = fresh;
+                Py_DECREF(obj);
+                Py_INCREF(fresh);
+                tfl_set_length(fresh, n);
+                return fresh;
+            }
+        }
+        if (tfl_short_n + tfl_short_grown_n < TFL_SHORT_MOST && tfl_short_grown_n < tfl_short_grown_cap) {
+            obj = PyBytes_FromStringAndSize(NULL, TFL_SHORT_ROOM);
+            if (!obj) return NULL;
+            Py_INCREF(obj);
+            tfl_short_grown[tfl_short_grown_n++] = obj;
+            tfl_set_length(obj, n);
+            return obj;
+        }
+    #endif
+        return PyBytes_FromStringAndSize(NULL, n);
+    }
+
+    /* The objects made since tfl_short_begin join the ring, behind those handed out last. */
+    static inline int tfl_short_end(void) {
+        Py_ssize_t k = tfl_short_grown_n, n = tfl_short_n, at = tfl_short_at;
+        tfl_short_grown_n = 0;
+        if (!k) return 0;
+        if (n + k > tfl_short_cap) {
+            Py_ssize_t cap = 2 * (n + k);
+            PyObject **r = (PyObject **)PyMem_Realloc(tfl_short, cap * sizeof(PyObject *));
+            if (!r) {   /* the ring stays; the new objects are their batch's alone */
+                Py_ssize_t j;
+                for (j = 0; j < k; j++) Py_DECREF(tfl_short_grown[j]);
+                return 0;
+            }
+            tfl_short = r;
+            tfl_short_cap = cap;
+        }
+        memmove(tfl_short + at + k, tfl_short + at, (n - at) * sizeof(PyObject *));
+        memcpy(tfl_short + at, tfl_short_grown, k * sizeof(PyObject *));
+        tfl_short_n = n + k;
+        tfl_short_at = (at + k) % tfl_short_n;
+        return 0;
+    }
+
+    static inline void tfl_short_clear(void) {
+        PyObject **ring = tfl_short;
+        Py_ssize_t i, n = tfl_short_n;
+        tfl_short = NULL;
+        tfl_short_n = tfl_short_cap = tfl_short_at = 0;
+        for (i = 0; i < n; i++) Py_DECREF(ring[i]);
+        PyMem_Free(ring);
+    }
+    """
+    int short_begin "tfl_short_begin" (Py_ssize_t m) except -1
+    PyObject *short_take "tfl_short_take" (Py_ssize_t n) except NULL
+    int short_end "tfl_short_end" () except -1
+    void short_clear "tfl_short_clear" ()
+    Py_ssize_t short_count "tfl_short_n"
+
 cdef enum:
     HEAP_HINT_MIN = 1 << 20   # long values a batch holds from which glibc is shown its size
     NOGIL_MIN_BYTES = 65536  # below this, releasing the GIL costs more than it saves
@@ -367,26 +479,31 @@ cdef inline object bytes_objects(const ByteSpan *spans, Py_ssize_t n, const Py_s
     cdef object value
     cdef PoolWant *want = NULL
     memset(slots, 0, n * sizeof(PyObject *))  # an empty slot is None to numpy: safe if we fail midway
-    for i in range(n):
-        j = i if first == NULL else first[i]
-        if j != i:
-            Py_XINCREF(slots[j])
-            slots[i] = slots[j]
-            continue
-        if spans[i].len <= 1:  # CPython's own objects for b"" and single bytes
-            value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
-        elif spans[i].len <= SHARE_MAX:
-            value = PyBytes_FromStringAndSize(NULL, spans[i].len)
-            copy_short(<unsigned char *>bytes_data(<PyObject *>value), spans[i].ptr, spans[i].len)
-        elif spans[i].len >= POOL_MIN:
-            pooled += 1  # made or taken from the pool below, filled after
-            pending += spans[i].len
-            continue
-        else:
-            value = PyBytes_FromStringAndSize(NULL, spans[i].len)  # filled below
-            pending += spans[i].len
-        Py_INCREF(value)  # the slot's reference
-        slots[i] = <PyObject *>value
+    short_begin(n)
+    try:
+        for i in range(n):
+            j = i if first == NULL else first[i]
+            if j != i:
+                Py_XINCREF(slots[j])
+                slots[i] = slots[j]
+                continue
+            if spans[i].len <= 1:  # CPython's own objects for b"" and single bytes
+                value = PyBytes_FromStringAndSize(<const char *>spans[i].ptr, spans[i].len)
+            elif spans[i].len <= SHARE_MAX:
+                slots[i] = short_take(spans[i].len)
+                copy_short(<unsigned char *>bytes_data(slots[i]), spans[i].ptr, spans[i].len)
+                continue
+            elif spans[i].len >= POOL_MIN:
+                pooled += 1  # made or taken from the pool below, filled after
+                pending += spans[i].len
+                continue
+            else:
+                value = PyBytes_FromStringAndSize(NULL, spans[i].len)  # filled below
+                pending += spans[i].len
+            Py_INCREF(value)  # the slot's reference
+            slots[i] = <PyObject *>value
+    finally:
+        short_end()
     if pooled:
         want = <PoolWant *>malloc(pooled * sizeof(PoolWant))
         if want == NULL:
