@@ -1,5 +1,5 @@
-"""The process's memory for large records (README, "Bytes objects of long values are reused
-too" and "Large records and glibc"): glibc gives the memory of a freed batch of large values
+"""The process's memory for large records (README, "Bytes objects are reused too" and
+"Large records and glibc"): glibc gives the memory of a freed batch of large values
 back to the kernel, and the next batch faults every page of it in again. The compiled core
 and the readers keep some for reuse, within bounds; ``release_memory`` gives it back now.
 ``tune_malloc`` keeps more in the process; opt-in, as the settings are the whole process's,
@@ -58,9 +58,10 @@ def tune_malloc(*, one_arena: bool = True) -> bool:
 
 def release_memory() -> None:
     """Give back the memory tfrecord_lite keeps in this process for the next batches: the
-    compiled core's recycled output blocks (at most 128 MiB), the bytes objects of long values
-    no batch holds any more (at most 128 MiB in each of its two modules that make them), and
-    the read buffers shared by readers made without a pool (at most 64 MiB). What is in use
+    compiled core's recycled output blocks (at most 128 MiB), the bytes objects no batch holds
+    any more (of long values at most 128 MiB, of short ones 16 MiB, in each of its two modules
+    that make them), and the read buffers shared by readers made without a pool (at most 64
+    MiB). What is in use
     is not touched: batches, arrays and open readers go on as before, and the next batches
     allocate afresh. A dataset's own read buffers and mappings go with the dataset."""
     from . import _native
