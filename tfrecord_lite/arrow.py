@@ -171,7 +171,7 @@ def _arrays(plan, columns, types, batch) -> list:
     for (name, spec, index, uniform), (value_type, dims) in zip(plan.outputs, types):
         raw = columns[index]
         if uniform is not None and raw.uniform == uniform[0]:  # every record has it: no per-row work
-            values = getattr(raw, uniform[1])
+            values = raw[uniform[1]]
             if type(values) is np.ndarray:  # from the core: 1-D and contiguous
                 array = from_buffers(value_type, values.size, [None, py_buffer(values)], 0)
             else:
