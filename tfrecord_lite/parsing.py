@@ -35,9 +35,19 @@ class ParseFeatures:
         self.options = options or {}
 
     def __call__(self, records):
-        from .example import parse_example
+        return (_parse_example or _load_codec())(records, self.features, **self.options)
 
-        return parse_example(records, self.features, **self.options)
+
+_parse_example = None  # tfrecord_lite.example.parse_example once a ParseFeatures first runs
+
+
+def _load_codec():
+    # Imported at the first call, not at every one: the import statement took 2 µs a batch.
+    global _parse_example
+    from .example import parse_example
+
+    _parse_example = parse_example
+    return parse_example
 
 
 class LocatedParse:
