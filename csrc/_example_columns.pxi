@@ -457,6 +457,12 @@ cdef object _byte_values(Column *c, bint bytes_column):
                          <const Py_ssize_t *>c.first.data)
 
 
+cdef inline object _decoded(tuple fields):
+    """A DecodedColumn of its seven fields, made as tuple.__new__ makes one: the namedtuple's
+    __new__ is Python code, a few hundred ns for each of a batch's columns, under the GIL."""
+    return _new_tuple(DecodedColumn, fields)
+
+
 cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object lean):
     """One column as a DecodedColumn (steps or None, kinds, counts, floats, ints, bytes values, uniform):
     bytes values as an object array, as (values, offsets) when bytes_column, or for a raw
@@ -491,16 +497,16 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object 
     if lean is not None and raw < 0 and not c.sequence and uniform == lean:
         # Every row has the kind and count the spec asks for: its values are all the spec
         # layer reads, and each array left out is an allocation the GIL is held for.
-        return DecodedColumn(
+        return _decoded((
             None, None, None,
             _array(&c.floats, cnp.NPY_FLOAT32, 4) if lean[0] == FLOAT else None,
             _array(&c.ints, cnp.NPY_INT64, 8) if lean[0] == INT64 else None,
             _byte_values(c, bytes_column) if lean[0] == BYTES else None,
             uniform,
-        )
+        ))
     if raw < 0:
         byte_values = _byte_values(c, bytes_column)
-    return DecodedColumn(
+    return _decoded((
         _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,
         _array(&c.kinds, cnp.NPY_UINT8, 1),
         _array(&c.counts, cnp.NPY_INT64, 8),
@@ -508,7 +514,7 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object 
         _array(&c.ints, cnp.NPY_INT64, 8),
         byte_values,
         uniform,
-    )
+    ))
 
 
 cdef int _set_keys(Table *t, list encoded) except -1:
