@@ -71,8 +71,6 @@ from tfrecord_lite._contract import DecodedColumn
 from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
 from tfrecord_lite.errors import TruncatedRecordError as _TruncatedRecordError  # not a name of the module
 
-_new_tuple = tuple.__new__  # DecodedColumn's fields into one, in C (_decoded)
-
 cnp.import_array()
 
 # The framed encoder's CRC32C is _framing's, so both follow the one backend choice.

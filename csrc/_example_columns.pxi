@@ -457,10 +457,32 @@ cdef object _byte_values(Column *c, bint bytes_column):
                          <const Py_ssize_t *>c.first.data)
 
 
-cdef inline object _decoded(tuple fields):
-    """A DecodedColumn of its seven fields, made as tuple.__new__ makes one: the namedtuple's
-    __new__ is Python code, a few hundred ns for each of a batch's columns, under the GIL."""
-    return _new_tuple(DecodedColumn, fields)
+cdef extern from *:
+    """
+    /* An instance of the tuple subtype type holding its 7 fields, made as tuple.__new__ makes
+       one, without that call's argument tuples. */
+    static PyObject *tfl_tuple7(PyObject *type, PyObject *a, PyObject *b, PyObject *c, PyObject *d,
+                                PyObject *e, PyObject *f, PyObject *g) {
+        PyObject *items[7] = {a, b, c, d, e, f, g};
+        PyTypeObject *t = (PyTypeObject *)type;
+        PyObject *obj = t->tp_alloc(t, 7);
+        int i;
+        if (!obj)
+            return NULL;
+        for (i = 0; i < 7; i++) {
+            Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(obj, i, items[i]);
+        }
+        return obj;
+    }
+    """
+    object tuple7 "tfl_tuple7" (object, object, object, object, object, object, object, object)
+
+
+cdef inline object _decoded(steps, kinds, counts, floats, ints, values, uniform):
+    """A DecodedColumn: the namedtuple's __new__ is Python code, a few hundred ns for each of
+    a batch's columns under the GIL, and tuple.__new__ still makes two argument tuples."""
+    return tuple7(DecodedColumn, steps, kinds, counts, floats, ints, values, uniform)
 
 
 cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object lean):
@@ -497,16 +519,16 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object 
     if lean is not None and raw < 0 and not c.sequence and uniform == lean:
         # Every row has the kind and count the spec asks for: its values are all the spec
         # layer reads, and each array left out is an allocation the GIL is held for.
-        return _decoded((
+        return _decoded(
             None, None, None,
             _array(&c.floats, cnp.NPY_FLOAT32, 4) if lean[0] == FLOAT else None,
             _array(&c.ints, cnp.NPY_INT64, 8) if lean[0] == INT64 else None,
             _byte_values(c, bytes_column) if lean[0] == BYTES else None,
             uniform,
-        ))
+        )
     if raw < 0:
         byte_values = _byte_values(c, bytes_column)
-    return _decoded((
+    return _decoded(
         _array(&c.steps, cnp.NPY_INT64, 8) if c.sequence else None,
         _array(&c.kinds, cnp.NPY_UINT8, 1),
         _array(&c.counts, cnp.NPY_INT64, 8),
@@ -514,7 +536,7 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object 
         _array(&c.ints, cnp.NPY_INT64, 8),
         byte_values,
         uniform,
-    ))
+    )
 
 
 cdef int _set_keys(Table *t, list encoded) except -1:

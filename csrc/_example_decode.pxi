@@ -770,7 +770,8 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
             )
         raw = raw_sizes or {}
         ctx_keys = _table_keys(&p.ctx)
-        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1), bytes_column, None if lean is None else lean[i])
+        ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1) if raw else -1, bytes_column,
+                              None if lean is None else lean[i])
                for i in range(p.ctx.n)]
         if not sequence:
             return ctx_keys, ctx

@@ -35,19 +35,19 @@ class ParseFeatures:
         self.options = options or {}
 
     def __call__(self, records):
-        return (_parse_example or _load_codec())(records, self.features, **self.options)
+        return (_codec or _load_codec()).parse_example(records, self.features, **self.options)
 
 
-_parse_example = None  # tfrecord_lite.example.parse_example once a ParseFeatures first runs
+_codec = None  # tfrecord_lite.example once a ParseFeatures first runs
 
 
 def _load_codec():
     # Imported at the first call, not at every one: the import statement took 2 µs a batch.
-    global _parse_example
-    from .example import parse_example
+    global _codec
+    from . import example
 
-    _parse_example = parse_example
-    return parse_example
+    _codec = example
+    return example
 
 
 class LocatedParse:
