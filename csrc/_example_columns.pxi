@@ -539,9 +539,15 @@ cdef object _column_output(Column *c, Py_ssize_t raw, bint bytes_column, object 
     )
 
 
-cdef int _set_keys(Table *t, list encoded) except -1:
-    for key in encoded:
-        if table_add(t, <const unsigned char *>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) == NULL:
+cdef int _set_keys(Table *t, tuple keys) except -1:
+    """The columns of the given keys, in their order. A column points at its key's UTF-8,
+    which CPython keeps in the str (for ASCII, its own characters): keys holds them for the
+    call, and no bytes object is made per key and call."""
+    cdef Py_ssize_t n
+    cdef const char *utf8
+    for key in keys:
+        utf8 = PyUnicode_AsUTF8AndSize(key, &n)  # raises as str.encode() does
+        if table_add(t, <const unsigned char *>utf8, n) == NULL:
             raise MemoryError()
     return 0
 

@@ -715,8 +715,8 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
     cdef Parser p
     cdef Py_ssize_t n, i, lost
     cdef _Records recs = _Records(records)
-    cdef list key_bytes = [k.encode() for k in keys] if keys is not None else None
-    cdef list seq_bytes = [k.encode() for k in sequence_keys] if sequence_keys is not None else None
+    cdef tuple key_list = tuple(keys) if keys is not None else None
+    cdef tuple seq_list = tuple(sequence_keys) if sequence_keys is not None else None
     cdef int status = 0, pointed = 0
     memset(&p, 0, sizeof(Parser))
     p.ctx.discover = keys is None
@@ -726,10 +726,10 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
     n = recs.n
     guard.enter()
     try:
-        if key_bytes is not None:
-            _set_keys(&p.ctx, key_bytes)
-        if seq_bytes is not None:
-            _set_keys(&p.seq, seq_bytes)
+        if key_list is not None:
+            _set_keys(&p.ctx, key_list)
+        if seq_list is not None:
+            _set_keys(&p.seq, seq_list)
         for i in range(p.ctx.n):   # one row per record: size the row arrays once
             if not (buf_reserve(&p.ctx.cols[i].kinds, n) and buf_reserve(&p.ctx.cols[i].counts, 8 * n)):
                 raise MemoryError()
@@ -769,13 +769,13 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
                 index=p.record,
             )
         raw = raw_sizes or {}
-        ctx_keys = _table_keys(&p.ctx)
+        ctx_keys = list(key_list) if key_list is not None else _table_keys(&p.ctx)
         ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1) if raw else -1, bytes_column,
                               None if lean is None else lean[i])
                for i in range(p.ctx.n)]
         if not sequence:
             return ctx_keys, ctx
-        seq_keys = _table_keys(&p.seq)
+        seq_keys = list(seq_list) if seq_list is not None else _table_keys(&p.seq)
         return ctx_keys, ctx, seq_keys, [_column_output(&p.seq.cols[i], -1, bytes_column, None)
                                              for i in range(p.seq.n)]
     finally:
