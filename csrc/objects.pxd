@@ -257,7 +257,6 @@ cdef extern from *:
     enum: POOL_MIN "TFL_POOL_MIN"
 
 
-
 cdef extern from *:
     """
     /* The bytes objects of short values (2-16 bytes: ids, tokens), kept for reuse in a ring.
@@ -367,6 +366,7 @@ cdef extern from *:
     int short_end "tfl_short_end" () except -1
     void short_clear "tfl_short_clear" ()
     Py_ssize_t short_count "tfl_short_n"
+
 
 cdef enum:
     HEAP_HINT_MIN = 1 << 20   # long values a batch holds from which glibc is shown its size

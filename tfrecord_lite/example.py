@@ -266,7 +266,8 @@ def _check_specs(features, allowed, where):
 class _Plan:
     """A spec mapping checked and laid out once: the wire keys to extract, raw sizes, and
     per output its column index and, for FixedLenFeature, the (kind, count) every record
-    has when no per-row work is needed."""
+    has when no per-row work is needed, the DecodedColumn field of those values and the
+    shape to give them (None: the 1-D values as they are)."""
 
     __slots__ = ("items", "keys", "raw", "outputs", "lean")
 

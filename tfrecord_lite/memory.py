@@ -62,7 +62,8 @@ def release_memory() -> None:
     any more (of long values at most 128 MiB, of short ones 16 MiB, in each of its two modules
     that make them), and the read buffers shared by readers made without a pool (at most 64
     MiB). What is in use is not touched: batches, arrays and open readers go on as before,
-    and the next batches allocate afresh. A dataset's own read buffers and mappings go with the dataset."""
+    and the next batches allocate afresh. A dataset's own read buffers and mappings go with
+    the dataset."""
     from . import _native
     from .reader import _shared_pool
 
