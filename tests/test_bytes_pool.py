@@ -99,7 +99,7 @@ def test_values_between_the_ring_and_the_pool_are_not_kept(core):
     assert _native.spans._pool_kept() == (1, 4 * KIB)  # only the 4 KiB one
     # The 16- and 2-byte ones; b"" and single bytes are CPython's own objects.
     assert _native.spans._short_kept() == 2
-    assert batch[5] is bytes([5]) and batch[6] is b""
+    assert batch[5] is bytes([5]) and batch[6] is bytes()
 
 
 def test_values_of_other_sizes_get_other_objects(core):
