@@ -289,6 +289,16 @@ cdef extern from *:
         return 0;
     }
 
+    /* A new object of the ring's room, of length n: the caller's reference and the ring's. */
+    static inline PyObject *tfl_short_new(Py_ssize_t n) {
+        PyObject *obj = PyBytes_FromStringAndSize(NULL, TFL_SHORT_ROOM);
+        if (obj) {
+            Py_INCREF(obj);
+            tfl_set_length(obj, n);
+        }
+        return obj;
+    }
+
     /* A bytes object of length n (2-16), its contents to be written: a new reference. */
     static inline PyObject *tfl_short_take(Py_ssize_t n) {
         PyObject *obj;
@@ -308,21 +318,17 @@ cdef extern from *:
                 return obj;
             }
             if (tfl_short_n + tfl_short_grown_n >= TFL_SHORT_MOST) {   /* full: its slot takes a new one */
-                PyObject *fresh = PyBytes_FromStringAndSize(NULL, TFL_SHORT_ROOM);
+                PyObject *fresh = tfl_short_new(n);
                 if (!fresh) return NULL;
                 tfl_short[at] = fresh;
                 Py_DECREF(obj);
-                Py_INCREF(fresh);
-                tfl_set_length(fresh, n);
                 return fresh;
             }
         }
         if (tfl_short_n + tfl_short_grown_n < TFL_SHORT_MOST && tfl_short_grown_n < tfl_short_grown_cap) {
-            obj = PyBytes_FromStringAndSize(NULL, TFL_SHORT_ROOM);
+            obj = tfl_short_new(n);
             if (!obj) return NULL;
-            Py_INCREF(obj);
             tfl_short_grown[tfl_short_grown_n++] = obj;
-            tfl_set_length(obj, n);
             return obj;
         }
     #endif
@@ -330,17 +336,17 @@ cdef extern from *:
     }
 
     /* The objects made since tfl_short_begin join the ring, behind those handed out last. */
-    static inline int tfl_short_end(void) {
+    static inline void tfl_short_end(void) {
         Py_ssize_t k = tfl_short_grown_n, n = tfl_short_n, at = tfl_short_at;
         tfl_short_grown_n = 0;
-        if (!k) return 0;
+        if (!k) return;
         if (n + k > tfl_short_cap) {
             Py_ssize_t cap = 2 * (n + k);
             PyObject **r = (PyObject **)PyMem_Realloc(tfl_short, cap * sizeof(PyObject *));
             if (!r) {   /* the ring stays; the new objects are their batch's alone */
                 Py_ssize_t j;
                 for (j = 0; j < k; j++) Py_DECREF(tfl_short_grown[j]);
-                return 0;
+                return;
             }
             tfl_short = r;
             tfl_short_cap = cap;
@@ -349,7 +355,6 @@ cdef extern from *:
         memcpy(tfl_short + at, tfl_short_grown, k * sizeof(PyObject *));
         tfl_short_n = n + k;
         tfl_short_at = (at + k) % tfl_short_n;
-        return 0;
     }
 
     static inline void tfl_short_clear(void) {
@@ -363,7 +368,7 @@ cdef extern from *:
     """
     int short_begin "tfl_short_begin" (Py_ssize_t m) except -1
     PyObject *short_take "tfl_short_take" (Py_ssize_t n) except NULL
-    int short_end "tfl_short_end" () except -1
+    void short_end "tfl_short_end" ()
     void short_clear "tfl_short_clear" ()
     Py_ssize_t short_count "tfl_short_n"
 
