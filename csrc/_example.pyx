@@ -49,7 +49,9 @@ import numpy as np
 from cpython.buffer cimport PyBuffer_Release
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New, PyCapsule_SetContext
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport (
+    PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE,
+)
 from cpython.list cimport PyList_GET_ITEM
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8

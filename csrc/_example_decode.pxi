@@ -547,7 +547,8 @@ cdef class _Records:
     interleave's gathered batch: ``buffers``, and per record ``which`` buffer, ``starts``,
     ``lengths``), read where they lie instead of being copied together first. The records
     of blocks are pointed at by ``point()``, without the GIL (the decoder calls it in its
-    GIL-free parse): the GIL is held for work per block, not per record."""
+    GIL-free parse): the GIL is held for work per block, not per record. A list's bytes
+    objects are pointed at without a buffer each: a tuple of the records holds them."""
     cdef const unsigned char **ptrs
     cdef Py_ssize_t *lens
     cdef Py_buffer *views     # views[:got] are live
@@ -555,7 +556,8 @@ cdef class _Records:
     cdef Py_ssize_t n, got, nruns, total_bytes
     cdef Py_ssize_t bad, bad_run   # point(): the first record out of its block (else -1), its run
     cdef list arrays          # views of the runs' index arrays, kept acquired
-    cdef object owners        # the object behind each of views[:got] (the caller's list, for records)
+    cdef object owners        # the object behind each of views[:got]
+    cdef tuple held           # a list's records, each held while read (bytes have no view)
     cdef bint blocks          # whether they are blocks (a RecordBatch's or gathered records')
 
     def __cinit__(self, records):
@@ -573,7 +575,11 @@ cdef class _Records:
                   else sum(len(seg[1]) for seg in segments))
         self.bad = -1
         self.arrays = []
-        self.owners = items if segments is None else [segment[0] for segment in segments]
+        if segments is None and not gathered:
+            items = self.held = tuple(items)  # not the caller's list, which may change meanwhile
+            self.owners = []
+        else:
+            self.owners = items if segments is None else [segment[0] for segment in segments]
         self.blocks = gathered or segments is not None
         self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
         self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
@@ -583,12 +589,19 @@ cdef class _Records:
         if self.ptrs == NULL or self.lens == NULL or self.views == NULL or self.runs == NULL:
             raise MemoryError()
         for item in items:
+            if self.held is not None and PyBytes_CheckExact(item):
+                self.ptrs[k] = <const unsigned char *>PyBytes_AS_STRING(item)
+                self.lens[k] = PyBytes_GET_SIZE(item)
+                self.total_bytes += self.lens[k]
+                k += 1
+                continue
             v = &self.views[self.got]
             acquire(item if segments is None else item[0], v)
             self.got += 1
             if gathered:
                 continue
             if segments is None:
+                self.owners.append(item)
                 self.ptrs[k] = <const unsigned char *>v.buf
                 self.lens[k] = v.len
                 self.total_bytes += v.len

@@ -468,6 +468,56 @@ def test_record_batch_parses_like_the_record_list(backend, rows, chunk, data):
     assert expected["i"].tolist() == [-1 if r[0] is None else r[0] for r in rows[start::step]]
 
 
+class _Blob(bytes):
+    pass
+
+
+_AS = [bytes, bytearray, memoryview, _Blob, lambda r: np.frombuffer(r, np.uint8),
+       lambda r: memoryview(b"<" + r + b">")[1:-1]]
+
+
+@SETTINGS
+@given(rows=rows_st, data=st.data())
+def test_records_of_any_bytes_like_parse_as_bytes_do(backend, rows, data):
+    # The core points at bytes objects without a buffer each, and takes one of anything else.
+    records = [_row(*r) for r in rows]
+    given = [_AS[data.draw(st.integers(0, len(_AS) - 1))](r) for r in records]
+    _same(tfl.parse_example(given, ROW_SPEC), tfl.parse_example(records, ROW_SPEC))
+
+
+def test_a_list_changed_while_it_is_parsed_reads_whole_records(backend):
+    # The parse runs without the GIL: another thread replacing the list's records meanwhile
+    # (dropping the only reference to each) must leave each record read whole, as it was or
+    # as it became, never freed bytes.
+    import threading
+
+    rows = [(k, [k, -k], bytes([k % 256]) * 5, [k] * (k % 4)) for k in range(4000)]
+    records = [_row(*r) for r in rows]
+    churned = (-1, [0.0, 0.0], b"!", [])
+    shared, stop = [], threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            for k in range(len(shared)):
+                shared[k] = _row(*churned)
+
+    for _ in range(10):
+        shared[:] = [bytes(bytearray(r)) for r in records]  # each the list's alone
+        thread = threading.Thread(target=churn)
+        thread.start()
+        try:
+            got = tfl.parse_example(shared, ROW_SPEC)
+        finally:
+            stop.set()
+            thread.join()
+            stop.clear()
+        sparse = got["v"]
+        values = np.split(sparse.values, np.searchsorted(sparse.indices[:, 0], np.arange(1, len(rows))))
+        for k, (i, f, s, v) in enumerate(rows):
+            row = (int(got["i"][k]), got["f"][k].tolist(), got["s"][k], values[k].tolist())
+            assert row in ((i, [float(f[0]), float(f[1])], s, v), churned), k
+
+
 def test_record_batch_offsets_are_checked(backend):
     from tfrecord_lite import RecordBatch
 
