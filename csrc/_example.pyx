@@ -34,6 +34,7 @@ Layout. This one extension module is built from several files, one per concern:
   wire.pxd                 protobuf wire primitives: inline readers over the Cursor
                            (cursor.pxd) and the varint writers
   _example_columns.pxi     growable column buffers (Buf, Column, Table) and their output
+  _example_records.pxi     the records a decode reads, pointed at where they lie
   _example_decode.pxi      Example / SequenceExample decoding and its entry points
   _example_encode.pxi      encoding, framed encoding included
 They are one module on purpose: the decoder appends every value to a column buffer, and a
@@ -103,6 +104,7 @@ Kind.__doc__ = "A row's Feature kind (the C enum's numbers); see tfrecord_lite/_
 
 
 include "_example_columns.pxi"
+include "_example_records.pxi"
 include "_example_decode.pxi"
 include "_example_encode.pxi"
 
