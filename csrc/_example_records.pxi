@@ -41,25 +41,23 @@ cdef class _Records:
     cdef bint blocks          # whether they are blocks (a RecordBatch's or gathered records')
 
     def __cinit__(self, records):
-        cdef Py_ssize_t k = 0
+        cdef Py_ssize_t k = 0, length
+        cdef const unsigned char *ptr
         cdef Py_buffer *v
         inner = None if type(records) is list else getattr(records, "_gathered", None)
         if inner is not None:  # a RecordBatch holding a Gathered
             records = inner
         segments = None if type(records) is list else getattr(records, "segments", None)
         gathered = segments is None and type(records) is not list and hasattr(records, "which")
-        if segments is None and type(records) is not list and not gathered:
-            records = list(records)
+        if segments is None and not gathered:  # not the caller's list, which may change meanwhile
+            records = self.held = tuple(records)
         items = records.buffers if gathered else records if segments is None else segments
         self.n = (len(records.which) if gathered else len(records) if segments is None
                   else sum(len(seg[1]) for seg in segments))
         self.bad = -1
         self.arrays = []
-        if segments is None and not gathered:
-            items = self.held = tuple(items)  # not the caller's list, which may change meanwhile
-            self.owners = []
-        else:
-            self.owners = items if segments is None else [segment[0] for segment in segments]
+        self.owners = ([] if self.held is not None else items if segments is None
+                       else [segment[0] for segment in segments])
         self.blocks = gathered or segments is not None
         self.ptrs = <const unsigned char **>malloc((self.n if self.n else 1) * sizeof(char *))
         self.lens = <Py_ssize_t *>malloc((self.n if self.n else 1) * sizeof(Py_ssize_t))
@@ -70,26 +68,24 @@ cdef class _Records:
             raise MemoryError()
         for item in items:
             if self.held is not None and PyBytes_CheckExact(item):
-                self.ptrs[k] = <const unsigned char *>PyBytes_AS_STRING(item)
-                self.lens[k] = PyBytes_GET_SIZE(item)
-                self.total_bytes += self.lens[k]
-                k += 1
-                continue
-            v = &self.views[self.got]
-            acquire(item if segments is None else item[0], v)
-            self.got += 1
-            if gathered:
-                continue
-            if segments is None:
+                ptr, length = <const unsigned char *>PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item)
+            else:
+                v = &self.views[self.got]
+                acquire(item if segments is None else item[0], v)
+                self.got += 1
+                if gathered:
+                    continue
+                if segments is not None:
+                    if len(item[2]) != len(item[1]) or k + len(item[1]) > self.n:
+                        raise InvalidArgumentError("a RecordBatch segment has mismatched starts and lengths")
+                    k += self._run(k, item[1], item[2], None, self.got - 1)
+                    continue
                 self.owners.append(item)
-                self.ptrs[k] = <const unsigned char *>v.buf
-                self.lens[k] = v.len
-                self.total_bytes += v.len
-                k += 1
-                continue
-            if len(item[2]) != len(item[1]) or k + len(item[1]) > self.n:
-                raise InvalidArgumentError("a RecordBatch segment has mismatched starts and lengths")
-            k += self._run(k, item[1], item[2], None, self.got - 1)
+                ptr, length = <const unsigned char *>v.buf, v.len
+            self.ptrs[k] = ptr
+            self.lens[k] = length
+            self.total_bytes += length
+            k += 1
         if gathered:
             if len(records.starts) != self.n or len(records.lengths) != self.n:
                 raise InvalidArgumentError("gathered records have mismatched which, starts and lengths")
