@@ -271,14 +271,20 @@ class _Iterator:
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self, _finalizing=sys.is_finalizing):
-        # Not as the interpreter ends: concurrent.futures' exit hook has joined the threads,
-        # and the modules the pool's shutdown needs may be cleared already.
-        if not _finalizing():
-            self.close()
+    def __del__(self):
+        self.close()
+
+    # Bound here: as the interpreter ends, this module's names may be cleared already.
+    _finalizing = staticmethod(sys.is_finalizing)
 
     def close(self) -> None:
         """Stop the workers, wait for reads in flight, close every file."""
+        # Not as the interpreter ends, when a generator holding the iteration (a torch
+        # dataset's, or a user's with ``with``) closes it as the modules are cleared:
+        # concurrent.futures' exit hook has joined the threads, and what the pool's shutdown
+        # and the resume position need may be gone (numpy imports some methods on first use).
+        if self._finalizing():
+            return
         self._run.close()
         self._gen.close()
 
