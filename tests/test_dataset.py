@@ -3,6 +3,8 @@ shuffling, sharding, errors from workers, early shutdown, bounded read-ahead, re
 
 import gc
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -293,9 +295,6 @@ def test_an_iteration_held_until_the_interpreter_ends_goes_quietly(tmp_path, hel
     """An iteration still running as the interpreter ends, held by an iterator or by a
     generator (ours for torch, or the user's), leaves no "Exception ignored" (its pool's
     shutdown once met a cleared queue module)."""
-    import subprocess
-    import sys
-
     paths = write_files(tmp_path, [2000] * 4, make=lambda f, j: tfl.encode_example({"x": np.array([j])}))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-c", _HELD_AT_EXIT[held], *paths], capture_output=True, text=True,

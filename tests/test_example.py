@@ -7,6 +7,7 @@ import re
 import struct
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -489,8 +490,6 @@ def test_a_list_changed_while_it_is_parsed_reads_whole_records(backend):
     # The parse runs without the GIL: another thread replacing the list's records meanwhile
     # (dropping the only reference to each) must leave each record read whole, as it was or
     # as it became, never freed bytes.
-    import threading
-
     rows = [(k, [k, -k], bytes([k % 256]) * 5, [k] * (k % 4)) for k in range(4000)]
     records = [_row(*r) for r in rows]
     churned = (-1, [0.0, 0.0], b"!", [])
