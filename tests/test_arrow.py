@@ -31,17 +31,21 @@ def spec_and_records(draw):
         name, dtype = f"f{i}", draw(st.sampled_from(list(VALUES)))
         what = draw(st.sampled_from(["fixed", "varlen", "ragged", "sequence", "raw"]))
         if what == "fixed":
-            shape = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+            shape = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))
             default = draw(st.none() | st.lists(VALUES[dtype], min_size=prod(shape), max_size=prod(shape)))
+            if not prod(shape):  # an empty bytes list is encoded with no kind: absent to a spec
+                default = []
             spec[name] = tfl.FixedLenFeature(shape, dtype, default_value=default)
             makers.append((name, dtype, prod(shape), default is not None, 1))
         elif what == "sequence":
             k = draw(st.integers(1, 2))
             spec[name] = tfl.FixedLenSequenceFeature([k], dtype, allow_missing=True)
             makers.append((name, dtype, None, True, k))
-        elif what == "raw":
-            spec[name] = tfl.RawTensorFeature([2], np.int16, default_value=7)
-            makers.append((name, "raw", 4, True, 1))
+        elif what == "raw":  # bools are bits in Arrow, '>i4' needs a swap, 0 values no lists
+            dtype = np.dtype(draw(st.sampled_from([np.int16, np.bool_, ">i4"])))
+            shape = draw(st.sampled_from([(2,), (0,), (2, 1)]))
+            spec[name] = tfl.RawTensorFeature(shape, dtype, default_value=1)
+            makers.append((name, dtype, prod(shape), True, 1))
         else:
             spec[name] = tfl.VarLenFeature(dtype) if what == "varlen" else tfl.RaggedFeature(dtype)
             makers.append((name, dtype, None, True, 1))
@@ -51,8 +55,9 @@ def spec_and_records(draw):
         for name, dtype, size, optional, k in makers:
             if optional and draw(st.booleans()):
                 continue
-            if dtype == "raw":
-                mapping[name] = draw(st.binary(min_size=4, max_size=4))
+            if isinstance(dtype, np.dtype):
+                values = draw(st.lists(st.integers(0 if dtype == np.bool_ else -99, 99), min_size=size, max_size=size))
+                mapping[name] = np.array(values, dtype).tobytes()
             elif size is not None:
                 mapping[name] = draw(st.lists(VALUES[dtype], min_size=size, max_size=size))
             else:
@@ -137,6 +142,8 @@ def test_errors_name_the_feature(backend):
     assert info.value.index == 2
     with pytest.raises(FeatureSpecError, match="'r'"):
         arrow_schema({"r": tfl.RawTensorFeature([2], np.complex64)})
+    with pytest.raises(FeatureSpecError, match="'r'.*S4"):  # Arrow's binary is not fixed-width
+        to_arrow([], {"r": tfl.RawTensorFeature([2], "S4")})
     with pytest.raises(FeatureSpecError, match="'x'.*float32"):
         to_arrow([tfl.encode_example({"x": 1.0})], {"x": tfl.VarLenFeature(np.int64)})
     assert backend.name == tfl.implementation
@@ -243,6 +250,7 @@ def tables(draw, nulls=True):
     column("f", floats, pa.float32(), lambda v: np.float32(v))
     column("d", st.floats(-1e30, 1e30), pa.float64(), lambda v: np.float32(v))
     column("flag", st.booleans(), pa.bool_(), lambda v: np.int64(v))
+    column("nflag", nullable(st.booleans()), pa.bool_(), lambda v: np.int64(v))
     column("b", nullable(blobs), pa.binary(), lambda v: v)
     column("s", nullable(st.text(max_size=5)), pa.large_string(), lambda v: v.encode())
     column("fx", st.lists(floats, min_size=2, max_size=2), pa.list_(pa.float32(), 2),
@@ -265,7 +273,7 @@ def test_write_arrow_is_byte_identical_to_encode_examples(backend, tmp_path_fact
     path = str(tmp_path_factory.mktemp("w") / "t.tfrecord")
     assert write_arrow(table.to_batches(max_chunksize=chunk) if n else table, path,
                        deterministic=deterministic) == n
-    columns = {k: np.array(v) if k in ("i", "ni", "u8", "f", "d", "flag") else v for k, v in plain.items()}
+    columns = {k: np.array(v) if k in ("i", "ni", "u8", "f", "d", "flag", "nflag") else v for k, v in plain.items()}
     expected = tfl.encode_examples(columns, deterministic) if n else []
     assert list(TFRecordReader(path)) == expected
     assert backend.name == tfl.implementation
@@ -279,7 +287,8 @@ def test_arrow_tfrecord_arrow_round_trip(backend, tmp_path_factory, case):
     write_arrow(table, path)
     spec = {"i": tfl.FixedLenFeature([], np.int64), "u8": tfl.FixedLenFeature([], np.int64),
             "f": tfl.FixedLenFeature([], np.float32), "d": tfl.FixedLenFeature([], np.float32),
-            "flag": tfl.FixedLenFeature([], np.int64), "b": tfl.VarLenFeature(bytes),
+            "flag": tfl.FixedLenFeature([], np.int64), "nflag": tfl.VarLenFeature(np.int64),
+            "b": tfl.VarLenFeature(bytes),
             "ni": tfl.VarLenFeature(np.int64), "nfx": tfl.VarLenFeature(np.float32),
             "s": tfl.RaggedFeature(bytes), "fx": tfl.FixedLenFeature([2], np.float32),
             "fb": tfl.FixedLenFeature([2], bytes), "li": tfl.VarLenFeature(np.int64),
@@ -290,7 +299,7 @@ def test_arrow_tfrecord_arrow_round_trip(backend, tmp_path_factory, case):
     for name, values in plain.items():
         if name in ("b", "s"):
             expected[name] = [None if v is None else [v] for v in values]
-        elif name == "ni":
+        elif name in ("ni", "nflag"):
             expected[name] = [None if v is None else [int(v)] for v in values]
         elif name == "lf":
             expected[name] = [None if v is None else v.reshape(-1, 2).tolist() for v in values]

@@ -12,6 +12,7 @@ FixedLenFeature, shape (a, b, ...)             fixed_size_list<...>[b] nested in
 VarLenFeature, RaggedFeature                   large_list<float32 / int64 / large_binary>
 FixedLenSequenceFeature (allow_missing=True)   large_list<fixed_size_list<...>[shape]> (items)
 RawTensorFeature                               fixed_size_list of its numpy dtype, as shaped
+                                               (native byte order; bools packed into bits)
 =============================================  ================================================
 
 Lists are always ``large_list`` and bytes always ``large_binary`` (64-bit offsets): the core
@@ -81,8 +82,11 @@ def _field(name, spec) -> pa.Field:
         try:
             value_type = pa.from_numpy_dtype(spec.dtype)
         except (pa.ArrowNotImplementedError, NotImplementedError, TypeError):
+            value_type = None
+        if value_type is None or not pa.types.is_primitive(value_type):  # 'S4' maps to binary, say
             raise FeatureSpecError(f"feature {name!r}: RawTensorFeature dtype {spec.dtype} has no Arrow type",
-                                   hint="use a numeric dtype") from None
+                                   hint="use a numeric or bool dtype, or read the value with "
+                                        "FixedLenFeature([], bytes)")
         return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False)
     value_type = _VALUE_TYPES[spec.dtype]
     if isinstance(spec, FixedLenFeature):
@@ -105,16 +109,24 @@ def _flat(values, value_type=None) -> pa.Array:
         offsets = np.ascontiguousarray(values.offsets)
         return pa.Array.from_buffers(pa.large_binary(), values.size,
                                      [None, pa.py_buffer(offsets), pa.py_buffer(values.values)])
+    if values.dtype == np.bool_:  # Arrow's booleans are bits: packed, a copy
+        return pa.array(values.reshape(-1), pa.bool_())
+    if not values.dtype.isnative:  # a RawTensorFeature's byte order as written: Arrow's is native
+        values = values.astype(values.dtype.newbyteorder("="))
     if not values.flags.c_contiguous:
         values = np.ascontiguousarray(values)
     value_type = value_type or pa.from_numpy_dtype(values.dtype)
     return pa.Array.from_buffers(value_type, values.size, [None, pa.py_buffer(values)])
 
 
-def _nest(flat: pa.Array, shape) -> pa.Array:
-    """Fixed-size lists of flat's values, innermost dimension first."""
-    for dim in reversed(shape):
-        flat = pa.FixedSizeListArray.from_arrays(flat, dim)
+def _nest(flat: pa.Array, dims, rows: int) -> pa.Array:
+    """Fixed-size lists of flat's values, dims innermost first, rows lists at the top."""
+    for i, dim in enumerate(dims):
+        if dim:
+            flat = pa.FixedSizeListArray.from_arrays(flat, dim)
+        else:  # lists of no values: their number is not len(flat) / dim
+            flat = pa.Array.from_buffers(pa.list_(flat.type, 0), rows * prod(dims[i + 1:]), [None],
+                                         children=[flat])
     return flat
 
 
@@ -126,9 +138,9 @@ def _lists(flat: pa.Array, counts, absent) -> pa.Array:
 
 def _column_array(col, spec, value_type) -> pa.Array:
     if isinstance(spec, FixedLenFeature):
-        return _nest(_flat(_ex._dense(col, spec), value_type), spec.shape)
+        return _nest(_flat(_ex._dense(col, spec), value_type), spec.shape[::-1], col.batch)
     if isinstance(spec, RawTensorFeature):
-        return _nest(_flat(_ex._raw(col, spec), value_type), spec.shape)
+        return _nest(_flat(_ex._raw(col, spec), value_type), spec.shape[::-1], col.batch)
     values, counts, _ = col.typed(spec.dtype)
     absent = col.kinds == _ex.ABSENT
     if isinstance(spec, FixedLenSequenceFeature):
@@ -138,7 +150,8 @@ def _column_array(col, spec, value_type) -> pa.Array:
         bad = np.flatnonzero(counts % stride)
         if bad.size:
             col.fail(f"{counts[bad[0]]} values is not a multiple of the item size {stride}", bad[0])
-        return _lists(_nest(_flat(values, value_type), spec.shape), counts // stride, absent)
+        items = counts // stride
+        return _lists(_nest(_flat(values, value_type), spec.shape[::-1], int(items.sum())), items, absent)
     return _lists(_flat(values, value_type), counts, absent)
 
 
@@ -167,7 +180,7 @@ def _arrays(plan, columns, types, batch) -> list:
     """One Arrow array per output of an Example (or context) plan. The common case, a
     FixedLenFeature every record holds, is inlined: it runs once per column of every batch."""
     arrays = []
-    from_buffers, py_buffer, fixed = pa.Array.from_buffers, pa.py_buffer, pa.FixedSizeListArray.from_arrays
+    from_buffers, py_buffer = pa.Array.from_buffers, pa.py_buffer
     for (name, spec, index, uniform), (value_type, dims) in zip(plan.outputs, types):
         raw = columns[index]
         if uniform is not None and raw.uniform == uniform[0]:  # every record has it: no per-row work
@@ -176,8 +189,7 @@ def _arrays(plan, columns, types, batch) -> list:
                 array = from_buffers(value_type, values.size, [None, py_buffer(values)], 0)
             else:
                 array = _flat(values)
-            for dim in dims:
-                array = fixed(array, dim)
+            array = _nest(array, dims, batch)
         else:
             array = _column_array(_ex._Column(plan.keys[index], raw, batch), spec, value_type)
         arrays.append(array)
@@ -229,7 +241,7 @@ def _steps_array(col, spec, value_type) -> pa.Array:
         bad = np.flatnonzero(counts != stride)
         if bad.size:
             col.fail(f"step has {counts[bad[0]]} values but the shape {list(spec.shape)} needs {stride}", bad[0])
-        steps = _nest(_flat(values, value_type), spec.shape)
+        steps = _nest(_flat(values, value_type), spec.shape[::-1], len(counts))
     else:
         steps = _lists(_flat(values, value_type), counts, np.zeros(len(counts), dtype=bool))
     return _lists(steps, np.maximum(col.steps, 0), absent)
@@ -396,7 +408,8 @@ def _fill_nulls(name, arr):
     if not _scalar(leaf):
         raise _unsupported(name, t)
     zero = pa.array([b"" if pa.types.is_binary(leaf) or pa.types.is_large_binary(leaf)
-                     else "" if pa.types.is_string(leaf) or pa.types.is_large_string(leaf) else 0], leaf)
+                     else "" if pa.types.is_string(leaf) or pa.types.is_large_string(leaf)
+                     else False if pa.types.is_boolean(leaf) else 0], leaf)
     fill = zero
     for size in _fixed_sizes(t)[::-1]:
         fill = pa.FixedSizeListArray.from_arrays(pa.concat_arrays([fill] * size), size)
