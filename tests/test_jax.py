@@ -71,5 +71,12 @@ def _check_helper_moves_numbers_and_keeps_or_drops_bytes(tmp_path):
     # Lists and tuples (raw records beside arrays, sequence examples) go through too.
     pair = device_put(([b"raw", b"records"], {"x": np.ones(3, np.float32)}), bytes="drop")
     assert isinstance(pair, tuple) and len(pair) == 1 and float(pair[0]["x"].sum()) == 3.0
+    # Bytes as one values buffer (bytes_output="column") and raw batches stay on the host too.
+    columns = tfl.parse_example(records, spec, bytes_output="column")
+    kept = device_put(columns, cpu)
+    assert kept["name"] is columns["name"] and kept["words"].values is columns["words"].values
+    assert isinstance(kept["id"], jax.Array) and sorted(device_put(columns, bytes="drop")) == ["id", "score", "tags"]
+    raw = next(iter(tfl.TFRecordDataset(write_files(tmp_path, [6]), batch_size=4)))
+    assert device_put(raw) is raw and device_put({"raw": raw, "n": np.arange(2)}, bytes="drop").keys() == {"n"}
     with pytest.raises(tfl.errors.TFRecordError, match="'host' or 'drop'"):
         device_put(batch, bytes="keep")

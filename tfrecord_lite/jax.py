@@ -4,7 +4,8 @@ never by ``import tfrecord_lite``.
 ``jax.device_put`` refuses a batch that holds bytes features (object arrays: ``Dtype object
 is not a valid JAX array type``), and JAX has no string arrays. ``device_put`` here moves every
 numeric array, including the components of ``SparseTensorValue`` and ``RaggedValue``, and
-keeps bytes on the host (``bytes="host"``, the default) or leaves them out (``"drop"``)::
+keeps bytes (object arrays, ``BytesColumn``, raw ``RecordBatch``) on the host
+(``bytes="host"``, the default) or leaves them out (``"drop"``)::
 
     from tfrecord_lite.jax import device_put
 
@@ -18,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .batch import RecordBatch
+from .bytes_column import BytesColumn
 from .errors import InvalidArgumentError
 from .example import RaggedValue, SparseTensorValue
 
@@ -65,8 +68,9 @@ def _put(value, put, drop):
 
 
 def _is_bytes(value) -> bool:
-    """bytes, an object array (parse_example's bytes features), or a list of bytes (raw records)."""
-    if isinstance(value, (bytes, bytearray, memoryview, str)):
+    """bytes, an object array or a BytesColumn (parse_example's bytes features), or a
+    RecordBatch or list of bytes (raw records)."""
+    if isinstance(value, (bytes, bytearray, memoryview, str, BytesColumn, RecordBatch)):
         return True
     if isinstance(value, np.ndarray):
         return value.dtype.hasobject or value.dtype.kind in "SUV"
