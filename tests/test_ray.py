@@ -178,6 +178,50 @@ def test_schema_is_inferred_and_columns_are_pushed_down(cluster, files):
         read_tfrecords(paths, SPEC, columns=["nope"])
 
 
+def test_count_reads_the_rows_of_files_without_sidecars(cluster, files):
+    paths, big = files
+    # Without a sidecar (one plain file, one GZIP) the rows are read, under an empty projection.
+    assert read_tfrecords(paths[2:], SPEC).count() == 600
+    assert read_tfrecords(paths + [big]).count() == 3200
+    assert read_tfrecords(paths[2:], SPEC).select_columns(["id"]).count() == 600
+
+
+def test_errors_in_an_index_range_name_the_file_offset_and_record(backend, tmp_path, monkeypatch):
+    """An indexed file read in ranges (pieces of a few KiB here) reports a damaged record and
+    one its spec cannot parse by their place in the file, not in the piece's buffer; so does
+    the sample the datasource parses when it is made."""
+    import tfrecord_lite.ray as tfl_ray
+
+    monkeypatch.setattr(tfl_ray, "_PIECE_BYTES", 4096)
+    path = str(tmp_path / "big.tfrecord")
+    records = make_records(0, 2000)
+    records[1200] = tfl.encode_example({"id": 1200})  # lacks "name" and "vec"
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write_many(records)
+    offsets = read_index(path + ".index")[0]
+    data = bytearray(open(path, "rb").read())
+    data[offsets[1800] + 14] ^= 0xFF  # record 1800's data
+    open(path, "wb").write(bytes(data))
+    errors = []
+    for task in TFRecordDatasource(path, SPEC).get_read_tasks(4):
+        try:
+            for _ in task():
+                pass
+        except tfl.TFRecordError as exc:
+            errors.append((type(exc), exc.path, exc.offset, exc.index))
+    assert errors == [(tfl.FeatureSpecError, path, offsets[1200], 1200),
+                      (tfl.errors.CorruptRecordError, path, offsets[1800], 1800)]
+    first, second = str(tmp_path / "first.tfrecord"), str(tmp_path / "second.tfrecord")
+    with tfl.TFRecordWriter(first) as w:
+        w.write_many(make_records(0, 10))
+    with tfl.TFRecordWriter(second, index=True) as w:
+        w.write_many(records[1195:1205])  # its record 5 is in the sample the datasource parses
+    with pytest.raises(tfl.FeatureSpecError) as info:
+        TFRecordDatasource([first, second], SPEC)
+    assert (info.value.path, info.value.offset, info.value.index) == (second, read_index(second + ".index")[0][5], 5)
+    assert backend.name == tfl.implementation
+
+
 def test_build_index_writes_sidecars_that_split_the_file(tmp_path):
     path = str(tmp_path / "plain.tfrecord")
     with tfl.TFRecordWriter(path) as w:

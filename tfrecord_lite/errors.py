@@ -43,6 +43,14 @@ class TFRecordError(Exception):
         self.path, self.offset, self.index = path, offset, index
         self.args = (self._render(),)
 
+    def _within(self, path, offset, index) -> None:
+        """Name the file of a piece that was read as a buffer: offset and index are those of
+        the piece's first frame in the file."""
+        self.path = path
+        self.offset = None if self.offset is None else offset + self.offset
+        self.index = None if self.index is None else index + self.index
+        self.args = (self._render(),)
+
     def _render(self) -> str:
         where = []
         if self.path is not None:

@@ -362,6 +362,8 @@ def _sample(source, sample, progress, storage_options):
     from .progress import progress as _progress
     from .reader import TFRecordReader
 
+    if isinstance(source, RecordBatch):
+        return source[:sample]
     if not (isinstance(source, (str, os.PathLike)) or hasattr(source, "read")):
         return list(source)[:sample]
     with TFRecordReader(source, storage_options=storage_options) as reader, \

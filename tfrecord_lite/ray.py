@@ -34,6 +34,7 @@ from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
 from .files import resolve_files
+from .batch import RecordBatch
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .features import infer_schema
 from .index import build_index as _build_index
@@ -51,6 +52,7 @@ _BLOCK_BYTES = 64 << 20  # record bytes per output block (Ray's blocks target 12
 _BLOCK_RECORDS = 65536
 _PIECE_BYTES = 32 << 20  # bytes read at once from an index range
 _COMPRESSION_GUESS = 4  # uncompressed / compressed bytes assumed for the size estimate
+_ROWS_COLUMN = "__bsp_stub"  # holds the rows of a block of no columns: see _TaskReader.block
 
 
 class TFRecordDatasource(Datasource):
@@ -84,16 +86,19 @@ class TFRecordDatasource(Datasource):
 
     # -- planning (on the driver) ----------------------------------------------------------
 
-    def _sample(self) -> list:
-        """The first _SAMPLE records, from as many files as it takes (some may be empty)."""
-        sample = []
+    def _sample(self):
+        """The first _SAMPLE records, from as many files as it takes (some may be empty): a
+        RecordBatch, so that an error parsing them names the record's file."""
+        parts, have = [], 0
         for path in self.paths:
             with TFRecordReader(path, self.compression, self.check_crc,
                                 storage_options=self.storage_options) as reader:
-                sample += [r for _, r in zip(range(_SAMPLE - len(sample)), reader)]
-            if len(sample) >= _SAMPLE:
-                break
-        return sample
+                for batch in reader.record_batches():
+                    parts.append(batch[:_SAMPLE - have])
+                    have += len(parts[-1])
+                    if have >= _SAMPLE:
+                        return RecordBatch.concat(parts)
+        return RecordBatch.concat(parts) if parts else []
 
     def _describe(self, path, build_index):
         """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
@@ -136,7 +141,7 @@ class TFRecordDatasource(Datasource):
             owner = (offsets * parts) // max(1, size)
             cuts = np.flatnonzero(np.diff(owner)) + 1
             for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(offsets)]])):
-                units.append((path, compression, _pieces(offsets[a:b], ends[a:b]), int(b - a),
+                units.append((path, compression, _pieces(offsets[a:b], ends[a:b], int(a)), int(b - a),
                               int(ends[b - 1] - offsets[a])))
         return units
 
@@ -196,7 +201,9 @@ class _TaskReader:
         if self.raw:
             batch = pa.RecordBatch.from_arrays([_binary_array(records)], [RECORD_COLUMN])
         elif not self.features:  # no column wanted (count()): rows without parsing
-            return pa.table({"": pa.nulls(len(records))}).select([])
+            # A table of no columns loses its rows when pickled: Ray's own readers hold them
+            # in a column of nulls under this name, which Ray keeps out of the schema.
+            return pa.table({_ROWS_COLUMN: pa.nulls(len(records))})
         else:
             batch = _arrow.to_arrow(records, self.features)
         return pa.Table.from_batches([batch])
@@ -209,26 +216,31 @@ class _TaskReader:
                     for batch in reader.record_batches(self.block_records):
                         yield self.block(batch)
                 continue
-            for begin, end, count in pieces:
+            for begin, end, count, first in pieces:
                 data = _read_span(path, begin, end, self.storage_options)
                 got = 0
-                with TFRecordReader(memoryview(data), None, self.check_crc) as reader:
-                    for batch in reader.record_batches(self.block_records):
-                        got += len(batch)
-                        yield self.block(batch)
+                try:
+                    with TFRecordReader(memoryview(data), None, self.check_crc) as reader:
+                        for batch in reader.record_batches(self.block_records):
+                            got += len(batch)
+                            yield self.block(batch)
+                except TFRecordError as exc:  # it names the piece's buffer
+                    exc._within(path, begin, first)
+                    raise
                 if got != count or len(data) != end - begin:
                     raise TruncatedRecordError(
                         f"bytes {begin}..{end} held {got} records where the index has {count}",
                         path=path, offset=begin, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
 
 
-def _pieces(offsets, ends):
-    """Byte ranges (begin, end, records) of about _PIECE_BYTES over contiguous frames."""
+def _pieces(offsets, ends, first):
+    """Byte ranges (begin, end, records, index of the first record in the file) of about
+    _PIECE_BYTES over contiguous frames, record first onwards."""
     group = (offsets - offsets[0]) // _PIECE_BYTES
     cuts = np.flatnonzero(np.diff(group)) + 1
     starts = np.concatenate([[0], cuts])
     stops = np.concatenate([cuts, [len(offsets)]])
-    return [(int(offsets[a]), int(ends[b - 1]), int(b - a)) for a, b in zip(starts, stops)]
+    return [(int(offsets[a]), int(ends[b - 1]), int(b - a), first + int(a)) for a, b in zip(starts, stops)]
 
 
 def _pack(units, n):
