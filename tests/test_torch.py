@@ -74,6 +74,53 @@ def test_rank_and_worker_shards_compose(tmp_path, monkeypatch):
     assert sorted(seen) == sorted(record(f, j) for f, n in enumerate([5, 6, 7]) for j in range(n))
 
 
+@pytest.mark.parametrize("counts, shard", [([5, 6, 7, 8], (1, 2)), ([3, 4, 5, 6, 7, 8], None), ([9, 4], (0, 3)),
+                                            ([2] * 12, (2, 3))])
+def test_workers_read_exactly_their_ranks_shard(tmp_path, monkeypatch, counts, shard):
+    """Whatever the number of workers, a rank's workers read exactly the records of the
+    rank's shard (what len() counts in the main process), and the ranks those of shard=, also
+    where one level takes whole files and the next has more parts than there are files."""
+    import types
+
+    import torch.distributed as dist
+    import torch.utils.data
+    from tfrecord_lite import TFRecordDataset
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, counts)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    whole = sorted(TFRecordDataset(paths, shard=shard))
+    by_rank = []
+    for rank in range(2):
+        monkeypatch.setattr(dist, "get_rank", lambda r=rank: r)
+        monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: None)
+        ds = TFRecordIterableDataset(paths, shard=shard)
+        main = sorted(ds.dataset())
+        assert len(ds) == len(main)
+        by_rank += main
+        for workers in (2, 3, 5):
+            got = []
+            for worker in range(workers):
+                info = types.SimpleNamespace(id=worker, num_workers=workers, seed=7 + worker)
+                monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda i=info: i)
+                got += list(ds.dataset())
+            assert sorted(got) == main, (rank, workers)
+    assert sorted(by_rank) == whole
+
+
+def test_shard_with_dataloader_workers_is_the_shard(tmp_path):
+    import torch
+    from tfrecord_lite import TFRecordDataset
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [5, 6, 7, 8])
+    want = sorted(TFRecordDataset(paths, shard=(1, 2)))
+    for workers in (0, 2, 3):
+        ds = TFRecordIterableDataset(paths, shard=(1, 2))
+        assert sorted(torch.utils.data.DataLoader(ds, num_workers=workers, batch_size=None)) == want
+
+
 def test_tensors_zero_copy_and_map_style(tmp_path):
     import torch  # a test dependency: missing torch fails rather than skips
     from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset

@@ -41,6 +41,7 @@ from ._crossing import _packed
 from ._typing import Features, Files
 from .batch import RecordBatch
 from .dataset import TFRecordDataset
+from .files import resolve_files, shard_plan
 from .index import IndexedDataset
 
 __all__ = ["TFRecordIterableDataset", "TFRecordMapDataset", "worker_shard"]
@@ -48,21 +49,54 @@ __all__ = ["TFRecordIterableDataset", "TFRecordMapDataset", "worker_shard"]
 _classes: dict = {}
 
 
-def worker_shard(shard: tuple[int, int] | None = None) -> tuple[int, int]:
-    """(index, count) for this DataLoader worker of this distributed rank, composed with shard."""
+def _rank_and_worker() -> tuple[tuple[int, int], tuple[int, int]]:
+    """((rank, world size), (worker, workers)) of the calling process."""
     import torch.distributed as dist
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()
-    worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-    rank, world = 0, 1
-    if dist.is_available() and dist.is_initialized():
-        rank, world = dist.get_rank(), dist.get_world_size()
-    index, count = rank * workers + worker, world * workers
-    if shard is not None:
-        # Shard (i, c) of shard (u, n) of the data is shard (u * c + i, n * c) of the data.
-        index, count = int(shard[0]) * count + index, int(shard[1]) * count
-    return index, count
+    worker = (info.id, info.num_workers) if info is not None else (0, 1)
+    rank = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
+    return rank, worker
+
+
+def _compose(outer, inner) -> tuple[int, int]:
+    """Shard inner of the part shard outer holds: outer (u, n) keeps the positions u, u + n,
+    ...; their i-th, (i + c)-th, ... are u + n * i, u + n * (i + c), ..., shard (u + n * i,
+    n * c). For records, kept where (file + record) % count == index, it splits outer's
+    residue into c alike."""
+    if outer is None:
+        return inner
+    (u, n), (i, c) = (int(v) for v in outer), inner
+    return u + n * i, n * c
+
+
+def worker_shard(shard: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(index, count) for this DataLoader worker of this distributed rank, composed with shard:
+    the workers' shards split the rank's, and the ranks' split shard."""
+    rank, worker = _rank_and_worker()
+    return _compose(_compose(shard, rank), worker)
+
+
+def _plan(files, shard, storage_options):
+    """(files, shard) that this worker of this rank reads: shard of the data, then the rank's
+    shard of that, then the worker's. Where a level takes whole files (see shard_plan) the
+    next shards those files, not the data: so the workers read exactly what the rank's shard
+    holds (its len()), whatever their number, and the ranks what shard holds."""
+    levels = [level for level in _rank_and_worker() if level[1] > 1]
+    if not levels:
+        return files, shard
+    if shard is None:
+        shard = levels.pop(0)
+    if levels:
+        files = resolve_files(files, storage_options)
+    for level in levels:
+        positions, rule = shard_plan(len(files), shard)
+        if rule is None:
+            files, shard = [files[k] for k in positions], level
+        else:
+            shard = _compose(shard, level)
+    return files, shard
 
 
 def _loader_seed(seed: int) -> int:
@@ -123,7 +157,8 @@ def _build():
             options = dict(self.options)
             if not self._epoch_set:
                 options["seed"] = _loader_seed(options["seed"])
-            ds = TFRecordDataset(self.files, self.features, shard=worker_shard(self.shard), **options)
+            files, shard = _plan(self.files, self.shard, options.get("storage_options"))
+            ds = TFRecordDataset(files, self.features, shard=shard, **options)
             ds.set_epoch(self.epoch)
             if self._current is not None:
                 ds._reuse(self._current)  # the last epoch's read buffers and mappings
