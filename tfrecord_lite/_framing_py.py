@@ -10,6 +10,7 @@ import errno
 import mmap
 import os
 import struct
+import sys
 import threading
 
 import crc32c as _crc32c_pkg
@@ -295,13 +296,19 @@ def new_buffer(n):
     return bytearray(n)
 
 
+# Python's mmap keeps a duplicate of the descriptor while it lives, unless told not to (3.13).
+_TRACKFD = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+
 class _MappedFile(mmap.mmap):
     """Python's read-only mapping, pickled as the bytes it holds (as the core's is). Unlike
-    the core's, it keeps a duplicate of the descriptor while it lives, and its reads are not
-    guarded: a file truncated under it ends the process (SIGBUS) when a byte past its new end
-    is read."""
+    the core's, before Python 3.13 it keeps a duplicate of the descriptor while it lives
+    (``holds_descriptor``: MappedFiles keeps none of these), and its reads are not guarded:
+    a file truncated under it ends the process (SIGBUS) when a byte past its new end is
+    read."""
 
     path = None
+    holds_descriptor = not _TRACKFD
 
     def lost(self, offset=-1, stat=False):
         """Where the bytes known lost begin: the compiled core's, but with no guard to find
@@ -323,7 +330,7 @@ def map_file(fd, size, path=None):
         raise InvalidArgumentError("map_file needs a size > 0 (an empty file cannot be mapped)")
     if fd < 0:  # Python's mmap would map anonymous memory
         raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-    out = _MappedFile(fd, size, access=mmap.ACCESS_READ)
+    out = _MappedFile(fd, size, access=mmap.ACCESS_READ, **_TRACKFD)
     out.path = path
     return out
 

@@ -597,6 +597,8 @@ class MappedFiles:
             if kept is not None and kept[:2] == state:
                 return kept[2]
         mapped = _map_file(fd, info, path)
+        if getattr(mapped, "holds_descriptor", False):  # kept, it would count past max_open_files
+            return mapped
         with self._lock:
             if key in self._maps or len(self._maps) < self.keep:
                 self._maps[key] = (*state, mapped)
