@@ -32,9 +32,10 @@ def spec_and_records(draw):
         what = draw(st.sampled_from(["fixed", "varlen", "ragged", "sequence", "raw"]))
         if what == "fixed":
             shape = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))
-            default = draw(st.none() | st.lists(VALUES[dtype], min_size=prod(shape), max_size=prod(shape)))
-            if not prod(shape):  # an empty bytes list is encoded with no kind: absent to a spec
-                default = []
+            if not prod(shape):  # no default (TF: one of no values is none), and an empty list
+                dtype, default = "int64", None  # of bytes has no kind: it would be absent
+            else:
+                default = draw(st.none() | st.lists(VALUES[dtype], min_size=prod(shape), max_size=prod(shape)))
             spec[name] = tfl.FixedLenFeature(shape, dtype, default_value=default)
             makers.append((name, dtype, prod(shape), default is not None, 1))
         elif what == "sequence":

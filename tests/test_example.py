@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import tfrecord_lite as tfl
 from tfrecord_lite import _native
-from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, TFRecordError
+from tfrecord_lite.errors import ArgumentTypeError, ExampleDecodeError, FeatureSpecError, TFRecordError
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -569,3 +569,26 @@ def test_long_bytes_values_are_filled_exactly(backend):
     out = tfl.parse_example(recs, {"v": tfl.FixedLenFeature([], bytes), "w": tfl.FixedLenFeature([2], bytes)})
     assert out["v"].tolist() == values
     assert out["w"].tolist() == [[v, v[:5]] for v in values]
+
+
+@pytest.mark.parametrize("bad", [0, 3, None, "abc", memoryview(b"\x08\x01" * 4)[::2]])
+def test_a_record_that_is_not_serialized_bytes_is_named(backend, bad):
+    """Both backends refuse what is not a contiguous bytes-like: the twin took 0 as b"" (and
+    3 as three NULs), the core raised a bare TypeError."""
+    good = tfl.encode_example({"a": 1})
+    spec = {"a": tfl.VarLenFeature(np.int64)}
+    for parse in (lambda r: tfl.parse_example(r, spec), tfl.decode_examples, tfl.decode_sequence_examples,
+                  lambda r: tfl.parse_sequence_example(r, sequence_features={"a": tfl.VarLenFeature(np.int64)})):
+        with pytest.raises(ArgumentTypeError, match="not a serialized record") as info:
+            parse([good, bad])
+        assert info.value.index == 1 and type(bad).__name__ in str(info.value)
+    assert backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("spec", [{b"a": tfl.VarLenFeature(np.int64)},
+                                  {"s": tfl.SparseFeature(b"i", "v", np.int64, 4)},
+                                  {"r": tfl.RaggedFeature(np.int64, value_key=b"a")}])
+def test_feature_names_must_be_str(backend, spec):
+    with pytest.raises(FeatureSpecError, match="names must be str"):
+        tfl.parse_example([tfl.encode_example({"a": 1})], spec)
+    assert backend.name == tfl.implementation

@@ -221,8 +221,13 @@ class _Table:
 
 def _parse(message_class, data, index):
     message = message_class()
+    if type(data) is not bytes:  # what the core takes: a contiguous buffer (bytes(3) is 3 NULs)
+        with memoryview(data) as view:
+            if not view.c_contiguous:
+                raise BufferError("memoryview: underlying buffer is not C-contiguous")
+            data = view.tobytes()
     try:
-        message.ParseFromString(bytes(data))
+        message.ParseFromString(data)
     except Exception as exc:  # DecodeError, RecursionError, UnicodeDecodeError, ...
         raise ExampleDecodeError(f"malformed {message_class.__name__}: {exc}", index=index) from None
     return message

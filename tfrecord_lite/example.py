@@ -20,7 +20,7 @@ from . import _native
 from ._contract import DecodedColumn, Kind
 from ._typing import Buffer, Features, Records
 from .bytes_column import BytesColumn, scatter
-from .errors import FeatureSpecError, TFRecordError
+from .errors import ArgumentTypeError, FeatureSpecError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -277,6 +277,9 @@ class _Plan:
         keys, raw = [], {}
         for name, spec in self.items:
             for key in _keys_of(name, spec):
+                if not isinstance(key, str):  # as the wire's keys: the twin's protobuf maps took bytes too
+                    raise FeatureSpecError(f"feature {key!r}: feature names must be str",
+                                           hint="name features with str, as tf.train.Example does")
                 if key not in keys:
                     keys.append(key)
             if isinstance(spec, RawTensorFeature):
@@ -335,16 +338,34 @@ def _bytes_column(bytes_output) -> bool:
     return bytes_output == "column"
 
 
+def _native_decode(decode, records, *args):
+    """decode(records, *args) of the core, a record that is not serialized bytes named."""
+    try:
+        return decode(records, *args)
+    except (TypeError, BufferError) as exc:
+        for i, record in enumerate(records):  # only on an error: find the record
+            try:
+                with memoryview(record) as view:
+                    if view.c_contiguous:
+                        continue
+            except TypeError:
+                pass
+            raise ArgumentTypeError(f"{type(record).__name__} is not a serialized record ({exc})", index=i,
+                                    hint="pass bytes-likes: bytes, bytearray, or a contiguous memoryview "
+                                         "or uint8 array") from None
+        raise
+
+
 def _decode(records, plan, seq_plan=None, bytes_output="object"):
     """The core's columns for a plan (and a sequence plan: SequenceExamples), with bytes
     values as BytesColumn when bytes_output is "column"."""
     column = _bytes_column(bytes_output)
     if seq_plan is None:
-        _, columns = _native.example.decode_examples(records, plan.keys, plan.raw, column, plan.lean)
+        _, columns = _native_decode(_native.example.decode_examples, records, plan.keys, plan.raw, column, plan.lean)
         seq_columns = None
     else:
-        _, columns, _, seq_columns = _native.example.decode_sequence_examples(
-            records, plan.keys, seq_plan.keys, plan.raw, column)
+        _, columns, _, seq_columns = _native_decode(_native.example.decode_sequence_examples,
+                                                    records, plan.keys, seq_plan.keys, plan.raw, column)
     if column:
         columns = _wrap_bytes(plan.keys, columns, plan.raw)
         seq_columns = seq_columns and _wrap_bytes(seq_plan.keys, seq_columns, {})
@@ -542,7 +563,7 @@ def decode_examples(serialized: Records) -> list[dict[str, Any]]:
     """Every feature of every record, without a spec: a list of dicts name -> float32 or
     int64 array, or list of bytes (names sorted; an empty Feature gives [])."""
     records = _records(serialized)
-    names, columns = _native.example.decode_examples(records)
+    names, columns = _native_decode(_native.example.decode_examples, records)
     out = [{} for _ in range(len(records))]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
         for record, value in zip(out, _split_rows(col)):
@@ -561,7 +582,7 @@ def decode_sequence_examples(serialized: Records) -> list[tuple[dict[str, Any], 
     list of (context, feature_lists) pairs. context is as decode_examples gives it;
     feature_lists maps each list's name to its steps, each step a value as in context."""
     records = _records(serialized)
-    names, columns, list_names, list_columns = _native.example.decode_sequence_examples(records)
+    names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
     out = [({}, {}) for _ in range(len(records))]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
         for (context, _), value in zip(out, _split_rows(col)):

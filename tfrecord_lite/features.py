@@ -72,12 +72,31 @@ def _shape(shape, owner) -> tuple:
     return shape
 
 
+_DEFAULT_KINDS = {"int64": "biu", "float32": "biuf"}  # numpy kinds a default may hold, as TF converts
+
+
 def _default(value, shape, dtype, owner):
+    """value as an array of shape and dtype (None stays None), holding what TF converts."""
     if value is None:
         return None
-    arr = np.array(value, dtype=NUMPY_DTYPES[dtype])
-    if dtype == "string":
-        arr = np.vectorize(lambda v: v.encode() if isinstance(v, str) else v, otypes=[object])(arr)
+    if dtype == "string":  # an object array: "S" arrays drop trailing NULs
+        arr = np.array(value, dtype=object)
+        flat = arr.reshape(-1).tolist()
+        if not all(isinstance(v, (bytes, str)) for v in flat):
+            bad = next(v for v in flat if not isinstance(v, (bytes, str)))
+            raise FeatureSpecError(f"{owner}: default_value {bad!r} of a string feature is not bytes or str")
+        arr = np.array([v.encode() if isinstance(v, str) else bytes(v) for v in flat] + [None],
+                       dtype=object)[:-1].reshape(arr.shape)  # None: keeps numpy from nesting
+    else:
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError) as exc:  # ragged nesting
+            raise FeatureSpecError(f"{owner}: default_value {value!r}: {exc}") from None
+        info = np.iinfo(np.int64)
+        if arr.size and arr.dtype.kind not in _DEFAULT_KINDS[dtype] or (
+                arr.dtype.kind in "iu" and arr.size and (arr.max() > info.max or arr.min() < info.min)):
+            raise FeatureSpecError(f"{owner}: default_value {value!r} cannot be held by {dtype}")
+        arr = arr.astype(NUMPY_DTYPES[dtype])
     size = prod(shape)
     if arr.size == size:
         return arr.reshape(shape)
@@ -107,8 +126,10 @@ class FixedLenFeature:
     def __post_init__(self):
         dtype = normalize_dtype(self.dtype)
         shape = _shape(self.shape, "FixedLenFeature")
-        _frozen_set(self, dtype=dtype, shape=shape,
-                    default_value=_default(self.default_value, shape, dtype, "FixedLenFeature"))
+        default = _default(self.default_value, shape, dtype, "FixedLenFeature")
+        if default is not None and not default.size:  # as TF: a shape of no values has no default
+            default = None
+        _frozen_set(self, dtype=dtype, shape=shape, default_value=default)
 
     def to_tf(self) -> str:
         default = "" if self.default_value is None else f", default_value={self.default_value.tolist()!r}"
@@ -380,9 +401,10 @@ def _sample(source, sample, progress, storage_options):
 
 def _infer(records) -> Schema | SequenceSchema:
     from . import _native
+    from .example import _native_decode
 
     # An Example parses as a SequenceExample with no feature lists (same field 1).
-    names, columns, list_names, list_columns = _native.example.decode_sequence_examples(records)
+    names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
     context = Schema()
     for name, column in sorted(zip(names, columns), key=lambda nc: nc[0]):
         dtype, count = _dtype_and_count(name, column, int)

@@ -170,20 +170,34 @@ def test_defaults_sparse_and_item_sequences_match_tf(tf, backend):
     ([{"a": ("i", [1, 2])}], {"a": ("FixedLenFeature", [], "int64")}),              # wrong count
     ([{"a": ("i", [1])}], {"a": ("VarLenFeature", "float32")}),                     # type mismatch
     ([{"a": ("i", [1, 2, 3])}], {"a": ("FixedLenSequenceFeature", [2], "int64")}),  # not a multiple
+    ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [0], "int64", {"default_value": []})}),  # a default of
+    ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [2, 0], "string", {"default_value": []})}),  # no values
 ])
 def test_spec_errors_where_tf_raises(tf, backend, records, spec):
     serialized = [tf_example(tf, m).SerializeToString() for m in records]
 
     def build(mod, args):
         name, *rest = args
+        options = rest.pop() if isinstance(rest[-1], dict) else {}
         if name == "FixedLenSequenceFeature":
             return getattr(mod, name)(*rest, allow_missing=True)
-        return getattr(mod, name)(*[getattr(tf, r) if mod is tf.io and r in ("int64", "float32") else r for r in rest])
+        return getattr(mod, name)(*[getattr(tf, r) if mod is tf.io and r in ("int64", "float32", "string") else r
+                                    for r in rest], **options)
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.io.parse_example(serialized, {k: build(tf.io, v) for k, v in spec.items()})
     with pytest.raises(FeatureSpecError) as info:
         tfl.parse_example(serialized, {k: build(tfl, v) for k, v in spec.items()})
     assert info.value.index == 0 and repr(next(iter(spec))) in str(info.value)
+
+
+@pytest.mark.parametrize("dtype, default", [("string", 5), ("string", 1.5), ("string", [b"a", 3]), ("int64", 1.5),
+                                            ("float32", "abc"), ("int64", 2**64)])
+def test_defaults_tf_cannot_convert_are_refused(tf, backend, dtype, default):
+    shape = [2] if isinstance(default, list) else []
+    with pytest.raises((TypeError, ValueError)):
+        tf.io.parse_example([b""], {"a": tf.io.FixedLenFeature(shape, getattr(tf, dtype), default_value=default)})
+    with pytest.raises(FeatureSpecError, match="default_value"):
+        tfl.FixedLenFeature(shape, dtype, default_value=default)  # when made, not with garbage in a batch
 
 
 def test_map_entry_field_order_and_unknown_fields(tf, backend):
