@@ -31,6 +31,8 @@ VALUE_ERRORS = {
     "dataset shuffle_buffer": lambda p: tfl.TFRecordDataset([p], shuffle_buffer=-1),
     "dataset output": lambda p: tfl.TFRecordDataset([p], output="pandas"),
     "dataset state": lambda p: tfl.TFRecordDataset([p]).load_state_dict({"version": 99}),
+    "dataset state of another kind": lambda p: tfl.TFRecordDataset([p]).load_state_dict({"version": 2}),
+    "dataset state not a dict": lambda p: tfl.TFRecordDataset([p]).load_state_dict(5),
     "indexed features and parse": lambda p: tfl.IndexedDataset([p], {"x": tfl.FixedLenFeature([], np.float32)},
                                                                parse=len),
     "BytesColumn offsets": lambda p: BytesColumn(np.zeros(3, np.uint8), np.zeros(0, np.int64)),
@@ -57,6 +59,16 @@ TYPE_ERRORS = {
     "0-d BytesColumn len": lambda p: len(BytesColumn(np.zeros(1, np.uint8), np.array([0, 1]), ())),
     "writer target": lambda p: tfl.TFRecordWriter(123),
     "routing key": lambda p: _route(p, 1.5),
+    # Taken silently before: 0.5 and 2.7 truncated, "01" read as (0, 1); or raw Python errors.
+    "dataset shard float": lambda p: tfl.TFRecordDataset([p], shard=(0.5, 2)),
+    "dataset shard str": lambda p: tfl.TFRecordDataset([p], shard="01"),
+    "dataset shard of one": lambda p: tfl.TFRecordDataset([p], shard=(0,)),
+    "dataset shuffle_buffer float": lambda p: tfl.TFRecordDataset([p], shuffle_buffer=2.7),
+    "dataset seed str": lambda p: tfl.TFRecordDataset([p], seed="abc"),
+    "dataset features list": lambda p: tfl.TFRecordDataset([p], ["x"]),
+    "dataset parse not callable": lambda p: tfl.TFRecordDataset([p], parse=5),
+    "dataset files int": lambda p: tfl.TFRecordDataset(5),
+    "dataset files item": lambda p: tfl.TFRecordDataset([p, 3]),
 }
 
 

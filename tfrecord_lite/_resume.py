@@ -20,6 +20,7 @@ the epoch up to the position again (without parsing), as version 1 states do.
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping
 
 from . import _native
 from .errors import InvalidArgumentError
@@ -33,10 +34,16 @@ ROUNDS = -2  # a log entry's "slot changed" for a chunk of whole blocks from sev
 def check_state(state: dict, version: int, fingerprint, cycle_length: int):
     """(epoch, elements, stop epoch, positions or None) of a state_dict() to resume from,
     after checking that it fits the dataset (version 1 states have no positions)."""
+    not_a_state = InvalidArgumentError(f"not a dataset state: {state!r:.80}",
+                                       hint="pass what TFRecordDataset.state_dict() returned")
+    if not isinstance(state, Mapping):
+        raise not_a_state
     if state.get("version") not in (1, version):
         raise InvalidArgumentError(f"unsupported dataset state version {state.get('version')!r}",
                                    hint=f"this tfrecord_lite reads state versions 1 to {version}; "
                                    "load it with the version that saved it")
+    if not {"fingerprint", "epoch", "elements", "stop_epoch", "seed"} <= state.keys():
+        raise not_a_state
     if state["fingerprint"] != fingerprint:
         raise InvalidArgumentError("the state was saved by a dataset with different files or options",
                                    hint="build the dataset with the same files, shard, batching, "

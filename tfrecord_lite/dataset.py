@@ -10,15 +10,17 @@ a pure function of the files, the options, the seed and the epoch when
 
 from __future__ import annotations
 
+import operator
 import random
 import sys
+from collections.abc import Mapping
 from typing import Any, Iterator
 
 import numpy as np
 
 from ._typing import Compression, Features, Files, ParseFn, StorageOptions
-from .errors import InvalidArgumentError, TFRecordError
-from .files import resolve_files, shard_plan
+from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
+from .files import check_shard, resolve_files, shard_plan
 from .io import normalize_compression
 from ._pipeline import Run
 from ._resume import check_state
@@ -90,6 +92,11 @@ class TFRecordDataset:
                  storage_options: StorageOptions = None, memory_map: bool = False) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
+        if features is not None and not isinstance(features, Mapping):
+            raise ArgumentTypeError(f"features must map names to feature specs, not {features!r:.80}",
+                                    hint="e.g. {'id': FixedLenFeature([], np.int64)}")
+        if parse is not None and not callable(parse):
+            raise ArgumentTypeError(f"parse must be a function of a batch of records, not {parse!r:.80}")
         if on_corrupt not in ON_CORRUPT:
             raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
         self.storage_options = storage_options
@@ -117,11 +124,11 @@ class TFRecordDataset:
         self.block_length = _positive("block_length", block_length)
         self.deterministic = bool(deterministic)
         self.shuffle_files = bool(shuffle_files)
-        self.shuffle_buffer = int(shuffle_buffer or 0)
+        self.shuffle_buffer = _integer("shuffle_buffer", shuffle_buffer or 0)
         if self.shuffle_buffer < 0:
             raise InvalidArgumentError("shuffle_buffer must be >= 0")
-        self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**63)
-        self.shard = tuple(shard) if shard is not None else None
+        self.seed = _integer("seed", seed) if seed is not None else random.SystemRandom().randrange(2**63)
+        self.shard = check_shard(shard)
         self._positions, self._record_rule = shard_plan(len(self.files), self.shard)
         self.compression = normalize_compression(compression, allow_auto=True)
         self.on_corrupt = on_corrupt
@@ -287,6 +294,14 @@ class _Iterator:
             return
         self._run.close()
         self._gen.close()
+
+def _integer(name, value) -> int:
+    """value as an int: a float or a str is refused, not truncated or parsed."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(f"{name} must be an integer, not {value!r}") from None
+
 
 def _positive(name, value, allow_none=False):
     if value is None and allow_none:

@@ -5,12 +5,13 @@ between readers (``shard_plan``)."""
 from __future__ import annotations
 
 import glob
+import operator
 import os
 
 from . import fs as _fs
-from .errors import InvalidArgumentError, TFRecordError
+from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
 
-__all__ = ["resolve_files", "shard_plan"]
+__all__ = ["check_shard", "resolve_files", "shard_plan"]
 
 
 def resolve_files(files, storage_options=None) -> list[str]:
@@ -24,7 +25,12 @@ def resolve_files(files, storage_options=None) -> list[str]:
         spec = os.fspath(files)
         paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
     else:
-        paths = [p if _fs.is_url(p) else _fs.local_path(p) for p in map(os.fspath, files)]
+        try:
+            paths = [p if _fs.is_url(p) else _fs.local_path(p) for p in map(os.fspath, files)]
+        except TypeError:  # not iterable, or an item that is not a path
+            raise ArgumentTypeError(f"files must be a path, a glob, a directory or a list of paths, not {files!r:.80}",
+                                    hint="e.g. TFRecordDataset(['a.tfrecord', 'b.tfrecord']) or "
+                                         "TFRecordDataset('data/*.tfrecord')") from None
     if not paths:
         raise TFRecordError(f"no TFRecord files found for {files!r}",
                             hint="pass a list of paths, a glob pattern or a directory that holds files")
@@ -43,6 +49,20 @@ def _local_files(spec: str) -> list[str]:
     return [spec]
 
 
+def check_shard(shard) -> tuple[int, int] | None:
+    """shard as (index, count) ints with 0 <= index < count (None stays None); floats and
+    strings are refused, not truncated or parsed."""
+    if shard is None:
+        return None
+    try:
+        index, count = (operator.index(v) for v in shard)
+    except (TypeError, ValueError):  # not two integers
+        raise ArgumentTypeError(f"shard must be two integers (index, count), not {shard!r}") from None
+    if count < 1 or not 0 <= index < count:
+        raise InvalidArgumentError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
+    return index, count
+
+
 def shard_plan(num_files: int, shard):
     """Which part of the data shard ``(index, count)`` reads, as (file positions, record rule).
 
@@ -53,9 +73,7 @@ def shard_plan(num_files: int, shard):
     Either way the shards' union is every record exactly once."""
     if shard is None:
         return list(range(num_files)), None
-    index, count = (int(v) for v in shard)
-    if count < 1 or not 0 <= index < count:
-        raise InvalidArgumentError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
+    index, count = check_shard(shard)
     if count == 1:
         return list(range(num_files)), None
     if num_files >= count:
