@@ -209,6 +209,21 @@ def test_write_parallel_frames_any_contiguous_buffer_and_names_a_bad_one(backend
     assert not any(name.startswith("bad") for name in os.listdir(tmp_path))
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_write_parallel_refuses_object_arrays(backend, tmp_path, batched):
+    """An object array's buffer is its objects' addresses: the item fails, nothing is written."""
+    names = np.array([b"alice", b"bob"], dtype=object)
+
+    def encode(i):
+        return names[:1] if i == 3 else b"x"
+
+    with pytest.raises(EncodeError, match=(r"items 2..3" if batched else r"item 3") +
+                       r" \(shard 1 of 2\).*pointers to Python objects"):
+        write_parallel(range(6), (lambda chunk: [encode(i) for i in chunk]) if batched else encode,
+                       tmp_path / "p", 2, num_workers=1, chunk_size=2, batched=batched)
+    assert os.listdir(tmp_path) == []
+
+
 def test_write_parallel_is_lazy_and_bounded(backend, tmp_path):
     consumed = []
 
