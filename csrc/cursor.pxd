@@ -1,6 +1,7 @@
 # The one bounds-checked read cursor every compiled read of input goes through.
 # Checks are written as `n <= end - pos`, a form that cannot overflow.
-from cpython.buffer cimport PyObject_GetBuffer, PyBUF_SIMPLE
+from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer, PyBUF_FORMAT, PyBUF_ND, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_CheckExact
 from libc.stdint cimport uint64_t
 
 
@@ -13,6 +14,37 @@ cdef inline int acquire(object obj, Py_buffer *view) except -1:
     """Borrow obj's bytes once per call, read-only and C-contiguous (bytes, bytearray,
     memoryview, mmap, numpy). The caller releases with PyBuffer_Release."""
     return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+
+
+cdef inline int acquire_record(object obj, Py_buffer *view) except -1:
+    """acquire, for a record to write. A buffer of PyObject pointers (a numpy object array)
+    is refused with a TypeError: its bytes are addresses, not the objects' data."""
+    if PyBytes_CheckExact(obj):  # the common case has no format to look at
+        return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    # ND, not SIMPLE: a memoryview refuses SIMPLE with FORMAT. Without STRIDES, still only a
+    # C-contiguous buffer is given.
+    PyObject_GetBuffer(obj, view, PyBUF_ND | PyBUF_FORMAT)
+    if format_holds_objects(view.format):
+        fmt = (<bytes>view.format).decode("ascii", "replace")
+        PyBuffer_Release(view)
+        raise TypeError(f"its buffer holds pointers to Python objects (format {fmt!r}), not their bytes; "
+                        "encode the values to bytes first")
+    return 0
+
+
+cdef inline bint format_holds_objects(const char *fmt) noexcept nogil:
+    """Whether a struct-syntax buffer format has an 'O' (object pointer) among its types:
+    'O', '<O', or a field of 'T{i:a:O:b:}'. Text between colons is a field name."""
+    cdef bint in_name = False
+    if fmt == NULL:
+        return False
+    while fmt[0] != 0:
+        if fmt[0] == c':':
+            in_name = not in_name
+        elif fmt[0] == c'O' and not in_name:
+            return True
+        fmt += 1
+    return False
 
 
 cdef inline void cursor_init(Cursor *c, const unsigned char *data, Py_ssize_t n) noexcept nogil:

@@ -1,6 +1,7 @@
 """Frames and the reader/writer on top of them: vectors, round trips, buffers, streams,
 hostile lengths and random bytes, on both backends."""
 
+import ctypes
 import io
 import os
 import time
@@ -799,3 +800,29 @@ def test_encode_frames_with_a_bad_record_appends_nothing(backend, bad):
     with pytest.raises((TypeError, ValueError, BufferError)):
         backend.framing.encode_frames([b"a", bad, b"b"], out)
     assert out == b"kept"
+
+
+OBJECT_BUFFERS = {
+    "object array": lambda: np.array([b"alice", b"bob"], dtype=object),
+    "memoryview of one": lambda: memoryview(np.array([b"alice"], dtype=object)),
+    "object field": lambda: np.zeros(2, [("a", "i4"), ("b", "O")]),
+    "ctypes py_object": lambda: (ctypes.py_object * 2)(),
+}
+
+
+@pytest.mark.parametrize("make", OBJECT_BUFFERS.values(), ids=list(OBJECT_BUFFERS))
+def test_a_buffer_of_object_pointers_is_not_a_record(backend, make):
+    """Its bytes are the objects' addresses: framed, they would read back as garbage."""
+    F = backend.framing
+    out = bytearray(b"kept")
+    with pytest.raises(TypeError, match="pointers to Python objects .*encode the values to bytes first"):
+        F.encode_frames([b"a", make()], out)
+    with pytest.raises(TypeError, match="pointers to Python objects"):
+        F.append_frame(out, make())
+    with pytest.raises(TypeError, match="pointers to Python objects"):
+        F.check_record(make())
+    assert out == b"kept"
+    # A field named O is a name, not an object type; numbers and bytes stay records.
+    for ok in (np.zeros(2, [("O", "i4")]), np.arange(3.0), memoryview(b"abc")[1:], bytearray(b"x"), b"y"):
+        F.check_record(ok)
+        assert F.encode_frames([ok]) == F.encode_frames([bytes(memoryview(ok).cast("B"))])

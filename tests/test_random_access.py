@@ -6,7 +6,9 @@ import pickle
 import pytest
 from ._records import record, write_files
 
-from tfrecord_lite import IndexedDataset, TFRecordFile, build_index
+import tfrecord_lite.index as index_module
+from tfrecord_lite import IndexedDataset, TFRecordFile, TFRecordWriter, build_index
+from tfrecord_lite.index import count_records
 from tfrecord_lite.errors import CorruptRecordError, TFRecordError
 
 
@@ -27,13 +29,15 @@ def test_file_len_items_slices(backend, tmp_path):
         f.close()
 
 
-def test_sidecar_is_used_without_scanning(tmp_path):
+def test_sidecar_is_used_without_scanning(tmp_path, monkeypatch):
     (path,) = write_files(tmp_path, [10])
     build_index(path)
-    # A sidecar that lists only the first 4 frames is trusted: proof the file is not scanned.
-    lines = open(path + ".index").read().splitlines()[:4]
-    open(path + ".index", "w").write("\n".join(lines) + "\n")
-    assert len(TFRecordFile(path)) == 4
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("the file was scanned")
+
+    monkeypatch.setattr(index_module, "scan_index", no_scan)
+    assert len(TFRecordFile(path)) == 10 and len(IndexedDataset([path])) == 10
 
 
 def test_fetch_checks_crc(backend, tmp_path):
@@ -93,3 +97,29 @@ def test_indexed_dataset_global_index(backend, tmp_path):
     parsed = IndexedDataset(paths, parse=lambda recs: {"n": [len(r) for r in recs]})
     assert parsed[0] == {"n": len(want[0])} and parsed[0:2] == {"n": [4, 4]}
     ds.close()
+
+
+def test_sidecar_of_part_of_the_file_is_stale(backend, tmp_path):
+    """Records appended after the sidecar was written are not hidden: random access refuses
+    the sidecar, naming it, and count_records does not count by it either."""
+    (path,) = write_files(tmp_path, [3])
+    build_index(path)
+    with open(path, "ab") as f, TFRecordWriter(f) as w:
+        w.write_many([b"r3", b"r4"])
+    for make in (TFRecordFile, lambda p: IndexedDataset([p])):
+        with pytest.raises(TFRecordError, match=r"frames span bytes 0\.\.\d+ but .* has \d+ bytes") as err:
+            make(path)
+        assert err.value.path == path + ".index"
+        assert f"the index is stale: rebuild it with `tfrecord-lite index {path}`" in str(err.value)
+    assert count_records(path) == 5  # and rewrites the sidecar
+    assert len(TFRecordFile(path)) == 5 and TFRecordFile(path)[-1] == b"r4"
+
+
+def test_sidecar_missing_the_first_frames_is_stale(backend, tmp_path):
+    (path,) = write_files(tmp_path, [4])
+    lines = open(build_index(path)).read().splitlines()
+    open(path + ".index", "w").write("\n".join(lines[1:]) + "\n")  # ends at the file's end
+    with pytest.raises(TFRecordError, match="stale"):
+        TFRecordFile(path)
+    assert count_records(path) == 4
+    assert TFRecordFile(path)[0] == record(0, 0)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfrecord_lite import EncodeError, TFRecordError, TFRecordReader
+from tfrecord_lite.errors import InvalidArgumentError
 from tfrecord_lite.index import build_index
 from tfrecord_lite.sharded import ShardedWriter, key_to_shard, shard_path, write_parallel
 
@@ -209,6 +210,21 @@ def test_write_parallel_frames_any_contiguous_buffer_and_names_a_bad_one(backend
     assert not any(name.startswith("bad") for name in os.listdir(tmp_path))
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_write_parallel_refuses_object_arrays(backend, tmp_path, batched):
+    """An object array's buffer is its objects' addresses: the item fails, nothing is written."""
+    names = np.array([b"alice", b"bob"], dtype=object)
+
+    def encode(i):
+        return names[:1] if i == 3 else b"x"
+
+    with pytest.raises(EncodeError, match=(r"items 2..3" if batched else r"item 3") +
+                       r" \(shard 1 of 2\).*pointers to Python objects"):
+        write_parallel(range(6), (lambda chunk: [encode(i) for i in chunk]) if batched else encode,
+                       tmp_path / "p", 2, num_workers=1, chunk_size=2, batched=batched)
+    assert os.listdir(tmp_path) == []
+
+
 def test_write_parallel_is_lazy_and_bounded(backend, tmp_path):
     consumed = []
 
@@ -247,3 +263,28 @@ def test_write_parallel_batched(backend, tmp_path, executor):
         write_parallel([(0, 1)] * 3 + [(5, 0)] * 3, encode_block, tmp_path / "c", 2, num_workers=1,
                        executor=executor, chunk_size=3, batched=True)
     assert sorted(os.listdir(tmp_path)) == [os.path.basename(s.path) for s in out]
+
+
+def test_write_many_needs_one_key_per_record(backend, tmp_path):
+    recs = [b"r%d" % i for i in range(10)]
+    # Sized records: counted first, nothing written.
+    for n, keys in enumerate((["a", "b"], iter(["a", "b"]), ["k"] * 11, iter(["k"] * 11))):
+        with ShardedWriter(tmp_path / f"s{n}", 3) as w:
+            with pytest.raises(InvalidArgumentError, match=r"write_many got 10 records but (2|11) keys.*"
+                               "pass one key per record; nothing was written"):
+                w.write_many(recs, keys=keys)
+            assert w.records_written == 0
+    # Unsized records: a chunk short of keys is refused; extra keys are found at the end.
+    with ShardedWriter(tmp_path / "g", 3) as w:
+        with pytest.raises(InvalidArgumentError, match="got at least 10 records but 2 keys"):
+            w.write_many(iter(recs), keys=iter(["a", "b"]))
+        assert w.records_written == 0
+        with pytest.raises(InvalidArgumentError, match="got 10 records but more than 10 keys"):
+            w.write_many(iter(recs), keys=iter(["k"] * 11))
+        w.write_many(iter(recs), keys=iter(range(10)))
+    assert sorted(r for s in _read(w.shards) for r in s) == sorted(recs * 2)
+    with ShardedWriter(tmp_path / "roll", max_records_per_shard=3) as w:
+        for keys in (iter(["a"] * 10), ["a"] * 10):
+            with pytest.raises(InvalidArgumentError, match="routing by key needs a fixed num_shards"):
+                w.write_many(recs, keys=keys)
+        assert w.records_written == 0

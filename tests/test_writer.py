@@ -424,3 +424,19 @@ def test_index_from_merge_split_and_sharded_writers_is_build_index(backend, tmp_
     for out in outputs:
         _assert_sidecar_is_build_index(out)
     assert sum(len(list(TFRecordReader(p))) for p in outputs) == len(records) * (2 + 4)
+
+
+def test_object_arrays_are_refused_not_written_as_pointers(backend, tmp_path):
+    """An object array's buffer holds the addresses of its objects, not their bytes."""
+    names = np.array([[b"alice"], [b"bob"]], dtype=object)
+    path = tmp_path / "a.tfrecord"
+    with TFRecordWriter(path) as w:
+        w.write(b"before")
+        with pytest.raises(TFRecordError, match=r"record 1: cannot write a ndarray as a record \(its buffer "
+                           r"holds pointers to Python objects \(format 'O'\).*encode the values to bytes first"):
+            w.write(names[0])
+        with pytest.raises(TFRecordError, match=r"record 2: .*pointers to Python objects"):
+            w.write_many([b"a", names[1], b"b"])
+        with pytest.raises(TFRecordError, match=r"record 2: .*pointers to Python objects"):
+            w.write_many(names)
+    assert list(TFRecordReader(path)) == [b"before", b"a"]

@@ -64,13 +64,36 @@ def encode_frames(records, out: bytearray | None = None) -> bytearray:
     Every record is looked at first: one that is not bytes-like raises with nothing appended."""
     if out is None:
         out = bytearray()
-    for data in [memoryview(record).cast("B") for record in records]:
+    for data in [_record_view(record) for record in records]:
         header = _u64.pack(len(data))
         out += header
         out += _u32.pack(_mask(_crc32c_pkg.crc32c(header)))
         out += data
         out += _u32.pack(_mask(_crc32c_pkg.crc32c(data)))
     return out
+
+
+def _record_view(record) -> memoryview:
+    """record's bytes; a buffer of object pointers (a numpy object array) is refused, as by
+    the compiled core's acquire_record: its bytes are addresses, not the objects' data."""
+    view = memoryview(record)
+    fmt = view.format
+    if _holds_objects(fmt):
+        view.release()
+        raise TypeError(f"its buffer holds pointers to Python objects (format {fmt!r}), not their "
+                        "bytes; encode the values to bytes first")
+    return view.cast("B")
+
+
+def _holds_objects(fmt: str) -> bool:
+    """Whether a struct-syntax format has an 'O' among its types; text between colons is a
+    field name."""
+    return "O" in fmt and any("O" in part for part in fmt.split(":")[::2])
+
+
+def check_record(record) -> None:
+    """Raise the TypeError that append_frame and encode_frames raise for record, if any."""
+    _record_view(record).release()
 
 
 def append_frame(out: bytearray, record) -> int:

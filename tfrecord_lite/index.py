@@ -138,11 +138,32 @@ def read_index(index_file, *, storage_options=None):
 
 def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
     """(offsets, frame_lengths) from the sidecar when it exists, else by scanning the file
-    (in memory; nothing is written)."""
+    (in memory; nothing is written). The sidecar must cover the file exactly, from byte 0 to
+    its size: one that does not is stale (the file was rewritten or appended to after it was
+    written) and raises, rather than hide records or point past the end."""
     index_file = index_file or index_path(path)
     if _fs.exists(index_file, storage_options):
-        return read_index(index_file, storage_options=storage_options)
+        offsets, lengths = read_index(index_file, storage_options=storage_options)
+        size = _fs.size(path, storage_options)
+        if not _covers(offsets, lengths, size):
+            first = int(offsets[0]) if len(offsets) else 0
+            index_file = os.fspath(index_file)
+            how = (f"`tfrecord-lite index {path}` or tfrecord_lite.build_index"
+                   if index_file == index_path(path) else f"tfrecord_lite.build_index({path!r}, {index_file!r})")
+            raise TFRecordError(
+                f"the index sidecar's frames span bytes {first}..{_end(offsets, lengths)} but {path} "
+                f"has {size} bytes", path=index_file, hint=f"the index is stale: rebuild it with {how}")
+        return offsets, lengths
     return scan_index(path, check_crc=check_crc, storage_options=storage_options)
+
+
+def _end(offsets, lengths) -> int:
+    return int(offsets[-1] + lengths[-1]) if len(offsets) else 0
+
+
+def _covers(offsets, lengths, size) -> bool:
+    """Whether read_index's contiguous frames tile a file of size bytes exactly."""
+    return (not len(offsets) or offsets[0] == 0) and _end(offsets, lengths) == size
 
 
 def count_records(path, storage_options=None) -> int:
@@ -166,7 +187,7 @@ def _count(path, size, storage_options) -> int:
     sidecar = index_path(path)
     if _fs.exists(sidecar, storage_options):
         offsets, lengths = read_index(sidecar, storage_options=storage_options)
-        if (int(offsets[-1] + lengths[-1]) if len(offsets) else 0) == size:
+        if _covers(offsets, lengths, size):
             return len(offsets)
     with _fs.open_input(path, storage_options) as f:
         compressed = detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
@@ -215,16 +236,15 @@ class TFRecordFile:
         self._fd = None
         self._pid = None
         self._remote = None  # (fsspec filesystem, path in it), made on first remote read
-        # A sidecar is trusted only as far as the file backs it: a stale or hostile one must
-        # not make a read allocate what its lengths claim.
-        size = _fs.size(self.path, storage_options)
-        end = int(self.offsets[-1] + self.lengths[-1]) if len(self.offsets) else 0
+        # load_index made the frames tile the file; a record over the limit must still not
+        # make a read allocate what its length claims.
         biggest = int(self.lengths.max()) - OVERHEAD if len(self.lengths) else 0
-        if end > size or biggest > self.max_record_bytes:
+        if biggest > self.max_record_bytes:
             raise TFRecordError(
-                f"the index describes {end} bytes of frames (largest record {biggest} bytes) but the "
-                f"file has {size} bytes and max_record_bytes is {self.max_record_bytes}",
-                path=self.path, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
+                f"the index describes a record of {biggest} bytes but max_record_bytes is "
+                f"{self.max_record_bytes}", path=self.path,
+                hint="pass a larger max_record_bytes if the records are that large; otherwise the "
+                "index is stale: rebuild it with tfrecord_lite.build_index")
 
     def __len__(self) -> int:
         return len(self.offsets)

@@ -10,6 +10,7 @@ Shard ``i`` of ``n`` is named ``f"{prefix}-{i:05d}-of-{n:05d}{suffix}"``
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import pickle
 import queue
@@ -132,13 +133,25 @@ class ShardedWriter(CommitOnExit):
         self._writer_for(record, key).write(record)
 
     def write_many(self, records: Iterable[Buffer], keys: Iterable[Hashable] | None = None) -> None:
-        """Append many records (with one key each, if keys is given)."""
+        """Append many records (with one key each, if keys is given: exactly as many keys as
+        records, else InvalidArgumentError)."""
+        if keys is not None:
+            if self.rolling:
+                raise InvalidArgumentError("routing by key needs a fixed num_shards, not rolling shards")
+            if hasattr(records, "__len__"):
+                # Counted before anything is written; an iterator of keys is read one past the
+                # records, to tell an extra key.
+                if not hasattr(keys, "__len__"):
+                    keys = list(itertools.islice(keys, len(records) + 1))
+                if len(keys) != len(records):
+                    raise _key_count(self.prefix, len(records), len(keys))
         if self.rolling:
-            for i, record in enumerate(records):
-                self.write(record, None if keys is None else keys[i])
+            for record in records:
+                self.write(record)
             return
         n = len(self._writers)
         keys_iter = None if keys is None else iter(keys)
+        done = 0  # records written
         for chunk in _chunks(records, 1024):
             groups = collections.defaultdict(list)
             if keys_iter is None:
@@ -149,10 +162,19 @@ class ShardedWriter(CommitOnExit):
                 for s in range(min(n, len(chunk))):
                     groups[(start + s) % n] = chunk[s::n]
             else:
-                for record in chunk:
-                    groups[key_to_shard(next(keys_iter), n)].append(record)
+                # Unsized records are counted as they come: a chunk short of keys is refused
+                # whole, but the chunks before it are written.
+                chunk_keys = list(itertools.islice(keys_iter, len(chunk)))
+                if len(chunk_keys) < len(chunk):
+                    raise _key_count(self.prefix, f"at least {done + len(chunk)}", done + len(chunk_keys),
+                                     f"the {done} records before were written")
+                for record, key in zip(chunk, chunk_keys):
+                    groups[key_to_shard(key, n)].append(record)
             for shard, group in groups.items():
                 self._writers[shard].write_many(group)
+            done += len(chunk)
+        if keys_iter is not None and next(keys_iter, _NONE) is not _NONE:
+            raise _key_count(self.prefix, done, f"more than {done}", "the records were written")
 
     def close(self) -> list[ShardInfo]:
         """Commit every shard (renaming rolled shards to ``-of-N``); returns ``shards``."""
@@ -210,6 +232,14 @@ class ShardedWriter(CommitOnExit):
                 self._add_shard(None)
                 w = self._writers[-1]
             return w
+
+
+_NONE = object()
+
+
+def _key_count(prefix, records, keys, written="nothing was written") -> InvalidArgumentError:
+    return InvalidArgumentError(f"write_many got {records} records but {keys} keys", path=prefix,
+                                hint=f"pass one key per record; {written}")
 
 
 def _frame_bytes(record) -> int:
@@ -380,8 +410,8 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
         else:
             for j, item in enumerate(chunk):
                 records.append(encode(item))
-                if type(records[-1]) is not bytes:  # not contiguous bytes-like: this item's error
-                    memoryview(records[-1]).cast("B").release()
+                if type(records[-1]) is not bytes:  # not a record encode_frames takes: this item's error
+                    _native.framing.check_record(records[-1])
         # One core call frames them all, without the GIL for all but the smallest chunks.
         out = _native.framing.encode_frames(records)
         lengths = _native.spans.value_lengths(records)
