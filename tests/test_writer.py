@@ -424,3 +424,20 @@ def test_index_from_merge_split_and_sharded_writers_is_build_index(backend, tmp_
     for out in outputs:
         _assert_sidecar_is_build_index(out)
     assert sum(len(list(TFRecordReader(p))) for p in outputs) == len(records) * (2 + 4)
+
+
+def test_failed_sidecar_commit_leaves_neither_file(backend, tmp_path, monkeypatch):
+    """close() raising on the sidecar's rename leaves no new data under the name either."""
+    path = str(tmp_path / "a.tfrecord")
+    real = os.replace
+
+    def failing(src, dst, *args, **kwargs):
+        if dst == path + ".index":
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError, match="simulated"):
+        with TFRecordWriter(path, index=True) as w:
+            w.write(b"new")
+    assert os.listdir(tmp_path) == []

@@ -148,7 +148,10 @@ class TFRecordWriter(CommitOnExit):
                 self._finish()
                 self._commit()
             except BaseException:
+                # A failed close publishes nothing: a data file already renamed (or an object
+                # already uploaded) goes too, as when a group fails.
                 self._discard()
+                self._uncommit()
                 raise
 
     def abort(self) -> None:
@@ -244,11 +247,12 @@ class TFRecordWriter(CommitOnExit):
             self._index.commit()
 
     def _uncommit(self):
-        """Remove what _commit put in place (a later shard of the same group failed)."""
+        """Remove what _commit put in place (its sidecar failed, or a later shard of the same
+        group did). The sidecar name goes first: it must not outlive the data it describes."""
         if self._renamed:
-            self._unlink(self.path)
             if self._index is not None:
                 self._unlink(self._index.path)
+            self._unlink(self.path)
 
     def _unlink(self, path):
         _fs.remove(path, self._storage_options)
