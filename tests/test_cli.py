@@ -171,3 +171,24 @@ def test_subprocess_split_and_merge_round_trip(tmp_path):
     assert (tmp_path / "back.tfrecord").read_bytes() == open(src, "rb").read()
     proc = _run("count", *shards)
     assert proc.stdout.decode().splitlines()[-1] == "20\ttotal"
+
+
+def test_cat_appending_to_its_own_input_is_refused(tmp_path):
+    """`cat a >> a` exits 1 naming the file, as GNU cat does, instead of copying what it
+    appends until the disk is full (the file size limit stops such a run here)."""
+    import resource
+
+    path = _write(tmp_path / "a.tfrecord", [b"x"] * 5)
+    before = open(path, "rb").read()
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
+
+    for extra in ([], ["--verify"]):
+        with open(path, "ab") as out:
+            proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", path, *extra], stdout=out,
+                                  stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT),
+                                  preexec_fn=limit, timeout=120)
+        assert proc.returncode == 1, proc.stderr
+        assert f"{path}: input file is output file" in proc.stderr.decode()
+        assert open(path, "rb").read() == before

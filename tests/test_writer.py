@@ -441,3 +441,42 @@ def test_failed_sidecar_commit_leaves_neither_file(backend, tmp_path, monkeypatc
         with TFRecordWriter(path, index=True) as w:
             w.write(b"new")
     assert os.listdir(tmp_path) == []
+
+
+class _Capped:
+    """An append-mode file object that refuses to grow past a few MiB (a copy that reads
+    back what it appends would otherwise fill the disk)."""
+
+    def __init__(self, path):
+        self._f = open(path, "ab")
+        self.name = str(path)
+        self.written = 0
+
+    def write(self, data):
+        self.written += len(data)
+        if self.written > 4 << 20:
+            raise RuntimeError("the copy kept reading what it appended")
+        return self._f.write(data)
+
+    def fileno(self):
+        return self._f.fileno()
+
+    def flush(self):
+        self._f.flush()
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_merge_refuses_an_input_that_is_its_output_file(backend, tmp_path, verify):
+    path = tmp_path / "a.tfrecord"
+    with TFRecordWriter(path) as w:
+        w.write_many([b"a", b"bc"])
+    before = path.read_bytes()
+    out = _Capped(path)
+    with pytest.raises(TFRecordError, match="input file is output file") as err:
+        merge([path], out, verify=verify)
+    out._f.close()
+    assert err.value.path == str(path)
+    assert path.read_bytes() == before
+    # A path output is a temporary file renamed at the end: merging into an input works.
+    assert merge([path, path], path, verify=verify).path == str(path)
+    assert list(TFRecordReader(path)) == [b"a", b"bc"] * 2

@@ -8,6 +8,7 @@ asked. Outputs are committed atomically (split: all shards or none).
 from __future__ import annotations
 
 import os
+import stat
 from typing import Iterable
 
 from . import _native
@@ -58,6 +59,7 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
 def _append(writer, path, compression, verify, bar, storage_options) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
+        _refuse_output(writer, f, path)
         check_tfrecord(f, path, compression)  # even a plain byte copy refuses a foreign file
         if compression == "auto":
             compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
@@ -70,6 +72,20 @@ def _append(writer, path, compression, verify, bar, storage_options) -> bool:
             for frames, _, lengths in tracked_blocks(r, bar):
                 writer._write_frames(frames, lengths=lengths)
     return True
+
+
+def _refuse_output(writer, f, path) -> None:
+    """Refuse an input that is the output file itself (``cat a >> a``, as GNU cat does): the
+    copy would read back what it appends and never end. A path output is written to a
+    temporary file, so merge may still name one of its inputs as its output."""
+    try:
+        src, dst = os.fstat(f.fileno()), os.fstat(writer._file.fileno())
+    except (AttributeError, OSError, ValueError):  # remote, or a file object without a descriptor
+        return
+    if stat.S_ISREG(dst.st_mode) and (src.st_dev, src.st_ino) == (dst.st_dev, dst.st_ino):
+        raise InvalidArgumentError("input file is output file", path=path,
+                                   hint="write to another file (merge -o may name one of its inputs: "
+                                   "it replaces it when complete)")
 
 
 def tracked_blocks(reader, bar, blocks=None):
