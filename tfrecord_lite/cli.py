@@ -273,8 +273,8 @@ def cmd_demo(args) -> int:
 
 _EPILOG_MERGE = """\
 Each input's compression is detected; the output is uncompressed unless --compression says
-otherwise. Uncompressed to uncompressed without --verify is a plain byte copy. OUT appears
-only when the merge succeeds.
+otherwise. Uncompressed to uncompressed without --verify is a plain byte copy, after each
+input's first record header is checked. OUT appears only when the merge succeeds.
 
 examples:
   tfrecord-lite merge train-*.tfrecord -o train.tfrecord
@@ -528,7 +528,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="compression of the inputs (default: detected per file)")
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
-                       "frame headers are checked, and a plain uncompressed copy checks nothing)")
+                       "frame headers are checked, and a plain uncompressed copy checks each "
+                       "input's first record header)")
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
     p.add_argument("files", nargs="+", metavar="FILE", help="input files, in order")

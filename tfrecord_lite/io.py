@@ -14,7 +14,8 @@ import tempfile
 import zlib
 from typing import TypeVar
 
-from .errors import DataLossError, InvalidArgumentError, NotTFRecordError
+from .errors import (CorruptRecordError, DataLossError, InvalidArgumentError, NotTFRecordError,
+                     TruncatedRecordError)
 
 __all__ = ["normalize_compression", "detect_compression", "check_tfrecord", "AtomicFile", "CommitOnExit",
            "make_parents"]
@@ -98,11 +99,15 @@ def describe_head(head: bytes):
     return None
 
 
-def check_tfrecord(f, path, compression="auto") -> None:
+def check_tfrecord(f, path, compression="auto", *, first_header: bool = False) -> None:
     """Raise NotTFRecordError when the binary file object f (read from its start and left
     there) does not start with a valid TFRecord header and its first bytes, decompressed
     first when compression (or "auto" detection) says so, are text or a known other format.
-    Anything else, damaged TFRecord files included, passes: the reader reports the damage."""
+    Anything else, damaged TFRecord files included, passes: the reader reports the damage.
+
+    first_header=True also refuses an uncompressed stream whose first record header (length and
+    its masked CRC) is damaged or cut short, with the reader's error for record 0: a plain
+    byte copy reads nothing else. An empty file is an empty TFRecord file."""
     from . import _native
 
     raw = f.read(SNIFF_BYTES)
@@ -120,11 +125,27 @@ def check_tfrecord(f, path, compression="auto") -> None:
         return
     what = describe_head(head)
     if what is None:
+        if first_header and compression is None:
+            _check_first_header(head, path)
         return
     inside = f"its {compression}-decompressed content looks like" if compression else "it looks like"
     raise NotTFRecordError(f"not a TFRecord file: {inside} {what}", path=path,
                            hint="Check that this is the file you meant: only TFRecord files "
                            "(optionally gzip or zlib compressed) can be read")
+
+
+def _check_first_header(head: bytes, path) -> None:
+    from . import _native
+
+    size = _native.framing.HEADER_BYTES
+    if len(head) < size:
+        raise TruncatedRecordError(f"truncated record at 0: the file ends inside the first record's header "
+                                   f"({len(head)} of its {size} bytes)", path=path, offset=0, index=0,
+                                   hint="The file was cut short or is not a TFRecord file")
+    raise CorruptRecordError("corrupted record at 0: the masked CRC32C of the length field does not match",
+                             path=path, offset=0, index=0,
+                             hint="The file is damaged or not a TFRecord file; check that it is the "
+                             "file you meant")
 
 
 def compressor(compression):

@@ -37,10 +37,11 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
 
     compression is the output's; each input's is detected (or set by input_compression).
     An uncompressed input going to uncompressed output with verify=False and no index is
-    copied as plain bytes (``os.copy_file_range`` where possible) without being parsed, so
-    ``records`` is None in that case; otherwise frames are streamed through, checked with
-    their length CRC (and data CRC with verify=True); corruption raises a DataLossError naming
-    the input, record and offset, and nothing appears under ``output``.
+    copied as plain bytes (``os.copy_file_range`` where possible), only its first record
+    header checked, so ``records`` is None in that case; otherwise frames are streamed
+    through, checked with their length CRC (and data CRC with verify=True). Corruption
+    raises a DataLossError naming the input, record and offset, and nothing appears under
+    ``output``.
     index=True writes ``output + ".index"`` as well (uncompressed output only).
     """
     if isinstance(inputs, (str, os.PathLike)):
@@ -60,7 +61,7 @@ def _append(writer, path, compression, verify, bar, storage_options) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
         _refuse_output(writer, f, path)
-        check_tfrecord(f, path, compression)  # even a plain byte copy refuses a foreign file
+        check_tfrecord(f, path, compression, first_header=True)  # all a plain byte copy checks
         if compression == "auto":
             compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
             f.seek(0)
