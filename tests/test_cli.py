@@ -192,3 +192,30 @@ def test_cat_appending_to_its_own_input_is_refused(tmp_path):
         assert proc.returncode == 1, proc.stderr
         assert f"{path}: input file is output file" in proc.stderr.decode()
         assert open(path, "rb").read() == before
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_failed_write_names_the_output(tmp_path, pure):
+    """merge, split and cat report an OS error while writing (the file size limit here, a full
+    disk alike) with the output's name, and leave nothing under it."""
+    import resource
+    import signal
+
+    src = _write(tmp_path / "big.tfrecord", [os.urandom(100_000) for _ in range(30)])  # gzip keeps its size
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    out = tmp_path / "out"
+    for argv, named in ((["merge", src, "-o", str(out / "m.tfrecord")], out / "m.tfrecord"),
+                        (["merge", src, "-o", str(out / "m.tfrecord"), "--verify"], out / "m.tfrecord"),
+                        (["cat", src, "-o", str(out / "c.tfrecord.gz"), "--compression", "gzip"],
+                         out / "c.tfrecord.gz"),
+                        (["split", src, "-n", "1", "--prefix", str(out / "s")], out / "s-00000-of-00001.tfrecord")):
+        proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=ROOT, TFRECORD_LITE_PURE_PYTHON=pure),
+                              preexec_fn=limit, timeout=120)
+        assert proc.returncode == 1, proc.stderr
+        assert f"tfrecord-lite {argv[0]}: {named}: File too large" in proc.stderr, proc.stderr
+        assert os.listdir(out) == []

@@ -480,3 +480,37 @@ def test_merge_refuses_an_input_that_is_its_output_file(backend, tmp_path, verif
     # A path output is a temporary file renamed at the end: merging into an input works.
     assert merge([path, path], path, verify=verify).path == str(path)
     assert list(TFRecordReader(path)) == [b"a", b"bc"] * 2
+
+
+_LIMITED_WRITER = textwrap.dedent("""
+    import os, resource, signal, sys
+    sys.path.insert(0, {root!r})
+    # Past this size a write fails with EFBIG, as a full disk fails with ENOSPC.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    from tfrecord_lite import TFRecordWriter
+    for atomic in (True, False):
+        try:
+            with TFRecordWriter({path!r}, atomic=atomic) as w:
+                for _ in range(30):
+                    w.write(os.urandom(100_000))
+        except OSError as exc:
+            print(atomic, exc.errno, exc.filename, exc)
+""")
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_failed_write_names_the_users_path(tmp_path, pure):
+    """An OS error while the records go to the file (here the file size limit; a full disk
+    alike) names the output path, not the temporary file, nor no file at all."""
+    import errno
+
+    path = str(tmp_path / "out.tfrecord")
+    script = _LIMITED_WRITER.format(root=ROOT, path=path)
+    env = dict(os.environ, TFRECORD_LITE_PURE_PYTHON=pure)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert [line.split(" ", 3)[:3] for line in lines] == [["True", str(errno.EFBIG), path],
+                                                          ["False", str(errno.EFBIG), path]], lines
+    assert all(path in line for line in lines)

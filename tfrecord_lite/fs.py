@@ -354,10 +354,12 @@ def open_output(path, storage_options=None, *, fsync=False):
 def open_plain_output(path, storage_options=None):
     """A non-atomic output stream (data shows under the name as it is written)."""
     if not is_url(path):
-        from .io import make_parents
+        from .io import NamedWriter, make_parents
 
-        make_parents(local_path(path))
-        return open(local_path(path), "wb")  # buffered: write takes everything or raises
+        path = local_path(path)
+        make_parents(path)
+        # Buffered: write takes everything or raises, naming the path.
+        return NamedWriter(open(path, "wb", buffering=0), lambda: path)
     fs, p = filesystem(path, storage_options)
     return fs.open(p, "wb")
 

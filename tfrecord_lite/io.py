@@ -9,6 +9,7 @@ default strategy), so compressed output is byte-identical to ``tf.io.TFRecordWri
 from __future__ import annotations
 
 import errno
+import io
 import os
 import tempfile
 import zlib
@@ -245,6 +246,27 @@ def _named(exc: OSError, path: str) -> OSError:
     return type(exc)(exc.errno, exc.strerror, path)
 
 
+class NamedWriter(io.BufferedWriter):
+    """A buffered binary file whose OS errors while writing (a full disk, a quota) name
+    name() (the user's path, looked up when the error happens) instead of no file at all."""
+
+    def __init__(self, raw, name):
+        super().__init__(raw)
+        self._name = name
+
+    def write(self, data):
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise _named(exc, self._name()) from None
+
+    def flush(self):
+        try:
+            super().flush()
+        except OSError as exc:
+            raise _named(exc, self._name()) from None
+
+
 class AtomicFile:
     """A binary file written under a temporary name in the destination's directory and
     renamed over the final name by commit(); discard() removes it. Readers never see a
@@ -263,7 +285,7 @@ class AtomicFile:
             raise _named(exc, self.path) from None
         # Buffered: its write takes everything or raises (a raw file may take part). Writes
         # of a buffer's size or more pass straight through.
-        self.file = os.fdopen(fd, "wb")
+        self.file = NamedWriter(io.FileIO(fd, "wb"), lambda: self.path)
         self._fsync = fsync
 
     def commit(self) -> None:
