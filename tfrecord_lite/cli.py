@@ -585,6 +585,9 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except IsADirectoryError as exc:  # free space and permissions have nothing to do with it
+        print(f"tfrecord-lite {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"tfrecord-lite {args.command}: {where}{exc.strerror or exc}; check the path, "

@@ -354,9 +354,10 @@ def open_output(path, storage_options=None, *, fsync=False):
 def open_plain_output(path, storage_options=None):
     """A non-atomic output stream (data shows under the name as it is written)."""
     if not is_url(path):
-        from .io import NamedWriter, make_parents
+        from .io import NamedWriter, check_output_name, make_parents
 
         path = local_path(path)
+        check_output_name(path)
         make_parents(path)
         # Buffered: write takes everything or raises, naming the path.
         return NamedWriter(open(path, "wb", buffering=0), lambda: path)

@@ -19,7 +19,7 @@ from .errors import (CorruptRecordError, DataLossError, InvalidArgumentError, No
                      TruncatedRecordError)
 
 __all__ = ["normalize_compression", "detect_compression", "check_tfrecord", "AtomicFile", "CommitOnExit",
-           "make_parents"]
+           "make_parents", "check_output_name"]
 
 # TensorFlow's ZlibCompressionOptions defaults.
 _LEVEL = zlib.Z_DEFAULT_COMPRESSION
@@ -241,6 +241,17 @@ def make_parents(path) -> None:
                                      "so the output cannot go under it", os.fspath(path)) from None
 
 
+def check_output_name(path: str) -> None:
+    """Refuse an output path that names a directory (an existing one, or any path ending
+    with a separator) before anything is written: the rename at commit would fail with a
+    misleading message, and only after all the data was written."""
+    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if path.endswith(seps) or os.path.isdir(path):
+        example = os.path.join(path, "out.tfrecord")
+        raise IsADirectoryError(errno.EISDIR, f"names a directory, not a file: give the output a file name, "
+                                f"such as {example}", path)
+
+
 def _named(exc: OSError, path: str) -> OSError:
     """The same OS error naming the user's path instead of a temporary file."""
     return type(exc)(exc.errno, exc.strerror, path)
@@ -275,6 +286,7 @@ class AtomicFile:
 
     def __init__(self, path, fsync: bool = False):
         self.path = os.fspath(path)
+        check_output_name(self.path)
         make_parents(self.path)
         try:
             fd, self.temp_path = tempfile.mkstemp(
