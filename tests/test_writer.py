@@ -514,3 +514,28 @@ def test_a_failed_write_names_the_users_path(tmp_path, pure):
     assert [line.split(" ", 3)[:3] for line in lines] == [["True", str(errno.EFBIG), path],
                                                           ["False", str(errno.EFBIG), path]], lines
     assert all(path in line for line in lines)
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_a_failed_data_rename_keeps_the_old_file_and_its_sidecar(backend, tmp_path, monkeypatch, index):
+    """The old sidecar goes only after the new data is in place: if the data's rename fails,
+    the old file and its sidecar stay, still matching."""
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many([b"old1", b"old2"])
+    before = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
+    real = os.replace
+
+    def failing(src, dst, *args, **kwargs):
+        if dst == path:
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError, match="simulated"):
+        with TFRecordWriter(path, index=index) as w:
+            w.write(b"new")
+    assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == before
+    assert list(TFRecordReader(path)) == [b"old1", b"old2"]
+    monkeypatch.setattr(os, "replace", real)
+    assert (tmp_path / "a.tfrecord.index").read_bytes() == open(build_index(path, path + ".check"), "rb").read()
