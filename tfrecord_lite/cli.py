@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import errno
 import itertools
 import json
 import logging
+import os
 import sys
 
 from . import _native
@@ -581,7 +583,9 @@ def main(argv=None) -> int:
         print(f"tfrecord-lite {args.command}: {exc}", file=sys.stderr)
         return 1
     except FileNotFoundError as exc:
-        print(f"tfrecord-lite {args.command}: {exc.filename}: no such file", file=sys.stderr)
+        plain = exc.strerror in (None, os.strerror(errno.ENOENT))  # else it says more (a missing bucket)
+        print(f"tfrecord-lite {args.command}: {exc.filename}: {'no such file' if plain else exc.strerror}",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
