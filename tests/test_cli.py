@@ -219,3 +219,18 @@ def test_a_failed_write_names_the_output(tmp_path, pure):
         assert proc.returncode == 1, proc.stderr
         assert f"tfrecord-lite {argv[0]}: {named}: File too large" in proc.stderr, proc.stderr
         assert os.listdir(out) == []
+
+
+def test_schema_names_the_file_and_record_of_a_bad_record(backend, tmp_path, capfd):
+    """A record that is no Example is named by its file and its index there, as stats names
+    it, not by its position among all the files' samples."""
+    from tfrecord_lite import encode_example
+
+    ex = _write(tmp_path / "ex.rec", [encode_example({"x": i}) for i in range(5)])
+    mixed = _write(tmp_path / "mixed.rec", [encode_example({"x": i}) for i in range(5)] + [b"\xff\xff\xff"])
+    for command in ("schema", "stats"):
+        assert main([command, ex, mixed]) == 1
+        err = capfd.readouterr().err
+        assert err.startswith(f"tfrecord-lite {command}: {mixed}, record 5"), err
+    assert main(["schema", ex, mixed, "--sample", "5"]) == 0  # the bad record is past the sample
+    assert "FixedLenFeature" in capfd.readouterr().out

@@ -10,7 +10,6 @@ import argparse
 import collections
 import contextlib
 import errno
-import itertools
 import json
 import logging
 import os
@@ -316,12 +315,21 @@ examples:
 
 # -- schema / stats / to-parquet -----------------------------------------------------------
 
-def _sample_records(args) -> list:
-    records: list = []
+def _sample_records(args):
+    """The first --sample records of each FILE, as one RecordBatch that knows each record's
+    file and index there (for errors)."""
+    from .batch import RecordBatch
+
+    parts = []
     for path in args.files:
         with _open(path, args) as r:
-            records.extend(itertools.islice(r, args.sample))
-    return records
+            have = 0
+            for batch in r.record_batches():
+                if have >= args.sample:
+                    break
+                parts.append(batch[:args.sample - have])
+                have += len(parts[-1])
+    return RecordBatch.concat(parts)
 
 
 def _spec_row(spec) -> tuple:
@@ -340,9 +348,15 @@ def _print_table(header, rows) -> None:
 def cmd_schema(args) -> int:
     """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
     as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code."""
+    from .batch import locate_error
     from .features import infer_schema
 
-    schema = infer_schema(_sample_records(args), sample=len(args.files) * args.sample)
+    records = _sample_records(args)
+    try:
+        schema = infer_schema(records, sample=len(records))
+    except TFRecordError as exc:  # name the file and the record within it, as stats does
+        locate_error(exc, records)
+        raise
     if args.format == "tf":
         print(schema.to_tf_code())
     elif args.format == "json":
