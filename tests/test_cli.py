@@ -171,3 +171,66 @@ def test_subprocess_split_and_merge_round_trip(tmp_path):
     assert (tmp_path / "back.tfrecord").read_bytes() == open(src, "rb").read()
     proc = _run("count", *shards)
     assert proc.stdout.decode().splitlines()[-1] == "20\ttotal"
+
+
+def test_cat_appending_to_its_own_input_is_refused(tmp_path):
+    """`cat a >> a` exits 1 naming the file, as GNU cat does, instead of copying what it
+    appends until the disk is full (the file size limit stops such a run here)."""
+    import resource
+
+    path = _write(tmp_path / "a.tfrecord", [b"x"] * 5)
+    before = open(path, "rb").read()
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
+
+    for extra in ([], ["--verify"]):
+        with open(path, "ab") as out:
+            proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", path, *extra], stdout=out,
+                                  stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT),
+                                  preexec_fn=limit, timeout=120)
+        assert proc.returncode == 1, proc.stderr
+        assert f"{path}: input file is output file" in proc.stderr.decode()
+        assert open(path, "rb").read() == before
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_failed_write_names_the_output(tmp_path, pure):
+    """merge, split and cat report an OS error while writing (the file size limit here, a full
+    disk alike) with the output's name, and leave nothing under it."""
+    import resource
+    import signal
+
+    src = _write(tmp_path / "big.tfrecord", [os.urandom(100_000) for _ in range(30)])  # gzip keeps its size
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    out = tmp_path / "out"
+    for argv, named in ((["merge", src, "-o", str(out / "m.tfrecord")], out / "m.tfrecord"),
+                        (["merge", src, "-o", str(out / "m.tfrecord"), "--verify"], out / "m.tfrecord"),
+                        (["cat", src, "-o", str(out / "c.tfrecord.gz"), "--compression", "gzip"],
+                         out / "c.tfrecord.gz"),
+                        (["split", src, "-n", "1", "--prefix", str(out / "s")], out / "s-00000-of-00001.tfrecord")):
+        proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=ROOT, TFRECORD_LITE_PURE_PYTHON=pure),
+                              preexec_fn=limit, timeout=120)
+        assert proc.returncode == 1, proc.stderr
+        assert f"tfrecord-lite {argv[0]}: {named}: File too large" in proc.stderr, proc.stderr
+        assert os.listdir(out) == []
+
+
+def test_schema_names_the_file_and_record_of_a_bad_record(backend, tmp_path, capfd):
+    """A record that is no Example is named by its file and its index there, as stats names
+    it, not by its position among all the files' samples."""
+    from tfrecord_lite import encode_example
+
+    ex = _write(tmp_path / "ex.rec", [encode_example({"x": i}) for i in range(5)])
+    mixed = _write(tmp_path / "mixed.rec", [encode_example({"x": i}) for i in range(5)] + [b"\xff\xff\xff"])
+    for command in ("schema", "stats"):
+        assert main([command, ex, mixed]) == 1
+        err = capfd.readouterr().err
+        assert err.startswith(f"tfrecord-lite {command}: {mixed}, record 5"), err
+    assert main(["schema", ex, mixed, "--sample", "5"]) == 0  # the bad record is past the sample
+    assert "FixedLenFeature" in capfd.readouterr().out

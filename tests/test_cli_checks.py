@@ -171,3 +171,35 @@ def test_head_shows_a_sequence_examples_context_and_feature_lists(backend, tmp_p
         "    tokens: 2 steps [int64[2] [1, 2]; int64[1] [3]]",
     ]
     assert lines[7].startswith("record 1: ") and lines[8:] == ["  label: int64[1] [3]"]
+
+
+def test_a_plain_copy_checks_each_inputs_first_record_header(backend, tmp_path, capfd):
+    """merge and cat without --verify copy uncompressed inputs as bytes, but not before the
+    first record header (length and its CRC) of each has been checked."""
+    good = _write(tmp_path / "good.tfrecord", [b"a", b"b"])
+    damaged = bytearray(open(good, "rb").read())
+    damaged[9] ^= 1  # the first length CRC
+    inputs = {"badcrc": (bytes(damaged), tfl.CorruptRecordError, "masked CRC32C of the length field"),
+              "binary": (bytes(range(256)) * 4, tfl.CorruptRecordError, "masked CRC32C of the length field"),
+              "short": (b"\x01\x00\x00", tfl.TruncatedRecordError, "ends inside the first record's header")}
+    out = tmp_path / "out"
+    for name, (data, error, says) in inputs.items():
+        bad = tmp_path / f"{name}.tfrecord"
+        bad.write_bytes(data)
+        for argv in (["merge", str(bad), good, "-o", str(out / "m.tfrecord")],
+                     ["cat", good, str(bad), "-o", str(out / "c.tfrecord")]):
+            assert main(argv) == 1, argv
+            err = capfd.readouterr().err
+            assert f"{bad}, record 0, byte offset 0: " in err and says in err, err
+        with pytest.raises(error, match=says) as info:
+            tfl.merge([good, bad], tmp_path / "py.tfrecord")
+        assert (info.value.path, info.value.offset, info.value.index) == (str(bad), 0, 0)
+        assert isinstance(info.value, tfl.DataLossError)
+    assert not out.exists() or os.listdir(out) == []
+    assert not (tmp_path / "py.tfrecord").exists()
+    # An empty file is an empty TFRecord file.
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    assert main(["merge", str(tmp_path / "empty.tfrecord"), good, "-o", str(out / "m.tfrecord")]) == 0
+    assert list(tfl.TFRecordReader(out / "m.tfrecord")) == [b"a", b"b"]
+    help_text = " ".join(_run("merge", "--help").stdout.split())
+    assert "a plain uncompressed copy checks each input's first record header" in help_text

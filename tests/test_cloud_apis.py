@@ -4,6 +4,8 @@ to_numpy/to_npy and the CLI, against the loopback S3 server and memory://."""
 
 import gzip
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -335,3 +337,61 @@ def test_cli_reads_fsspec_configuration_from_the_environment(s3, tmp_path):
     out = subprocess.run([sys.executable, "-m", "tfrecord_lite", "count", url], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
+
+
+def test_a_missing_bucket_names_the_url(s3, tmp_path, capsys):
+    """Writing into a bucket that does not exist raises FileNotFoundError naming the URL and
+    saying to create the bucket, from a writer, write_parallel, merge and the CLI."""
+    src = str(tmp_path / "in.tfrecord")
+    with tfl.TFRecordWriter(src) as w:
+        w.write_many([example(i) for i in range(3)])
+    url = "s3://no-such-bucket-for-tests/d/x.tfrecord"
+
+    def write(n):
+        with tfl.TFRecordWriter(url, index=True) as w:
+            w.write_many([os.urandom(1 << 20) for _ in range(n)])  # 40: parts go up while writing
+
+    calls = {"writer": lambda: write(1), "writer, large": lambda: write(40), "merge": lambda: tfl.merge([src], url),
+             "write_parallel": lambda: tfl.write_parallel(range(3), lambda i: b"x", url[:-9], num_shards=1)}
+    for what, call in calls.items():
+        with pytest.raises(FileNotFoundError, match="no such bucket: create the bucket") as info:
+            call()
+        assert info.value.filename.startswith("s3://no-such-bucket-for-tests/d/"), what
+    assert cli.main(["merge", src, "-o", url]) == 2
+    assert capsys.readouterr().err == f"tfrecord-lite merge: {url}: no such bucket: create the bucket, or check " \
+                                      "its name in the URL\n"
+
+
+_NO_CREDENTIALS = """
+import sys
+import tfrecord_lite as tfl
+from tfrecord_lite.cli import main
+url = sys.argv[1]
+def write():
+    with tfl.TFRecordWriter(url + "-out") as w:
+        w.write(b"a")
+for call in (lambda: list(tfl.TFRecordReader(url)), write, lambda: tfl.merge([url], sys.argv[2])):
+    try:
+        call()
+    except tfl.TFRecordError as exc:
+        print(type(exc).__name__, exc.path, "|", exc)
+sys.exit(main(["count", url]))
+"""
+
+
+def test_missing_credentials_name_the_url_and_say_where_to_set_them(s3, s3_server, tmp_path):
+    url = s3.put("x.tfrecord", framed([b"a"]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ENDPOINT_URL=s3_server.endpoint, AWS_EC2_METADATA_DISABLED="true",
+               AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", _NO_CREDENTIALS, url, str(tmp_path / "m.tfrecord")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    lines = out.stdout.splitlines()
+    assert [line.split(" |")[0] for line in lines] == [f"TFRecordError {url}", f"TFRecordError {url}-out",
+                                                       f"TFRecordError {url}"], out.stdout + out.stderr
+    for line in lines:
+        assert "found no credentials" in line and "AWS_ACCESS_KEY_ID" in line and "storage_options" in line
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"tfrecord-lite count: {url}: found no credentials") and out.stderr.count("\n") == 1
+    assert not (tmp_path / "m.tfrecord").exists()

@@ -376,3 +376,23 @@ def test_file_urls_and_local_paths_never_import_fsspec(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "a.tfrecord.index").read_text() == "0 19\n"
+
+
+def test_s3_failed_sidecar_upload_leaves_no_object(s3, monkeypatch):
+    """close() that fails on the sidecar's upload raises and publishes neither object: the
+    data object, already completed, is deleted again."""
+    import s3fs
+
+    real = s3fs.core.S3File._call_s3
+
+    def failing(self, method, *args, **kwargs):
+        if method == "complete_multipart_upload" and self.path.endswith(".index"):
+            raise OSError(5, "injected network failure")
+        return real(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.core.S3File, "_call_s3", failing)
+    with pytest.raises(OSError, match="injected"):
+        with tfl.TFRecordWriter(s3.url("x.tfrecord"), index=True) as w:
+            w.write_many([b"a", b"b"])
+    assert s3.ls() == []
+    assert s3.multipart_uploads() == []

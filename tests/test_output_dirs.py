@@ -74,12 +74,10 @@ def test_errors_name_the_users_path_never_the_temporary_file(backend, tmp_path, 
     assert info.value.filename == str(under_file)
     assert f"{tmp_path / 'afile'} is a file, not a directory" in str(info.value)
 
-    # The final name is taken by a directory: the rename at close fails.
+    # The final name is taken by a directory: refused before anything is written.
     (tmp_path / "taken.tfrecord").mkdir()
-    w = tfl.TFRecordWriter(tmp_path / "taken.tfrecord")
-    w.write(b"x")
     with pytest.raises(IsADirectoryError) as info:
-        w.close()
+        tfl.TFRecordWriter(tmp_path / "taken.tfrecord")
     assert info.value.filename == str(tmp_path / "taken.tfrecord")
     _no_temp_name(str(info.value))
 
@@ -108,3 +106,26 @@ def test_errors_name_the_users_path_never_the_temporary_file(backend, tmp_path, 
     # Nothing was left behind: no temporary files, no shard under its final name.
     leftovers = [f for f in _files_under(tmp_path) if f != "in.tfrecord" and f != "afile"]
     assert leftovers == []
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_an_output_that_names_a_directory_is_refused_up_front(backend, tmp_path, atomic, monkeypatch, capfd):
+    """An existing directory, '.', or a name ending with a separator is refused when the
+    writer opens, naming the path and asking for a file name, before any data is written."""
+    (tmp_path / "outdir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    says = "names a directory, not a file: give the output a file name"
+    for out in ("outdir", "outdir/", ".", "newdir/", str(tmp_path / "outdir")):
+        with pytest.raises(IsADirectoryError, match=says) as info:
+            tfl.TFRecordWriter(out, atomic=atomic)
+        assert info.value.filename == out
+    assert _files_under(tmp_path) == [] and os.listdir(tmp_path) == ["outdir"]
+    src = tmp_path / "in.tfrecord"
+    with tfl.TFRecordWriter(src) as w:
+        w.write_many(_records())
+    for out in ("outdir/", ".", "newdir/"):
+        for command in ("merge", "cat"):
+            assert main([command, str(src), "-o", out]) == 1
+            err = capfd.readouterr().err
+            assert err == f"tfrecord-lite {command}: {out}: {says}, such as {os.path.join(out, 'out.tfrecord')}\n"
+    assert _files_under(tmp_path) == ["in.tfrecord"] and sorted(os.listdir(tmp_path)) == ["in.tfrecord", "outdir"]

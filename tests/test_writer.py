@@ -440,3 +440,118 @@ def test_object_arrays_are_refused_not_written_as_pointers(backend, tmp_path):
         with pytest.raises(TFRecordError, match=r"record 2: .*pointers to Python objects"):
             w.write_many(names)
     assert list(TFRecordReader(path)) == [b"before", b"a"]
+
+
+def test_failed_sidecar_commit_leaves_neither_file(backend, tmp_path, monkeypatch):
+    """close() raising on the sidecar's rename leaves no new data under the name either."""
+    path = str(tmp_path / "a.tfrecord")
+    real = os.replace
+
+    def failing(src, dst, *args, **kwargs):
+        if dst == path + ".index":
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError, match="simulated"):
+        with TFRecordWriter(path, index=True) as w:
+            w.write(b"new")
+    assert os.listdir(tmp_path) == []
+
+
+class _Capped:
+    """An append-mode file object that refuses to grow past a few MiB (a copy that reads
+    back what it appends would otherwise fill the disk)."""
+
+    def __init__(self, path):
+        self._f = open(path, "ab")
+        self.name = str(path)
+        self.written = 0
+
+    def write(self, data):
+        self.written += len(data)
+        if self.written > 4 << 20:
+            raise RuntimeError("the copy kept reading what it appended")
+        return self._f.write(data)
+
+    def fileno(self):
+        return self._f.fileno()
+
+    def flush(self):
+        self._f.flush()
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_merge_refuses_an_input_that_is_its_output_file(backend, tmp_path, verify):
+    path = tmp_path / "a.tfrecord"
+    with TFRecordWriter(path) as w:
+        w.write_many([b"a", b"bc"])
+    before = path.read_bytes()
+    out = _Capped(path)
+    with pytest.raises(TFRecordError, match="input file is output file") as err:
+        merge([path], out, verify=verify)
+    out._f.close()
+    assert err.value.path == str(path)
+    assert path.read_bytes() == before
+    # A path output is a temporary file renamed at the end: merging into an input works.
+    assert merge([path, path], path, verify=verify).path == str(path)
+    assert list(TFRecordReader(path)) == [b"a", b"bc"] * 2
+
+
+_LIMITED_WRITER = textwrap.dedent("""
+    import os, resource, signal, sys
+    sys.path.insert(0, {root!r})
+    # Past this size a write fails with EFBIG, as a full disk fails with ENOSPC.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    from tfrecord_lite import TFRecordWriter
+    for atomic in (True, False):
+        try:
+            with TFRecordWriter({path!r}, atomic=atomic) as w:
+                for _ in range(30):
+                    w.write(os.urandom(100_000))
+        except OSError as exc:
+            print(atomic, exc.errno, exc.filename, exc)
+""")
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_failed_write_names_the_users_path(tmp_path, pure):
+    """An OS error while the records go to the file (here the file size limit; a full disk
+    alike) names the output path, not the temporary file, nor no file at all."""
+    import errno
+
+    path = str(tmp_path / "out.tfrecord")
+    script = _LIMITED_WRITER.format(root=ROOT, path=path)
+    env = dict(os.environ, TFRECORD_LITE_PURE_PYTHON=pure)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert [line.split(" ", 3)[:3] for line in lines] == [["True", str(errno.EFBIG), path],
+                                                          ["False", str(errno.EFBIG), path]], lines
+    assert all(path in line for line in lines)
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_a_failed_data_rename_keeps_the_old_file_and_its_sidecar(backend, tmp_path, monkeypatch, index):
+    """The old sidecar goes only after the new data is in place: if the data's rename fails,
+    the old file and its sidecar stay, still matching."""
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many([b"old1", b"old2"])
+    before = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
+    real = os.replace
+
+    def failing(src, dst, *args, **kwargs):
+        if dst == path:
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError, match="simulated"):
+        with TFRecordWriter(path, index=index) as w:
+            w.write(b"new")
+    assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == before
+    assert list(TFRecordReader(path)) == [b"old1", b"old2"]
+    monkeypatch.setattr(os, "replace", real)
+    assert (tmp_path / "a.tfrecord.index").read_bytes() == open(build_index(path, path + ".check"), "rb").read()

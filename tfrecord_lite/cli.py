@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import itertools
+import errno
 import json
 import logging
+import os
 import sys
 
 from . import _native
@@ -273,8 +274,8 @@ def cmd_demo(args) -> int:
 
 _EPILOG_MERGE = """\
 Each input's compression is detected; the output is uncompressed unless --compression says
-otherwise. Uncompressed to uncompressed without --verify is a plain byte copy. OUT appears
-only when the merge succeeds.
+otherwise. Uncompressed to uncompressed without --verify is a plain byte copy, after each
+input's first record header is checked. OUT appears only when the merge succeeds.
 
 examples:
   tfrecord-lite merge train-*.tfrecord -o train.tfrecord
@@ -314,12 +315,21 @@ examples:
 
 # -- schema / stats / to-parquet -----------------------------------------------------------
 
-def _sample_records(args) -> list:
-    records: list = []
+def _sample_records(args):
+    """The first --sample records of each FILE, as one RecordBatch that knows each record's
+    file and index there (for errors)."""
+    from .batch import RecordBatch
+
+    parts = []
     for path in args.files:
         with _open(path, args) as r:
-            records.extend(itertools.islice(r, args.sample))
-    return records
+            have = 0
+            for batch in r.record_batches():
+                if have >= args.sample:
+                    break
+                parts.append(batch[:args.sample - have])
+                have += len(parts[-1])
+    return RecordBatch.concat(parts)
 
 
 def _spec_row(spec) -> tuple:
@@ -338,9 +348,15 @@ def _print_table(header, rows) -> None:
 def cmd_schema(args) -> int:
     """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
     as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code."""
+    from .batch import locate_error
     from .features import infer_schema
 
-    schema = infer_schema(_sample_records(args), sample=len(args.files) * args.sample)
+    records = _sample_records(args)
+    try:
+        schema = infer_schema(records, sample=len(records))
+    except TFRecordError as exc:  # name the file and the record within it, as stats does
+        locate_error(exc, records)
+        raise
     if args.format == "tf":
         print(schema.to_tf_code())
     elif args.format == "json":
@@ -528,7 +544,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="compression of the inputs (default: detected per file)")
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
-                       "frame headers are checked, and a plain uncompressed copy checks nothing)")
+                       "frame headers are checked, and a plain uncompressed copy checks each "
+                       "input's first record header)")
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
     p.add_argument("files", nargs="+", metavar="FILE", help="input files, in order")
@@ -580,10 +597,15 @@ def main(argv=None) -> int:
         print(f"tfrecord-lite {args.command}: {exc}", file=sys.stderr)
         return 1
     except FileNotFoundError as exc:
-        print(f"tfrecord-lite {args.command}: {exc.filename}: no such file", file=sys.stderr)
+        plain = exc.strerror in (None, os.strerror(errno.ENOENT))  # else it says more (a missing bucket)
+        print(f"tfrecord-lite {args.command}: {exc.filename}: {'no such file' if plain else exc.strerror}",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
+    except IsADirectoryError as exc:  # free space and permissions have nothing to do with it
+        print(f"tfrecord-lite {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"tfrecord-lite {args.command}: {where}{exc.strerror or exc}; check the path, "

@@ -22,6 +22,7 @@ What this module owns for remote paths:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import http.client
 import io
@@ -49,6 +50,9 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
 GLOB_CHARS = frozenset("*?[")  # a path with one of these is a pattern
+_HINT_CREDENTIALS = ("Set credentials in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), "
+                      "in ~/.aws/credentials, or in storage_options (--storage-option for the CLI): key=... "
+                      "and secret=..., or anon=true for a public bucket")
 _HINT_INSTALL = ("install the cloud extra: pip install 'tfrecordkit[cloud]' (or '.[cloud]' from a checkout): "
                  "fsspec, s3fs, gcsfs")
 
@@ -87,6 +91,34 @@ def _not_found(url):
     return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), url)
 
 
+@contextlib.contextmanager
+def _naming(url):
+    """Re-raise the cloud SDK's errors that name no URL (a missing bucket, no credentials)
+    naming url and saying what to do."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if exc.filename is not None:
+            raise
+        if "NoSuchBucket" in type(exc.__cause__).__name__ or "bucket" in str(exc).lower():
+            raise FileNotFoundError(errno.ENOENT, "no such bucket: create the bucket, or check its name in "
+                                    "the URL", url) from None
+        raise _not_found(url) from None
+    except Exception as exc:
+        if not _no_credentials(exc):
+            raise
+        raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
+                            hint=_HINT_CREDENTIALS) from None
+
+
+def _no_credentials(exc) -> bool:
+    try:
+        from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+    except ImportError:
+        return False
+    return isinstance(exc, (NoCredentialsError, PartialCredentialsError))
+
+
 def open_input(path, storage_options=None):
     """A binary input stream: an unbuffered local file, a SignedStream for an S3 object, or
     an fsspec file read in blocks of BLOCK_BYTES (the next one fetched in the background)."""
@@ -105,10 +137,11 @@ def open_input(path, storage_options=None):
     else:
         cache = {"cache_type": "readahead"}
     try:
-        try:
-            f = fs.open(p, "rb", block_size=BLOCK_BYTES, **cache)
-        except TypeError:  # a filesystem without block options
-            f = fs.open(p, "rb")
+        with _naming(path):
+            try:
+                f = fs.open(p, "rb", block_size=BLOCK_BYTES, **cache)
+            except TypeError:  # a filesystem without block options
+                f = fs.open(p, "rb")
     except FileNotFoundError:
         raise _not_found(path) from None
     if not isinstance(getattr(f, "name", None), str):
@@ -222,7 +255,8 @@ class SignedStream(io.RawIOBase):
         headers = {"Range": f"bytes={self._pos}-"} if self._pos else {}
         if self._etag:
             headers["If-Match"] = self._etag
-        url = urllib.parse.urlsplit(self._fs.sign(self._path, expiration=_SIGNED_SECONDS))
+        with _naming(self.name):
+            url = urllib.parse.urlsplit(self._fs.sign(self._path, expiration=_SIGNED_SECONDS))
         if url.scheme == "https":
             connection = http.client.HTTPSConnection(url.hostname, url.port, timeout=_TIMEOUT,
                                                      context=_tls(self._fs))
@@ -282,7 +316,8 @@ def size(path, storage_options=None) -> int:
         return os.path.getsize(local_path(path))
     fs, p = filesystem(path, storage_options)
     try:
-        return int(fs.size(p))
+        with _naming(path):
+            return int(fs.size(p))
     except FileNotFoundError:
         raise _not_found(path) from None
 
@@ -354,12 +389,39 @@ def open_output(path, storage_options=None, *, fsync=False):
 def open_plain_output(path, storage_options=None):
     """A non-atomic output stream (data shows under the name as it is written)."""
     if not is_url(path):
-        from .io import make_parents
+        from .io import NamedWriter, check_output_name, make_parents
 
-        make_parents(local_path(path))
-        return open(local_path(path), "wb")  # buffered: write takes everything or raises
+        path = local_path(path)
+        check_output_name(path)
+        make_parents(path)
+        # Buffered: write takes everything or raises, naming the path.
+        return NamedWriter(open(path, "wb", buffering=0), lambda: path)
     fs, p = filesystem(path, storage_options)
-    return fs.open(p, "wb")
+    with _naming(path):
+        return _NamingFile(fs.open(p, "wb"), path)
+
+
+class _NamingFile:
+    """A remote file whose write, flush and close (which upload parts as the data comes)
+    raise _naming's errors; everything else is the file's own."""
+
+    def __init__(self, f, url):
+        self._f, self._url = f, url
+
+    def write(self, data):
+        with _naming(self._url):
+            return self._f.write(data)
+
+    def flush(self):
+        with _naming(self._url):
+            self._f.flush()
+
+    def close(self):
+        with _naming(self._url):
+            self._f.close()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
 
 
 class RemoteAtomicFile:
@@ -377,26 +439,29 @@ class RemoteAtomicFile:
         self._fs, target = filesystem(path, storage_options)
         protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
         self._transactional = bool(protocols & _TRANSACTIONAL)
-        if self._transactional:
-            self._key = target
-            self.file = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
-        else:
-            parent, base = posixpath.split(target)
-            self._key = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
-            try:
-                self.file = self._fs.open(self._key, "wb", block_size=WRITE_BLOCK_BYTES)
-            except TypeError:
-                self.file = self._fs.open(self._key, "wb")
+        with _naming(path):
+            if self._transactional:
+                self._key = target
+                self._raw = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
+            else:
+                parent, base = posixpath.split(target)
+                self._key = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
+                try:
+                    self._raw = self._fs.open(self._key, "wb", block_size=WRITE_BLOCK_BYTES)
+                except TypeError:
+                    self._raw = self._fs.open(self._key, "wb")
+        self.file = _NamingFile(self._raw, path)
 
     def commit(self) -> None:
         try:
-            target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
-            self.file.close()
-            if self._transactional:
-                self.file.commit()
-            if self._key != target:
-                self._fs.mv(self._key, target)
-                self._key = target
+            with _naming(self.path):
+                target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
+                self._raw.close()
+                if self._transactional:
+                    self._raw.commit()
+                if self._key != target:
+                    self._fs.mv(self._key, target)
+                    self._key = target
         except BaseException:
             self.discard()
             raise
@@ -404,10 +469,10 @@ class RemoteAtomicFile:
     def discard(self) -> None:
         try:
             if self._transactional:
-                self.file.discard()
-                self.file.closed = True  # its buffer is gone; close() would try to upload it
+                self._raw.discard()
+                self._raw.closed = True  # its buffer is gone; close() would try to upload it
             else:
-                self.file.close()
+                self._raw.close()
         except Exception:
             pass
         if not self._transactional:

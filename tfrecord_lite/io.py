@@ -9,15 +9,17 @@ default strategy), so compressed output is byte-identical to ``tf.io.TFRecordWri
 from __future__ import annotations
 
 import errno
+import io
 import os
 import tempfile
 import zlib
 from typing import TypeVar
 
-from .errors import DataLossError, InvalidArgumentError, NotTFRecordError
+from .errors import (CorruptRecordError, DataLossError, InvalidArgumentError, NotTFRecordError,
+                     TruncatedRecordError)
 
 __all__ = ["normalize_compression", "detect_compression", "check_tfrecord", "AtomicFile", "CommitOnExit",
-           "make_parents"]
+           "make_parents", "check_output_name"]
 
 # TensorFlow's ZlibCompressionOptions defaults.
 _LEVEL = zlib.Z_DEFAULT_COMPRESSION
@@ -98,11 +100,15 @@ def describe_head(head: bytes):
     return None
 
 
-def check_tfrecord(f, path, compression="auto") -> None:
+def check_tfrecord(f, path, compression="auto", *, first_header: bool = False) -> None:
     """Raise NotTFRecordError when the binary file object f (read from its start and left
     there) does not start with a valid TFRecord header and its first bytes, decompressed
     first when compression (or "auto" detection) says so, are text or a known other format.
-    Anything else, damaged TFRecord files included, passes: the reader reports the damage."""
+    Anything else, damaged TFRecord files included, passes: the reader reports the damage.
+
+    first_header=True also refuses an uncompressed stream whose first record header (length and
+    its masked CRC) is damaged or cut short, with the reader's error for record 0: a plain
+    byte copy reads nothing else. An empty file is an empty TFRecord file."""
     from . import _native
 
     raw = f.read(SNIFF_BYTES)
@@ -120,11 +126,27 @@ def check_tfrecord(f, path, compression="auto") -> None:
         return
     what = describe_head(head)
     if what is None:
+        if first_header and compression is None:
+            _check_first_header(head, path)
         return
     inside = f"its {compression}-decompressed content looks like" if compression else "it looks like"
     raise NotTFRecordError(f"not a TFRecord file: {inside} {what}", path=path,
                            hint="Check that this is the file you meant: only TFRecord files "
                            "(optionally gzip or zlib compressed) can be read")
+
+
+def _check_first_header(head: bytes, path) -> None:
+    from . import _native
+
+    size = _native.framing.HEADER_BYTES
+    if len(head) < size:
+        raise TruncatedRecordError(f"truncated record at 0: the file ends inside the first record's header "
+                                   f"({len(head)} of its {size} bytes)", path=path, offset=0, index=0,
+                                   hint="The file was cut short or is not a TFRecord file")
+    raise CorruptRecordError("corrupted record at 0: the masked CRC32C of the length field does not match",
+                             path=path, offset=0, index=0,
+                             hint="The file is damaged or not a TFRecord file; check that it is the "
+                             "file you meant")
 
 
 def compressor(compression):
@@ -219,9 +241,41 @@ def make_parents(path) -> None:
                                      "so the output cannot go under it", os.fspath(path)) from None
 
 
+def check_output_name(path: str) -> None:
+    """Refuse an output path that names a directory (an existing one, or any path ending
+    with a separator) before anything is written: the rename at commit would fail with a
+    misleading message, and only after all the data was written."""
+    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if path.endswith(seps) or os.path.isdir(path):
+        example = os.path.join(path, "out.tfrecord")
+        raise IsADirectoryError(errno.EISDIR, f"names a directory, not a file: give the output a file name, "
+                                f"such as {example}", path)
+
+
 def _named(exc: OSError, path: str) -> OSError:
     """The same OS error naming the user's path instead of a temporary file."""
     return type(exc)(exc.errno, exc.strerror, path)
+
+
+class NamedWriter(io.BufferedWriter):
+    """A buffered binary file whose OS errors while writing (a full disk, a quota) name
+    name() (the user's path, looked up when the error happens) instead of no file at all."""
+
+    def __init__(self, raw, name):
+        super().__init__(raw)
+        self._name = name
+
+    def write(self, data):
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise _named(exc, self._name()) from None
+
+    def flush(self):
+        try:
+            super().flush()
+        except OSError as exc:
+            raise _named(exc, self._name()) from None
 
 
 class AtomicFile:
@@ -232,6 +286,7 @@ class AtomicFile:
 
     def __init__(self, path, fsync: bool = False):
         self.path = os.fspath(path)
+        check_output_name(self.path)
         make_parents(self.path)
         try:
             fd, self.temp_path = tempfile.mkstemp(
@@ -242,7 +297,7 @@ class AtomicFile:
             raise _named(exc, self.path) from None
         # Buffered: its write takes everything or raises (a raw file may take part). Writes
         # of a buffer's size or more pass straight through.
-        self.file = os.fdopen(fd, "wb")
+        self.file = NamedWriter(io.FileIO(fd, "wb"), lambda: self.path)
         self._fsync = fsync
 
     def commit(self) -> None:

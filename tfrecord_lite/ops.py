@@ -8,6 +8,7 @@ asked. Outputs are committed atomically (split: all shards or none).
 from __future__ import annotations
 
 import os
+import stat
 from typing import Iterable
 
 from . import _native
@@ -36,10 +37,11 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
 
     compression is the output's; each input's is detected (or set by input_compression).
     An uncompressed input going to uncompressed output with verify=False and no index is
-    copied as plain bytes (``os.copy_file_range`` where possible) without being parsed, so
-    ``records`` is None in that case; otherwise frames are streamed through, checked with
-    their length CRC (and data CRC with verify=True); corruption raises a DataLossError naming
-    the input, record and offset, and nothing appears under ``output``.
+    copied as plain bytes (``os.copy_file_range`` where possible), only its first record
+    header checked, so ``records`` is None in that case; otherwise frames are streamed
+    through, checked with their length CRC (and data CRC with verify=True). Corruption
+    raises a DataLossError naming the input, record and offset, and nothing appears under
+    ``output``.
     index=True writes ``output + ".index"`` as well (uncompressed output only).
     """
     if isinstance(inputs, (str, os.PathLike)):
@@ -58,7 +60,8 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
 def _append(writer, path, compression, verify, bar, storage_options) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
-        check_tfrecord(f, path, compression)  # even a plain byte copy refuses a foreign file
+        _refuse_output(writer, f, path)
+        check_tfrecord(f, path, compression, first_header=True)  # all a plain byte copy checks
         if compression == "auto":
             compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
             f.seek(0)
@@ -70,6 +73,20 @@ def _append(writer, path, compression, verify, bar, storage_options) -> bool:
             for frames, _, lengths in tracked_blocks(r, bar):
                 writer._write_frames(frames, lengths=lengths)
     return True
+
+
+def _refuse_output(writer, f, path) -> None:
+    """Refuse an input that is the output file itself (``cat a >> a``, as GNU cat does): the
+    copy would read back what it appends and never end. A path output is written to a
+    temporary file, so merge may still name one of its inputs as its output."""
+    try:
+        src, dst = os.fstat(f.fileno()), os.fstat(writer._file.fileno())
+    except (AttributeError, OSError, ValueError):  # remote, or a file object without a descriptor
+        return
+    if stat.S_ISREG(dst.st_mode) and (src.st_dev, src.st_ino) == (dst.st_dev, dst.st_ino):
+        raise InvalidArgumentError("input file is output file", path=path,
+                                   hint="write to another file (merge -o may name one of its inputs: "
+                                   "it replaces it when complete)")
 
 
 def tracked_blocks(reader, bar, blocks=None):

@@ -43,9 +43,10 @@ class TFRecordWriter(CommitOnExit):
     one ``offset frame_length`` line per record) while writing; a path names the sidecar
     explicitly (needed for file objects, whose offsets count from where the writer started).
     The sidecar is written under a temporary name and committed at close, right after the
-    data file. Committing an atomic file first removes any existing ``path + ".index"`` (with
-    or without index=True), so a sidecar never describes a different file. Only uncompressed
-    files can be indexed.
+    data file. Committing an atomic file removes any existing ``path + ".index"`` (with or
+    without index=True) once the data is renamed, so a sidecar never describes a different
+    file: if the data's rename fails the old file keeps its sidecar, and if the sidecar's
+    fails close() removes the new file as well. Only uncompressed files can be indexed.
 
     One writer may be shared by threads: each ``write`` lands whole, and each ``write_many``
     lands contiguously.
@@ -148,7 +149,10 @@ class TFRecordWriter(CommitOnExit):
                 self._finish()
                 self._commit()
             except BaseException:
+                # A failed close publishes nothing: a data file already renamed (or an object
+                # already uploaded) goes too, as when a group fails.
                 self._discard()
+                self._uncommit()
                 raise
 
     def abort(self) -> None:
@@ -227,13 +231,16 @@ class TFRecordWriter(CommitOnExit):
             self.path = self._core.path = os.fspath(path)
         if self._atomic is not None:
             self._atomic.path = _fs.local_path(self.path) if not _fs.is_url(self.path) else self.path
-            # Never let an old sidecar describe the new file: it goes before the rename.
-            self._unlink(self.path + ".index")
             if self._index is not None:
                 self._index.path = self._index_path or self._atomic.path + ".index"
-                self._unlink(self._index.path)
+            # Data first, then the old sidecar goes, then the new one comes: readers see the old
+            # pair, the new data alone (they scan it) or the new pair, never a mismatched pair.
+            # A failed data rename keeps the old pair; a later failure is undone by close().
             self._atomic.commit()
             self._renamed = True
+            self._unlink(self.path + ".index")
+            if self._index is not None:
+                self._unlink(self._index.path)
         elif self._owned:
             if self._fsync and not _fs.is_url(self.path):
                 os.fsync(self._file.fileno())
@@ -244,11 +251,12 @@ class TFRecordWriter(CommitOnExit):
             self._index.commit()
 
     def _uncommit(self):
-        """Remove what _commit put in place (a later shard of the same group failed)."""
+        """Remove what _commit put in place (its sidecar failed, or a later shard of the same
+        group did). The sidecar name goes first: it must not outlive the data it describes."""
         if self._renamed:
-            self._unlink(self.path)
             if self._index is not None:
                 self._unlink(self._index.path)
+            self._unlink(self.path)
 
     def _unlink(self, path):
         _fs.remove(path, self._storage_options)
