@@ -323,12 +323,7 @@ def _sample_records(args):
     parts = []
     for path in args.files:
         with _open(path, args) as r:
-            have = 0
-            for batch in r.record_batches():
-                if have >= args.sample:
-                    break
-                parts.append(batch[:args.sample - have])
-                have += len(parts[-1])
+            parts.append(r.head(args.sample))
     return RecordBatch.concat(parts)
 
 
@@ -348,15 +343,10 @@ def _print_table(header, rows) -> None:
 def cmd_schema(args) -> int:
     """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
     as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code."""
-    from .batch import locate_error
     from .features import infer_schema
 
     records = _sample_records(args)
-    try:
-        schema = infer_schema(records, sample=len(records))
-    except TFRecordError as exc:  # name the file and the record within it, as stats does
-        locate_error(exc, records)
-        raise
+    schema = infer_schema(records, sample=len(records))  # its errors name the record's file
     if args.format == "tf":
         print(schema.to_tf_code())
     elif args.format == "json":

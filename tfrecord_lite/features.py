@@ -389,14 +389,9 @@ def _sample(source, sample, progress, storage_options):
         return list(source)[:sample]
     with TFRecordReader(source, storage_options=storage_options) as reader, \
             _progress(sample, desc="schema", enabled=progress) as bar:
-        parts, have = [], 0
-        for batch in reader.record_batches():
-            parts.append(batch[:sample - have])
-            have += len(parts[-1])
-            bar.update(len(parts[-1]))
-            if have >= sample:
-                break
-    return RecordBatch.concat(parts)
+        records = reader.head(sample)
+        bar.update(len(records))
+    return records
 
 
 def _infer(records) -> Schema | SequenceSchema:

@@ -38,7 +38,7 @@ from .batch import RecordBatch
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .features import infer_schema
 from .index import build_index as _build_index
-from .index import index_path, read_index
+from .index import index_path, load_index
 from .io import detect_compression, normalize_compression
 from .reader import TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
@@ -93,12 +93,11 @@ class TFRecordDatasource(Datasource):
         for path in self.paths:
             with TFRecordReader(path, self.compression, self.check_crc,
                                 storage_options=self.storage_options) as reader:
-                for batch in reader.record_batches():
-                    parts.append(batch[:_SAMPLE - have])
-                    have += len(parts[-1])
-                    if have >= _SAMPLE:
-                        return RecordBatch.concat(parts)
-        return RecordBatch.concat(parts) if parts else []
+                parts.append(reader.head(_SAMPLE - have))
+            have += len(parts[-1])
+            if have >= _SAMPLE:
+                break
+        return RecordBatch.concat(parts)
 
     def _describe(self, path, build_index):
         """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
@@ -112,13 +111,8 @@ class TFRecordDatasource(Datasource):
             sidecar = index_path(path)
             if build_index and not _fs.exists(sidecar, self.storage_options):
                 _build_index(path, check_crc=self.check_crc, storage_options=self.storage_options)
-            if _fs.exists(sidecar, self.storage_options):
-                index = read_index(sidecar, storage_options=self.storage_options)
-                end = int(index[0][-1] + index[1][-1]) if len(index[0]) else 0
-                if end != size:
-                    raise TFRecordError(f"the index describes {end} bytes of frames but the file has {size}",
-                                        path=path, hint="the index is stale: rebuild it with "
-                                        "tfrecord_lite.build_index (or pass build_index=True after deleting it)")
+            if _fs.exists(sidecar, self.storage_options):  # a stale one raises
+                index = load_index(path, sidecar, storage_options=self.storage_options)
         return path, size, compression, index
 
     def _units(self, parallelism):

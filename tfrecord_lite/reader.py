@@ -162,6 +162,18 @@ class TFRecordReader:
         way never re-encodes them (merge, split, cat)."""
         return self._start(self._scan(blocks=True))
 
+    def head(self, n: int) -> RecordBatch:
+        """The first n records (fewer if the file has fewer) as one RecordBatch, which knows
+        each record's file, offset and index: an error parsing them can name its record."""
+        parts, have = [], 0
+        if n > 0:
+            for batch in self.record_batches():
+                parts.append(batch[:n - have])
+                have += len(parts[-1])
+                if have >= n:
+                    break
+        return RecordBatch.concat(parts)
+
     def record_spans(self) -> Iterator[tuple[Any, Any]]:
         """Yield ``(offsets, lengths)``: int64 arrays giving each record's data offset in the
         (decompressed) stream and its length, checked like records are, without copying any
