@@ -596,3 +596,64 @@ def test_many_records_in_one_file_match_reader(backend, tmp_path):
     want = list(TFRecordReader(path))
     assert list(TFRecordDataset([path], num_threads=2)) == want
     assert sum(TFRecordDataset([path], batch_size=999), []) == want
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(counts=st.lists(st.integers(0, 8), min_size=2, max_size=5), cycle=st.integers(2, 4),
+       block=st.integers(1, 3), batch=st.integers(2, 5), threads=st.sampled_from([1, 2]),
+       piece=st.sampled_from([2, 3, 4096]), data=st.data())
+def test_a_bad_record_stops_the_interleave_where_tensorflow_does(backend, tmp_path_factory, monkeypatch, counts,
+                                                                cycle, block, batch, threads, piece, data):
+    # As TensorFlow: every record the interleave reaches before a bad one, then that record's
+    # error. Not the error of a bad record next in its own file but later in the interleave,
+    # nor any error before the other files' blocks that come first: parsed and batched output
+    # take whole rounds of blocks at a time, reading each file's next piece ahead of its turn.
+    # Batched output stops at the last whole batch. A position saved on the way resumes to
+    # the same records and error.
+    from tfrecord_lite import _pipeline
+
+    monkeypatch.setattr(_pipeline, "_PIECE_RECORDS", piece)
+    bad = [data.draw(st.none() | st.integers(0, n - 1)) if n else None for n in counts]
+    paths = write_files(tmp_path_factory.mktemp("bad"), counts,
+                        make=lambda f, j: tfl.encode_example({"id": 100 * f + j}))
+    for path, b in zip(paths, bad):
+        if b is not None:
+            frames = tfl.index.scan_index(path)[0]
+            raw = bytearray(open(path, "rb").read())
+            raw[frames[b] + 13] ^= 0xFF  # inside the record's data
+            open(path, "wb").write(bytes(raw))
+    order = interleave([[100 * f + j for j in range(n if b is None else b)] + ([(paths[f], b)] if b is not None else [])
+                        for f, (n, b) in enumerate(zip(counts, bad))], cycle, block)
+    cut = next((i for i, x in enumerate(order) if type(x) is tuple), len(order))
+    good, error = order[:cut], order[cut:cut + 1]
+    spec = {"id": tfl.FixedLenFeature([], np.int64)}
+    opts = dict(cycle_length=cycle, block_length=block, num_threads=threads, max_open_files=cycle + 1)
+
+    def ids(item):
+        if isinstance(item, tfl.RecordBatch):
+            return tfl.parse_example(list(item), spec)["id"].tolist()
+        return np.atleast_1d(item["id"]).tolist()
+
+    def run(it):
+        got = []
+        try:
+            for item in it:
+                got += ids(item)
+        except CorruptRecordError as exc:
+            return got, [(exc.path, exc.index)]
+        return got, []
+
+    for features, size in [(spec, None), (None, batch), (spec, batch)]:
+        want = good if size is None or not error else good[:len(good) // size * size]
+        assert run(TFRecordDataset(paths, features, batch_size=size, **opts)) == (want, error), (features, size)
+        ds = TFRecordDataset(paths, features, batch_size=size, **opts)
+        ds.state_dict()  # positions are tracked from here on
+        it = iter(ds)
+        k = data.draw(st.integers(0, len(want) // (size or 1)))
+        head = [x for _ in range(k) for x in ids(next(it))]
+        state = ds.state_dict()
+        it.close()
+        fresh = TFRecordDataset(paths, features, batch_size=size, **opts)
+        fresh.load_state_dict(state)
+        rest, raised = run(fresh)
+        assert (head + rest, raised) == (want, error), (features, size, k)

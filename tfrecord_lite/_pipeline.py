@@ -364,10 +364,11 @@ class Run:
                 if gather and taken == 0 and num_open > 1 and (not todo or num_open == cycle):
                     # Files at the end of their piece move to the next one first, so that whole
                     # rounds go on across piece ends instead of a block at a time until every
-                    # file has moved (a file at its end is left to the path below to close).
+                    # file has moved (a file at its end is left to the path below to close, a
+                    # failed read to raise at its turn: other files' blocks may come first).
                     for s in slots:
                         if s is not None and s.at == len(s.piece):
-                            self._advance(s, todo, num_open)
+                            self._advance(s, todo, num_open, ahead=True)
                     stretch = _rounds(slots, index, block)
                     if stretch is not None:
                         chunk, moved, index = stretch
@@ -485,23 +486,27 @@ class Run:
         for p in itertools.islice(todo, len(self._early), upto):
             self._early[p] = self._open(_Slot(self.ds.files[p], p, self.ds._record_rule))
 
-    def _advance(self, slot, todo, num_open) -> bool:
+    def _advance(self, slot, todo, num_open, ahead=False) -> bool:
         """Move the slot to its next piece; False at the file's end. Once that is the file's
         last piece, start reading the next file of the order (todo), or the consumer waits for
-        its first piece when its turn comes."""
-        if not self._next_piece(slot):
+        its first piece when its turn comes. ahead: before the slot's turn (see _next_piece)."""
+        if not self._next_piece(slot, ahead):
             return False
         if slot.future is None and num_open + len(self._early) < self.ds.max_open_files:
             self._open_ahead(todo, len(self._early) + 1)
         return True
 
-    def _next_piece(self, slot) -> bool:
-        """Move the slot to its next piece (waiting for it); False at the file's end."""
+    def _next_piece(self, slot, ahead=False) -> bool:
+        """Move the slot to its next piece (waiting for it); False at the file's end. ahead:
+        the slot's turn has not come, so a failed read stays where it is, to be raised when
+        the turn comes, as TensorFlow raises it (False then too)."""
         while True:
             if slot.future is None:
                 return False
             fut = slot.waiting = slot.future
             try:
+                if ahead and fut.exception() is not None:
+                    return False
                 piece, piece_map = fut.result()
             finally:
                 slot.waiting = None
@@ -614,6 +619,10 @@ def _rounds(slots, index, block):
     if rounds == 0 and extra == 0:
         return None  # the normal path moves the file at ``index`` to its next piece
     moved = [(c, rounds * block + (block if j < extra else 0)) for j, c in enumerate(order)]
+    if not rounds:
+        # Only the files that give records: one past them may have no piece (a read that
+        # failed ahead of its turn), so no position to log for it.
+        moved = moved[:extra]
     chunk = Gathered.rounds([slots[c].piece[slots[c].at:slots[c].at + n] for c, n in moved], block, rounds, extra)
     last = order[extra - 1] if extra else order[-1]
     return chunk, moved, (last + 1) % len(slots)

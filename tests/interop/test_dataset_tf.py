@@ -6,6 +6,8 @@ import pytest
 
 from tfrecord_lite import TFRecordDataset, TFRecordWriter
 
+from .._records import interleave
+
 COUNTS = [5, 0, 9, 1, 13, 4, 7]
 
 
@@ -31,3 +33,53 @@ def test_interleave_matches_tensorflow(backend, tmp_path):
         got = list(TFRecordDataset(files, cycle_length=cycle, block_length=block, num_threads=2,
                                    max_open_files=9))
         assert got == want, (backend.name, cycle, block)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("counts, bad, cycle, block", [
+    ([5, 0, 10], {0: 4}, 2, 2),  # another file's blocks come before the bad record
+    ([11, 4, 3], {1: 3, 2: 2}, 3, 1),  # the later file's bad record is reached first
+    ([6, 7, 2, 9], {0: 1, 3: 5}, 2, 3),
+])
+def test_a_bad_record_stops_the_interleave_where_tensorflow_does(backend, tmp_path, counts, bad, cycle, block):
+    # TensorFlow delivers every record its interleave reaches before a bad one, then raises
+    # DataLossError; so does TFRecordDataset, in every output (whole batches when batched),
+    # with the error of the bad record reached (TensorFlow's message names no file: the
+    # interleave model of the other tests, checked against TensorFlow here, tells which).
+    import numpy as np
+    import tensorflow as tf
+
+    import tfrecord_lite as tfl
+    from tfrecord_lite.errors import DataLossError
+
+    files = []
+    for f, n in enumerate(counts):
+        path = str(tmp_path / f"{f}.tfrecord")
+        with TFRecordWriter(path) as w:
+            w.write_many(tfl.encode_example({"id": 100 * f + j}) for j in range(n))
+        if f in bad:
+            frames = tfl.index.scan_index(path)[0]
+            data = bytearray(open(path, "rb").read())
+            data[frames[bad[f]] + 13] ^= 0xFF  # inside the record's data
+            open(path, "wb").write(bytes(data))
+        files.append(path)
+    spec = {"id": tfl.FixedLenFeature([], np.int64)}
+    want = []
+    with pytest.raises(tf.errors.DataLossError):
+        for r in tf.data.Dataset.from_tensor_slices(files).interleave(
+                tf.data.TFRecordDataset, cycle_length=cycle, block_length=block):
+            want.append(int(tfl.parse_example([r.numpy()], spec)["id"][0]))
+    model = interleave([[100 * f + j for j in range(bad.get(f, n))] + ([(files[f], bad[f])] if f in bad else [])
+                        for f, n in enumerate(counts)], cycle, block)
+    cut = next(i for i, x in enumerate(model) if type(x) is tuple)
+    assert model[:cut] == want
+    for features, size in [(None, None), (spec, None), (None, 4), (spec, 4)]:
+        got = []
+        with pytest.raises(DataLossError) as info:
+            for item in TFRecordDataset(files, features, batch_size=size, cycle_length=cycle, block_length=block,
+                                        num_threads=1, max_open_files=cycle):
+                if features is None:
+                    item = tfl.parse_example(list(item) if size else [item], spec)
+                got += np.atleast_1d(item["id"]).tolist()
+        whole = want if size is None else want[:len(want) // size * size]
+        assert (got, (info.value.path, info.value.index)) == (whole, model[cut]), (backend.name, features, size)
