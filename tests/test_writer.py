@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite.writer as writer_module
-from tfrecord_lite import TFRecordError, TFRecordReader, TFRecordWriter, merge, split
+from tfrecord_lite import TFRecordError, TFRecordFile, TFRecordReader, TFRecordWriter, merge, split
 from tfrecord_lite.index import build_index, read_index, scan_index
 from tfrecord_lite.sharded import ShardedWriter, write_parallel
 
@@ -442,17 +442,23 @@ def test_object_arrays_are_refused_not_written_as_pointers(backend, tmp_path):
     assert list(TFRecordReader(path)) == [b"before", b"a"]
 
 
-def test_failed_sidecar_commit_leaves_neither_file(backend, tmp_path, monkeypatch):
-    """close() raising on the sidecar's rename leaves no new data under the name either."""
-    path = str(tmp_path / "a.tfrecord")
+def _fail_renames_to(monkeypatch, target):
+    """Make os.replace onto target fail with an I/O error; returns the real os.replace."""
     real = os.replace
 
     def failing(src, dst, *args, **kwargs):
-        if dst == path + ".index":
+        if dst == target:
             raise OSError(5, "simulated I/O error")
         return real(src, dst, *args, **kwargs)
 
     monkeypatch.setattr(os, "replace", failing)
+    return real
+
+
+def test_failed_sidecar_commit_leaves_neither_file(backend, tmp_path, monkeypatch):
+    """close() raising on the sidecar's rename leaves no new data under the name either."""
+    path = str(tmp_path / "a.tfrecord")
+    _fail_renames_to(monkeypatch, path + ".index")
     with pytest.raises(OSError, match="simulated"):
         with TFRecordWriter(path, index=True) as w:
             w.write(b"new")
@@ -533,25 +539,16 @@ def test_a_failed_write_names_the_users_path(tmp_path, pure):
 
 
 @pytest.mark.parametrize("index", [False, True])
-def test_a_failed_data_rename_keeps_the_old_file_and_its_sidecar(backend, tmp_path, monkeypatch, index):
-    """The old sidecar goes only after the new data is in place: if the data's rename fails,
-    the old file and its sidecar stay, still matching."""
+def test_a_failed_data_rename_keeps_the_old_file(backend, tmp_path, monkeypatch, index):
+    """The old sidecar goes before the data's rename (so no reader ever finds it beside other
+    data): if the rename fails, the old file stays, without it, and reads by scanning."""
     path = str(tmp_path / "a.tfrecord")
     with TFRecordWriter(path, index=True) as w:
         w.write_many([b"old1", b"old2"])
-    before = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
-    real = os.replace
-
-    def failing(src, dst, *args, **kwargs):
-        if dst == path:
-            raise OSError(5, "simulated I/O error")
-        return real(src, dst, *args, **kwargs)
-
-    monkeypatch.setattr(os, "replace", failing)
+    old = (tmp_path / "a.tfrecord").read_bytes()
+    _fail_renames_to(monkeypatch, path)
     with pytest.raises(OSError, match="simulated"):
         with TFRecordWriter(path, index=index) as w:
             w.write(b"new")
-    assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == before
-    assert list(TFRecordReader(path)) == [b"old1", b"old2"]
-    monkeypatch.setattr(os, "replace", real)
-    assert (tmp_path / "a.tfrecord.index").read_bytes() == open(build_index(path, path + ".check"), "rb").read()
+    assert os.listdir(tmp_path) == ["a.tfrecord"] and (tmp_path / "a.tfrecord").read_bytes() == old
+    assert list(TFRecordReader(path)) == [b"old1", b"old2"] and len(TFRecordFile(path)) == 2

@@ -43,10 +43,10 @@ class TFRecordWriter(CommitOnExit):
     one ``offset frame_length`` line per record) while writing; a path names the sidecar
     explicitly (needed for file objects, whose offsets count from where the writer started).
     The sidecar is written under a temporary name and committed at close, right after the
-    data file. Committing an atomic file removes any existing ``path + ".index"`` (with or
-    without index=True) once the data is renamed, so a sidecar never describes a different
-    file: if the data's rename fails the old file keeps its sidecar, and if the sidecar's
-    fails close() removes the new file as well. Only uncompressed files can be indexed.
+    data file. Committing an atomic file first removes any existing ``path + ".index"`` (with
+    or without index=True), so a sidecar never describes a different file; if the sidecar's
+    commit fails, close() removes the new file as well. Only uncompressed files can be
+    indexed.
 
     One writer may be shared by threads: each ``write`` lands whole, and each ``write_many``
     lands contiguously.
@@ -231,16 +231,16 @@ class TFRecordWriter(CommitOnExit):
             self.path = self._core.path = os.fspath(path)
         if self._atomic is not None:
             self._atomic.path = _fs.local_path(self.path) if not _fs.is_url(self.path) else self.path
-            if self._index is not None:
-                self._index.path = self._index_path or self._atomic.path + ".index"
-            # Data first, then the old sidecar goes, then the new one comes: readers see the old
-            # pair, the new data alone (they scan it) or the new pair, never a mismatched pair.
-            # A failed data rename keeps the old pair; a later failure is undone by close().
-            self._atomic.commit()
-            self._renamed = True
+            # The old sidecar goes before the data is renamed, the new one comes after: readers
+            # see the old pair, a file alone (they scan it) or the new pair, never a sidecar of
+            # other data. A failed data rename leaves the old file without its sidecar; a later
+            # failure is undone by close().
             self._unlink(self.path + ".index")
             if self._index is not None:
+                self._index.path = self._index_path or self._atomic.path + ".index"
                 self._unlink(self._index.path)
+            self._atomic.commit()
+            self._renamed = True
         elif self._owned:
             if self._fsync and not _fs.is_url(self.path):
                 os.fsync(self._file.fileno())
