@@ -329,14 +329,16 @@ def exists(path, storage_options=None) -> bool:
     return fs.exists(p)
 
 
-def remove(path, storage_options=None) -> None:
-    """Delete a file if it exists."""
+def remove(path, storage_options=None, name=None) -> None:
+    """Delete a file if it exists; an object store's errors name ``name`` (by default path:
+    a writer names its data file for its sidecar too)."""
     try:
         if not is_url(path):
             os.unlink(local_path(path))
         else:
             fs, p = filesystem(path, storage_options)
-            fs.rm_file(p)
+            with _naming(name or path):
+                fs.rm_file(p)
     except FileNotFoundError:
         pass
 

@@ -259,7 +259,7 @@ class TFRecordWriter(CommitOnExit):
             self._unlink(self.path)
 
     def _unlink(self, path):
-        _fs.remove(path, self._storage_options)
+        _fs.remove(path, self._storage_options, name=self.path)
 
     def _discard(self):
         self._buf = bytearray()
