@@ -82,11 +82,10 @@ def _default(value, shape, dtype, owner):
     if dtype == "string":  # an object array: "S" arrays drop trailing NULs
         arr = np.array(value, dtype=object)
         flat = arr.reshape(-1).tolist()
-        if not all(isinstance(v, (bytes, str)) for v in flat):
-            bad = next(v for v in flat if not isinstance(v, (bytes, str)))
-            raise FeatureSpecError(f"{owner}: default_value {bad!r} of a string feature is not bytes or str")
-        arr = np.array([v.encode() if isinstance(v, str) else bytes(v) for v in flat] + [None],
-                       dtype=object)[:-1].reshape(arr.shape)  # None: keeps numpy from nesting
+        bad = [v for v in flat if not isinstance(v, (bytes, str))]
+        if bad:
+            raise FeatureSpecError(f"{owner}: default_value {bad[0]!r} of a string feature is not bytes or str")
+        arr.reshape(-1)[:] = [v.encode() if isinstance(v, str) else bytes(v) for v in flat]
     else:
         try:
             arr = np.asarray(value)
