@@ -43,7 +43,7 @@ from crc32c cimport (
     TFL_CRC32C_CAPSULE, TFL_CRC_PATH_BEST, TFL_CRC_PATH_NO_CLMUL, TFL_CRC_PATH_NO_FOLD, TFL_CRC_PATH_TABLE,
     tfl_crc32c, tfl_crc32c_backend, tfl_crc32c_clmul, tfl_crc32c_hw_available, tfl_crc32c_init, tfl_mask_crc,
 )
-from cursor cimport Cursor, acquire, acquire_record, cursor_init, cursor_take
+from cursor cimport Cursor, acquire, cursor_init, cursor_take
 from objects cimport NOGIL_MIN_BYTES, ByteSpan
 from le cimport tfl_load_le32, tfl_load_le64, tfl_store_le32, tfl_store_le64
 
@@ -133,11 +133,11 @@ def append_frame(bytearray out, record):
     return _append_frame(out, record)
 
 
-def check_record(record):
-    """Raise the TypeError that append_frame and encode_frames raise for record, if any
-    (not bytes-like, not contiguous, or a buffer of object pointers), without copying it."""
+def check_buffer(obj):
+    """Raise the error the core raises when it borrows obj's bytes, if any (not bytes-like,
+    not contiguous, or a buffer of object pointers), without copying it."""
     cdef Py_buffer view
-    acquire_record(record, &view)
+    acquire(obj, &view)
     PyBuffer_Release(&view)
 
 
@@ -145,7 +145,7 @@ cdef Py_ssize_t _append_frame(bytearray out, record) except -1:
     """out's new length; a record that is not bytes-like raises with nothing appended."""
     cdef Py_buffer view
     cdef Py_ssize_t at = PyByteArray_GET_SIZE(out)
-    acquire_record(record, &view)
+    acquire(record, &view)
     try:
         _reserve(out, at + view.len + FRAME_OVERHEAD)
         _frame_into(<unsigned char *>PyByteArray_AS_STRING(out) + at, &view)
@@ -377,7 +377,7 @@ def encode_frames(records, bytearray out=None):
                     views = <Py_buffer *>PyMem_Realloc(NULL, n * sizeof(Py_buffer))
                     if views == NULL:
                         raise MemoryError()
-                acquire_record(record, &views[got])
+                acquire(record, &views[got])
                 got += 1
                 spans[i].ptr = <const unsigned char *>views[got - 1].buf
                 spans[i].len = views[got - 1].len

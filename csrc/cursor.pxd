@@ -12,13 +12,9 @@ cdef struct Cursor:
 
 cdef inline int acquire(object obj, Py_buffer *view) except -1:
     """Borrow obj's bytes once per call, read-only and C-contiguous (bytes, bytearray,
-    memoryview, mmap, numpy). The caller releases with PyBuffer_Release."""
-    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-
-
-cdef inline int acquire_record(object obj, Py_buffer *view) except -1:
-    """acquire, for a record to write. A buffer of PyObject pointers (a numpy object array)
-    is refused with a TypeError: its bytes are addresses, not the objects' data."""
+    memoryview, mmap, numpy). The caller releases with PyBuffer_Release. A buffer of PyObject
+    pointers (a numpy object array) is refused with a TypeError: its bytes are addresses,
+    not the objects' data."""
     if PyBytes_CheckExact(obj):  # the common case has no format to look at
         return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
     # ND, not SIMPLE: a memoryview refuses SIMPLE with FORMAT. Without STRIDES, still only a

@@ -820,9 +820,33 @@ def test_a_buffer_of_object_pointers_is_not_a_record(backend, make):
     with pytest.raises(TypeError, match="pointers to Python objects"):
         F.append_frame(out, make())
     with pytest.raises(TypeError, match="pointers to Python objects"):
-        F.check_record(make())
+        F.check_buffer(make())
     assert out == b"kept"
     # A field named O is a name, not an object type; numbers and bytes stay records.
     for ok in (np.zeros(2, [("O", "i4")]), np.arange(3.0), memoryview(b"abc")[1:], bytearray(b"x"), b"y"):
-        F.check_record(ok)
+        F.check_buffer(ok)
         assert F.encode_frames([ok]) == F.encode_frames([bytes(memoryview(ok).cast("B"))])
+
+
+@pytest.mark.parametrize("make", OBJECT_BUFFERS.values(), ids=list(OBJECT_BUFFERS))
+def test_a_buffer_of_object_pointers_is_not_input(backend, make):
+    """Read, checksummed, parsed or encoded as a value, the addresses would be taken for data:
+    a reader saw a 'corrupt' file, parse_example a 'malformed' Example, and encode_example
+    wrote the pointers as a bytes value."""
+    with pytest.raises(tfrecord_lite.ArgumentTypeError, match="<buffer>: cannot read records .*pointers to Python"):
+        TFRecordReader(make())
+    with pytest.raises(TypeError, match="pointers to Python objects"):
+        tfrecord_lite.crc32c(make())
+    spec = {"a": tfrecord_lite.VarLenFeature(np.bytes_)}
+    good = tfrecord_lite.encode_example({"a": [b"x"]})
+    with pytest.raises(tfrecord_lite.ArgumentTypeError, match="record 1: .* is not a serialized record .*pointers"):
+        tfrecord_lite.parse_example([good, make()], spec)
+    with pytest.raises(tfrecord_lite.FeatureSpecError, match="feature 'a': cannot encode a memoryview .*pointers"):
+        tfrecord_lite.encode_example({"a": [memoryview(make())]})
+    # What stays input: byte buffers of any type, and a memoryview value's bytes.
+    assert list(TFRecordReader(np.frombuffer(F_ONE, np.uint8))) == [b"x"]
+    assert tfrecord_lite.crc32c(np.frombuffer(b"abc", np.uint8)) == tfrecord_lite.crc32c(b"abc")
+    assert tfrecord_lite.encode_example({"a": [memoryview(b"xyz")[1:]]}) == tfrecord_lite.encode_example({"a": [b"yz"]})
+
+
+F_ONE = bytes(_native.framing.encode_frames([b"x"]))

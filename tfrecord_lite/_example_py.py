@@ -222,10 +222,7 @@ class _Table:
 def _parse(message_class, data, index):
     message = message_class()
     if type(data) is not bytes:  # what the core takes: a contiguous buffer (bytes(3) is 3 NULs)
-        with memoryview(data) as view:
-            if not view.c_contiguous:
-                raise BufferError("memoryview: underlying buffer is not C-contiguous")
-            data = view.tobytes()
+        data = _framing_py.byte_view(data).tobytes()
     try:
         message.ParseFromString(data)
     except Exception as exc:  # DecodeError, RecursionError, UnicodeDecodeError, ...
@@ -316,7 +313,7 @@ def _feature(key, kind, values) -> bytes:
         feature.int64_list.value.extend(int(v) for v in np.asarray(values, dtype=np.int64).ravel())
         feature.int64_list.SetInParent()
     elif kind == KIND_RAW:
-        feature.bytes_list.value.append(memoryview(values).cast("B").tobytes())
+        feature.bytes_list.value.append(_framing_py.byte_view(values).tobytes())
     elif kind == KIND_BYTES:
         for v in values:
             if not isinstance(v, bytes):

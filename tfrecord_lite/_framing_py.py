@@ -47,7 +47,7 @@ def set_crc32c_backend(name: str):
 
 def crc32c(data, value: int = 0) -> int:
     """CRC32C (Castagnoli, reflected 0x82F63B78) of data, continuing from value."""
-    return _crc32c_pkg.crc32c(memoryview(data).cast("B"), value)
+    return _crc32c_pkg.crc32c(byte_view(data), value)
 
 
 def _mask(crc: int) -> int:
@@ -64,7 +64,7 @@ def encode_frames(records, out: bytearray | None = None) -> bytearray:
     Every record is looked at first: one that is not bytes-like raises with nothing appended."""
     if out is None:
         out = bytearray()
-    for data in [_record_view(record) for record in records]:
+    for data in [byte_view(record) for record in records]:
         header = _u64.pack(len(data))
         out += header
         out += _u32.pack(_mask(_crc32c_pkg.crc32c(header)))
@@ -73,15 +73,19 @@ def encode_frames(records, out: bytearray | None = None) -> bytearray:
     return out
 
 
-def _record_view(record) -> memoryview:
-    """record's bytes; a buffer of object pointers (a numpy object array) is refused, as by
-    the compiled core's acquire_record: its bytes are addresses, not the objects' data."""
-    view = memoryview(record)
+def byte_view(obj) -> memoryview:
+    """obj's bytes, as the compiled core's acquire borrows them: C-contiguous, and not a
+    buffer of object pointers (a numpy object array), whose bytes are addresses, not the
+    objects' data."""
+    view = memoryview(obj)
     fmt = view.format
     if _holds_objects(fmt):
         view.release()
         raise TypeError(f"its buffer holds pointers to Python objects (format {fmt!r}), not their "
                         "bytes; encode the values to bytes first")
+    if not view.c_contiguous:
+        view.release()
+        raise BufferError("memoryview: underlying buffer is not C-contiguous")
     return view.cast("B")
 
 
@@ -91,9 +95,9 @@ def _holds_objects(fmt: str) -> bool:
     return "O" in fmt and any("O" in part for part in fmt.split(":")[::2])
 
 
-def check_record(record) -> None:
-    """Raise the TypeError that append_frame and encode_frames raise for record, if any."""
-    _record_view(record).release()
+def check_buffer(obj) -> None:
+    """Raise the error the compiled core raises when it borrows obj's bytes, if any."""
+    byte_view(obj).release()
 
 
 def append_frame(out: bytearray, record) -> int:

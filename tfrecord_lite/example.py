@@ -342,15 +342,14 @@ def _native_decode(decode, records, *args):
     """decode(records, *args) of the core, a record that is not serialized bytes named."""
     try:
         return decode(records, *args)
-    except (TypeError, BufferError) as exc:
+    except (TypeError, BufferError, ValueError):
         for i, record in enumerate(records):  # only on an error: find the record
             try:
-                with memoryview(record) as view:
-                    if view.c_contiguous:
-                        continue
-            except TypeError:
-                pass
-            raise ArgumentTypeError(f"{type(record).__name__} is not a serialized record ({exc})", index=i,
+                _native.framing.check_buffer(record)
+                continue
+            except (TypeError, BufferError, ValueError) as exc:
+                error = exc
+            raise ArgumentTypeError(f"{type(record).__name__} is not a serialized record ({error})", index=i,
                                     hint="pass bytes-likes: bytes, bytearray, or a contiguous memoryview "
                                          "or uint8 array") from None
         raise
@@ -667,7 +666,14 @@ def _as_bytes(name, v) -> bytes:
         return v.encode()
     if isinstance(v, bytes):
         return bytes(v) if type(v) is not bytes else v
-    if isinstance(v, (bytearray, memoryview)):
+    if isinstance(v, memoryview):  # its bytes as the core would borrow them
+        try:
+            _native.framing.check_buffer(v)
+        except (TypeError, BufferError, ValueError) as exc:
+            raise FeatureSpecError(f"feature {name!r}: cannot encode a memoryview as bytes: {exc}",
+                                   hint="pass bytes values (bytes(value) copies a view's elements)") from None
+        return v.tobytes()
+    if isinstance(v, bytearray):
         return bytes(v)
     raise FeatureSpecError(f"feature {name!r}: cannot mix {type(v).__name__} into a bytes list")
 

@@ -411,7 +411,7 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
             for j, item in enumerate(chunk):
                 records.append(encode(item))
                 if type(records[-1]) is not bytes:  # not a record encode_frames takes: this item's error
-                    _native.framing.check_record(records[-1])
+                    _native.framing.check_buffer(records[-1])
         # One core call frames them all, without the GIL for all but the smallest chunks.
         out = _native.framing.encode_frames(records)
         lengths = _native.spans.value_lengths(records)
