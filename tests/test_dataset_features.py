@@ -234,3 +234,41 @@ def test_to_npy_rejects_bytes_features_clearly(backend, example_files, tmp_path)
     spec = {"y": _spec()["y"], "name": tfrecord_lite.FixedLenFeature([], bytes, default_value=b"")}
     with pytest.raises(tfrecord_lite.FeatureSpecError, match="'name'.*RawTensorFeature"):
         to_npy(example_files, spec, tmp_path / "out", progress=False)
+
+
+def test_to_npy_leaves_the_files_of_a_failed_conversion_as_they_were(backend, tmp_path):
+    """A conversion that fails part way (record 13 of 21 lacks a feature) used to leave each
+    array filled up to the failure under its final name, over the file of an earlier one."""
+    good, bad = str(tmp_path / "good.tfrecord"), str(tmp_path / "bad.tfrecord")
+    with TFRecordWriter(good) as w:
+        w.write_many(_example(i) for i in range(21))
+    with TFRecordWriter(bad) as w:
+        w.write_many(_example(i) if i != 13 else tfrecord_lite.encode_example({"x": [1.0, 2.0]}) for i in range(21))
+    out = tmp_path / "out"
+    first = to_npy([good], _spec(), out, batch_size=4, progress=False)
+    assert first["y"].tolist() == list(range(21))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {"x.npy", "y.npy"}
+    with pytest.raises(tfrecord_lite.FeatureSpecError):
+        to_npy([bad], _spec(), out, batch_size=4, progress=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporary file left either
+    with pytest.raises(tfrecord_lite.FeatureSpecError, match="'name'"):  # after one array was created
+        to_npy([good], {"y": _spec()["y"], "name": tfrecord_lite.FixedLenFeature([], bytes, default_value=b"")},
+               tmp_path / "fresh", progress=False)
+    assert list((tmp_path / "fresh").iterdir()) == []
+    again = to_npy([good], _spec(), out, batch_size=8, progress=False)
+    assert np.array_equal(again["x"], first["x"])
+    assert os.stat(out / "x.npy").st_mode & 0o777 == 0o666 & ~_umask()  # as open() would make it
+
+
+def test_to_npy_refuses_a_remote_output_directory(tmp_path):
+    """Memory-mapped files need a local directory: s3://bucket/out made a local directory 's3:'."""
+    with pytest.raises(tfrecord_lite.InvalidArgumentError, match="s3://bucket/out: .*local directory"):
+        to_npy([], {}, "s3://bucket/out", progress=False)
+    assert not os.path.exists("s3:")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

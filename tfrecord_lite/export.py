@@ -12,7 +12,9 @@ import numpy as np
 
 from ._typing import Features, Files, ParseFn, PathLike, Progress
 from .dataset import TFRecordDataset
-from .errors import FeatureSpecError, TFRecordError
+from . import fs as _fs
+from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError
+from .io import AtomicFile
 from .progress import progress as progress_bar
 
 __all__ = ["to_numpy", "to_npy"]
@@ -40,14 +42,19 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     return them opened read-only as memory maps; memory use is one batch, whatever the
     dataset size. Two passes: the first counts records without parsing them (so each array is
     allocated once at its final size), the second parses and fills. Feature names are
-    percent-encoded into file names. progress: show a bar (tqdm) — default when stderr is a
-    terminal."""
+    percent-encoded into file names. Each file is filled under a temporary name and renamed
+    to its own when every array is complete: a failed conversion leaves files of the same
+    names as they were. progress: show a bar (tqdm) — default when stderr is a terminal."""
     import urllib.parse
 
+    if _fs.is_url(out_dir):
+        raise InvalidArgumentError("to_npy writes memory-mapped .npy files, which need a local directory",
+                                   path=out_dir, hint="convert into a local directory, then copy the files")
+    out_dir = _fs.local_path(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
-    paths, outs, filled = {}, {}, 0
+    paths, files_out, outs, filled = {}, {}, {}, 0
     bar = progress_bar(total, "to_npy", progress)
     try:
         for batch in ds:
@@ -64,8 +71,9 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
                             hint="leave bytes features out of to_npy's spec, or read raw array "
                             "bytes with RawTensorFeature")
                     paths[key] = os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy")
+                    files_out[key] = AtomicFile(paths[key])
                     outs[key] = np.lib.format.open_memmap(
-                        paths[key], mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
+                        files_out[key].temp_path, mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
                 out = outs[key]
                 if value.shape[1:] != out.shape[1:] or len(value) != n:
                     raise FeatureSpecError(
@@ -75,13 +83,16 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
                 _release_pages(out, filled + n)
             filled += n
             bar.update(n)
-    finally:
-        bar.close()
+        if filled != total:
+            raise TFRecordError(f"the files held {total} records when counted but {filled} when converted")
         for out in outs.values():
             out.flush()
-        outs.clear()
-    if filled != total:
-        raise TFRecordError(f"the files held {total} records when counted but {filled} when converted")
+        for f in files_out.values():
+            f.commit()
+    finally:
+        bar.close()
+        for f in files_out.values():
+            f.discard()  # after its commit, a no-op
     return {key: np.load(path, mmap_mode="r") for key, path in paths.items()}
 
 
