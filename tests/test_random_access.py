@@ -4,6 +4,8 @@ import os
 import pickle
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from ._records import record, write_files
 
 import tfrecord_lite.index as index_module
@@ -123,3 +125,41 @@ def test_sidecar_missing_the_first_frames_is_stale(backend, tmp_path):
         TFRecordFile(path)
     assert count_records(path) == 4
     assert TFRecordFile(path)[0] == record(0, 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cuts=st.lists(st.integers(16, 145), max_size=8), keep=st.lists(st.booleans(), min_size=8, max_size=8),
+       data=st.data())
+def test_a_sidecar_that_cuts_the_file_elsewhere_is_refused_at_its_first_wrong_frame(backend, tmp_path, cuts,
+                                                                                   keep, data):
+    """A sidecar that tiles the file but not along its frames: each read of an entry, or of a
+    run of entries, gives the records only where every entry is a frame of the file, else a
+    CorruptRecordError naming the first wrong entry. A run whose wrong entries add up to
+    frames handed out the records of the wrong entries, where each of them alone failed."""
+    records = [b"alpha", b"", b"gamma-gamma", bytes(range(40)), b"", b"xyz"]
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write_many(records)
+    starts = [0]
+    for r in records:
+        starts.append(starts[-1] + 16 + len(r))
+    size = starts[-1]
+    real = {(s, e - s): r for s, e, r in zip(starts, starts[1:], records)}
+    ends = sorted({0, size, *cuts, *(s for s, k in zip(starts, keep) if k)})
+    entries = [(a, b - a) for a, b in zip(ends, ends[1:])]
+    assume(all(n >= 16 for _, n in entries))
+    open(path + ".index", "w").write("".join(f"{o} {n}\n" for o, n in entries))
+    f, ds = TFRecordFile(path), IndexedDataset([path])
+    start = data.draw(st.integers(0, len(entries) - 1))
+    stop = data.draw(st.integers(start + 1, len(entries)))
+    wrong = [k for k in range(start, stop) if entries[k] not in real]
+    for read in (lambda: f[start:stop], lambda: ds[start:stop], lambda: [f[k] for k in range(start, stop)]):
+        if not wrong:
+            assert read() == [real[e] for e in entries[start:stop]]
+            continue
+        with pytest.raises(CorruptRecordError) as info:
+            read()
+        assert (info.value.path, info.value.index, info.value.offset) == (path, wrong[0], entries[wrong[0]][0])
+        assert f"record {wrong[0]}, byte offset {entries[wrong[0]][0]}" in str(info.value)
+    f.close()
+    ds.close()

@@ -297,11 +297,19 @@ class TFRecordFile:
         want = stop - start
         begin = int(self.offsets[start])
         records, pos, status, value = F.scan_frames(data, 0, -1, self.check_crc, self.max_record_bytes, want)
-        if len(records) == want and pos == len(data):
+        # Each frame must have its index entry's length, not only all of them together: a
+        # sidecar whose entries cut the same bytes elsewhere would hand out other records.
+        sizes = [len(r) + OVERHEAD for r in records]
+        listed = self.lengths[start:start + len(sizes)].tolist()
+        if sizes == listed and len(records) == want and pos == len(data):
             return records
-        index = start + len(records)
-        offset = begin + pos
-        if status == F.FRAME_OK and pos < len(data):
+        wrong = next((k for k, (got, said) in enumerate(zip(sizes, listed)) if got != said), None)
+        index = start + (len(records) if wrong is None else wrong)
+        offset = begin + pos if wrong is None else int(self.offsets[index])
+        if wrong is not None:
+            cls = CorruptRecordError
+            what = f"the frame there is {sizes[wrong]} bytes but the index says {listed[wrong]}"
+        elif status == F.FRAME_OK and pos < len(data):
             cls, what = CorruptRecordError, "the frame lengths do not match the index"
         elif status == F.FRAME_OK:
             cls, what = TruncatedRecordError, "the file ends inside the record (is the index stale?)"
