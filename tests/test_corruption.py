@@ -1,12 +1,16 @@
 """Exhaustive corruption of a small file: every truncation point and every bit flip, under
 each on_corrupt policy, on both backends, from memory, from a stream, from a file read by
-path (its spans read and verified in one core call) and from a mapped file."""
+path (its spans read and verified in one core call) and from a mapped file; and damaged
+compressed streams."""
 
 import io
 import itertools
 import os
+import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tfrecord_lite import (
     CorruptRecordError,
@@ -147,3 +151,42 @@ def test_trailing_garbage_dropped_under_skip(backend):
     data = bytes(backend.framing.encode_frames(RECORDS)) + b"\x07" * 30
     got, skipped = read(data, "skip", "buffer")
     assert got == RECORDS and len(skipped) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=st.lists(st.binary(max_size=200), max_size=8), trailing=st.sampled_from([b"\0", b"xx", None]),
+       chunk=st.sampled_from([64, 100, 1 << 18]), source=st.sampled_from(["buffer", "stream", "file"]))
+def test_bytes_after_a_zlib_stream_are_reported_after_its_records(backend, tmp_path, records, trailing, chunk,
+                                                                 source):
+    """Every record of the stream comes first, then the error names the end of the stream as
+    record len(records). The output of the read that found the end marker was dropped with
+    the error, so it named record 0 at byte 0 of a file whose records were all intact."""
+    framed = bytes(backend.framing.encode_frames(records))
+    packed = zlib.compress(framed)
+    packed += packed if trailing is None else trailing  # None: a second zlib stream
+    path = tmp_path / "t.tfrecord.zz"
+    path.write_bytes(packed)
+    src = {"buffer": packed, "stream": io.BytesIO(packed), "file": path}[source]
+    got = []
+    with pytest.raises(DataLossError, match="trailing bytes after the end of the zlib stream") as info:
+        got.extend(TFRecordReader(src, compression="zlib", chunk_size=chunk))
+    assert got == records
+    assert (info.value.index, info.value.offset) == (len(records), len(framed))
+    assert info.value.path == (str(path) if source == "file" else f"<{source}>")
+
+
+def test_bytes_after_a_zlib_stream_are_found_whatever_the_read_size(backend):
+    """Also when the stream's last byte ends a read of the compressed file, and the bytes after
+    it come in the next (they were inflated as a second stream, or failed as a corrupt one)."""
+    from tfrecord_lite.io import DecompressingStream
+
+    framed = bytes(backend.framing.encode_frames(RECORDS))
+    packed = zlib.compress(framed)
+    for tail in (packed, b"xx"):
+        for size in range(1, len(packed) + 2):
+            stream, out = DecompressingStream(io.BytesIO(packed + tail), "zlib", read_size=size), bytearray()
+            with pytest.raises(DataLossError, match="trailing bytes") as info:
+                while n := stream.readinto(memoryview(chunk := bytearray(50))):
+                    out += chunk[:n]
+            assert bytes(out) == framed, size
+            assert "TensorFlow reads the first stream" in info.value.hint

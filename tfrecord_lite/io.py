@@ -168,6 +168,7 @@ class DecompressingStream:
         self._read_size = read_size
         self._raw_eof = False
         self._seen_input = bool(prefix)
+        self._ended = False  # a zlib stream's end marker was read: any byte after it is an error
 
     def readinto(self, view) -> int:
         n = len(view)
@@ -195,6 +196,12 @@ class DecompressingStream:
                         hint="the compressed file is truncated; re-create or re-download it",
                     )
                 return 0
+            if self._ended:
+                raise DataLossError(
+                    "trailing bytes after the end of the zlib stream", path=self._path,
+                    hint="the file holds more than one zlib stream, or bytes were appended to it "
+                    "(TensorFlow reads the first stream and ignores the rest)",
+                )
             try:
                 out = self._d.decompress(data, n)
             except zlib.error as exc:
@@ -203,12 +210,14 @@ class DecompressingStream:
                     hint="the compressed file is damaged; offsets in TFRecord errors count decompressed bytes",
                 ) from None
             if self._d.eof:
-                rest = self._d.unused_data
-                self._d = zlib.decompressobj(self._wbits)
-                self._pending = rest
-                self._seen_input = bool(rest)
-                if self._compression == "zlib" and rest:
-                    raise DataLossError("trailing bytes after the end of the zlib stream", path=self._path)
+                # Bytes after the end marker: a next gzip member, or (the next call says so, once
+                # this output is delivered) what a zlib stream must not have.
+                self._pending = self._d.unused_data
+                if self._compression == "zlib":
+                    self._ended = True
+                else:
+                    self._d = zlib.decompressobj(self._wbits)
+                    self._seen_input = bool(self._pending)
             if out:
                 view[: len(out)] = out
                 return len(out)
