@@ -3,6 +3,7 @@ each on_corrupt policy, on both backends, from memory, from a stream, from a fil
 path (its spans read and verified in one core call) and from a mapped file; and damaged
 compressed streams."""
 
+import gzip
 import io
 import itertools
 import os
@@ -190,3 +191,42 @@ def test_bytes_after_a_zlib_stream_are_found_whatever_the_read_size(backend):
                     out += chunk[:n]
             assert bytes(out) == framed, size
             assert "TensorFlow reads the first stream" in info.value.hint
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_compressed_truncation_at_every_offset(clean, compression, folder):
+    """A compressed stream cut at any byte: every record its bytes decompress to, then the
+    error for the first record it lost, named by its offset in the decompressed stream. Under
+    "skip" and "stop" the read ends there with that error in .skipped, as TensorFlow's
+    ignore_errors() ends the file; both raised it, where a file cut short uncompressed ends."""
+    data, starts = clean
+    packed = gzip.compress(data, mtime=0) if compression == "gzip" else zlib.compress(data)
+    for cut in range(1, len(packed)):
+        inflate = zlib.decompressobj(zlib.MAX_WBITS | (16 if compression == "gzip" else 0))
+        have = len(inflate.decompress(packed[:cut]))
+        k = max(i for i, s in enumerate(starts) if s <= have)  # records whole in what decompresses
+        path = os.path.join(folder, f"{next(_FILES)}.tfrecord")
+        with open(path, "wb") as f:
+            f.write(packed[:cut])
+        for source in ("buffer", "stream", "file"):
+            got, err = _read_compressed(packed[:cut], compression, "raise", source, path)
+            assert got == RECORDS[:k], (cut, source)
+            assert type(err) is DataLossError and "ends before its end marker" in str(err)
+            assert (err.offset, err.index) == (starts[k], k), (cut, source)
+            assert "on_corrupt='skip' or 'stop'" in err.hint
+            for policy in ("skip", "stop"):
+                kept, skipped = _read_compressed(packed[:cut], compression, policy, source, path)
+                assert kept == got and [str(e) for e in skipped] == [str(err)], (cut, source, policy)
+
+
+def _read_compressed(data, compression, on_corrupt, source, path):
+    """(records, the error raised) under "raise"; (records, .skipped) otherwise. path: a file
+    holding data."""
+    src = path if source == "file" else io.BytesIO(data) if source == "stream" else data
+    reader, got = TFRecordReader(src, compression=compression, on_corrupt=on_corrupt, chunk_size=64), []
+    if on_corrupt != "raise":
+        got.extend(reader)
+        return got, reader.skipped
+    with pytest.raises(DataLossError) as info:
+        got.extend(reader)
+    return got, info.value
