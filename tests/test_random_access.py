@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from ._records import record, write_files
 
 import tfrecord_lite.index as index_module
-from tfrecord_lite import IndexedDataset, TFRecordFile, TFRecordWriter, build_index
+from tfrecord_lite import IndexedDataset, TFRecordFile, TFRecordReader, TFRecordWriter, build_index
 from tfrecord_lite.index import count_records
-from tfrecord_lite.errors import CorruptRecordError, TFRecordError
+from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 
 
 def test_file_len_items_slices(backend, tmp_path):
@@ -163,3 +163,50 @@ def test_a_sidecar_that_cuts_the_file_elsewhere_is_refused_at_its_first_wrong_fr
         assert f"record {wrong[0]}, byte offset {entries[wrong[0]][0]}" in str(info.value)
     f.close()
     ds.close()
+
+
+def test_a_file_damaged_after_its_index_was_read_fails_as_the_reader_fails(backend, tmp_path):
+    """Random reads of a file cut short or bit-flipped since its sidecar was read raise the
+    reader's error class for the record it hits, at its offset and index, with TensorFlow's
+    words and offset as the reader gives them. A cut inside a record raised a CorruptRecordError
+    ('the frame lengths do not match the index'), one between records a TruncatedRecordError
+    saying 'corrupted record at', and a data CRC named the frame's start, not its data's."""
+    import re
+
+    records = [b"alpha", b"", b"gamma-gamma", bytes(range(40))]
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many(records)
+    good = open(path, "rb").read()
+    starts = [int(o) for o in TFRecordFile(path).offsets] + [len(good)]
+
+    def fields(err):
+        words = re.search(r"(truncated|corrupted) record at \d+", str(err))[0]
+        return type(err), err.path, err.offset, err.index, words
+
+    damaged = [good[:cut] for cut in range(starts[1], len(good))]
+    for byte in range(len(good)):
+        flipped = bytearray(good)
+        flipped[byte] ^= 0x10
+        damaged.append(bytes(flipped))
+    for data in damaged:
+        with open(path, "wb") as out:
+            out.write(good)
+        f = TFRecordFile(path)
+        with open(path, "r+b") as out:  # in place: the sidecar stays
+            out.write(data)
+            out.truncate(len(data))
+        try:
+            list(TFRecordReader(path))
+            assert len(data) in starts  # a cut between records: the reader ends there quietly
+            k = starts.index(len(data))
+            want = (TruncatedRecordError, path, len(data), k, f"truncated record at {len(data)}")
+        except TFRecordError as exc:
+            want = fields(exc)
+            k = exc.index
+        for read in (lambda: f[:], lambda: f[k], lambda: f[k:k + 1]):
+            with pytest.raises(TFRecordError) as info:
+                read()
+            assert fields(info.value) == want, data.hex()
+        assert f[:k] == records[:k]
+        f.close()

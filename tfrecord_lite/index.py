@@ -306,18 +306,24 @@ class TFRecordFile:
         wrong = next((k for k, (got, said) in enumerate(zip(sizes, listed)) if got != said), None)
         index = start + (len(records) if wrong is None else wrong)
         offset = begin + pos if wrong is None else int(self.offsets[index])
+        at = offset  # TensorFlow's offset in its message, as the reader gives it
+        end = int(self.offsets[index] + self.lengths[index])
         if wrong is not None:
             cls = CorruptRecordError
             what = f"the frame there is {sizes[wrong]} bytes but the index says {listed[wrong]}"
-        elif status == F.FRAME_OK and pos < len(data):
-            cls, what = CorruptRecordError, "the frame lengths do not match the index"
+        elif status == F.FRAME_OK and begin + len(data) < end:  # a short read: the file was cut
+            cls = TruncatedRecordError
+            what = (f"the file ends at byte {begin + len(data)}, before the record's end at byte {end} "
+                    "(is the index stale?)")
         elif status == F.FRAME_OK:
-            cls, what = TruncatedRecordError, "the file ends inside the record (is the index stale?)"
+            cls, what = CorruptRecordError, "the frame lengths do not match the index"
         elif status == F.FRAME_BAD_DATA_CRC:
             cls, what = CorruptRecordError, f"the masked CRC32C of the {value}-byte data does not match"
+            at = offset + F.HEADER_BYTES
         else:
             cls, what = CorruptRecordError, "the frame header is invalid (is the index stale?)"
-        raise cls(f"corrupted record at {offset}: {what}", path=self.path, offset=offset, index=index,
+        word = "truncated" if cls is TruncatedRecordError else "corrupted"
+        raise cls(f"{word} record at {at}: {what}", path=self.path, offset=offset, index=index,
                   hint="rebuild the index with tfrecord_lite.build_index if the file changed, "
                   "or verify the file with `tfrecord-lite verify`")
 
