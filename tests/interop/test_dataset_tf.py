@@ -88,9 +88,10 @@ def test_a_bad_record_stops_the_interleave_where_tensorflow_does(backend, tmp_pa
 @pytest.mark.interop
 @pytest.mark.parametrize("seed", range(4))
 def test_stop_ends_a_damaged_compressed_file_where_tensorflow_ignore_errors_does(backend, tmp_path, seed):
-    # on_corrupt="stop" is ignore_errors(): a truncated or damaged GZIP or ZLIB stream ends its
-    # file after the records decompressed before the damage, and the interleave goes on with
-    # the other files (the error was raised, ending the whole pass).
+    # on_corrupt="stop" is ignore_errors(): a truncated GZIP or ZLIB stream ends its file after
+    # the records decompressed before the cut, and the interleave goes on with the other files
+    # (the error was raised, ending the whole pass). Bit flips only in plain files: in deflate
+    # data TensorFlow also drops what its last read had decoded (README, deliberate differences).
     import random
 
     import tensorflow as tf
@@ -104,7 +105,7 @@ def test_stop_ends_a_damaged_compressed_file_where_tensorflow_ignore_errors_does
             with TFRecordWriter(path, compression=compression) as w:
                 w.write_many(b"%d:%d:" % (f, j) + rng.randbytes(rng.randrange(300)) for j in range(rng.randrange(8)))
             data = bytearray(open(path, "rb").read())
-            damage = rng.choice(["cut", "flip", None])
+            damage = rng.choice(["cut", "flip" if compression is None else "cut", None])
             if damage == "cut" and len(data) > 1:
                 data = data[:rng.randrange(1, len(data))]
             elif damage == "flip" and data:
