@@ -4,6 +4,7 @@ progress on count/verify), through main(argv) in-process and through a real subp
 import os
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -62,6 +63,20 @@ def test_verify_reports_each_bad_record(backend, tmp_path, capfd):
     assert "record 1" in corrupt[0] and "byte offset 26" in corrupt[0] and str(bad) in corrupt[0]
     assert "record 3" in corrupt[1] and "byte offset 78" in corrupt[1]
     assert f"2 bad\t2 good records\t{bad}" in out
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_verify_counts_the_good_records_before_a_damaged_compressed_stream(backend, tmp_path, capfd, compression):
+    path = _write(tmp_path / "t.tfrecord.z", [b"x" * 50] * 100, compression)
+    data = open(path, "rb").read()[:-20]
+    open(path, "wb").write(data)
+    inflate = zlib.decompressobj(zlib.MAX_WBITS | (16 if compression == "gzip" else 0))
+    k = len(inflate.decompress(data)) // 66  # records (66-byte frames) that decompress whole; 0 were counted
+    assert 0 < k < 100
+    assert main(["verify", path]) == 1
+    out = capfd.readouterr().out
+    assert f"CORRUPT {path}, record {k}, byte offset {66 * k}: the {compression} stream ends before its end" in out
+    assert f"1 bad\t{k} good records\t{path}" in out
 
 
 def test_head_shows_sizes_and_preview(backend, tmp_path, capfd):

@@ -4,12 +4,14 @@ import os
 import pickle
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from ._records import record, write_files
 
 import tfrecord_lite.index as index_module
-from tfrecord_lite import IndexedDataset, TFRecordFile, TFRecordWriter, build_index
+from tfrecord_lite import IndexedDataset, TFRecordFile, TFRecordReader, TFRecordWriter, build_index
 from tfrecord_lite.index import count_records
-from tfrecord_lite.errors import CorruptRecordError, TFRecordError
+from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 
 
 def test_file_len_items_slices(backend, tmp_path):
@@ -123,3 +125,88 @@ def test_sidecar_missing_the_first_frames_is_stale(backend, tmp_path):
         TFRecordFile(path)
     assert count_records(path) == 4
     assert TFRecordFile(path)[0] == record(0, 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cuts=st.lists(st.integers(16, 145), max_size=8), keep=st.lists(st.booleans(), min_size=8, max_size=8),
+       data=st.data())
+def test_a_sidecar_that_cuts_the_file_elsewhere_is_refused_at_its_first_wrong_frame(backend, tmp_path, cuts,
+                                                                                   keep, data):
+    """A sidecar that tiles the file but not along its frames: each read of an entry, or of a
+    run of entries, gives the records only where every entry is a frame of the file, else a
+    CorruptRecordError naming the first wrong entry. A run whose wrong entries add up to
+    frames handed out the records of the wrong entries, where each of them alone failed."""
+    records = [b"alpha", b"", b"gamma-gamma", bytes(range(40)), b"", b"xyz"]
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write_many(records)
+    starts = [0]
+    for r in records:
+        starts.append(starts[-1] + 16 + len(r))
+    size = starts[-1]
+    real = {(s, e - s): r for s, e, r in zip(starts, starts[1:], records)}
+    ends = sorted({0, size, *cuts, *(s for s, k in zip(starts, keep) if k)})
+    entries = [(a, b - a) for a, b in zip(ends, ends[1:])]
+    assume(all(n >= 16 for _, n in entries))
+    open(path + ".index", "w").write("".join(f"{o} {n}\n" for o, n in entries))
+    f, ds = TFRecordFile(path), IndexedDataset([path])
+    start = data.draw(st.integers(0, len(entries) - 1))
+    stop = data.draw(st.integers(start + 1, len(entries)))
+    wrong = [k for k in range(start, stop) if entries[k] not in real]
+    for read in (lambda: f[start:stop], lambda: ds[start:stop], lambda: [f[k] for k in range(start, stop)]):
+        if not wrong:
+            assert read() == [real[e] for e in entries[start:stop]]
+            continue
+        with pytest.raises(CorruptRecordError) as info:
+            read()
+        assert (info.value.path, info.value.index, info.value.offset) == (path, wrong[0], entries[wrong[0]][0])
+        assert f"record {wrong[0]}, byte offset {entries[wrong[0]][0]}" in str(info.value)
+    f.close()
+    ds.close()
+
+
+def test_a_file_damaged_after_its_index_was_read_fails_as_the_reader_fails(backend, tmp_path):
+    """Random reads of a file cut short or bit-flipped since its sidecar was read raise the
+    reader's error class for the record it hits, at its offset and index, with TensorFlow's
+    words and offset as the reader gives them. A cut inside a record raised a CorruptRecordError
+    ('the frame lengths do not match the index'), one between records a TruncatedRecordError
+    saying 'corrupted record at', and a data CRC named the frame's start, not its data's."""
+    import re
+
+    records = [b"alpha", b"", b"gamma-gamma", bytes(range(40))]
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many(records)
+    good = open(path, "rb").read()
+    starts = [int(o) for o in TFRecordFile(path).offsets] + [len(good)]
+
+    def fields(err):
+        words = re.search(r"(truncated|corrupted) record at \d+", str(err))[0]
+        return type(err), err.path, err.offset, err.index, words
+
+    damaged = [good[:cut] for cut in range(starts[1], len(good))]
+    for byte in range(len(good)):
+        flipped = bytearray(good)
+        flipped[byte] ^= 0x10
+        damaged.append(bytes(flipped))
+    for data in damaged:
+        with open(path, "wb") as out:
+            out.write(good)
+        f = TFRecordFile(path)
+        with open(path, "r+b") as out:  # in place: the sidecar stays
+            out.write(data)
+            out.truncate(len(data))
+        try:
+            list(TFRecordReader(path))
+            assert len(data) in starts  # a cut between records: the reader ends there quietly
+            k = starts.index(len(data))
+            want = (TruncatedRecordError, path, len(data), k, f"truncated record at {len(data)}")
+        except TFRecordError as exc:
+            want = fields(exc)
+            k = exc.index
+        for read in (lambda: f[:], lambda: f[k], lambda: f[k:k + 1]):
+            with pytest.raises(TFRecordError) as info:
+                read()
+            assert fields(info.value) == want, data.hex()
+        assert f[:k] == records[:k]
+        f.close()

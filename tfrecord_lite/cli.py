@@ -135,7 +135,7 @@ def cmd_verify(args) -> int:
                 with _open(path, args, on_corrupt="skip") as r:
                     n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
                     problems = r.skipped
-            except TFRecordError as exc:  # not TFRecord, or a damaged compressed stream
+            except TFRecordError as exc:  # not TFRecord
                 n, problems = 0, [exc]
             results.append((path, n, problems))
     for path, n, problems in results:

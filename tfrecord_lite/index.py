@@ -297,19 +297,33 @@ class TFRecordFile:
         want = stop - start
         begin = int(self.offsets[start])
         records, pos, status, value = F.scan_frames(data, 0, -1, self.check_crc, self.max_record_bytes, want)
-        if len(records) == want and pos == len(data):
+        # Each frame must have its index entry's length, not only all of them together: a
+        # sidecar whose entries cut the same bytes elsewhere would hand out other records.
+        sizes = [len(r) + OVERHEAD for r in records]
+        listed = self.lengths[start:start + len(sizes)].tolist()
+        if sizes == listed and len(records) == want and pos == len(data):
             return records
-        index = start + len(records)
-        offset = begin + pos
-        if status == F.FRAME_OK and pos < len(data):
-            cls, what = CorruptRecordError, "the frame lengths do not match the index"
+        wrong = next((k for k, (got, said) in enumerate(zip(sizes, listed)) if got != said), None)
+        index = start + (len(records) if wrong is None else wrong)
+        offset = begin + pos if wrong is None else int(self.offsets[index])
+        at = offset  # TensorFlow's offset in its message, as the reader gives it
+        end = int(self.offsets[index] + self.lengths[index])
+        if wrong is not None:
+            cls = CorruptRecordError
+            what = f"the frame there is {sizes[wrong]} bytes but the index says {listed[wrong]}"
+        elif status == F.FRAME_OK and begin + len(data) < end:  # a short read: the file was cut
+            cls = TruncatedRecordError
+            what = (f"the file ends at byte {begin + len(data)}, before the record's end at byte {end} "
+                    "(is the index stale?)")
         elif status == F.FRAME_OK:
-            cls, what = TruncatedRecordError, "the file ends inside the record (is the index stale?)"
+            cls, what = CorruptRecordError, "the frame lengths do not match the index"
         elif status == F.FRAME_BAD_DATA_CRC:
             cls, what = CorruptRecordError, f"the masked CRC32C of the {value}-byte data does not match"
+            at = offset + F.HEADER_BYTES
         else:
             cls, what = CorruptRecordError, "the frame header is invalid (is the index stale?)"
-        raise cls(f"corrupted record at {offset}: {what}", path=self.path, offset=offset, index=index,
+        word = "truncated" if cls is TruncatedRecordError else "corrupted"
+        raise cls(f"{word} record at {at}: {what}", path=self.path, offset=offset, index=index,
                   hint="rebuild the index with tfrecord_lite.build_index if the file changed, "
                   "or verify the file with `tfrecord-lite verify`")
 

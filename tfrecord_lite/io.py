@@ -168,6 +168,7 @@ class DecompressingStream:
         self._read_size = read_size
         self._raw_eof = False
         self._seen_input = bool(prefix)
+        self._ended = False  # a zlib stream's end marker was read: any byte after it is an error
 
     def readinto(self, view) -> int:
         n = len(view)
@@ -195,23 +196,55 @@ class DecompressingStream:
                         hint="the compressed file is truncated; re-create or re-download it",
                     )
                 return 0
+            if self._ended:
+                raise DataLossError(
+                    "trailing bytes after the end of the zlib stream", path=self._path,
+                    hint="the file holds more than one zlib stream, or bytes were appended to it "
+                    "(TensorFlow reads the first stream and ignores the rest)",
+                )
+            saved = self._d.copy()  # inflate's error loses the call's output: to decode it again
             try:
                 out = self._d.decompress(data, n)
             except zlib.error as exc:
-                raise DataLossError(
-                    f"corrupt {self._compression} stream ({exc})", path=self._path,
-                    hint="the compressed file is damaged; offsets in TFRecord errors count decompressed bytes",
-                ) from None
+                out = self._before_error(saved, data, n)
+                if not out:
+                    raise DataLossError(
+                        f"corrupt {self._compression} stream ({exc})", path=self._path,
+                        hint="the compressed file is damaged; offsets in TFRecord errors count decompressed bytes",
+                    ) from None
             if self._d.eof:
-                rest = self._d.unused_data
-                self._d = zlib.decompressobj(self._wbits)
-                self._pending = rest
-                self._seen_input = bool(rest)
-                if self._compression == "zlib" and rest:
-                    raise DataLossError("trailing bytes after the end of the zlib stream", path=self._path)
+                # Bytes after the end marker: a next gzip member, or (the next call says so, once
+                # this output is delivered) what a zlib stream must not have.
+                self._pending = self._d.unused_data + self._pending
+                if self._compression == "zlib":
+                    self._ended = True
+                else:
+                    self._d = zlib.decompressobj(self._wbits)
+                    self._seen_input = bool(self._pending)
             if out:
                 view[: len(out)] = out
                 return len(out)
+
+    def _before_error(self, saved, data, n: int) -> bytes:
+        """What inflate makes of data before the error it found there (at most n bytes),
+        from saved (its state before data), in pieces ever smaller near the error: every
+        record that decompresses whole comes before the error, whatever the read sizes. The
+        stream goes on after that output; the next call meets the error again."""
+        d, parts, have, pos, step = saved, [], 0, 0, 1 << 12
+        while pos < len(data) and have < n and not d.eof:
+            trial, piece = d.copy(), data[pos:pos + step]
+            try:
+                got = trial.decompress(piece, n - have)
+            except zlib.error:
+                if step == 1:
+                    break
+                step //= 8
+                continue
+            pos += len(piece) - len(trial.unconsumed_tail)
+            d, have = trial, have + len(got)
+            parts.append(got)
+        self._d, self._pending = d, data[pos:]
+        return b"".join(parts)
 
 
 class CommitOnExit:

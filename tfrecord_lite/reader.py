@@ -43,6 +43,7 @@ _POOL_BUFFERS = 128  # buffers a pool holds at most by default: each take search
 ON_CORRUPT = ("raise", "skip", "stop")
 _HEADER = _native.framing.HEADER_BYTES
 _FOOTER = _native.framing.FOOTER_BYTES
+_HINT_KEEP = "pass on_corrupt='skip' or 'stop' to keep the records before it"
 _HINT_DAMAGED = (
     "The file is damaged: pass on_corrupt='skip' to drop bad records and keep the rest, "
     "or on_corrupt='stop' to keep the records before this one"
@@ -435,12 +436,16 @@ class TFRecordReader:
             if fd >= 0 and not resyncing:
                 continue  # read_spans reads on
             stop = min(len(buf), filled + want)
+            damaged = None
             with memoryview(buf) as mv:
                 try:
                     n = stream.readinto(mv[filled:stop]) if fd < 0 else os.preadv(fd, [mv[filled:stop]], base + filled)
                 except DataLossError as exc:  # a damaged compressed stream: say which record it hit
-                    raise self._error(type(exc), f"{exc.detail} ({base + filled} bytes into the decompressed "
-                                      "stream)", base + pos, index, exc.hint) from None
+                    damaged = self._error(type(exc), f"{exc.detail} ({base + filled} bytes into the decompressed "
+                                          "stream)", base + pos, index, f"{exc.hint}; {_HINT_KEEP}")
+            if damaged is not None:
+                self._on_error(damaged)
+                return  # nothing after the damage can be decompressed
             if not n:
                 eof = True
             else:
@@ -451,8 +456,7 @@ class TFRecordReader:
     def _truncated(self, offset, index, detail):
         return self._error(
             TruncatedRecordError, f"truncated record at {offset}: {detail}", offset, index,
-            hint="The file was cut short (an interrupted write or copy?); "
-            "pass on_corrupt='skip' or 'stop' to keep the records before it",
+            hint=f"The file was cut short (an interrupted write or copy?); {_HINT_KEEP}",
         )
 
     def _mapped_status(self, status, value, offset, size):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import zlib
 from typing import Iterable
 
 from . import _native
@@ -130,11 +131,14 @@ class TFRecordWriter(CommitOnExit):
                 self._core.write_many(records)
 
     def flush(self) -> None:
-        """Hand buffered records to the file. Compressed streams, like TensorFlow's, keep
-        deflate's pending block until close(), so the bytes on disk stay identical to TF's."""
+        """Hand buffered records to the file. A compressed stream is flushed as TensorFlow's
+        writer flushes it (deflate's Z_PARTIAL_FLUSH: the records so far can be decompressed),
+        so the bytes on disk stay identical to TF's."""
         with self._lock:
             self._core.check_open()
             self._core.drain()
+            if self._z is not None:
+                self._file.write(self._z.flush(zlib.Z_PARTIAL_FLUSH))
             if hasattr(self._file, "flush"):
                 self._file.flush()
 
@@ -309,7 +313,7 @@ def abort_group(writers) -> None:
 
 def _deflating(z, write):
     """A FrameBuffer sink that compresses frames on their way to write. Like TensorFlow's
-    writer, deflate keeps its pending block until the stream is finished."""
+    writer, deflate keeps its pending block until flush() or the stream's end."""
     def sink(frames):
         data = z.compress(frames)
         if data:

@@ -36,6 +36,23 @@ def test_byte_identical_to_tf_writer(tf, backend, tmp_path_factory, records, com
     assert tf_read(tf, d / "ours.tfrecord", TF_OPTIONS[compression]) == records
 
 
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(st.one_of(st.binary(max_size=3000), st.integers(0, 300_000), st.none()), max_size=10),
+       compression=st.sampled_from(sorted(TF_OPTIONS, key=str)))
+def test_flushed_writes_byte_identical_to_tf_writer(tf, backend, tmp_path_factory, steps, compression):
+    # None: flush(). TensorFlow's flush() ends deflate's block (Z_PARTIAL_FLUSH); ours kept it
+    # until close(), so a compressed file written with flushes differed from TF's.
+    d = tmp_path_factory.mktemp("w")
+    records = [b"z" * s if isinstance(s, int) else s for s in steps]
+    with tf.io.TFRecordWriter(str(d / "tf"), options=TF_OPTIONS[compression]) as w:
+        for r in records:
+            w.flush() if r is None else w.write(r)
+    with TFRecordWriter(d / "ours", compression=compression) as w:
+        for r in records:
+            w.flush() if r is None else w.write(r)
+    assert (d / "ours").read_bytes() == (d / "tf").read_bytes()
+
+
 @pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
 def test_large_records_byte_identical(tf, backend, tmp_path, compression):
     # Several MiB of mixed data crosses TF's 256 KiB zlib buffers and our 1 MiB flushes.
