@@ -18,6 +18,9 @@ import os
 import warnings
 
 CONCERNS = ("framing", "example", "spans")
+# What framing.check_buffer raises for an object whose bytes cannot be borrowed (not
+# bytes-like, not contiguous: numpy says ValueError, memoryview BufferError; object pointers).
+BUFFER_ERRORS = (TypeError, BufferError, ValueError)
 
 _compiled: dict = {}
 _python: dict = {}  # the twins, imported only when chosen: they need protobuf and crc32c

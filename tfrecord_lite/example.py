@@ -342,12 +342,12 @@ def _native_decode(decode, records, *args):
     """decode(records, *args) of the core, a record that is not serialized bytes named."""
     try:
         return decode(records, *args)
-    except (TypeError, BufferError, ValueError):
+    except _native.BUFFER_ERRORS:
         for i, record in enumerate(records):  # only on an error: find the record
             try:
                 _native.framing.check_buffer(record)
                 continue
-            except (TypeError, BufferError, ValueError) as exc:
+            except _native.BUFFER_ERRORS as exc:
                 error = exc
             raise ArgumentTypeError(f"{type(record).__name__} is not a serialized record ({error})", index=i,
                                     hint="pass bytes-likes: bytes, bytearray, or a contiguous memoryview "
@@ -669,7 +669,7 @@ def _as_bytes(name, v) -> bytes:
     if isinstance(v, memoryview):  # its bytes as the core would borrow them
         try:
             _native.framing.check_buffer(v)
-        except (TypeError, BufferError, ValueError) as exc:
+        except _native.BUFFER_ERRORS as exc:
             raise FeatureSpecError(f"feature {name!r}: cannot encode a memoryview as bytes: {exc}",
                                    hint="pass bytes values (bytes(value) copies a view's elements)") from None
         return v.tobytes()

@@ -54,7 +54,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     os.makedirs(out_dir, exist_ok=True)
     total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
-    paths, files_out, outs, filled = {}, {}, {}, 0
+    files_out, outs, filled = {}, {}, 0
     bar = progress_bar(total, "to_npy", progress)
     try:
         for batch in ds:
@@ -70,8 +70,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
                             "memory maps cannot hold",
                             hint="leave bytes features out of to_npy's spec, or read raw array "
                             "bytes with RawTensorFeature")
-                    paths[key] = os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy")
-                    files_out[key] = AtomicFile(paths[key])
+                    files_out[key] = AtomicFile(os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy"))
                     outs[key] = np.lib.format.open_memmap(
                         files_out[key].temp_path, mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
                 out = outs[key]
@@ -93,7 +92,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
         bar.close()
         for f in files_out.values():
             f.discard()  # after its commit, a no-op
-    return {key: np.load(path, mmap_mode="r") for key, path in paths.items()}
+    return {key: np.load(f.path, mmap_mode="r") for key, f in files_out.items()}
 
 
 def _release_pages(out: np.memmap, rows: int) -> None:

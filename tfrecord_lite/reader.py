@@ -22,7 +22,8 @@ from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import (
-    ArgumentTypeError, CorruptRecordError, DataLossError, InvalidArgumentError, RecordTooLargeError, TFRecordError, TruncatedRecordError,
+    ArgumentTypeError, CorruptRecordError, DataLossError, InvalidArgumentError, RecordTooLargeError, TFRecordError,
+    TruncatedRecordError,
 )
 from .batch import BlockOrigin, RecordBatch, rebatch
 from .io import DecompressingStream, detect_compression, normalize_compression
@@ -130,10 +131,10 @@ class TFRecordReader:
             self.path = "<buffer>"
             try:
                 _native.framing.check_buffer(source)
-            except (TypeError, BufferError, ValueError) as exc:
-                raise ArgumentTypeError(f"cannot read records from a buffer of type {type(source).__name__}: {exc}", path=self.path,
-                                        hint="pass the file's bytes (bytes, bytearray, or a contiguous memoryview "
-                                             "or uint8 array)") from None
+            except _native.BUFFER_ERRORS as exc:
+                raise ArgumentTypeError(f"cannot read records from a buffer of type {type(source).__name__}: {exc}",
+                                        path=self.path, hint="pass the file's bytes (bytes, bytearray, or a "
+                                        "contiguous memoryview or uint8 array)") from None
             self._buffer = memoryview(source).cast("B") if not isinstance(source, bytes) else source
         elif isinstance(source, (str, os.PathLike)):
             self.path = os.fspath(source)
