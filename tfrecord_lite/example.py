@@ -342,6 +342,8 @@ def _native_decode(decode, records, *args):
     """decode(records, *args) of the core, a record that is not serialized bytes named."""
     try:
         return decode(records, *args)
+    except TFRecordError:  # the core's own word on the records (InvalidArgumentError is a ValueError)
+        raise
     except _native.BUFFER_ERRORS:
         for i, record in enumerate(records):  # only on an error: find the record
             try:
