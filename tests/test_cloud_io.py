@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 import tfrecord_lite as tfl
 from tfrecord_lite import fs as tfs
+from tfrecord_lite.cli import main
 from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -396,3 +397,23 @@ def test_s3_failed_sidecar_upload_leaves_no_object(s3, monkeypatch):
             w.write_many([b"a", b"b"])
     assert s3.ls() == []
     assert s3.multipart_uploads() == []
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_an_output_url_ending_with_a_slash_is_refused_up_front(s3, memfs, capfd, tmp_path, atomic):
+    """A URL ending with "/" names a directory: the object store would keep the data under
+    the name without its "/". Refused when the writer opens, as a local directory is."""
+    src = tmp_path / "in.tfrecord"
+    with tfl.TFRecordWriter(src) as w:
+        w.write(b"abc")
+    says = "names a directory, not a file: give the output a file name"
+    for store in (s3, memfs):
+        out = store.url("dir") + "/"
+        with pytest.raises(IsADirectoryError, match=says) as info:
+            tfl.TFRecordWriter(out, atomic=atomic)
+        assert info.value.filename == out and f"such as {out}out.tfrecord" in str(info.value)
+        with pytest.raises(IsADirectoryError, match=says):
+            tfl.merge([src], out)
+        assert main(["cat", str(src), "-o", out]) == 1
+        assert says in capfd.readouterr().err
+    assert s3.ls() == [] and not memfs.fs.exists(memfs.prefix)

@@ -390,14 +390,15 @@ def open_output(path, storage_options=None, *, fsync=False):
 
 def open_plain_output(path, storage_options=None):
     """A non-atomic output stream (data shows under the name as it is written)."""
-    if not is_url(path):
-        from .io import NamedWriter, check_output_name, make_parents
+    from .io import NamedWriter, check_output_name, make_parents
 
+    if not is_url(path):
         path = local_path(path)
         check_output_name(path)
         make_parents(path)
         # Buffered: write takes everything or raises, naming the path.
         return NamedWriter(open(path, "wb", buffering=0), lambda: path)
+    check_output_name(path, url=True)
     fs, p = filesystem(path, storage_options)
     with _naming(path):
         return _NamingFile(fs.open(p, "wb"), path)
@@ -436,6 +437,9 @@ class RemoteAtomicFile:
     file then lands under the new name (a copy on object stores)."""
 
     def __init__(self, path, storage_options=None):
+        from .io import check_output_name
+
+        check_output_name(path, url=True)
         self.path = path
         self._storage_options = storage_options
         self._fs, target = filesystem(path, storage_options)

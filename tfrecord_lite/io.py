@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import posixpath
 import tempfile
 import zlib
 from typing import TypeVar
@@ -274,13 +275,14 @@ def make_parents(path) -> None:
                                      "so the output cannot go under it", os.fspath(path)) from None
 
 
-def check_output_name(path: str) -> None:
+def check_output_name(path: str, url: bool = False) -> None:
     """Refuse an output path that names a directory (an existing one, or any path ending
-    with a separator) before anything is written: the rename at commit would fail with a
-    misleading message, and only after all the data was written."""
-    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
-    if path.endswith(seps) or os.path.isdir(path):
-        example = os.path.join(path, "out.tfrecord")
+    with a separator; for a URL, one ending with "/") before anything is written: the rename
+    at commit would fail with a misleading message, and only after all the data was written;
+    an object store would store the data under the name without its "/"."""
+    seps = ("/",) if url else (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if path.endswith(seps) or (not url and os.path.isdir(path)):
+        example = (posixpath if url else os.path).join(path, "out.tfrecord")
         raise IsADirectoryError(errno.EISDIR, f"names a directory, not a file: give the output a file name, "
                                 f"such as {example}", path)
 
