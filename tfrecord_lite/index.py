@@ -293,10 +293,9 @@ class TFRecordFile:
 
     def verify(self, data: bytes, start: int, stop: int) -> list:
         """The records of frames start..stop-1 held in data, with their CRCs checked."""
-        F = _native.framing
         want = stop - start
         begin = int(self.offsets[start])
-        records, pos, status, value = F.scan_frames(data, 0, -1, self.check_crc, self.max_record_bytes, want)
+        records, pos, _, _ = _native.framing.scan_frames(data, 0, -1, self.check_crc, self.max_record_bytes, want)
         # Each frame must have its index entry's length, not only all of them together: a
         # sidecar whose entries cut the same bytes elsewhere would hand out other records.
         sizes = [len(r) + OVERHEAD for r in records]
@@ -306,26 +305,29 @@ class TFRecordFile:
         wrong = next((k for k, (got, said) in enumerate(zip(sizes, listed)) if got != said), None)
         index = start + (len(records) if wrong is None else wrong)
         offset = begin + pos if wrong is None else int(self.offsets[index])
-        at = offset  # TensorFlow's offset in its message, as the reader gives it
-        end = int(self.offsets[index] + self.lengths[index])
-        if wrong is not None:
-            cls = CorruptRecordError
-            what = f"the frame there is {sizes[wrong]} bytes but the index says {listed[wrong]}"
-        elif status == F.FRAME_OK and begin + len(data) < end:  # a short read: the file was cut
-            cls = TruncatedRecordError
-            what = (f"the file ends at byte {begin + len(data)}, before the record's end at byte {end} "
-                    "(is the index stale?)")
-        elif status == F.FRAME_OK:
-            cls, what = CorruptRecordError, "the frame lengths do not match the index"
-        elif status == F.FRAME_BAD_DATA_CRC:
-            cls, what = CorruptRecordError, f"the masked CRC32C of the {value}-byte data does not match"
-            at = offset + F.HEADER_BYTES
-        else:
-            cls, what = CorruptRecordError, "the frame header is invalid (is the index stale?)"
-        word = "truncated" if cls is TruncatedRecordError else "corrupted"
-        raise cls(f"{word} record at {at}: {what}", path=self.path, offset=offset, index=index,
-                  hint="rebuild the index with tfrecord_lite.build_index if the file changed, "
-                  "or verify the file with `tfrecord-lite verify`")
+        hint = ("rebuild the index with tfrecord_lite.build_index if the file changed, "
+                "or verify the file with `tfrecord-lite verify`")
+        size = sizes[wrong] if wrong is not None else self._frame_size(offset, index, hint)
+        raise CorruptRecordError(f"corrupted record at {offset}: the frame there is {size} bytes but the index "
+                                 f"says {int(self.lengths[index])}", path=self.path, offset=offset, index=index,
+                                 hint=hint)
+
+    def _frame_size(self, offset, index, hint) -> int:
+        """The size of the frame at offset as the reader reads it; where it cannot, the
+        reader's own error for it (class, offset and words), with hint."""
+        reader = TFRecordReader(self.path, None, self.check_crc, max_record_bytes=self.max_record_bytes,
+                                start_offset=offset, start_index=index, storage_options=self.storage_options)
+        try:
+            return len(next(iter(reader))) + OVERHEAD
+        except TFRecordError as exc:
+            raise type(exc)(exc.detail, **{**exc._keywords(), "hint": hint}) from None
+        except StopIteration:  # the file now ends where the frame began
+            end = offset + int(self.lengths[index])
+            raise TruncatedRecordError(
+                f"truncated record at {offset}: the file ends at byte {offset}, before the record's end at "
+                f"byte {end}", path=self.path, offset=offset, index=index, hint=hint) from None
+        finally:
+            reader.close()
 
     def fileno(self) -> int:
         if self._fd is None or self._pid != os.getpid():
