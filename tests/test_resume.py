@@ -139,6 +139,22 @@ def test_reader_start_offset(backend, tmp_path):
     assert list(tfl.TFRecordReader(data, start_offset=offsets[50])) == recs[50:]
     with pytest.raises(tfl.errors.TruncatedRecordError, match="start_offset"):
         list(tfl.TFRecordReader(str(tmp_path / "r-gzip.tfrecord"), start_offset=offsets[-1] + 5))
+    # A compressed stream short or damaged before start_offset: the record there cannot be
+    # reached. Named by start_offset and start_index, and under 'skip' and 'stop' kept in
+    # .skipped as damage met while reading is (it was raised under every policy, naming
+    # only the file).
+    gz = open(str(tmp_path / "r-gzip.tfrecord"), "rb").read()
+    for data, kind in ((gz, tfl.errors.TruncatedRecordError), (gz[:len(gz) // 2], tfl.errors.DataLossError)):
+        for policy in ("raise", "skip", "stop"):
+            reader = tfl.TFRecordReader(data, on_corrupt=policy, start_offset=offsets[-1] + 5, start_index=200)
+            if policy == "raise":
+                with pytest.raises(kind, match="while skipping to start_offset") as err:
+                    list(reader)
+                error = err.value
+            else:
+                assert list(reader) == []
+                (error,) = reader.skipped
+            assert type(error) is kind and (error.offset, error.index) == (offsets[-1] + 5, 200), error
     with pytest.raises(tfl.errors.CorruptRecordError) as err:  # mid-record: the error says where
         list(tfl.TFRecordReader(str(tmp_path / "r-None.tfrecord"), start_offset=offsets[3] + 1, start_index=3))
     assert err.value.offset == offsets[3] + 1 and err.value.index == 3

@@ -304,7 +304,12 @@ class TFRecordReader:
             raw = io.BytesIO(self._buffer) if in_memory else self._file
             stream = DecompressingStream(raw, compression, prefix=b"" if in_memory else head, path=self.path)
             if start:
-                _discard(stream, start, self.path)
+                try:
+                    _discard(stream, start)
+                except DataLossError as exc:  # short or damaged before start_offset: no record to read
+                    detail = f"{exc.detail} (while skipping to start_offset {start})"
+                    self._on_error(self._error(type(exc), detail, start, self.start_index, exc.hint))
+                    return io.BytesIO(), b"", None
             return stream, b"", None
         if in_memory:
             return None, b"", len(self._buffer)
@@ -651,15 +656,15 @@ def _moved(buf: bytearray, start: int, stop: int, size: int, pool: BufferPool) -
     return fresh
 
 
-def _discard(stream, n: int, path) -> None:
+def _discard(stream, n: int) -> None:
     """Read and drop the first n bytes of a (decompressing) stream."""
     buf = bytearray(min(n, 1 << 20))
     with memoryview(buf) as view:
         while n:
             got = stream.readinto(view[:min(n, len(buf))])
             if not got:
-                raise TruncatedRecordError(f"the stream ends before start_offset (short by {n} bytes)",
-                                           path=path, hint="pass an offset saved from this same file")
+                raise TruncatedRecordError(f"the decompressed stream ends {n} bytes early",
+                                           hint="pass an offset saved from this same file")
             n -= got
 
 
