@@ -100,3 +100,36 @@ def test_same_error_offsets_as_tf(tf, backend, tmp_path):
             assert ours[0] == "truncated"
             continue
         assert ours == expected, data.hex()
+
+
+def test_compressed_streams_without_their_end_read_as_tf_reads_them_then_raise(tf, backend, tmp_path):
+    """A GZIP or ZLIB stream cut inside its trailer, or followed by other bytes: TensorFlow
+    delivers the records decompressed and stops quietly (it never reads a second zlib stream).
+    tfrecord_lite delivers the same records, then raises a DataLossError for the file whose
+    writing or copying was cut off (README lists this among the deliberate differences);
+    on_corrupt='stop' gives exactly TensorFlow's records."""
+    import gzip
+    import zlib
+
+    records = [bytes([i]) * (i * 7 % 60) for i in range(25)]
+    with TFRecordWriter(tmp_path / "g", compression="gzip") as w:
+        w.write_many(records)
+    with TFRecordWriter(tmp_path / "z", compression="zlib") as w:
+        w.write_many(records)
+    g, z = (tmp_path / "g").read_bytes(), (tmp_path / "z").read_bytes()
+    tails = [("GZIP", g[:-cut]) for cut in range(1, 9)]  # the CRC32 and ISIZE trailer, cut
+    tails += [("GZIP", g + gzip.compress(b"more")[:cut]) for cut in range(1, 12)]  # a second member's start
+    tails += [("ZLIB", z[:-cut]) for cut in range(1, 5)]  # the Adler-32 trailer, cut
+    tails += [("ZLIB", z + extra) for extra in (b"\x00", b"junk", zlib.compress(b"a second stream"))]
+    for option, data in tails:
+        path = tmp_path / "case"
+        path.write_bytes(data)
+        assert tf_read(tf, path, option) == records, (option, data[-12:].hex())
+        reader = TFRecordReader(path)
+        got = []
+        with pytest.raises(DataLossError) as err:
+            for r in reader:
+                got.append(r)
+        assert got == records and err.value.index == len(records), (option, data[-12:].hex())
+        stopped = TFRecordReader(path, on_corrupt="stop")
+        assert list(stopped) == records and len(stopped.skipped) == 1
