@@ -729,7 +729,9 @@ def encode_example(mapping: Mapping[str, Any], deterministic: bool = False) -> b
     """Serialize {name: value} as a tf.train.Example. Values: scalars, lists or numpy
     arrays (flattened); float -> float_list, int/bool -> int64_list, bytes/str ->
     bytes_list. Features are written in mapping order; deterministic=True sorts them and
-    gives exactly ``tf.train.Example.SerializeToString(deterministic=True)``."""
+    gives exactly what ``tf.train.Example(features=tf.train.Features(feature=...))``
+    serializes with ``deterministic=True`` (an empty mapping too: ``b"\\n\\x00"``, the empty
+    Features message present, where a bare ``tf.train.Example()`` serializes to ``b""``)."""
     return _native.example.encode_example(*_features_args(mapping, deterministic))
 
 
