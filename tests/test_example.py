@@ -585,6 +585,18 @@ def test_a_record_that_is_not_serialized_bytes_is_named(backend, bad):
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("bad", [None, 5, "abc", b"\x0a\x00", bytearray(b"\x0a\x00"), memoryview(b"\x0a\x00")])
+def test_a_batch_that_is_one_record_or_not_iterable_is_refused(backend, bad):
+    """One record passed where a batch goes was iterated byte by byte and blamed as
+    "record 0: int is not a serialized record"; None or an int raised a bare TypeError."""
+    seq = {"a": tfl.VarLenFeature(np.int64)}
+    for parse in (lambda r: tfl.parse_example(r, seq),
+                  lambda r: tfl.parse_sequence_example(r, sequence_features=seq)):
+        with pytest.raises(ArgumentTypeError, match="a batch of records is expected"):
+            parse(bad)
+    assert backend.name == tfl.implementation
+
+
 @pytest.mark.parametrize("spec", [{b"a": tfl.VarLenFeature(np.int64)},
                                   {"s": tfl.SparseFeature(b"i", "v", np.int64, 4)},
                                   {"r": tfl.RaggedFeature(np.int64, value_key=b"a")}])

@@ -159,3 +159,17 @@ def test_reader_start_offset(backend, tmp_path):
         list(tfl.TFRecordReader(str(tmp_path / "r-None.tfrecord"), start_offset=offsets[3] + 1, start_index=3))
     assert err.value.offset == offsets[3] + 1 and err.value.index == 3
     assert backend.name in ("cython", "python")
+
+
+@pytest.mark.parametrize("counts, opts", [
+    ([0], {}),
+    ([0, 0], {"shuffle_buffer": 4, "num_threads": 2}),
+    ([3], {"batch_size": 4, "drop_remainder": True}),
+    ([1], {"shard": (1, 2)}),
+])
+def test_repeating_nothing_ends(backend, tmp_path, counts, opts):
+    # num_epochs=None over epochs that yield nothing ends, as tf.data's repeat() does, instead
+    # of reading the empty epochs forever.
+    files = write_files(tmp_path, counts, size=5)
+    assert list(TFRecordDataset(files, num_epochs=None, **opts)) == []
+    assert backend.name in ("cython", "python")

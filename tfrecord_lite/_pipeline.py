@@ -232,6 +232,7 @@ class Run:
         epoch = self.position.epoch
         while self._stop is None or epoch < self._stop:
             self.position.epoch = epoch
+            fresh = self.position.elements == 0  # not resumed within the epoch
             start, self._cursor = self._cursor, None
             chunks = self._interleave(ds._epoch_files(epoch), start)
             if ds.shuffle_buffer:
@@ -263,6 +264,8 @@ class Run:
                 yield from self._parsed(chunks)
             if failed:
                 raise failed[0]
+            if fresh and self.position.elements == 0 and self._stop is None:
+                break  # nothing to repeat: tf.data's repeat() ends here too, where looping would hang
             epoch += 1
             self.position.epoch, self.position.elements = epoch, 0
         self.position.exhausted = True

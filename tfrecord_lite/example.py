@@ -83,7 +83,17 @@ class RaggedValue:
 def _records(serialized):
     """A batch as the core takes it: a list, tuple, RecordBatch or a dataset's gathered
     records as is, anything else listed."""
-    return serialized if isinstance(serialized, (list, tuple, RecordBatch, Gathered)) else list(serialized)
+    if isinstance(serialized, (list, tuple, RecordBatch, Gathered)):
+        return serialized
+    # one record is iterable too (as ints or chars), which would blame its first byte
+    if isinstance(serialized, (bytes, bytearray, memoryview, str)):
+        raise ArgumentTypeError(f"a batch of records is expected, not one {type(serialized).__name__}: pass a "
+                                "list of records, or use the parse_single_* function for one record")
+    try:
+        return list(serialized)
+    except TypeError:
+        raise ArgumentTypeError(f"a batch of records is expected (a list of bytes-likes), not "
+                                f"{type(serialized).__name__}") from None
 
 
 class _Column:
