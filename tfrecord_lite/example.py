@@ -82,7 +82,7 @@ class RaggedValue:
 
 def _records(serialized):
     """A batch as the core takes it: a list, tuple, RecordBatch or a dataset's gathered
-    records as is, anything else listed."""
+    records as is, any other iterable listed; one record, or no iterable, is refused."""
     if isinstance(serialized, (list, tuple, RecordBatch, Gathered)):
         return serialized
     # one record is iterable too (as ints or chars), which would blame its first byte
