@@ -1,6 +1,7 @@
 """Resuming TFRecordDataset: the state holds file positions, so resume seeks instead of
 re-reading; every mode (raw, parsed in place, record sharding, compressed) resumes exactly."""
 
+import threading
 from unittest import mock
 
 import numpy as np
@@ -169,7 +170,13 @@ def test_reader_start_offset(backend, tmp_path):
 ])
 def test_repeating_nothing_ends(backend, tmp_path, counts, opts):
     # num_epochs=None over epochs that yield nothing ends, as tf.data's repeat() does, instead
-    # of reading the empty epochs forever.
+    # of reading the empty epochs forever. Read in a thread, so that a hang fails the test.
     files = write_files(tmp_path, counts, size=5)
-    assert list(TFRecordDataset(files, num_epochs=None, **opts)) == []
+    got = []
+    reading = threading.Thread(target=lambda: got.append(list(TFRecordDataset(files, num_epochs=None, **opts))),
+                               daemon=True)
+    reading.start()
+    reading.join(60)
+    assert not reading.is_alive(), "num_epochs=None over epochs of no records never ended"
+    assert got == [[]]
     assert backend.name in ("cython", "python")
