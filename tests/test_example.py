@@ -597,6 +597,20 @@ def test_a_batch_that_is_one_record_or_not_iterable_is_refused(backend, bad):
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("bad", [None, [tfl.VarLenFeature(np.int64)], "a", 3])
+def test_a_spec_that_is_not_a_mapping_is_refused(backend, bad):
+    """parse_example(records, None) raised AttributeError: 'NoneType' object has no attribute 'items'."""
+    record = tfl.encode_example({"a": 1})
+    calls = [lambda: tfl.parse_example([record], bad), lambda: tfl.parse_single_example(record, bad)]
+    if bad is not None:  # None is "no context" or "no sequence" there, as in TF
+        calls += [lambda: tfl.parse_sequence_example([record], bad, {"a": tfl.VarLenFeature(np.int64)}),
+                  lambda: tfl.parse_sequence_example([record], {"a": tfl.VarLenFeature(np.int64)}, bad)]
+    for call in calls:
+        with pytest.raises(ArgumentTypeError, match="must map names to feature specs"):
+            call()
+    assert backend.name == tfl.implementation
+
+
 @pytest.mark.parametrize("spec", [{b"a": tfl.VarLenFeature(np.int64)},
                                   {"s": tfl.SparseFeature(b"i", "v", np.int64, 4)},
                                   {"r": tfl.RaggedFeature(np.int64, value_key=b"a")}])

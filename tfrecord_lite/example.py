@@ -329,6 +329,10 @@ _PLANS: dict = {}  # (id(features), where) -> _Plan, checked against the mapping
 def _plan(features, allowed, where):
     """The cached _Plan of a spec mapping (specs are frozen, so identity of the items is
     enough to know it is unchanged)."""
+    if not isinstance(features, Mapping):
+        name = "features" if where == "parse_example" else where
+        raise ArgumentTypeError(f"{name} must map names to feature specs, not {features!r:.80}",
+                                hint="pass a dict such as {'label': FixedLenFeature([], np.int64)}")
     key = (id(features), where)
     plan = _PLANS.get(key)
     if plan is None or not plan.matches(features):
@@ -436,6 +440,10 @@ def parse_example(serialized: Records, features: Features, *, bytes_output: str 
         raise FeatureSpecError(f"output must be 'numpy' or 'arrow', not {output!r}")
     records = _records(serialized)
     plan = _plan(features, _EXAMPLE_SPECS, "parse_example")
+    if not plan.items:  # as TF: a dict of no arrays would not even say how many records there were
+        raise FeatureSpecError("features is empty: name at least one feature to parse",
+                               hint="to read records without parsing, pass no features; to count them, use "
+                                    "tfrecord_lite.index.count_records")
     try:
         columns, _ = _decode(records, plan, bytes_output=bytes_output)
         return _build(plan, columns, len(records))
@@ -514,6 +522,9 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
     sequence_features = sequence_features or {}
     plan = _plan(context_features, _CONTEXT_SPECS, "context_features")
     seq_plan = _plan(sequence_features, tuple(_STEP_ROWS), "sequence_features")
+    if not plan.items and not seq_plan.items:
+        raise FeatureSpecError("context_features and sequence_features are both empty: name at least one "
+                               "feature to parse")
     try:
         columns, seq_columns = _decode(records, plan, seq_plan, bytes_output)
         batch = len(records)

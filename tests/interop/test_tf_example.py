@@ -190,6 +190,25 @@ def test_spec_errors_where_tf_raises(tf, backend, records, spec):
     assert info.value.index == 0 and repr(next(iter(spec))) in str(info.value)
 
 
+@pytest.mark.parametrize("context, sequence", [(None, None), ({}, {}), ({}, None), (None, {})])
+def test_empty_specs_are_refused_as_tf_refuses_them(tf, backend, context, sequence):
+    """parse_example({}) and parse_sequence_example with neither spec returned {} and
+    ({}, {}, {}), a result that does not even say how many records there were."""
+    record = tf_example(tf, {"a": ("i", [1])}).SerializeToString()
+    with pytest.raises(ValueError):
+        tf.io.parse_example([record], {})
+    with pytest.raises(FeatureSpecError, match="features is empty"):
+        tfl.parse_example([record], {})
+    with pytest.raises(ValueError):
+        tf.io.parse_sequence_example([record], context_features=context, sequence_features=sequence)
+    with pytest.raises(FeatureSpecError, match="both empty"):
+        tfl.parse_sequence_example([record], context, sequence)
+    with pytest.raises(ValueError):
+        tf.io.parse_single_sequence_example(record, context_features=context, sequence_features=sequence)
+    with pytest.raises(FeatureSpecError, match="both empty"):
+        tfl.parse_single_sequence_example(record, context, sequence)
+
+
 @pytest.mark.parametrize("dtype, default", [("string", 5), ("string", 1.5), ("string", [b"a", 3]), ("int64", 1.5),
                                             ("float32", "abc"), ("int64", 2**64)])
 def test_defaults_tf_cannot_convert_are_refused(tf, backend, dtype, default):
