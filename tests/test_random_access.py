@@ -1,4 +1,5 @@
-"""TFRecordFile and IndexedDataset: indexed reads without scanning, CRC checks on fetch."""
+"""TFRecordFile and IndexedDataset: indexed reads without scanning, CRC checks on fetch; and
+the counts that sidecars serve (count_records, TFRecordDataset.num_elements)."""
 
 import os
 import pickle
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 from ._records import record, write_files
 
 import tfrecord_lite.index as index_module
-from tfrecord_lite import IndexedDataset, TFRecordFile, TFRecordReader, TFRecordWriter, build_index
+from tfrecord_lite import IndexedDataset, TFRecordDataset, TFRecordFile, TFRecordReader, TFRecordWriter, build_index
 from tfrecord_lite.index import count_records
 from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
 
@@ -115,6 +116,33 @@ def test_sidecar_of_part_of_the_file_is_stale(backend, tmp_path):
         assert f"the index is stale: rebuild it with `tfrecord-lite index {path}`" in str(err.value)
     assert count_records(path) == 5  # and rewrites the sidecar
     assert len(TFRecordFile(path)) == 5 and TFRecordFile(path)[-1] == b"r4"
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=st.lists(st.integers(0, 6), min_size=1, max_size=4), data=st.data(),
+       on_corrupt=st.sampled_from(["raise", "skip", "stop"]), check_crc=st.booleans(),
+       shard=st.none() | st.integers(1, 5).flatmap(lambda n: st.tuples(st.integers(0, n - 1), st.just(n))))
+def test_num_elements_of_damaged_files_is_what_a_read_yields(backend, tmp_path_factory, counts, data, on_corrupt,
+                                                             check_crc, shard):
+    """num_elements (and so the torch adapter's len()) raised the count scan's "pass
+    on_corrupt='skip'" under on_corrupt='skip' too, and failed on a data-CRC flip under
+    check_crc=False, while reading the same dataset worked."""
+    paths = write_files(tmp_path_factory.mktemp("d"), counts, size=3)
+    for path in paths:
+        size = os.path.getsize(path)
+        if size and data.draw(st.booleans()):
+            damaged = bytearray(open(path, "rb").read())
+            damaged[data.draw(st.integers(0, size - 1))] ^= 1 << data.draw(st.integers(0, 7))
+            open(path, "wb").write(damaged)
+    ds = TFRecordDataset(paths, on_corrupt=on_corrupt, check_crc=check_crc, shard=shard)
+    try:
+        want = len(list(ds))
+    except TFRecordError as exc:
+        with pytest.raises(type(exc)):
+            ds.num_elements()
+    else:
+        assert ds.num_elements() == want
+        assert ds.num_elements() == want  # counted again, from the sidecars that clean files got
 
 
 def test_sidecar_missing_the_first_frames_is_stale(backend, tmp_path):

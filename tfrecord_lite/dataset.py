@@ -168,10 +168,13 @@ class TFRecordDataset:
         """Elements one epoch yields for this dataset's shard: records, or batches when
         batch_size is set (the last short one counted unless drop_remainder). Each file's
         record count comes from its index sidecar, else from one scan whose result is kept
-        as the sidecar (see ``count_records``). Records dropped by ``on_corrupt`` are counted."""
+        as the sidecar (see ``count_records``); a file that scan finds damaged is read as the
+        dataset reads it and counted as it yields (``on_corrupt``'s records dropped; under
+        "raise", its error). A sidecar written before the damage counts the dropped records."""
         from .index import count_shard
 
-        total = count_shard(self.files, self._positions, self._record_rule, self.storage_options)
+        total = count_shard(self.files, self._positions, self._record_rule, self.storage_options,
+                            dict(compression=self.compression, check_crc=self.check_crc, on_corrupt=self.on_corrupt))
         if self.batch_size is None:
             return total
         return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)

@@ -32,7 +32,8 @@ from . import _native
 from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, Progress, StorageOptions
 from .batch import locate_error
-from .errors import ArgumentTypeError, CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
+from .errors import (ArgumentTypeError, CorruptRecordError, DataLossError, InvalidArgumentError, TFRecordError,
+                     TruncatedRecordError)
 from .files import resolve_files
 from .io import detect_compression
 from .parsing import make_parse, unbatch
@@ -202,15 +203,24 @@ def _count(path, size, storage_options) -> int:
     return len(offsets)
 
 
-def count_shard(files, positions, record_rule=None, storage_options=None) -> int:
-    """Records that a shard (``files.shard_plan``'s file positions and record rule) reads."""
+def count_shard(files, positions, record_rule=None, storage_options=None, reader_options=None) -> int:
+    """Records that a shard (``files.shard_plan``'s file positions and record rule) reads.
+    A file whose count scan fails (damaged, or read with options the scan does not use) is
+    counted by reading it as the shard does, with reader_options (``TFRecordReader``'s
+    compression, check_crc, on_corrupt): the records that read keeps, or its error."""
     total = 0
     for p in positions:
-        n = count_records(files[p], storage_options)
-        if record_rule is not None:
-            index, count = record_rule
-            n = len(range((index - p) % count, n, count))  # records j with (p + j) % count == index
-        total += n
+        # records j with (p + j) % count == index
+        first, step = (0, 1) if record_rule is None else ((record_rule[0] - p) % record_rule[1], record_rule[1])
+        try:
+            total += len(range(first, count_records(files[p], storage_options), step))
+        except DataLossError:
+            if not reader_options:
+                raise
+            with TFRecordReader(files[p], **reader_options, storage_options=storage_options) as reader:
+                for offsets, _ in reader.record_spans():
+                    # the reader numbers records it skips too, as the shard's rule does
+                    total += len(range((first - reader.batch_index) % step, len(offsets), step))
     return total
 
 
