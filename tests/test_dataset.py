@@ -203,6 +203,46 @@ def test_skipped_records_keep_their_numbers_for_sharding_and_resume(backend, tmp
     assert (info.value.index, info.value.offset) == (12, frames[12])
 
 
+def _good_records(path, on_corrupt):
+    """(index in the file, record) of what a reader of the file alone keeps: its skipped
+    records keep their numbers."""
+    reader = TFRecordReader(path, compression=None, on_corrupt=on_corrupt)
+    records, bad = list(reader), {e.index for e in reader.skipped}
+    numbers = (j for j in range(len(records) + len(bad)) if j not in bad)
+    return list(zip(numbers, records))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(counts=st.lists(st.integers(0, 9), min_size=1, max_size=6), data=st.data(),
+       on_corrupt=st.sampled_from(["skip", "stop"]), count=st.integers(1, 4), deterministic=st.booleans(),
+       threads=st.integers(1, 3), cycle=st.integers(1, 3), batch=st.sampled_from([None, 2]))
+def test_shards_of_damaged_files_split_the_good_records(backend, tmp_path_factory, counts, data, on_corrupt, count,
+                                                        deterministic, threads, cycle, batch):
+    # Whether by file or by record, in any order, the shards of damaged files hold exactly the
+    # records that readers of each file alone keep, split by shard_plan's rule.
+    paths = write_files(tmp_path_factory.mktemp("shards"), counts)
+    for f, where, flip in data.draw(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 1), st.integers(1, 255)),
+                                             max_size=3)):
+        if f < len(paths) and os.path.getsize(paths[f]):
+            damaged = bytearray(open(paths[f], "rb").read())
+            damaged[int(where * (len(damaged) - 1))] ^= flip
+            open(paths[f], "wb").write(bytes(damaged))
+    good = [_good_records(p, on_corrupt) for p in paths]
+    for i in range(count):
+        positions, rule = tfl.files.shard_plan(len(paths), (i, count))
+        want = [r for f in positions for j, r in good[f] if rule is None or (f + j) % count == i]
+        ds = TFRecordDataset(paths, shard=(i, count), on_corrupt=on_corrupt, deterministic=deterministic,
+                             num_threads=threads, cycle_length=cycle, batch_size=batch)
+        got = []
+        reading = threading.Thread(target=lambda: got.extend(r for b in ds for r in (b if batch else [b])),
+                                   daemon=True)
+        reading.start()
+        reading.join(60)
+        assert not reading.is_alive(), "the read never ended"
+        assert sorted(got) == sorted(want), (i, count)
+    assert backend.name in ("cython", "python")
+
+
 def test_missing_file_raises(tmp_path, files):
     with pytest.raises(FileNotFoundError):
         list(TFRecordDataset(files + [str(tmp_path / "gone.tfrecord")]))

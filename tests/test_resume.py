@@ -125,6 +125,23 @@ def test_state_version_and_positions_are_checked(tmp_path):
         TFRecordDataset(paths, cycle_length=2).load_state_dict(bad)
 
 
+def test_a_state_does_not_load_into_a_nondeterministic_dataset(tmp_path):
+    # Its interleave took the files after the state's opened ones from their start and
+    # dropped the ones the state had open at their offsets: 8 of 15 records, silently.
+    paths = write_files(tmp_path, [5, 5, 5])
+    ds = TFRecordDataset(paths, cycle_length=2)
+    ds.state_dict()
+    it = iter(ds)
+    [next(it) for _ in range(3)]
+    state = ds.state_dict()
+    it.close()
+    loose = TFRecordDataset(paths, cycle_length=2, deterministic=False)
+    with pytest.raises(TFRecordError, match=r"load_state_dict\(\) needs deterministic=True") as err:
+        loose.load_state_dict(state)
+    assert "deterministic=True" in err.value.hint
+    assert sorted(loose) == sorted(TFRecordDataset(paths))  # nothing loaded: a whole epoch
+
+
 def test_reader_start_offset(backend, tmp_path):
     recs = [bytes([i]) * (i % 40) for i in range(200)]
     offsets = np.cumsum([0] + [16 + len(r) for r in recs]).tolist()

@@ -185,9 +185,7 @@ class TFRecordDataset:
         have yielded next, shuffle included. How resuming seeks: ``tfrecord_lite._resume``.
         Positions are tracked in epochs that start after the first call of state_dict() or
         load_state_dict(); a state from an untracked epoch resumes by reading again."""
-        if not self.deterministic:
-            raise TFRecordError("state_dict() needs deterministic=True: otherwise the order "
-                                "depends on thread timing and cannot be replayed")
+        self._need_deterministic("state_dict")
         self._track_positions = True
         epoch, elements, stop, cursor = self._resume_point()
         return {"version": _STATE_VERSION, "epoch": epoch, "elements": elements, "stop_epoch": stop,
@@ -195,6 +193,7 @@ class TFRecordDataset:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from ``state_dict()`` output on the next ``iter()``."""
+        self._need_deterministic("load_state_dict")
         self._resume = check_state(state, _STATE_VERSION, self._fingerprint(), self.cycle_length)
         self.seed = int(state["seed"])
         self._track_positions = True
@@ -209,6 +208,15 @@ class TFRecordDataset:
         return state
 
     # -- internals ---------------------------------------------------------------------
+
+    def _need_deterministic(self, method):
+        # Resuming goes by positions in the order; where thread timing picks the order, the
+        # records after a position are unknown (a state loaded here dropped those of the
+        # files it had open).
+        if not self.deterministic:
+            raise TFRecordError(f"{method}() needs deterministic=True: otherwise the order "
+                                "depends on thread timing and cannot be replayed",
+                                hint="build the dataset with deterministic=True to save or resume its position")
 
     def _resume_point(self):
         """(epoch, elements, stop epoch, file positions or None) of the newest iteration."""

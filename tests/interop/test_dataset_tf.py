@@ -85,6 +85,28 @@ def test_a_bad_record_stops_the_interleave_where_tensorflow_does(backend, tmp_pa
         assert (got, (info.value.path, info.value.index)) == (whole, model[cut]), (backend.name, features, size)
 
 
+def _damaged_files(rng, prefix, count):
+    """count files, plain, GZIP or ZLIB, some cut short and some plain ones with a bit
+    flipped (in deflate data TensorFlow also drops what its last read had decoded: README,
+    deliberate differences), and their TensorFlow compression types."""
+    files, types = [], []
+    for f in range(count):
+        compression = rng.choice([None, "gzip", "zlib"])
+        path = f"{prefix}-{f}.tfrecord"
+        with TFRecordWriter(path, compression=compression) as w:
+            w.write_many(b"%d:%d:" % (f, j) + rng.randbytes(rng.randrange(300)) for j in range(rng.randrange(8)))
+        data = bytearray(open(path, "rb").read())
+        damage = rng.choice(["cut", "flip" if compression is None else "cut", None])
+        if damage == "cut" and len(data) > 1:
+            data = data[:rng.randrange(1, len(data))]
+        elif damage == "flip" and data:
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        open(path, "wb").write(bytes(data))
+        files.append(path)
+        types.append((compression or "").upper())
+    return files, types
+
+
 @pytest.mark.interop
 @pytest.mark.parametrize("seed", range(4))
 def test_stop_ends_a_damaged_compressed_file_where_tensorflow_ignore_errors_does(backend, tmp_path, seed):
@@ -98,24 +120,36 @@ def test_stop_ends_a_damaged_compressed_file_where_tensorflow_ignore_errors_does
 
     rng = random.Random(seed)
     for trial in range(12):
-        files, types = [], []
-        for f in range(rng.randrange(1, 4)):
-            compression = rng.choice([None, "gzip", "zlib"])
-            path = str(tmp_path / f"{seed}-{trial}-{f}.tfrecord")
-            with TFRecordWriter(path, compression=compression) as w:
-                w.write_many(b"%d:%d:" % (f, j) + rng.randbytes(rng.randrange(300)) for j in range(rng.randrange(8)))
-            data = bytearray(open(path, "rb").read())
-            damage = rng.choice(["cut", "flip" if compression is None else "cut", None])
-            if damage == "cut" and len(data) > 1:
-                data = data[:rng.randrange(1, len(data))]
-            elif damage == "flip" and data:
-                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-            open(path, "wb").write(bytes(data))
-            files.append(path)
-            types.append((compression or "").upper())
+        files, types = _damaged_files(rng, tmp_path / f"{seed}-{trial}", rng.randrange(1, 4))
         cycle, block = rng.randrange(1, 4), rng.randrange(1, 3)
         want = [r.numpy() for r in tf.data.Dataset.from_tensor_slices((files, types)).interleave(
             lambda p, t: tf.data.TFRecordDataset(p, compression_type=t), cycle_length=cycle,
             block_length=block).ignore_errors()]
         got = list(TFRecordDataset(files, cycle_length=cycle, block_length=block, on_corrupt="stop", num_threads=2))
         assert got == want, (trial, files, cycle, block)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("seed", range(2))
+def test_file_shards_under_stop_are_tensorflows_shards_of_the_file_list(backend, tmp_path, seed):
+    # shard=(i, n) over at least n files takes files i, i + n, ...: TensorFlow's
+    # from_tensor_slices(files).shard(n, i) before the interleave, ignore_errors() after it.
+    # The same order when deterministic, the same records in any order when not.
+    import collections
+    import random
+
+    import tensorflow as tf
+
+    rng = random.Random(seed)
+    for trial in range(6):
+        files, types = _damaged_files(rng, tmp_path / f"{seed}-{trial}", rng.randrange(2, 7))
+        count, cycle, block = rng.randrange(2, len(files) + 1), rng.randrange(1, 4), rng.randrange(1, 3)
+        for i in range(count):
+            want = [r.numpy() for r in tf.data.Dataset.from_tensor_slices((files, types)).shard(count, i).interleave(
+                lambda p, t: tf.data.TFRecordDataset(p, compression_type=t), cycle_length=cycle,
+                block_length=block).ignore_errors()]
+            for deterministic in (True, False):
+                got = list(TFRecordDataset(files, cycle_length=cycle, block_length=block, on_corrupt="stop",
+                                           num_threads=3, shard=(i, count), deterministic=deterministic))
+                same = got == want if deterministic else collections.Counter(got) == collections.Counter(want)
+                assert same, (trial, files, count, i, cycle, block, deterministic)
