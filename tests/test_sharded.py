@@ -288,3 +288,33 @@ def test_write_many_needs_one_key_per_record(backend, tmp_path):
             with pytest.raises(InvalidArgumentError, match="routing by key needs a fixed num_shards"):
                 w.write_many(recs, keys=keys)
         assert w.records_written == 0
+
+
+@pytest.mark.parametrize("limit", ["records", "bytes"])
+def test_rolling_limits_hold_under_threads(backend, tmp_path, monkeypatch, limit):
+    """The limit check and the write are one step: threads writing at once never take a
+    shard past max_records_per_shard or max_bytes_per_shard. Each shard's write is slowed,
+    so that without that, other threads' records land between a check and its write."""
+    import threading
+    import time
+
+    add_shard = ShardedWriter._add_shard
+
+    def slow_shards(self, num_shards):
+        add_shard(self, num_shards)
+        w = self._writers[-1]
+        write = w.write
+        w.write = lambda record: (time.sleep(0.002), write(record))
+
+    monkeypatch.setattr(ShardedWriter, "_add_shard", slow_shards)
+    options = {"max_records_per_shard": 3} if limit == "records" else {"max_bytes_per_shard": 3 * (16 + 4)}
+    records = [[b"%d-%02d" % (t, i) for i in range(20)] for t in range(4)]
+    with ShardedWriter(tmp_path / "x", **options) as w:
+        threads = [threading.Thread(target=lambda rs=rs: [w.write(r) for r in rs]) for rs in records]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    shards = _read(w.shards)
+    assert max(map(len, shards)) == 3 and [s.records for s in w.shards] == list(map(len, shards))
+    assert sorted(r for s in shards for r in s) == sorted(r for rs in records for r in rs)

@@ -130,7 +130,14 @@ class ShardedWriter(CommitOnExit):
     def write(self, record: Buffer, key: Hashable | None = None) -> None:
         """Append one record, to the shard chosen by key (or round-robin, or the current one
         when rolling)."""
-        self._writer_for(record, key).write(record)
+        if key is None and self.rolling:
+            # The limit check and the write are one step: records of other threads landing
+            # between them would take the shard past its limit.
+            with self._lock:
+                self._check_open()
+                self._rolled_writer(record).write(record)
+            return
+        self._writer_for(key).write(record)
 
     def write_many(self, records: Iterable[Buffer], keys: Iterable[Hashable] | None = None) -> None:
         """Append many records (with one key each, if keys is given: exactly as many keys as
@@ -211,7 +218,7 @@ class ShardedWriter(CommitOnExit):
             name = f"{head}/.{base}.partial"
         self._writers.append(TFRecordWriter(name, atomic=True, **self._options))
 
-    def _writer_for(self, record, key):
+    def _writer_for(self, key):
         if key is not None:
             self._check_open()
             if self.rolling:
@@ -219,19 +226,22 @@ class ShardedWriter(CommitOnExit):
             return self._writers[key_to_shard(key, len(self._writers))]
         with self._lock:
             self._check_open()
-            if not self.rolling:
-                i = self._next
-                self._next = (i + 1) % len(self._writers)
-                return self._writers[i]
+            i = self._next
+            self._next = (i + 1) % len(self._writers)
+            return self._writers[i]
+
+    def _rolled_writer(self, record):
+        """The current rolling shard, or a new one if record would take it past a limit;
+        the caller holds the lock until the record is written."""
+        w = self._writers[-1]
+        if w.records_written and (
+            (self.max_records is not None and w.records_written >= self.max_records)
+            or (self.max_bytes is not None
+                and w.bytes_written + _frame_bytes(record) > self.max_bytes)
+        ):
+            self._add_shard(None)
             w = self._writers[-1]
-            if w.records_written and (
-                (self.max_records is not None and w.records_written >= self.max_records)
-                or (self.max_bytes is not None
-                    and w.bytes_written + _frame_bytes(record) > self.max_bytes)
-            ):
-                self._add_shard(None)
-                w = self._writers[-1]
-            return w
+        return w
 
 
 _NONE = object()
