@@ -1,7 +1,10 @@
 """ShardedWriter and write_parallel: naming, routing, rolling, group atomicity, failures."""
 
 import collections
+import gc
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -295,9 +298,6 @@ def test_rolling_limits_hold_under_threads(backend, tmp_path, monkeypatch, limit
     """The limit check and the write are one step: threads writing at once never take a
     shard past max_records_per_shard or max_bytes_per_shard. Each shard's write is slowed,
     so that without that, other threads' records land between a check and its write."""
-    import threading
-    import time
-
     add_shard = ShardedWriter._add_shard
 
     def slow_shards(self, num_shards):
@@ -318,3 +318,15 @@ def test_rolling_limits_hold_under_threads(backend, tmp_path, monkeypatch, limit
     shards = _read(w.shards)
     assert max(map(len, shards)) == 3 and [s.records for s in w.shards] == list(map(len, shards))
     assert sorted(r for s in shards for r in s) == sorted(r for rs in records for r in rs)
+
+
+def test_write_parallel_failing_to_open_a_shard_aborts_those_before_it(backend, tmp_path, recwarn):
+    """A shard that cannot be opened (a directory stands under its name) fails write_parallel
+    before anything is encoded, and the shards opened before it are aborted then, not left to
+    the garbage collector (which warned that they were never closed)."""
+    os.makedirs(shard_path(tmp_path / "p", 2, 4))
+    with pytest.raises(IsADirectoryError, match="names a directory"):
+        write_parallel(range(10), bytes, tmp_path / "p", 4, num_workers=2)
+    gc.collect()
+    assert os.listdir(tmp_path) == [os.path.basename(shard_path(tmp_path / "p", 2, 4))]
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]

@@ -313,9 +313,9 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     pending = collections.deque()
     bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress)
     try:
-        writers = [TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
-                                  fsync=fsync, index=index, storage_options=storage_options)
-                   for i in range(num_shards)]
+        for i in range(num_shards):  # appended one by one: a failed open aborts those before it
+            writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
+                                          fsync=fsync, index=index, storage_options=storage_options))
         # One writer thread per encoding worker, not per shard: thread t owns the shards
         # t, t + n_threads, ... (so each shard keeps one writer and its order). Writes run
         # without the GIL; more threads than cores would only take turns with the encoders.
