@@ -570,3 +570,26 @@ def test_flush_makes_a_compressed_streams_records_so_far_readable(backend, compr
     w.write(b"c")
     w.close()
     assert list(TFRecordReader(out.getvalue())) == [b"a", b"bb" * 100, b"", b"c"]
+
+
+@pytest.mark.parametrize("stem", ["a" * 246, "é" * 123], ids=["ascii", "two-byte"])
+def test_a_name_of_255_bytes_is_written_atomically(backend, tmp_path, stem):
+    """A file name at the file system's limit (255 bytes) is legal, and TensorFlow writes it:
+    the temporary name beside it (14 bytes longer) is cut to fit, and the stale sidecar that
+    close() removes (whose name would be too long to exist) is no error."""
+    name = stem + ".tfrecord"
+    assert len(os.fsencode(name)) == 255
+    path = tmp_path / name
+    with TFRecordWriter(path) as w:
+        w.write_many([b"a", b"bc"])
+    with ShardedWriter(tmp_path / ("b" * 231), max_records_per_shard=1) as sw:  # b...b-00000-of-00002.tfrecord
+        sw.write_many([b"x", b"y"])
+    assert sorted(os.listdir(tmp_path)) == sorted([name] + [os.path.basename(s.path) for s in sw.shards])
+    assert max(len(os.path.basename(s.path)) for s in sw.shards) == 255
+    assert list(TFRecordReader(path)) == [b"a", b"bc"]
+    assert [r for s in sw.shards for r in TFRecordReader(s.path)] == [b"x", b"y"]
+    with pytest.raises(RuntimeError):
+        with TFRecordWriter(path) as w:
+            w.write(b"new")
+            raise RuntimeError
+    assert sorted(os.listdir(tmp_path)) == sorted([name] + [os.path.basename(s.path) for s in sw.shards])
