@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite.writer as writer_module
+from tfrecord_lite.io import NamedWriter
 from tfrecord_lite import TFRecordError, TFRecordFile, TFRecordReader, TFRecordWriter, merge, split
 from tfrecord_lite.index import build_index, read_index, scan_index
 from tfrecord_lite.sharded import ShardedWriter, write_parallel
@@ -593,3 +594,36 @@ def test_a_name_of_255_bytes_is_written_atomically(backend, tmp_path, stem):
             w.write(b"new")
             raise RuntimeError
     assert sorted(os.listdir(tmp_path)) == sorted([name] + [os.path.basename(s.path) for s in sw.shards])
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_a_failed_write_is_never_committed(backend, tmp_path, monkeypatch, compression):
+    """The file took part of a drain and then failed (a full disk): a caller who catches the
+    error and writes on cannot commit the file, which misses bytes (a compressed one, whose
+    deflate state went on, would even be committed with records lost or twice). close()
+    raises and removes it; the old file of that name stays."""
+    path = tmp_path / "a.tfrecord"
+    path.write_bytes(b"old")
+    write = NamedWriter.write
+    failures = [1]
+
+    def flaky(self, data):
+        if failures and len(data) > 1000:
+            failures.pop()
+            write(self, memoryview(data)[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        return write(self, data)
+
+    monkeypatch.setattr(NamedWriter, "write", flaky)
+    w = TFRecordWriter(path, compression)
+    rng = random.Random(0)
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(3000):
+            w.write(rng.randbytes(600))  # incompressible: gzip hands over as much
+    w.write_many([b"more"] * 10)
+    w.flush()
+    with pytest.raises(TFRecordError, match=r"a.tfrecord.*an earlier write to the file failed \(OSError:.*"
+                       r"No space left on device\), so it misses data; it is not committed\. Fix the cause"):
+        w.close()
+    assert os.listdir(tmp_path) == ["a.tfrecord"] and path.read_bytes() == b"old"
+    w.close()  # closed: nothing more to do
