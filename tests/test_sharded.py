@@ -37,6 +37,11 @@ def test_key_hash_is_stable():
     assert key_to_shard(123456789, 7) == 0xE3069283 % 7
     with pytest.raises(TFRecordError, match="routing key"):
         key_to_shard(1.5, 3)
+    # A str that os.fsdecode() made of a file name that is not UTF-8 has no UTF-8 bytes.
+    with pytest.raises(InvalidArgumentError, match=r"routing key 'caf\\udce9' has no UTF-8 encoding "
+                       r"\(surrogates not allowed at position 3\).*os.fsencode\(key\)"):
+        key_to_shard("caf\udce9", 3)
+    assert key_to_shard(os.fsencode("caf\udce9"), 1 << 32) == key_to_shard(b"caf\xe9", 1 << 32)
 
 
 @SETTINGS

@@ -53,7 +53,14 @@ def key_to_shard(key, num_shards: int) -> int:
     processes and machines (unlike Python's salted ``hash``). str keys are UTF-8 encoded,
     ints are routed by their decimal digits, bytes-like keys by their bytes."""
     if isinstance(key, str):
-        data = key.encode("utf-8")
+        try:
+            data = key.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: a file name os.fsdecode() could not decode
+            raise InvalidArgumentError(
+                f"the routing key {key!r} has no UTF-8 encoding ({exc.reason} at position {exc.start})",
+                hint="route by bytes instead: os.fsencode(key) for a file name, or key.encode() with an "
+                "error handler such as 'surrogateescape'",
+            ) from None
     elif isinstance(key, (bytes, bytearray, memoryview)):
         data = key
     elif hasattr(key, "__index__") and not isinstance(key, bool):
