@@ -627,3 +627,25 @@ def test_a_failed_write_is_never_committed(backend, tmp_path, monkeypatch, compr
         w.close()
     assert os.listdir(tmp_path) == ["a.tfrecord"] and path.read_bytes() == b"old"
     w.close()  # closed: nothing more to do
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_fsync_syncs_every_byte_of_the_file(backend, tmp_path, monkeypatch, atomic, compression):
+    """fsync=True syncs the file once it holds all its bytes: the last ones (a compressed
+    stream's end, records short of the flush size) wait in the file's buffer until flushed."""
+    path = tmp_path / "a.tfrecord"
+    fsync = os.fsync
+    synced = []
+
+    def recording(fd):
+        synced.append(os.fstat(fd))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    with TFRecordWriter(path, compression, atomic=atomic, fsync=True) as w:
+        w.write_many([b"a" * 100, b"b"])
+    monkeypatch.undo()
+    data = [s for s in synced if os.path.samestat(s, os.stat(path))]
+    assert data and data[0].st_size == path.stat().st_size
+    assert list(TFRecordReader(path)) == [b"a" * 100, b"b"]

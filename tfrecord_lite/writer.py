@@ -259,6 +259,7 @@ class TFRecordWriter(CommitOnExit):
             self._renamed = True
         elif self._owned:
             if self._fsync and not _fs.is_url(self.path):
+                self._file.flush()  # the file is buffered: its last bytes reach the OS first
                 os.fsync(self._file.fileno())
             self._file.close()
         elif hasattr(self._file, "flush"):
