@@ -102,8 +102,10 @@ def test_abort_and_close(backend, tmp_path):
     w.write(b"x")
     w.abort()
     assert os.listdir(tmp_path) == []
-    with pytest.raises(TFRecordError, match="closed"):
+    with pytest.raises(TFRecordError, match="closed") as info:
         w.write(b"y")
+    # The hint does not claim that close() committed the file: abort() discarded it.
+    assert "or discarded (by abort()" in str(info.value) and "already committed" not in str(info.value)
     with TFRecordWriter(path, index=True) as w:
         w.write(b"x")
     assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "a.tfrecord.index"]
