@@ -335,3 +335,28 @@ def test_write_parallel_failing_to_open_a_shard_aborts_those_before_it(backend, 
     gc.collect()
     assert os.listdir(tmp_path) == [os.path.basename(shard_path(tmp_path / "p", 2, 4))]
     assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_write_parallel_progress_counts_what_its_total_counts(backend, tmp_path, monkeypatch, batched):
+    """The bar's total is the number of items; a batched encoder returns any number of
+    records per chunk, so the bar advances by items too, ending at its total."""
+    import tfrecord_lite.sharded as sharded
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=None, **kwargs):
+            self.total, self.n = total, 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.n += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sharded, "_progress", Bar)
+    encode = (lambda chunk: [b"r"] * 100 * len(chunk)) if batched else bytes
+    write_parallel(range(20), encode, tmp_path / "p", 2, num_workers=1, chunk_size=3, batched=batched)
+    assert [(bar.total, bar.n) for bar in bars] == [(20, 20)]

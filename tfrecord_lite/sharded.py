@@ -318,7 +318,9 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     failure: list[BaseException] = []  # first failure in a writer thread
     threads = []
     pending = collections.deque()
-    bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress)
+    # The bar counts items, as its total does (batched encoders return any number of records).
+    bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress,
+                    unit="item")
     try:
         for i in range(num_shards):  # appended one by one: a failed open aborts those before it
             writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
@@ -349,7 +351,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
                     hint="with executor='process', encode and the items must be picklable",
                 ) from exc
             queues[shard % len(queues)].put((shard, frames, count, lengths))
-            bar.update(count if batched else size)
+            bar.update(size)
             if failure:
                 raise failure[0]
 
