@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfrecord_lite import CorruptRecordError, DataLossError, TFRecordReader, TFRecordWriter, merge, split
+from tfrecord_lite import CorruptRecordError, DataLossError, TFRecordError, TFRecordReader, TFRecordWriter, merge, split
 from tfrecord_lite.index import build_index
 from tfrecord_lite.sharded import shard_path
 
@@ -105,3 +105,28 @@ def test_merge_to_file_object(backend, tmp_path):
         f.write(b"")
         merge([a, b], f)
     assert list(TFRecordReader(tmp_path / "out")) == [b"1", b"2", b"3"]
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("index", [False, True])
+@pytest.mark.parametrize("change", ["shrinks", "grows"])
+def test_split_of_an_input_that_changes_between_its_reads_writes_nothing(backend, tmp_path, monkeypatch,
+                                                                         compression, index, change):
+    """split reads its input twice, to count and to copy. An input rewritten in between (here
+    as the progress bar starts) is an error that says so; before, a shorter one gave shards
+    short of the records their ShardInfo claimed, and a longer compressed one an IndexError."""
+    import tfrecord_lite.ops as ops
+
+    records = [b"%d" % i * 50 for i in range(10)]
+    src = _write(tmp_path / "in.tfrecord", records, compression)
+    progress = ops._progress
+
+    def rewrite_first(*args, **kwargs):
+        _write(src, records[:7] if change == "shrinks" else records + [b"more"] * 3, compression)
+        return progress(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "_progress", rewrite_first)
+    with pytest.raises(TFRecordError, match="in.tfrecord: the input changed while it was split: .*"
+                       "split it again once nothing writes to it; no shard was written"):
+        split(src, 3, tmp_path / "out" / "s", compression=compression, index=index and compression is None)
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
