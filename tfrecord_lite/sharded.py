@@ -311,6 +311,9 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
         raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise InvalidArgumentError(f"chunk_size must be a positive int, not {chunk_size!r}")
+    if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
+        raise InvalidArgumentError(f"num_workers must be a positive int (or None for one per CPU), "
+                                   f"not {num_workers!r}")
     num_workers = num_workers or os.cpu_count() or 1
     pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
     total = len(items) if hasattr(items, "__len__") else None
