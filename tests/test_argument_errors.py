@@ -42,6 +42,9 @@ VALUE_ERRORS = {
     "sharded writer max_records_per_shard": lambda p: tfl.ShardedWriter(p + "-out", max_records_per_shard=0),
     "write_parallel chunk_size": lambda p: tfl.write_parallel([b"x"], bytes, p + "-par", 2, chunk_size=0),
     "write_parallel executor": lambda p: tfl.write_parallel([b"x"], bytes, p + "-par", 2, executor="fork"),
+    # A bare ValueError and TypeError from the thread pool before.
+    "write_parallel num_workers": lambda p: tfl.write_parallel([b"x"], bytes, p + "-par", 2, num_workers=-1),
+    "write_parallel num_workers str": lambda p: tfl.write_parallel([b"x"], bytes, p + "-par", 2, num_workers="2"),
     "split num_shards": lambda p: tfl.split(p, 0),
 }
 

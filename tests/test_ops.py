@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfrecord_lite import CorruptRecordError, DataLossError, TFRecordReader, TFRecordWriter, merge, split
+from tfrecord_lite import CorruptRecordError, DataLossError, TFRecordError, TFRecordReader, TFRecordWriter, merge, split
 from tfrecord_lite.index import build_index
 from tfrecord_lite.sharded import shard_path
 
@@ -105,3 +105,57 @@ def test_merge_to_file_object(backend, tmp_path):
         f.write(b"")
         merge([a, b], f)
     assert list(TFRecordReader(tmp_path / "out")) == [b"1", b"2", b"3"]
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("index", [False, True])
+@pytest.mark.parametrize("change", ["shrinks", "grows"])
+def test_split_of_an_input_that_changes_between_its_reads_writes_nothing(backend, tmp_path, monkeypatch,
+                                                                         compression, index, change):
+    """split reads its input twice, to count and to copy. An input rewritten in between (here
+    as the progress bar starts) is an error that says so; before, a shorter one gave shards
+    short of the records their ShardInfo claimed, and a longer compressed one an IndexError."""
+    import tfrecord_lite.ops as ops
+
+    records = [b"%d" % i * 50 for i in range(10)]
+    src = _write(tmp_path / "in.tfrecord", records, compression)
+    progress = ops._progress
+
+    def rewrite_first(*args, **kwargs):
+        _write(src, records[:7] if change == "shrinks" else records + [b"more"] * 3, compression)
+        return progress(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "_progress", rewrite_first)
+    with pytest.raises(TFRecordError, match="in.tfrecord: the input changed while it was split: .*"
+                       "split it again once nothing writes to it; no shard was written"):
+        split(src, 3, tmp_path / "out" / "s", compression=compression, index=index and compression is None)
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
+
+
+def _edge_sizes():
+    """Record sizes at the edges of the reader's chunks and the writer's drains, and empty."""
+    from tfrecord_lite.reader import BLOCK_CHUNK_BYTES, CHUNK_BYTES
+    from tfrecord_lite.writer import FLUSH_BYTES
+
+    overhead = 16
+    edges = {CHUNK_BYTES, BLOCK_CHUNK_BYTES, FLUSH_BYTES, FLUSH_BYTES // 2}
+    return sorted({0, 1} | {e - overhead + d for e in edges for d in (-1, 0, 1)})
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.sampled_from(_edge_sizes()), max_size=6), n=st.integers(1, 4),
+       comp_in=st.sampled_from(COMPRESSIONS), comp_out=st.sampled_from(COMPRESSIONS), verify=st.booleans(),
+       index=st.booleans())
+def test_merge_and_split_keep_records_at_buffer_edges(backend, tmp_path_factory, sizes, n, comp_in, comp_out,
+                                                      verify, index):
+    d = tmp_path_factory.mktemp("edges")
+    records = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    src = _write(d / "in.tfrecord", records, comp_in)
+    index = index and comp_out is None
+    shards = split(src, n, d / "part", compression=comp_out, verify=verify, index=index)
+    assert [r for s in shards for r in TFRecordReader(s)] == records
+    out = merge(list(shards) + [src], d / "out.tfrecord", compression=comp_out, verify=verify, index=index)
+    assert list(TFRecordReader(out)) == records * 2
+    if index:
+        for path in [s.path for s in shards] + [out.path]:
+            assert open(path + ".index").read() == open(build_index(path, path + ".check")).read()

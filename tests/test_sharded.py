@@ -1,7 +1,10 @@
 """ShardedWriter and write_parallel: naming, routing, rolling, group atomicity, failures."""
 
 import collections
+import gc
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -34,6 +37,11 @@ def test_key_hash_is_stable():
     assert key_to_shard(123456789, 7) == 0xE3069283 % 7
     with pytest.raises(TFRecordError, match="routing key"):
         key_to_shard(1.5, 3)
+    # A str that os.fsdecode() made of a file name that is not UTF-8 has no UTF-8 bytes.
+    with pytest.raises(InvalidArgumentError, match=r"routing key 'caf\\udce9' has no UTF-8 encoding "
+                       r"\(surrogates not allowed at position 3\).*os.fsencode\(key\)"):
+        key_to_shard("caf\udce9", 3)
+    assert key_to_shard(os.fsencode("caf\udce9"), 1 << 32) == key_to_shard(b"caf\xe9", 1 << 32)
 
 
 @SETTINGS
@@ -288,3 +296,67 @@ def test_write_many_needs_one_key_per_record(backend, tmp_path):
             with pytest.raises(InvalidArgumentError, match="routing by key needs a fixed num_shards"):
                 w.write_many(recs, keys=keys)
         assert w.records_written == 0
+
+
+@pytest.mark.parametrize("limit", ["records", "bytes"])
+def test_rolling_limits_hold_under_threads(backend, tmp_path, monkeypatch, limit):
+    """The limit check and the write are one step: threads writing at once never take a
+    shard past max_records_per_shard or max_bytes_per_shard. Each shard's write is slowed,
+    so that without that, other threads' records land between a check and its write."""
+    add_shard = ShardedWriter._add_shard
+
+    def slow_shards(self, num_shards):
+        add_shard(self, num_shards)
+        w = self._writers[-1]
+        write = w.write
+        w.write = lambda record: (time.sleep(0.002), write(record))
+
+    monkeypatch.setattr(ShardedWriter, "_add_shard", slow_shards)
+    options = {"max_records_per_shard": 3} if limit == "records" else {"max_bytes_per_shard": 3 * (16 + 4)}
+    records = [[b"%d-%02d" % (t, i) for i in range(20)] for t in range(4)]
+    with ShardedWriter(tmp_path / "x", **options) as w:
+        threads = [threading.Thread(target=lambda rs=rs: [w.write(r) for r in rs]) for rs in records]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    shards = _read(w.shards)
+    assert max(map(len, shards)) == 3 and [s.records for s in w.shards] == list(map(len, shards))
+    assert sorted(r for s in shards for r in s) == sorted(r for rs in records for r in rs)
+
+
+def test_write_parallel_failing_to_open_a_shard_aborts_those_before_it(backend, tmp_path, recwarn):
+    """A shard that cannot be opened (a directory stands under its name) fails write_parallel
+    before anything is encoded, and the shards opened before it are aborted then, not left to
+    the garbage collector (which warned that they were never closed)."""
+    os.makedirs(shard_path(tmp_path / "p", 2, 4))
+    with pytest.raises(IsADirectoryError, match="names a directory"):
+        write_parallel(range(10), bytes, tmp_path / "p", 4, num_workers=2)
+    gc.collect()
+    assert os.listdir(tmp_path) == [os.path.basename(shard_path(tmp_path / "p", 2, 4))]
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_write_parallel_progress_counts_what_its_total_counts(backend, tmp_path, monkeypatch, batched):
+    """The bar's total is the number of items; a batched encoder returns any number of
+    records per chunk, so the bar advances by items too, ending at its total."""
+    import tfrecord_lite.sharded as sharded
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=None, **kwargs):
+            self.total, self.n = total, 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.n += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sharded, "_progress", Bar)
+    encode = (lambda chunk: [b"r"] * 100 * len(chunk)) if batched else bytes
+    write_parallel(range(20), encode, tmp_path / "p", 2, num_workers=1, chunk_size=3, batched=batched)
+    assert [(bar.total, bar.n) for bar in bars] == [(20, 20)]

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfrecord_lite.writer as writer_module
+from tfrecord_lite.io import NamedWriter
 from tfrecord_lite import TFRecordError, TFRecordFile, TFRecordReader, TFRecordWriter, merge, split
 from tfrecord_lite.index import build_index, read_index, scan_index
 from tfrecord_lite.sharded import ShardedWriter, write_parallel
@@ -101,8 +102,10 @@ def test_abort_and_close(backend, tmp_path):
     w.write(b"x")
     w.abort()
     assert os.listdir(tmp_path) == []
-    with pytest.raises(TFRecordError, match="closed"):
+    with pytest.raises(TFRecordError, match="closed") as info:
         w.write(b"y")
+    # The hint does not claim that close() committed the file: abort() discarded it.
+    assert "or discarded (by abort()" in str(info.value) and "already committed" not in str(info.value)
     with TFRecordWriter(path, index=True) as w:
         w.write(b"x")
     assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "a.tfrecord.index"]
@@ -570,3 +573,81 @@ def test_flush_makes_a_compressed_streams_records_so_far_readable(backend, compr
     w.write(b"c")
     w.close()
     assert list(TFRecordReader(out.getvalue())) == [b"a", b"bb" * 100, b"", b"c"]
+
+
+@pytest.mark.parametrize("stem", ["a" * 246, "é" * 123], ids=["ascii", "two-byte"])
+def test_a_name_of_255_bytes_is_written_atomically(backend, tmp_path, stem):
+    """A file name at the file system's limit (255 bytes) is legal, and TensorFlow writes it:
+    the temporary name beside it (14 bytes longer) is cut to fit, and the stale sidecar that
+    close() removes (whose name would be too long to exist) is no error."""
+    name = stem + ".tfrecord"
+    assert len(os.fsencode(name)) == 255
+    path = tmp_path / name
+    with TFRecordWriter(path) as w:
+        w.write_many([b"a", b"bc"])
+    with ShardedWriter(tmp_path / ("b" * 231), max_records_per_shard=1) as sw:  # b...b-00000-of-00002.tfrecord
+        sw.write_many([b"x", b"y"])
+    assert sorted(os.listdir(tmp_path)) == sorted([name] + [os.path.basename(s.path) for s in sw.shards])
+    assert max(len(os.path.basename(s.path)) for s in sw.shards) == 255
+    assert list(TFRecordReader(path)) == [b"a", b"bc"]
+    assert [r for s in sw.shards for r in TFRecordReader(s.path)] == [b"x", b"y"]
+    with pytest.raises(RuntimeError):
+        with TFRecordWriter(path) as w:
+            w.write(b"new")
+            raise RuntimeError
+    assert sorted(os.listdir(tmp_path)) == sorted([name] + [os.path.basename(s.path) for s in sw.shards])
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_a_failed_write_is_never_committed(backend, tmp_path, monkeypatch, compression):
+    """The file took part of a drain and then failed (a full disk): a caller who catches the
+    error and writes on cannot commit the file, which misses bytes (a compressed one, whose
+    deflate state went on, would even be committed with records lost or twice). close()
+    raises and removes it; the old file of that name stays."""
+    path = tmp_path / "a.tfrecord"
+    path.write_bytes(b"old")
+    write = NamedWriter.write
+    failures = [1]
+
+    def flaky(self, data):
+        if failures and len(data) > 1000:
+            failures.pop()
+            write(self, memoryview(data)[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        return write(self, data)
+
+    monkeypatch.setattr(NamedWriter, "write", flaky)
+    w = TFRecordWriter(path, compression)
+    rng = random.Random(0)
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(3000):
+            w.write(rng.randbytes(600))  # incompressible: gzip hands over as much
+    w.write_many([b"more"] * 10)
+    w.flush()
+    with pytest.raises(TFRecordError, match=r"a.tfrecord.*an earlier write to the file failed \(OSError:.*"
+                       r"No space left on device\), so it misses data; it is not committed\. Fix the cause"):
+        w.close()
+    assert os.listdir(tmp_path) == ["a.tfrecord"] and path.read_bytes() == b"old"
+    w.close()  # closed: nothing more to do
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_fsync_syncs_every_byte_of_the_file(backend, tmp_path, monkeypatch, atomic, compression):
+    """fsync=True syncs the file once it holds all its bytes: the last ones (a compressed
+    stream's end, records short of the flush size) wait in the file's buffer until flushed."""
+    path = tmp_path / "a.tfrecord"
+    fsync = os.fsync
+    synced = []
+
+    def recording(fd):
+        synced.append(os.fstat(fd))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    with TFRecordWriter(path, compression, atomic=atomic, fsync=True) as w:
+        w.write_many([b"a" * 100, b"b"])
+    monkeypatch.undo()
+    data = [s for s in synced if os.path.samestat(s, os.stat(path))]
+    assert data and data[0].st_size == path.stat().st_size
+    assert list(TFRecordReader(path)) == [b"a" * 100, b"b"]

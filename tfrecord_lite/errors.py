@@ -135,7 +135,8 @@ class EncodeError(TFRecordError):
 
 def writer_closed(path) -> TFRecordError:
     return TFRecordError("write to a closed TFRecordWriter", path=path,
-                         hint="open a new writer; close() has already committed this one")
+                         hint="open a new writer: this one was committed by close(), or discarded (by "
+                         "abort(), an exception inside its with block or a failed close)")
 
 
 def not_a_record(record, exc, path, index) -> TFRecordError:

@@ -341,6 +341,9 @@ def remove(path, storage_options=None, name=None) -> None:
                 fs.rm_file(p)
     except FileNotFoundError:
         pass
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:  # no file can have that name (the sidecar of a long one)
+            raise
 
 
 def read_bytes(path, storage_options=None) -> bytes:

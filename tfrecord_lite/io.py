@@ -325,7 +325,7 @@ class AtomicFile:
         make_parents(self.path)
         try:
             fd, self.temp_path = tempfile.mkstemp(
-                prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
+                prefix=f".{_temp_stem(os.path.basename(self.path))}.", suffix=".tmp",
                 dir=os.path.dirname(os.path.abspath(self.path)),
             )
         except OSError as exc:
@@ -358,6 +358,17 @@ class AtomicFile:
             os.unlink(self.temp_path)
         except FileNotFoundError:
             pass
+
+
+_TEMP_STEM_BYTES = 200  # the temporary name adds 14 bytes; file names end at 255 (NAME_MAX)
+
+
+def _temp_stem(name: str) -> str:
+    """name, cut to _TEMP_STEM_BYTES when encoded, for the temporary file's name: any name
+    that may be written directly must have a temporary name that fits as well."""
+    while len(os.fsencode(name)) > _TEMP_STEM_BYTES:
+        name = name[:-1]
+    return name
 
 
 def _read_umask() -> int:

@@ -14,7 +14,7 @@ from typing import Iterable
 from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Compression, PathLike, Progress, StorageOptions
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, TFRecordError
 from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
@@ -153,6 +153,8 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
                 _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options)
             else:
                 _split_stream(path, input_compression, writers, sizes, bar, storage_options)
+        if [w.records_written for w in writers] != sizes:
+            raise _changed(path, f"{n} records were counted but {sum(w.records_written for w in writers)} copied")
         close_group(writers)
     except BaseException:
         abort_group(writers)
@@ -168,9 +170,13 @@ def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
                 start = int(offsets[first])
                 end = int(offsets[first + size - 1] + lengths[first + size - 1])
                 f.seek(start)
-                w._copy_raw(f, end - start, size)
+                if w._copy_raw(f, end - start, size) != end - start:
+                    raise _changed(path, f"it ends before byte {end}, where record {first + size - 1} ends")
             first += size
             bar.update(size)
+        f.seek(int(offsets[-1] + lengths[-1]) if len(offsets) else 0)
+        if f.read(1):
+            raise _changed(path, f"it has more than the {len(offsets)} records counted")
 
 
 def _split_stream(path, compression, writers, sizes, bar, storage_options):
@@ -182,6 +188,8 @@ def _split_stream(path, compression, writers, sizes, bar, storage_options):
             while done < len(starts):
                 while not room:
                     shard += 1
+                    if shard == len(sizes):
+                        raise _changed(path, f"it has more than the {sum(sizes)} records counted")
                     room = sizes[shard]
                 take = min(len(starts) - done, room)
                 last = done + take - 1
@@ -189,6 +197,12 @@ def _split_stream(path, compression, writers, sizes, bar, storage_options):
                 writers[shard]._write_frames(memoryview(frames)[start:end], lengths=lengths[done:done + take])
                 start, done, room = end, done + take, room - take
                 bar.update(take)
+
+
+def _changed(path, what) -> TFRecordError:
+    """The error for an input that changed between split's two reads of it."""
+    return TFRecordError(f"the input changed while it was split: {what}", path=path,
+                         hint="split it again once nothing writes to it; no shard was written")
 
 
 def _strip_extensions(path: str) -> str:

@@ -53,7 +53,14 @@ def key_to_shard(key, num_shards: int) -> int:
     processes and machines (unlike Python's salted ``hash``). str keys are UTF-8 encoded,
     ints are routed by their decimal digits, bytes-like keys by their bytes."""
     if isinstance(key, str):
-        data = key.encode("utf-8")
+        try:
+            data = key.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: a file name os.fsdecode() could not decode
+            raise InvalidArgumentError(
+                f"the routing key {key!r} has no UTF-8 encoding ({exc.reason} at position {exc.start})",
+                hint="route by bytes instead: os.fsencode(key) for a file name, or key.encode() with an "
+                "error handler such as 'surrogateescape'",
+            ) from None
     elif isinstance(key, (bytes, bytearray, memoryview)):
         data = key
     elif hasattr(key, "__index__") and not isinstance(key, bool):
@@ -130,7 +137,14 @@ class ShardedWriter(CommitOnExit):
     def write(self, record: Buffer, key: Hashable | None = None) -> None:
         """Append one record, to the shard chosen by key (or round-robin, or the current one
         when rolling)."""
-        self._writer_for(record, key).write(record)
+        if key is None and self.rolling:
+            # The limit check and the write are one step: records of other threads landing
+            # between them would take the shard past its limit.
+            with self._lock:
+                self._check_open()
+                self._rolled_writer(record).write(record)
+            return
+        self._writer_for(key).write(record)
 
     def write_many(self, records: Iterable[Buffer], keys: Iterable[Hashable] | None = None) -> None:
         """Append many records (with one key each, if keys is given: exactly as many keys as
@@ -211,7 +225,7 @@ class ShardedWriter(CommitOnExit):
             name = f"{head}/.{base}.partial"
         self._writers.append(TFRecordWriter(name, atomic=True, **self._options))
 
-    def _writer_for(self, record, key):
+    def _writer_for(self, key):
         if key is not None:
             self._check_open()
             if self.rolling:
@@ -219,19 +233,22 @@ class ShardedWriter(CommitOnExit):
             return self._writers[key_to_shard(key, len(self._writers))]
         with self._lock:
             self._check_open()
-            if not self.rolling:
-                i = self._next
-                self._next = (i + 1) % len(self._writers)
-                return self._writers[i]
+            i = self._next
+            self._next = (i + 1) % len(self._writers)
+            return self._writers[i]
+
+    def _rolled_writer(self, record):
+        """The current rolling shard, or a new one if record would take it past a limit;
+        the caller holds the lock until the record is written."""
+        w = self._writers[-1]
+        if w.records_written and (
+            (self.max_records is not None and w.records_written >= self.max_records)
+            or (self.max_bytes is not None
+                and w.bytes_written + _frame_bytes(record) > self.max_bytes)
+        ):
+            self._add_shard(None)
             w = self._writers[-1]
-            if w.records_written and (
-                (self.max_records is not None and w.records_written >= self.max_records)
-                or (self.max_bytes is not None
-                    and w.bytes_written + _frame_bytes(record) > self.max_bytes)
-            ):
-                self._add_shard(None)
-                w = self._writers[-1]
-            return w
+        return w
 
 
 _NONE = object()
@@ -294,6 +311,9 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
         raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise InvalidArgumentError(f"chunk_size must be a positive int, not {chunk_size!r}")
+    if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
+        raise InvalidArgumentError(f"num_workers must be a positive int (or None for one per CPU), "
+                                   f"not {num_workers!r}")
     num_workers = num_workers or os.cpu_count() or 1
     pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
     total = len(items) if hasattr(items, "__len__") else None
@@ -301,11 +321,13 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     failure: list[BaseException] = []  # first failure in a writer thread
     threads = []
     pending = collections.deque()
-    bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress)
+    # The bar counts items, as its total does (batched encoders return any number of records).
+    bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress,
+                    unit="item")
     try:
-        writers = [TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
-                                  fsync=fsync, index=index, storage_options=storage_options)
-                   for i in range(num_shards)]
+        for i in range(num_shards):  # appended one by one: a failed open aborts those before it
+            writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
+                                          fsync=fsync, index=index, storage_options=storage_options))
         # One writer thread per encoding worker, not per shard: thread t owns the shards
         # t, t + n_threads, ... (so each shard keeps one writer and its order). Writes run
         # without the GIL; more threads than cores would only take turns with the encoders.
@@ -332,7 +354,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
                     hint="with executor='process', encode and the items must be picklable",
                 ) from exc
             queues[shard % len(queues)].put((shard, frames, count, lengths))
-            bar.update(count if batched else size)
+            bar.update(size)
             if failure:
                 raise failure[0]
 

@@ -101,9 +101,13 @@ class TFRecordWriter(CommitOnExit):
             raise
         self._fsync = fsync
         self._z = compressor(self.compression) if self.compression else None
+        # Errors handing bytes to the file, which then misses some. A list, not the writer:
+        # the core keeps the sink, and a reference back would keep an unclosed writer alive.
+        self._failures = []
+        self._write_out = _watched(self._file.write, self._failures)
         # The per-record path is one C call: the instance's write is the core's, which frames
         # into its buffer (and index lines) under its lock and drains to the file itself.
-        sink = self._file.write if self._z is None else _deflating(self._z, self._file.write)
+        sink = self._write_out if self._z is None else _deflating(self._z, self._write_out)
         self._core = _native.framing.FrameBuffer(sink, FLUSH_BYTES, self.path,
                                                  None if self._index is None else self._index.file.write)
         self._lock = self._core
@@ -138,9 +142,9 @@ class TFRecordWriter(CommitOnExit):
             self._core.check_open()
             self._core.drain()
             if self._z is not None:
-                self._file.write(self._z.flush(zlib.Z_PARTIAL_FLUSH))
+                self._write_out(self._z.flush(zlib.Z_PARTIAL_FLUSH))
             if hasattr(self._file, "flush"):
-                self._file.flush()
+                _watched(self._file.flush, self._failures)()
 
     def close(self) -> None:
         """Finish the stream and, for atomic paths, rename it (and its sidecar) into place.
@@ -208,8 +212,9 @@ class TFRecordWriter(CommitOnExit):
                 raise InvalidArgumentError(f"{self.path}: raw copies need uncompressed output without an index")
             self._core.drain()
             if hasattr(self._file, "flush"):
-                self._file.flush()  # a buffered sink must not hold bytes that belong before these
-            copied = _copy_file(src, self._file, nbytes)
+                # A buffered sink must not hold bytes that belong before these.
+                _watched(self._file.flush, self._failures)()
+            copied = _watched(_copy_file, self._failures)(src, self._file, nbytes)
             self._core.drained += copied
             self._core.records += count
             return copied
@@ -224,9 +229,16 @@ class TFRecordWriter(CommitOnExit):
 
     def _finish(self):
         """Write everything that is still buffered; the file is complete but not committed."""
+        if self._failures:
+            failure = self._failures[0]
+            raise TFRecordError(
+                f"an earlier write to the file failed ({type(failure).__name__}: {failure}), so it misses "
+                "data; it is not committed", path=self.path,
+                hint="Fix the cause (free space, permissions, the connection) and write the file again",
+            ) from failure
         self._core.drain()
         if self._z is not None:
-            self._file.write(self._z.flush())
+            self._write_out(self._z.flush())
             self._z = None
 
     def _commit(self, path=None):
@@ -247,6 +259,7 @@ class TFRecordWriter(CommitOnExit):
             self._renamed = True
         elif self._owned:
             if self._fsync and not _fs.is_url(self.path):
+                self._file.flush()  # the file is buffered: its last bytes reach the OS first
                 os.fsync(self._file.fileno())
             self._file.close()
         elif hasattr(self._file, "flush"):
@@ -309,6 +322,18 @@ def abort_group(writers) -> None:
             w.abort()
         except Exception:
             pass
+
+
+def _watched(write, failures):
+    """write, its errors appended to failures: a file may have taken part of the bytes (and a
+    compressor has consumed them), so a later close must not commit the file."""
+    def watched(*args):
+        try:
+            return write(*args)
+        except BaseException as exc:
+            failures.append(exc)
+            raise
+    return watched
 
 
 def _deflating(z, write):
