@@ -651,3 +651,27 @@ def test_fsync_syncs_every_byte_of_the_file(backend, tmp_path, monkeypatch, atom
     data = [s for s in synced if os.path.samestat(s, os.stat(path))]
     assert data and data[0].st_size == path.stat().st_size
     assert list(TFRecordReader(path)) == [b"a" * 100, b"b"]
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_symlink_is_written_through_to_its_target(tmp_path, monkeypatch, dangling):
+    """The atomic rename replaced the link with a regular file and left its target as it
+    was; TensorFlow's writer (and open()) write through the link."""
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "t.tfrecord"
+    if not dangling:
+        with TFRecordWriter(target) as w:
+            w.write(b"old")
+    link = tmp_path / "link.tfrecord"
+    link.symlink_to(target)
+    with TFRecordWriter(link) as w:
+        w.write_many([b"a", b"bc"])
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert list(TFRecordReader(target)) == [b"a", b"bc"]
+    assert os.listdir(tmp_path / "real") == ["t.tfrecord"] and sorted(os.listdir(tmp_path)) == ["link.tfrecord", "real"]
+    # a failed sidecar commit takes back the data written through the link
+    _fail_renames_to(monkeypatch, str(link) + ".index")
+    with pytest.raises(OSError, match="simulated"):
+        with TFRecordWriter(link, index=True) as w:
+            w.write(b"new")
+    assert link.is_symlink() and not target.exists()

@@ -322,11 +322,12 @@ class AtomicFile:
     def __init__(self, path, fsync: bool = False):
         self.path = os.fspath(path)
         check_output_name(self.path)
-        make_parents(self.path)
+        target = self.target
+        make_parents(target)
         try:
             fd, self.temp_path = tempfile.mkstemp(
-                prefix=f".{_temp_stem(os.path.basename(self.path))}.", suffix=".tmp",
-                dir=os.path.dirname(os.path.abspath(self.path)),
+                prefix=f".{_temp_stem(os.path.basename(target))}.", suffix=".tmp",
+                dir=os.path.dirname(os.path.abspath(target)),
             )
         except OSError as exc:
             raise _named(exc, self.path) from None
@@ -335,14 +336,21 @@ class AtomicFile:
         self.file = NamedWriter(io.FileIO(fd, "wb"), lambda: self.path)
         self._fsync = fsync
 
+    @property
+    def target(self) -> str:
+        """Where commit() puts the file: path, or the file that a symlink at path points to
+        (written through, as open() does; renaming over the link would leave its target stale)."""
+        return os.path.realpath(self.path) if os.path.islink(self.path) else self.path
+
     def commit(self) -> None:
+        target = self.target
         try:
             if self._fsync:
                 self.file.flush()
                 os.fsync(self.file.fileno())
             self.file.close()
             os.chmod(self.temp_path, 0o666 & ~_UMASK)
-            os.replace(self.temp_path, self.path)
+            os.replace(self.temp_path, target)
         except OSError as exc:
             self.discard()
             raise _named(exc, self.path) from None
@@ -350,7 +358,7 @@ class AtomicFile:
             self.discard()
             raise
         if self._fsync:
-            _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+            _fsync_dir(os.path.dirname(os.path.abspath(target)))
 
     def discard(self) -> None:
         self.file.close()

@@ -273,7 +273,7 @@ class TFRecordWriter(CommitOnExit):
         if self._renamed:
             if self._index is not None:
                 self._unlink(self._index.path)
-            self._unlink(self.path)
+            self._unlink(getattr(self._atomic, "target", self.path))  # a symlink's target: what was written
 
     def _unlink(self, path):
         _fs.remove(path, self._storage_options, name=self.path)
