@@ -343,6 +343,24 @@ def test_write_arrow_rejects_what_an_example_cannot_hold(tmp_path, column, type_
     assert not path.exists()
 
 
+def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_path):
+    # A null item whose values are valid (made with a mask, as compute kernels do): it was
+    # written as those values, [[1, 2], None] as the four floats 1, 2, 3, 4.
+    items = pa.FixedSizeListArray.from_arrays(pa.array([1, 2, 3, 4], pa.float32()), 2, mask=pa.array([False, True]))
+    words = pa.FixedSizeListArray.from_arrays(pa.array([b"a", b"b", b"c", b"d"]), 2, mask=pa.array([True, False]))
+    path = tmp_path / "x.tfrecord"
+    for column in (pa.LargeListArray.from_arrays(pa.array([0, 2]), items), pa.FixedSizeListArray.from_arrays(items, 2),
+                   pa.FixedSizeListArray.from_arrays(words, 2)):
+        with pytest.raises(FeatureSpecError, match="column 'c'.*null value"):
+            write_arrow(pa.table({"c": column}), str(path))
+        assert not path.exists()
+    # a null row of such a column is still a record without the feature
+    assert write_arrow(pa.table({"c": items}), str(path)) == 2
+    first, second = tfl.decode_examples(list(TFRecordReader(str(path))))
+    assert first["c"].tolist() == [1, 2] and second == {}
+    assert backend.name == tfl.implementation
+
+
 # -- the data stack ------------------------------------------------------------------------
 
 def test_pandas_polars_and_datasets(backend, files):

@@ -360,16 +360,18 @@ def _leaf(name, arr: pa.Array):
     """(numpy array or list of bytes, values per item): the values under any fixed-size
     lists, flattened, checked to hold no nulls."""
     size = 1
-    while pa.types.is_fixed_size_list(arr.type):
+    while True:
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        if arr.null_count:  # at every level: .values drops a null item's mask, not its values
+            raise FeatureSpecError(f"column {name!r}: a list holds a null value, which an Example cannot hold",
+                                   hint="fill or drop the nulls inside the lists (pyarrow.compute.fill_null)")
+        if not pa.types.is_fixed_size_list(arr.type):
+            break
         k = arr.type.list_size
         arr = arr.values.slice(arr.offset * k, len(arr) * k)
         size *= k
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
     t = arr.type
-    if arr.null_count:
-        raise FeatureSpecError(f"column {name!r}: a list holds a null value, which an Example cannot hold",
-                               hint="fill or drop the nulls inside the lists (pyarrow.compute.fill_null)")
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
         return arr.to_numpy(zero_copy_only=False), size
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
