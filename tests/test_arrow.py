@@ -230,6 +230,23 @@ def test_read_table(backend, files):
     assert backend.name == tfl.implementation
 
 
+def test_the_spec_is_inferred_past_an_empty_first_file(backend, files, tmp_path):
+    # A shard with no records first gave an empty spec: a table of no columns and no rows,
+    # and to-parquet wrote an empty Parquet file.
+    import pyarrow.parquet as pq
+
+    from tfrecord_lite.arrow import write_parquet
+
+    empty = str(tmp_path / "a-empty.tfrecord")
+    TFRecordWriter(empty).close()
+    table = read_table([empty] + files)
+    assert table.equals(read_table(files)) and table.num_rows == 120
+    assert write_parquet([empty, empty] + files, str(tmp_path / "t.parquet")) == 120
+    assert pq.read_table(str(tmp_path / "t.parquet")).equals(table)
+    assert read_table([empty]).num_columns == 0
+    assert backend.name == tfl.implementation
+
+
 # -- writing -------------------------------------------------------------------------------
 
 @st.composite

@@ -39,9 +39,10 @@ import pyarrow as pa
 
 from . import example as _ex
 from ._typing import Features, Files, PathLike, Progress, Records
-from .batch import locate_error
+from .batch import RecordBatch, locate_error
 from .dataset import TFRecordDataset
 from .files import resolve_files
+from .reader import TFRecordReader
 from .errors import FeatureSpecError, TFRecordError
 from .features import (
     FixedLenFeature,
@@ -281,10 +282,29 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _spec_for(paths, features, columns, storage_options=None):
-    """The spec to read: features (inferred from the first file when None), cut to columns."""
+_SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
+
+
+def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None) -> RecordBatch:
+    """The first n records of the files, from as many files as it takes (an empty first
+    file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
+    them names the record's file."""
+    parts, left = [], n
+    for path in paths:
+        with TFRecordReader(path, compression, check_crc, storage_options=storage_options) as reader:
+            parts.append(reader.head(left))
+        left -= len(parts[-1])
+        if left <= 0:
+            break
+    return RecordBatch.concat(parts)
+
+
+def _spec_for(paths, features, columns, storage_options=None, compression="auto"):
+    """The spec to read: features (inferred from the files' first records when None), cut
+    to columns."""
     if features is None:
-        features = infer_schema(paths[0], storage_options=storage_options) if paths else {}
+        records = _sample(paths, compression=compression, storage_options=storage_options)
+        features = infer_schema(records, sample=len(records))
     if columns is not None:
         missing = [c for c in columns if c not in features]
         if missing:
@@ -299,7 +319,7 @@ def iter_batches(files: Files, features: Features | None = None, columns: Sequen
     """(schema, iterator of RecordBatches) of files, as read_table reads them."""
     storage_options = dataset_options.get("storage_options")
     paths = resolve_files(files, storage_options)
-    features = _spec_for(paths, features, columns, storage_options)
+    features = _spec_for(paths, features, columns, storage_options, dataset_options.get("compression", "auto"))
     dataset_options.setdefault("batch_size", _READ_BATCH)
     batches = TFRecordDataset(paths, features, output="arrow", **dataset_options) if paths else iter(())
     return arrow_schema(features), batches
@@ -309,8 +329,8 @@ def read_table(files: Files, features: Features | None = None, columns: Sequence
                **dataset_options: Any) -> pa.Table:
     """Every record of files (paths, a glob, a directory) as one ``pyarrow.Table``.
 
-    features: the spec; None infers one with ``infer_schema`` from the first file's first
-        1,000 records (pass a spec when later records differ).
+    features: the spec; None infers one with ``infer_schema`` from the first 1,000 records
+        of the files, in order (pass a spec when later records differ).
     columns: names to keep (in this order); others are not parsed.
     dataset_options: passed to ``TFRecordDataset`` (num_threads, shard, compression, ...;
         batch_size sets the records per RecordBatch, 65,536 by default).

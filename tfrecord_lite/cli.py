@@ -427,7 +427,8 @@ def cmd_stats(args) -> int:
 
 def cmd_to_parquet(args) -> int:
     """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow).
-    The spec is inferred from the first FILE's first records; OUT appears only when complete."""
+    The spec is inferred from the first 1,000 records of the FILEs; OUT appears only when
+    complete."""
     try:
         from .arrow import write_parquet
     except ImportError:
