@@ -89,6 +89,23 @@ def test_to_parquet(backend, files, tmp_path, capfd):
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("codec", ["nope", "bz2", "lzo"])
+def test_to_parquet_refuses_a_codec_parquet_cannot_write(backend, files, tmp_path, capfd, codec):
+    # An unknown codec ended in pyarrow's ArrowException and a traceback; lzo, which Arrow's
+    # Parquet writer knows but cannot write, was blamed on "the path, permissions and free space".
+    out = tmp_path / "out.parquet"
+    assert main(["to-parquet", *files, "-o", str(out), "--codec", codec]) == 1
+    err = capfd.readouterr().err
+    assert err.startswith(f"tfrecord-lite to-parquet: Parquet codec '{codec}' cannot be used")
+    assert "zstd" in err and "Traceback" not in err and "free space" not in err and err.count("\n") == 1
+    assert not out.exists()
+    from tfrecord_lite.arrow import write_parquet
+
+    with pytest.raises(tfl.InvalidArgumentError, match=codec):
+        write_parquet(files, str(out), codec=codec)
+    assert not out.exists() and backend.name == tfl.implementation
+
+
 def test_commands_as_a_program(files, tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = str(tmp_path / "t.parquet")

@@ -43,7 +43,7 @@ from .batch import RecordBatch, locate_error
 from .dataset import TFRecordDataset
 from .files import resolve_files
 from .reader import TFRecordReader
-from .errors import FeatureSpecError, TFRecordError
+from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -351,6 +351,7 @@ def write_parquet(files: Files, path: PathLike, features: Features | None = None
     from . import fs as _fs
     from .progress import progress as progress_bar
 
+    _check_codec(pq, codec)
     schema, batches = iter_batches(files, features, columns, **dataset_options)
     out = _fs.open_output(path, dataset_options.get("storage_options"))
     rows = 0
@@ -366,6 +367,18 @@ def write_parquet(files: Files, path: PathLike, features: Features | None = None
         raise
     out.commit()
     return rows
+
+
+def _check_codec(pq, codec) -> None:
+    """Refuse a codec Parquet does not know ('bz2') or cannot write ('lzo') before anything is
+    read: a one-row file is written to memory with it, so whatever fails is the codec."""
+    probe = pa.record_batch({"x": [0]})
+    try:
+        with pq.ParquetWriter(pa.BufferOutputStream(), probe.schema, compression=codec) as writer:
+            writer.write_batch(probe)
+    except Exception as exc:
+        raise InvalidArgumentError(f"Parquet codec {codec!r} cannot be used: {str(exc).rstrip('.')}",
+                                   hint="use snappy (the default), zstd, gzip, brotli, lz4 or none") from None
 
 
 # -- Arrow -> Examples ---------------------------------------------------------------------
