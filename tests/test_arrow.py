@@ -247,6 +247,21 @@ def test_the_spec_is_inferred_past_an_empty_first_file(backend, files, tmp_path)
     assert backend.name == tfl.implementation
 
 
+def test_a_spec_of_no_features_keeps_the_row_count(backend, files, tmp_path):
+    # from_arrays counts rows from the first column: with none, every batch had 0 rows, so
+    # read_table(files, columns=[]) of 120 records was empty and a table of no columns did
+    # not come back from its TFRecord file.
+    records = [tfl.encode_example({"a": 1})] * 3
+    assert to_arrow(records, {}).num_rows == 3 and parse_arrow([], {}).num_rows == 0
+    assert sequence_to_arrow(records).num_rows == 3
+    assert read_table(files, columns=[]).num_rows == 120
+    assert [b.num_rows for b in TFRecordDataset(files, {}, batch_size=50, output="arrow")] == [50, 50, 20]
+    table = pa.table({"a": [1, 2, 3]}).select([])
+    assert write_arrow(table, str(tmp_path / "t.tfrecord")) == 3
+    assert read_table(str(tmp_path / "t.tfrecord")).equals(table)
+    assert backend.name == tfl.implementation
+
+
 # -- writing -------------------------------------------------------------------------------
 
 @st.composite

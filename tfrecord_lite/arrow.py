@@ -197,6 +197,14 @@ def _arrays(plan, columns, types, batch) -> list:
     return arrays
 
 
+def _record_batch(arrays, schema, rows) -> pa.RecordBatch:
+    """A RecordBatch of rows records: from_arrays counts the rows of its first array, and
+    a spec of no features has none."""
+    if not arrays:
+        return pa.RecordBatch.from_struct_array(pa.StructArray.from_buffers(pa.struct([]), rows, [None]))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 def _no_sparse(features):
     for name, spec in features.items():
         if isinstance(spec, SparseFeature):
@@ -214,7 +222,7 @@ def to_arrow(records: Records, features: Features) -> pa.RecordBatch:
     schema, types = _layout(plan, features)
     try:
         columns, _ = _ex._decode(records, plan, bytes_output="column")
-        return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
+        return _record_batch(_arrays(plan, columns, types, len(records)), schema, len(records))
     except TFRecordError as exc:
         locate_error(exc, records)
         raise
@@ -279,7 +287,7 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
     except TFRecordError as exc:
         locate_error(exc, records)
         raise
-    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+    return _record_batch(arrays, pa.schema(fields), batch)
 
 
 _SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
