@@ -393,6 +393,25 @@ def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_p
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("data, what", [
+    (None, "not NoneType"), ({"a": [1]}, "iterable of str .a dict"),
+    ([pa.record_batch({"a": [1]}), {"a": [2]}], "iterable of dict .a list"),
+])
+def test_write_arrow_refuses_what_is_not_arrow_data(backend, tmp_path, data, what):
+    # a dict or a pandas DataFrame was iterated (their keys) into AttributeError: 'str'
+    # object has no attribute 'schema'; None was a bare TypeError
+    path = tmp_path / "x.tfrecord"
+    with pytest.raises(tfl.ArgumentTypeError, match=f"Table, a RecordBatch.*{what}") as info:
+        write_arrow(data, str(path))
+    assert "from_pandas" in info.value.hint and not path.exists()
+    with pytest.raises(tfl.ArgumentTypeError, match="iterable of str .a DataFrame"):
+        write_arrow(pa.table({"a": [1]}).to_pandas(), str(path))
+    # Tables in an iterable are taken, as a RecordBatchReader is
+    assert write_arrow([pa.table({"a": [1, 2]}), pa.record_batch({"a": [3]})], str(path)) == 3
+    assert write_arrow(pa.table({"a": [1, 2]}).to_reader(), str(path)) == 2
+    assert backend.name == tfl.implementation
+
+
 # -- the data stack ------------------------------------------------------------------------
 
 def test_pandas_polars_and_datasets(backend, files):

@@ -43,7 +43,7 @@ from .batch import RecordBatch, locate_error
 from .dataset import TFRecordDataset
 from .files import resolve_files
 from .reader import TFRecordReader
-from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError
+from .errors import ArgumentTypeError, FeatureSpecError, InvalidArgumentError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -513,11 +513,25 @@ def _scalar(t) -> bool:
 
 
 def _batches(data):
-    if isinstance(data, pa.Table):
-        return data.to_batches()
-    if isinstance(data, pa.RecordBatch):
-        return [data]
-    return data  # an iterable of RecordBatches, or a RecordBatchReader
+    """The RecordBatches of a Table, a RecordBatch, or an iterable (a RecordBatchReader) of
+    either; anything else (a pandas DataFrame iterates its column names) is refused."""
+    items = [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
+    try:
+        items = iter(items)
+    except TypeError:
+        items = iter([data])
+    for item in items:
+        if isinstance(item, pa.Table):
+            yield from item.to_batches()
+        elif isinstance(item, pa.RecordBatch):
+            yield item
+        else:
+            what = (type(data).__name__ if item is data
+                    else f"an iterable of {type(item).__name__} (a {type(data).__name__})")
+            raise ArgumentTypeError(f"write_arrow takes a pyarrow Table, a RecordBatch or an iterable of them, "
+                                    f"not {what}",
+                                    hint="convert first: pyarrow.Table.from_pandas(df), pyarrow.table(mapping), "
+                                         "polars' df.to_arrow()")
 
 
 def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,
