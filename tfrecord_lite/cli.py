@@ -465,7 +465,7 @@ def _add_table_commands(sub, add) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--format", default="table", choices=["table", "tf", "json", "python"],
                    help="table (default), tf (TensorFlow code), json, python (tfrecord_lite code)")
-    p.add_argument("--sample", type=int, default=1000, help="records read per file (default 1000)")
+    p.add_argument("--sample", type=_count(1), default=1000, help="records read per file (default 1000)")
     _reader_args(p)
     p.set_defaults(func=cmd_schema)
 
@@ -482,7 +482,7 @@ def _add_table_commands(sub, add) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file")
     p.add_argument("--columns", default=None, help="comma-separated features to keep (default: all)")
     p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
-    p.add_argument("--batch-size", type=int, default=65536, help="rows per Parquet row group (default 65536)")
+    p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
     _reader_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_to_parquet)
