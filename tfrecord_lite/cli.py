@@ -342,25 +342,29 @@ def _print_table(header, rows) -> None:
 
 def cmd_schema(args) -> int:
     """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
-    as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code."""
-    from .features import infer_schema
+    as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code. SequenceExamples
+    give two specs, the context's and the feature lists'."""
+    from .features import SequenceSchema, infer_schema
 
     records = _sample_records(args)
     schema = infer_schema(records, sample=len(records))  # its errors name the record's file
+    parts = ({"context": schema.context, "feature_lists": schema.feature_lists}
+             if isinstance(schema, SequenceSchema) else None)
     if args.format == "tf":
         print(schema.to_tf_code())
-    elif args.format == "json":
-        print(json.dumps({n: dict(zip(("type", "dtype", "shape"), _spec_row(s))) for n, s in schema.items()},
-                         indent=2))
     elif args.format == "python":
-        print("import tfrecord_lite as tfl\n\nfeatures = {")
-        for name, spec in schema.items():
-            print(f"    {name!r}: tfl.{spec!r},")
-        print("}")
+        print(schema.to_code())
+    elif args.format == "json":
+        def as_json(specs):
+            return {n: dict(zip(("type", "dtype", "shape"), _spec_row(s))) for n, s in specs.items()}
+        print(json.dumps({k: as_json(v) for k, v in parts.items()} if parts else as_json(schema), indent=2))
     else:
-        _print_table(("feature", "spec", "dtype", "shape"),
-                     [(n, kind, dtype, "" if shape is None else shape)
-                      for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in schema.items())])
+        for title, specs in (parts or {None: schema}).items():
+            if title:
+                print(f"{title.replace('_', ' ')}:")
+            _print_table(("feature", "spec", "dtype", "shape"),
+                         [(n, kind, dtype, "" if shape is None else shape)
+                          for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in specs.items())])
     return 0
 
 
