@@ -262,6 +262,18 @@ def test_a_spec_of_no_features_keeps_the_row_count(backend, files, tmp_path):
     assert backend.name == tfl.implementation
 
 
+def test_inferring_a_spec_for_sequence_examples_says_what_reads_them(backend, tmp_path):
+    # infer_schema's SequenceSchema went on to the dataset as the spec: "features must map
+    # names to feature specs, not SequenceSchema(...)", an error about an argument never given
+    path = str(tmp_path / "seq.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write(tfl.encode_sequence_example({"label": 1}, {"frames": [[1.0], [2.0]]}))
+    with pytest.raises(FeatureSpecError, match="SequenceExamples") as info:
+        read_table(path)
+    assert info.value.path == path and "sequence_to_arrow" in info.value.hint
+    assert backend.name == tfl.implementation
+
+
 # -- writing -------------------------------------------------------------------------------
 
 @st.composite

@@ -49,6 +49,7 @@ from .features import (
     FixedLenSequenceFeature,
     RaggedFeature,
     RawTensorFeature,
+    SequenceSchema,
     SparseFeature,
     VarLenFeature,
     infer_schema,
@@ -313,6 +314,11 @@ def _spec_for(paths, features, columns, storage_options=None, compression="auto"
     if features is None:
         records = _sample(paths, compression=compression, storage_options=storage_options)
         features = infer_schema(records, sample=len(records))
+        if isinstance(features, SequenceSchema):
+            raise FeatureSpecError("the records are SequenceExamples (with feature lists), which read_table "
+                                   "and to-parquet do not read", path=records.locate(0)[0],
+                                   hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
+                                        "context_features, sequence_features)")
     if columns is not None:
         missing = [c for c in columns if c not in features]
         if missing:
