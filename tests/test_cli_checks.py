@@ -52,6 +52,8 @@ def test_a_file_that_is_not_tfrecord_is_named_as_such_by_every_command(backend, 
         ["merge", good, str(bad), "-o", str(out / "m.tfrecord")],
         ["merge", good, str(bad), "-o", str(out / "m.tfrecord.gz"), "--compression", "gzip", "--verify"],
         ["split", str(bad), "-n", "2", "--prefix", str(out / "s")],
+        ["schema", good, str(bad)], ["stats", str(bad)],
+        ["to-parquet", good, str(bad), "-o", str(out / "p.parquet")],  # was "corrupted record at 0"
     ]
     for argv in commands:
         assert main(argv) == 1, argv

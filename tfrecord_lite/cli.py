@@ -438,6 +438,8 @@ def cmd_to_parquet(args) -> int:
     except ImportError:
         raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
 
+    for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
+        _check(path, args.compression, _storage(args))
     columns = args.columns.split(",") if args.columns else None
     rows = write_parquet(args.files, args.output, columns=columns, codec=args.codec, progress=args.progress,
                          compression=args.compression, batch_size=args.batch_size, storage_options=_storage(args))
