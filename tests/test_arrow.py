@@ -230,6 +230,50 @@ def test_read_table(backend, files):
     assert backend.name == tfl.implementation
 
 
+def test_the_spec_is_inferred_past_an_empty_first_file(backend, files, tmp_path):
+    # A shard with no records first gave an empty spec: a table of no columns and no rows,
+    # and to-parquet wrote an empty Parquet file.
+    import pyarrow.parquet as pq
+
+    from tfrecord_lite.arrow import write_parquet
+
+    empty = str(tmp_path / "a-empty.tfrecord")
+    TFRecordWriter(empty).close()
+    table = read_table([empty] + files)
+    assert table.equals(read_table(files)) and table.num_rows == 120
+    assert write_parquet([empty, empty] + files, str(tmp_path / "t.parquet")) == 120
+    assert pq.read_table(str(tmp_path / "t.parquet")).equals(table)
+    assert read_table([empty]).num_columns == 0
+    assert backend.name == tfl.implementation
+
+
+def test_a_spec_of_no_features_keeps_the_row_count(backend, files, tmp_path):
+    # from_arrays counts rows from the first column: with none, every batch had 0 rows, so
+    # read_table(files, columns=[]) of 120 records was empty and a table of no columns did
+    # not come back from its TFRecord file.
+    records = [tfl.encode_example({"a": 1})] * 3
+    assert to_arrow(records, {}).num_rows == 3 and parse_arrow([], {}).num_rows == 0
+    assert sequence_to_arrow(records).num_rows == 3
+    assert read_table(files, columns=[]).num_rows == 120
+    assert [b.num_rows for b in TFRecordDataset(files, {}, batch_size=50, output="arrow")] == [50, 50, 20]
+    table = pa.table({"a": [1, 2, 3]}).select([])
+    assert write_arrow(table, str(tmp_path / "t.tfrecord")) == 3
+    assert read_table(str(tmp_path / "t.tfrecord")).equals(table)
+    assert backend.name == tfl.implementation
+
+
+def test_inferring_a_spec_for_sequence_examples_says_what_reads_them(backend, tmp_path):
+    # infer_schema's SequenceSchema went on to the dataset as the spec: "features must map
+    # names to feature specs, not SequenceSchema(...)", an error about an argument never given
+    path = str(tmp_path / "seq.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write(tfl.encode_sequence_example({"label": 1}, {"frames": [[1.0], [2.0]]}))
+    with pytest.raises(FeatureSpecError, match="SequenceExamples") as info:
+        read_table(path)
+    assert info.value.path == path and "sequence_to_arrow" in info.value.hint
+    assert backend.name == tfl.implementation
+
+
 # -- writing -------------------------------------------------------------------------------
 
 @st.composite
@@ -341,6 +385,43 @@ def test_write_arrow_rejects_what_an_example_cannot_hold(tmp_path, column, type_
     with pytest.raises(FeatureSpecError, match="column 'l'.*null value"):
         write_arrow(pa.table({"l": pa.array([[1, None]])}), str(path))
     assert not path.exists()
+
+
+def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_path):
+    # A null item whose values are valid (made with a mask, as compute kernels do): it was
+    # written as those values, [[1, 2], None] as the four floats 1, 2, 3, 4.
+    items = pa.FixedSizeListArray.from_arrays(pa.array([1, 2, 3, 4], pa.float32()), 2, mask=pa.array([False, True]))
+    words = pa.FixedSizeListArray.from_arrays(pa.array([b"a", b"b", b"c", b"d"]), 2, mask=pa.array([True, False]))
+    path = tmp_path / "x.tfrecord"
+    for column in (pa.LargeListArray.from_arrays(pa.array([0, 2]), items), pa.FixedSizeListArray.from_arrays(items, 2),
+                   pa.FixedSizeListArray.from_arrays(words, 2)):
+        with pytest.raises(FeatureSpecError, match="column 'c'.*null value"):
+            write_arrow(pa.table({"c": column}), str(path))
+        assert not path.exists()
+    # a null row of such a column is still a record without the feature
+    assert write_arrow(pa.table({"c": items}), str(path)) == 2
+    first, second = tfl.decode_examples(list(TFRecordReader(str(path))))
+    assert first["c"].tolist() == [1, 2] and second == {}
+    assert backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("data, what", [
+    (None, "not NoneType"), ({"a": [1]}, "iterable of str .a dict"),
+    ([pa.record_batch({"a": [1]}), {"a": [2]}], "iterable of dict .a list"),
+])
+def test_write_arrow_refuses_what_is_not_arrow_data(backend, tmp_path, data, what):
+    # a dict or a pandas DataFrame was iterated (their keys) into AttributeError: 'str'
+    # object has no attribute 'schema'; None was a bare TypeError
+    path = tmp_path / "x.tfrecord"
+    with pytest.raises(tfl.ArgumentTypeError, match=f"Table, a RecordBatch.*{what}") as info:
+        write_arrow(data, str(path))
+    assert "from_pandas" in info.value.hint and not path.exists()
+    with pytest.raises(tfl.ArgumentTypeError, match="iterable of str .a DataFrame"):
+        write_arrow(pa.table({"a": [1]}).to_pandas(), str(path))
+    # Tables in an iterable are taken, as a RecordBatchReader is
+    assert write_arrow([pa.table({"a": [1, 2]}), pa.record_batch({"a": [3]})], str(path)) == 3
+    assert write_arrow(pa.table({"a": [1, 2]}).to_reader(), str(path)) == 2
+    assert backend.name == tfl.implementation
 
 
 # -- the data stack ------------------------------------------------------------------------

@@ -52,6 +52,8 @@ def test_a_file_that_is_not_tfrecord_is_named_as_such_by_every_command(backend, 
         ["merge", good, str(bad), "-o", str(out / "m.tfrecord")],
         ["merge", good, str(bad), "-o", str(out / "m.tfrecord.gz"), "--compression", "gzip", "--verify"],
         ["split", str(bad), "-n", "2", "--prefix", str(out / "s")],
+        ["schema", good, str(bad)], ["stats", str(bad)],
+        ["to-parquet", good, str(bad), "-o", str(out / "p.parquet")],  # was "corrupted record at 0"
     ]
     for argv in commands:
         assert main(argv) == 1, argv
@@ -127,6 +129,10 @@ def test_merge_and_cat_check_frames_on_the_way(backend, tmp_path, capfd):
     (["head", "FILE", "-n", "two"], "argument -n: 'two' is not a whole number"),
     (["head", "FILE", "--width", "0"], "argument --width: must be at least 1, not 0"),
     (["split", "FILE", "-n", "0"], "argument -n/--num-shards: must be at least 1, not 0"),
+    # schema printed an empty spec for these (no records sampled), as if the files held none
+    (["schema", "FILE", "--sample", "0"], "argument --sample: must be at least 1, not 0"),
+    (["schema", "FILE", "--sample", "-1"], "argument --sample: must be at least 1, not -1"),
+    (["to-parquet", "FILE", "-o", "x", "--batch-size", "0"], "argument --batch-size: must be at least 1, not 0"),
     (["count", "FILE", "--compression", "bogus"],
      "argument --compression: invalid choice: 'bogus' (choose from 'auto', 'none', 'gzip', 'zlib')"),
     (["merge", "FILE", "-o", "x", "--input-compression", "bogus"],

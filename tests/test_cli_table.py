@@ -50,6 +50,31 @@ def test_schema_formats(backend, files, capfd):
     assert scope["features"] == tfl.infer_schema(files[0]) and backend.name == tfl.implementation
 
 
+def test_schema_of_sequence_examples_in_every_format(backend, tmp_path, capfd):
+    # infer_schema gives a SequenceSchema here, which the table, json and python formats
+    # took for a mapping: AttributeError and a traceback
+    path = str(tmp_path / "seq.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        for i in range(3):
+            w.write(tfl.encode_sequence_example({"label": i}, {"frames": [[1.0, 2.0]] * i, "ids": [[i]] * (i % 2)}))
+    inferred = tfl.infer_schema(path)
+    assert main(["schema", path]) == 0
+    assert [line.split() for line in capfd.readouterr().out.splitlines()] == [
+        ["context:"], ["feature", "spec", "dtype", "shape"], ["label", "FixedLenFeature", "int64", "[]"],
+        ["feature", "lists:"], ["feature", "spec", "dtype", "shape"],
+        ["frames", "FixedLenSequenceFeature", "float32", "[2]"], ["ids", "FixedLenSequenceFeature", "int64", "[]"]]
+    assert main(["schema", path, "--format", "json"]) == 0
+    parts = json.loads(capfd.readouterr().out)
+    assert parts["context"] == {"label": {"type": "FixedLenFeature", "dtype": "int64", "shape": []}}
+    assert parts["feature_lists"]["frames"] == {"type": "FixedLenSequenceFeature", "dtype": "float32", "shape": [2]}
+    assert main(["schema", path, "--format", "python"]) == 0
+    scope = {}
+    exec(capfd.readouterr().out, scope)
+    assert (scope["context_features"], scope["sequence_features"]) == inferred
+    assert main(["schema", path, "--format", "tf"]) == 0
+    assert capfd.readouterr().out == inferred.to_tf_code() + "\n" and backend.name == tfl.implementation
+
+
 def test_stats(backend, files, tmp_path, capfd):
     assert main(["stats", *files, "--progress"]) == 0
     out, err = capfd.readouterr()
@@ -87,6 +112,23 @@ def test_to_parquet(backend, files, tmp_path, capfd):
     assert "'nope'" in capfd.readouterr().err and not nothing.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("codec", ["nope", "bz2", "lzo"])
+def test_to_parquet_refuses_a_codec_parquet_cannot_write(backend, files, tmp_path, capfd, codec):
+    # An unknown codec ended in pyarrow's ArrowException and a traceback; lzo, which Arrow's
+    # Parquet writer knows but cannot write, was blamed on "the path, permissions and free space".
+    out = tmp_path / "out.parquet"
+    assert main(["to-parquet", *files, "-o", str(out), "--codec", codec]) == 1
+    err = capfd.readouterr().err
+    assert err.startswith(f"tfrecord-lite to-parquet: Parquet codec '{codec}' cannot be used")
+    assert "zstd" in err and "Traceback" not in err and "free space" not in err and err.count("\n") == 1
+    assert not out.exists()
+    from tfrecord_lite.arrow import write_parquet
+
+    with pytest.raises(tfl.InvalidArgumentError, match=codec):
+        write_parquet(files, str(out), codec=codec)
+    assert not out.exists() and backend.name == tfl.implementation
 
 
 def test_commands_as_a_program(files, tmp_path):

@@ -39,15 +39,17 @@ import pyarrow as pa
 
 from . import example as _ex
 from ._typing import Features, Files, PathLike, Progress, Records
-from .batch import locate_error
+from .batch import RecordBatch, locate_error
 from .dataset import TFRecordDataset
 from .files import resolve_files
-from .errors import FeatureSpecError, TFRecordError
+from .reader import TFRecordReader
+from .errors import ArgumentTypeError, FeatureSpecError, InvalidArgumentError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
     RaggedFeature,
     RawTensorFeature,
+    SequenceSchema,
     SparseFeature,
     VarLenFeature,
     infer_schema,
@@ -196,6 +198,14 @@ def _arrays(plan, columns, types, batch) -> list:
     return arrays
 
 
+def _record_batch(arrays, schema, rows) -> pa.RecordBatch:
+    """A RecordBatch of rows records: from_arrays counts the rows of its first array, and
+    a spec of no features has none."""
+    if not arrays:
+        return pa.RecordBatch.from_struct_array(pa.StructArray.from_buffers(pa.struct([]), rows, [None]))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 def _no_sparse(features):
     for name, spec in features.items():
         if isinstance(spec, SparseFeature):
@@ -213,7 +223,7 @@ def to_arrow(records: Records, features: Features) -> pa.RecordBatch:
     schema, types = _layout(plan, features)
     try:
         columns, _ = _ex._decode(records, plan, bytes_output="column")
-        return pa.RecordBatch.from_arrays(_arrays(plan, columns, types, len(records)), schema=schema)
+        return _record_batch(_arrays(plan, columns, types, len(records)), schema, len(records))
     except TFRecordError as exc:
         locate_error(exc, records)
         raise
@@ -278,13 +288,37 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
     except TFRecordError as exc:
         locate_error(exc, records)
         raise
-    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+    return _record_batch(arrays, pa.schema(fields), batch)
 
 
-def _spec_for(paths, features, columns, storage_options=None):
-    """The spec to read: features (inferred from the first file when None), cut to columns."""
+_SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
+
+
+def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None) -> RecordBatch:
+    """The first n records of the files, from as many files as it takes (an empty first
+    file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
+    them names the record's file."""
+    parts, left = [], n
+    for path in paths:
+        with TFRecordReader(path, compression, check_crc, storage_options=storage_options) as reader:
+            parts.append(reader.head(left))
+        left -= len(parts[-1])
+        if left <= 0:
+            break
+    return RecordBatch.concat(parts)
+
+
+def _spec_for(paths, features, columns, storage_options=None, compression="auto"):
+    """The spec to read: features (inferred from the files' first records when None), cut
+    to columns."""
     if features is None:
-        features = infer_schema(paths[0], storage_options=storage_options) if paths else {}
+        records = _sample(paths, compression=compression, storage_options=storage_options)
+        features = infer_schema(records, sample=len(records))
+        if isinstance(features, SequenceSchema):
+            raise FeatureSpecError("the records are SequenceExamples (with feature lists), which read_table "
+                                   "and to-parquet do not read", path=records.locate(0)[0],
+                                   hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
+                                        "context_features, sequence_features)")
     if columns is not None:
         missing = [c for c in columns if c not in features]
         if missing:
@@ -299,7 +333,7 @@ def iter_batches(files: Files, features: Features | None = None, columns: Sequen
     """(schema, iterator of RecordBatches) of files, as read_table reads them."""
     storage_options = dataset_options.get("storage_options")
     paths = resolve_files(files, storage_options)
-    features = _spec_for(paths, features, columns, storage_options)
+    features = _spec_for(paths, features, columns, storage_options, dataset_options.get("compression", "auto"))
     dataset_options.setdefault("batch_size", _READ_BATCH)
     batches = TFRecordDataset(paths, features, output="arrow", **dataset_options) if paths else iter(())
     return arrow_schema(features), batches
@@ -309,8 +343,8 @@ def read_table(files: Files, features: Features | None = None, columns: Sequence
                **dataset_options: Any) -> pa.Table:
     """Every record of files (paths, a glob, a directory) as one ``pyarrow.Table``.
 
-    features: the spec; None infers one with ``infer_schema`` from the first file's first
-        1,000 records (pass a spec when later records differ).
+    features: the spec; None infers one with ``infer_schema`` from the first 1,000 records
+        of the files, in order (pass a spec when later records differ).
     columns: names to keep (in this order); others are not parsed.
     dataset_options: passed to ``TFRecordDataset`` (num_threads, shard, compression, ...;
         batch_size sets the records per RecordBatch, 65,536 by default).
@@ -331,6 +365,7 @@ def write_parquet(files: Files, path: PathLike, features: Features | None = None
     from . import fs as _fs
     from .progress import progress as progress_bar
 
+    _check_codec(pq, codec)
     schema, batches = iter_batches(files, features, columns, **dataset_options)
     out = _fs.open_output(path, dataset_options.get("storage_options"))
     rows = 0
@@ -348,6 +383,18 @@ def write_parquet(files: Files, path: PathLike, features: Features | None = None
     return rows
 
 
+def _check_codec(pq, codec) -> None:
+    """Refuse a codec Parquet does not know ('bz2') or cannot write ('lzo') before anything is
+    read: a one-row file is written to memory with it, so whatever fails is the codec."""
+    probe = pa.record_batch({"x": [0]})
+    try:
+        with pq.ParquetWriter(pa.BufferOutputStream(), probe.schema, compression=codec) as writer:
+            writer.write_batch(probe)
+    except Exception as exc:
+        raise InvalidArgumentError(f"Parquet codec {codec!r} cannot be used: {str(exc).rstrip('.')}",
+                                   hint="use snappy (the default), zstd, gzip, brotli, lz4 or none") from None
+
+
 # -- Arrow -> Examples ---------------------------------------------------------------------
 
 def _unsupported(name, type_):
@@ -360,16 +407,18 @@ def _leaf(name, arr: pa.Array):
     """(numpy array or list of bytes, values per item): the values under any fixed-size
     lists, flattened, checked to hold no nulls."""
     size = 1
-    while pa.types.is_fixed_size_list(arr.type):
+    while True:
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        if arr.null_count:  # at every level: .values drops a null item's mask, not its values
+            raise FeatureSpecError(f"column {name!r}: a list holds a null value, which an Example cannot hold",
+                                   hint="fill or drop the nulls inside the lists (pyarrow.compute.fill_null)")
+        if not pa.types.is_fixed_size_list(arr.type):
+            break
         k = arr.type.list_size
         arr = arr.values.slice(arr.offset * k, len(arr) * k)
         size *= k
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
     t = arr.type
-    if arr.null_count:
-        raise FeatureSpecError(f"column {name!r}: a list holds a null value, which an Example cannot hold",
-                               hint="fill or drop the nulls inside the lists (pyarrow.compute.fill_null)")
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
         return arr.to_numpy(zero_copy_only=False), size
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
@@ -470,11 +519,25 @@ def _scalar(t) -> bool:
 
 
 def _batches(data):
-    if isinstance(data, pa.Table):
-        return data.to_batches()
-    if isinstance(data, pa.RecordBatch):
-        return [data]
-    return data  # an iterable of RecordBatches, or a RecordBatchReader
+    """The RecordBatches of a Table, a RecordBatch, or an iterable (a RecordBatchReader) of
+    either; anything else (a pandas DataFrame iterates its column names) is refused."""
+    items = [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
+    try:
+        items = iter(items)
+    except TypeError:
+        items = iter([data])
+    for item in items:
+        if isinstance(item, pa.Table):
+            yield from item.to_batches()
+        elif isinstance(item, pa.RecordBatch):
+            yield item
+        else:
+            what = (type(data).__name__ if item is data
+                    else f"an iterable of {type(item).__name__} (a {type(data).__name__})")
+            raise ArgumentTypeError(f"write_arrow takes a pyarrow Table, a RecordBatch or an iterable of them, "
+                                    f"not {what}",
+                                    hint="convert first: pyarrow.Table.from_pandas(df), pyarrow.table(mapping), "
+                                         "polars' df.to_arrow()")
 
 
 def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,

@@ -342,25 +342,29 @@ def _print_table(header, rows) -> None:
 
 def cmd_schema(args) -> int:
     """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
-    as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code."""
-    from .features import infer_schema
+    as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code. SequenceExamples
+    give two specs, the context's and the feature lists'."""
+    from .features import SequenceSchema, infer_schema
 
     records = _sample_records(args)
     schema = infer_schema(records, sample=len(records))  # its errors name the record's file
+    parts = ({"context": schema.context, "feature_lists": schema.feature_lists}
+             if isinstance(schema, SequenceSchema) else None)
     if args.format == "tf":
         print(schema.to_tf_code())
-    elif args.format == "json":
-        print(json.dumps({n: dict(zip(("type", "dtype", "shape"), _spec_row(s))) for n, s in schema.items()},
-                         indent=2))
     elif args.format == "python":
-        print("import tfrecord_lite as tfl\n\nfeatures = {")
-        for name, spec in schema.items():
-            print(f"    {name!r}: tfl.{spec!r},")
-        print("}")
+        print(schema.to_code())
+    elif args.format == "json":
+        def as_json(specs):
+            return {n: dict(zip(("type", "dtype", "shape"), _spec_row(s))) for n, s in specs.items()}
+        print(json.dumps({k: as_json(v) for k, v in parts.items()} if parts else as_json(schema), indent=2))
     else:
-        _print_table(("feature", "spec", "dtype", "shape"),
-                     [(n, kind, dtype, "" if shape is None else shape)
-                      for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in schema.items())])
+        for title, specs in (parts or {None: schema}).items():
+            if title:
+                print(f"{title.replace('_', ' ')}:")
+            _print_table(("feature", "spec", "dtype", "shape"),
+                         [(n, kind, dtype, "" if shape is None else shape)
+                          for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in specs.items())])
     return 0
 
 
@@ -427,12 +431,15 @@ def cmd_stats(args) -> int:
 
 def cmd_to_parquet(args) -> int:
     """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow).
-    The spec is inferred from the first FILE's first records; OUT appears only when complete."""
+    The spec is inferred from the first 1,000 records of the FILEs; OUT appears only when
+    complete."""
     try:
         from .arrow import write_parquet
     except ImportError:
         raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
 
+    for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
+        _check(path, args.compression, _storage(args))
     columns = args.columns.split(",") if args.columns else None
     rows = write_parquet(args.files, args.output, columns=columns, codec=args.codec, progress=args.progress,
                          compression=args.compression, batch_size=args.batch_size, storage_options=_storage(args))
@@ -464,7 +471,7 @@ def _add_table_commands(sub, add) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--format", default="table", choices=["table", "tf", "json", "python"],
                    help="table (default), tf (TensorFlow code), json, python (tfrecord_lite code)")
-    p.add_argument("--sample", type=int, default=1000, help="records read per file (default 1000)")
+    p.add_argument("--sample", type=_count(1), default=1000, help="records read per file (default 1000)")
     _reader_args(p)
     p.set_defaults(func=cmd_schema)
 
@@ -481,7 +488,7 @@ def _add_table_commands(sub, add) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file")
     p.add_argument("--columns", default=None, help="comma-separated features to keep (default: all)")
     p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
-    p.add_argument("--batch-size", type=int, default=65536, help="rows per Parquet row group (default 65536)")
+    p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
     _reader_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_to_parquet)

@@ -34,7 +34,6 @@ from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
 from .files import resolve_files
-from .batch import RecordBatch
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .features import infer_schema
 from .index import build_index as _build_index
@@ -87,17 +86,8 @@ class TFRecordDatasource(Datasource):
     # -- planning (on the driver) ----------------------------------------------------------
 
     def _sample(self):
-        """The first _SAMPLE records, from as many files as it takes (some may be empty): a
-        RecordBatch, so that an error parsing them names the record's file."""
-        parts, have = [], 0
-        for path in self.paths:
-            with TFRecordReader(path, self.compression, self.check_crc,
-                                storage_options=self.storage_options) as reader:
-                parts.append(reader.head(_SAMPLE - have))
-            have += len(parts[-1])
-            if have >= _SAMPLE:
-                break
-        return RecordBatch.concat(parts)
+        """The first _SAMPLE records, from as many files as it takes (some may be empty)."""
+        return _arrow._sample(self.paths, _SAMPLE, self.compression, self.check_crc, self.storage_options)
 
     def _describe(self, path, build_index):
         """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
