@@ -463,3 +463,16 @@ def test_readme_arrow_section_runs(tmp_path):
     script = "\n".join(snippets) + "\nassert hf.num_rows == len(df) == frame.height == 1000\n"
     subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True)
     assert sorted(p.name for p in tmp_path.iterdir())[:2] == ["copy.tfrecord", "people-00000-of-00004.tfrecord"]
+
+
+@pytest.mark.parametrize("bad", [None, [tfl.VarLenFeature(np.int64)], "ab"])
+def test_a_spec_that_is_not_a_mapping_is_refused(backend, bad):
+    """to_arrow(records, None) raised AttributeError: 'NoneType' object has no attribute 'items'."""
+    records = [tfl.encode_example({"a": 1})]
+    calls = [lambda: to_arrow(records, bad), lambda: tfl.parse_example(records, bad, output="arrow")]
+    if bad is not None:  # None is "no context" or "no sequence" there
+        calls += [lambda: sequence_to_arrow(records, bad), lambda: sequence_to_arrow(records, None, bad)]
+    for call in calls:
+        with pytest.raises(tfl.ArgumentTypeError, match="must map names to feature specs"):
+            call()
+    assert backend.name == tfl.implementation

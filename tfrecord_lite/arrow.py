@@ -217,9 +217,9 @@ def to_arrow(records: Records, features: Features) -> pa.RecordBatch:
     ``arrow_schema(features)``: the same checks and defaults as ``parse_example``, values
     taken from the core's buffers (bytes as one values buffer plus offsets) without a Python
     object per value. Also ``parse_example(records, features, output="arrow")``."""
-    _no_sparse(features)
     records = _ex._records(records)
     plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
+    _no_sparse(features)
     schema, types = _layout(plan, features)
     try:
         columns, _ = _ex._decode(records, plan, bytes_output="column")
@@ -266,14 +266,14 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
     for VarLenFeature / RaggedFeature. Checks as in ``parse_sequence_example``."""
     context_features = context_features or {}
     sequence_features = sequence_features or {}
+    records = _ex._records(records)
+    plan = _ex._plan(context_features, _ex._CONTEXT_SPECS, "context_features")
+    seq_plan = _ex._plan(sequence_features, tuple(_ex._STEP_ROWS), "sequence_features")
     both = sorted(set(context_features) & set(sequence_features))
     if both:
         raise FeatureSpecError(f"feature {both[0]!r} is both a context and a sequence feature",
                                hint="give one of them another name")
     _no_sparse(context_features)
-    records = _ex._records(records)
-    plan = _ex._plan(context_features, _ex._CONTEXT_SPECS, "context_features")
-    seq_plan = _ex._plan(sequence_features, tuple(_ex._STEP_ROWS), "sequence_features")
     schema, types = _layout(plan, context_features)
     try:
         columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
