@@ -675,3 +675,18 @@ def test_a_symlink_is_written_through_to_its_target(tmp_path, monkeypatch, dangl
         with TFRecordWriter(link, index=True) as w:
             w.write(b"new")
     assert link.is_symlink() and not target.exists()
+
+
+def test_a_rewrite_in_place_removes_the_old_sidecar(backend, tmp_path):
+    """atomic=False left the old path + '.index'; a rewrite of the same size was then counted
+    by it (two 10-byte records where one 36-byte record now is)."""
+    from tfrecord_lite.index import count_records
+
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many([b"x" * 10, b"y" * 10])
+    size = os.path.getsize(path)
+    with TFRecordWriter(path, atomic=False) as w:
+        w.write(b"z" * 36)
+    assert os.path.getsize(path) == size and not os.path.exists(path + ".index")
+    assert count_records(path) == 1 and len(TFRecordFile(path)) == 1

@@ -91,6 +91,9 @@ class TFRecordWriter(CommitOnExit):
                     self._atomic = _fs.open_output(self.path, storage_options, fsync=fsync)
                     self._file = self._atomic.file
                 else:
+                    # The file changes from here on: a sidecar of its old records must go, or
+                    # a rewrite of the same size would be counted and indexed by it.
+                    self._unlink(self.path + ".index")
                     self._file = _fs.open_plain_output(self.path, storage_options)
                 self._owned = True
             else:
