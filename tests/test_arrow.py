@@ -476,3 +476,13 @@ def test_a_spec_that_is_not_a_mapping_is_refused(backend, bad):
         with pytest.raises(tfl.ArgumentTypeError, match="must map names to feature specs"):
             call()
     assert backend.name == tfl.implementation
+
+
+def test_columns_given_as_one_str_are_refused(tmp_path):
+    """read_table(path, columns="ab") read the columns "a" and "b"."""
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write(tfl.encode_example({"a": 1, "b": 2, "ab": 3}))
+    with pytest.raises(tfl.ArgumentTypeError, match=r"columns must be a list of names.*pass \['ab'\]"):
+        read_table(path, columns="ab")
+    assert read_table(path, columns=["ab"]).to_pydict() == {"ab": [3]}

@@ -176,6 +176,10 @@ def test_schema_is_inferred_and_columns_are_pushed_down(cluster, files):
     assert selected.schema.names == ["id"] and sorted(selected.column("id").to_pylist()) == list(range(600))
     with pytest.raises(tfl.FeatureSpecError, match="'nope'"):
         read_tfrecords(paths, SPEC, columns=["nope"])
+    for call in (lambda: read_tfrecords(paths, SPEC, columns="id"),
+                 lambda: write_tfrecords(picked, "unused", columns="id")):
+        with pytest.raises(tfl.ArgumentTypeError, match="columns must be a list of names"):
+            call()
 
 
 def test_count_reads_the_rows_of_files_without_sidecars(cluster, files):

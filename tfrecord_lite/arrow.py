@@ -308,9 +308,18 @@ def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_option
     return RecordBatch.concat(parts)
 
 
+def _names(columns) -> list | None:
+    """columns as a list of names; one str is refused, not read as its characters."""
+    if isinstance(columns, (str, bytes)):
+        raise ArgumentTypeError(f"columns must be a list of names, not one {type(columns).__name__}",
+                                hint=f"pass [{columns!r}]")
+    return None if columns is None else list(columns)
+
+
 def _spec_for(paths, features, columns, storage_options=None, compression="auto"):
     """The spec to read: features (inferred from the files' first records when None), cut
     to columns."""
+    columns = _names(columns)
     if features is None:
         records = _sample(paths, compression=compression, storage_options=storage_options)
         features = infer_schema(records, sample=len(records))

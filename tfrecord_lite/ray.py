@@ -308,7 +308,7 @@ class TFRecordDatasink(Datasink):
         self.prefix = os.fspath(path_prefix)
         if not _fs.is_url(self.prefix):
             self.prefix = _fs.local_path(self.prefix)  # file:// too
-        self.columns = None if columns is None else list(columns)
+        self.columns = _arrow._names(columns)
         self.record_column = record_column
         if record_column is not None and columns is not None:
             raise InvalidArgumentError("record_column writes one binary column verbatim; drop columns")
