@@ -160,6 +160,22 @@ def test_compression_names_are_case_insensitive(backend, tmp_path, capfd):
     assert capfd.readouterr().out == ""
 
 
+def test_the_wrong_compression_is_named_before_anything_is_read(backend, tmp_path, capfd):
+    """count plain.tfrecord --compression gzip said "corrupt gzip stream ... the compressed
+    file is damaged"; with --compression none a gzip file "looks like gzip-compressed data"."""
+    plain = _write(tmp_path / "f.tfrecord", [b"r1"], None)
+    packed = _write(tmp_path / "f.tfrecord.gz", [b"r1"], "gzip")
+    for path, given, message in ((plain, "gzip", "not a gzip-compressed TFRecord file. The file looks like an "
+                                                 "uncompressed TFRecord file"),
+                                 (packed, "none", "not an uncompressed TFRecord file. The file looks gzip-compressed")):
+        for argv in (["count", path, "--compression", given], ["head", path, "--compression", given],
+                     ["cat", path, "-o", str(tmp_path / "out.tfrecord"), "--input-compression", given],
+                     ["split", path, "-n", "2", "--input-compression", given]):
+            assert main(argv) != 0
+            assert message in capfd.readouterr().err
+    assert not [p for p in os.listdir(tmp_path) if not p.startswith("f.")]
+
+
 def test_head_shows_a_sequence_examples_context_and_feature_lists(backend, tmp_path, capfd):
     path = _write(tmp_path / "seq.tfrecord", [
         tfl.encode_sequence_example({"id": 7, "name": b"clip"},

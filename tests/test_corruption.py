@@ -303,3 +303,34 @@ def test_records_before_damage_in_deflate_data_do_not_depend_on_read_sizes(backe
         got.extend(TFRecordReader(packed if source == "buffer" else io.BytesIO(packed), chunk_size=chunk))
     assert got == records[:k]
     assert (info.value.index, info.value.offset) == (k, int(ends[k - 1]) if k else 0)
+
+
+@pytest.mark.parametrize("actual, given", [(a, g) for a in (None, "gzip", "zlib") for g in (None, "gzip", "zlib")
+                                           if a != g])
+@pytest.mark.parametrize("source", ["buffer", "stream", "file", "mapped"])
+def test_the_wrong_compression_is_named_with_the_right_one(backend, tmp_path, actual, given, source):
+    """A file read with another compression= than its own was "damaged" (a corrupt gzip
+    stream, or a length CRC that does not match), with a hint to skip bad records."""
+    from tfrecord_lite import TFRecordWriter
+
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path, compression=actual) as w:
+        w.write_many(RECORDS)
+    data = open(path, "rb").read()
+    source = {"buffer": lambda: (data, {}), "stream": lambda: (io.BytesIO(data), {}),
+              "file": lambda: (path, {}), "mapped": lambda: (path, {"memory_map": True})}[source]
+    what, fix = ("like an uncompressed TFRecord file", "None") if actual is None else (f"{actual}-compressed",
+                                                                                        repr(actual))
+    for policy in ("raise", "skip"):
+        src, options = source()
+        reader = TFRecordReader(src, compression=given, on_corrupt=policy, **options)
+        if policy == "raise":
+            with pytest.raises(DataLossError) as info:
+                list(reader)
+            err = info.value
+        else:
+            list(reader)  # what resynchronising finds in compressed bytes is not checked here
+            err = reader.skipped[0]
+        assert (err.offset, err.index) == (0, 0)
+        assert err.hint == (f"The file looks {what}, but compression={given!r} was given: pass "
+                            f"compression={fix}, or 'auto' to detect it")

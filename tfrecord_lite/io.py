@@ -64,6 +64,25 @@ def detect_compression(head: bytes):
     return None
 
 
+def compression_mismatch(head: bytes, compression):
+    """A hint when head (a stream's first bytes) shows another compression than the one a
+    caller named, or None: read with the wrong compression=, a file looks damaged at byte 0."""
+    from . import _native
+
+    seen = detect_compression(head)
+    if seen == compression:
+        return None
+    if seen is None:
+        header = _native.framing.HEADER_BYTES
+        if len(head) < header or _native.framing.find_header(head, 0, header) != 0:
+            return None  # neither compressed nor a TFRecord header: damage, or another format
+        what, fix = "like an uncompressed TFRecord file", "None"
+    else:
+        what, fix = f"{seen}-compressed", repr(seen)
+    return (f"The file looks {what}, but compression={compression!r} was given: pass "
+            f"compression={fix}, or 'auto' to detect it")
+
+
 # Formats a mistaken input often has, by their first bytes.
 _MAGIC = (
     (b"PAR1", "a Parquet file"),
@@ -115,6 +134,10 @@ def check_tfrecord(f, path, compression="auto", *, first_header: bool = False) -
     raw = f.read(SNIFF_BYTES)
     f.seek(0)
     header = _native.framing.HEADER_BYTES
+    mismatch = compression != "auto" and compression_mismatch(raw[:header], compression)
+    if mismatch:
+        raise NotTFRecordError(f"not {'a ' + compression + '-compressed' if compression else 'an uncompressed'} "
+                               "TFRecord file", path=path, hint=mismatch)
     if compression == "auto":
         compression = detect_compression(raw[:header])
     head = raw

@@ -26,7 +26,7 @@ from .errors import (
     TruncatedRecordError,
 )
 from .batch import BlockOrigin, RecordBatch, rebatch
-from .io import DecompressingStream, detect_compression, normalize_compression
+from .io import DecompressingStream, compression_mismatch, detect_compression, normalize_compression
 
 __all__ = ["TFRecordReader", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
 
@@ -127,6 +127,7 @@ class TFRecordReader:
         self._buffer = None
         self._file = None
         self._mapped = False
+        self._mismatch = None  # the hint for an error at byte 0 when compression= looks wrong
         if _is_buffer(source):
             self.path = "<buffer>"
             try:
@@ -280,8 +281,11 @@ class TFRecordReader:
                 return
             # A compressed file is read: known from its first bytes, before any mapping is made
             # (or kept in maps).
-            if self.compression == "auto" and detect_compression(os.pread(fd, _HEADER, 0)) is not None:
+            head = os.pread(fd, _HEADER, 0)
+            if self.compression == "auto" and detect_compression(head) is not None:
                 return
+            if self.compression is None:  # never read from the mapping here: only the core's reads are guarded
+                self._mismatch = compression_mismatch(head, None)
             mapped = maps.mapping(fd, info, self.path) if maps is not None else _map_file(fd, info, self.path)
         except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
             return  # not a local file, or one this system cannot map: read it
@@ -299,6 +303,8 @@ class TFRecordReader:
         in_memory = self._buffer is not None
         start = self.start_offset
         head = bytes(memoryview(self._buffer)[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
+        if self.compression != "auto":
+            self._mismatch = compression_mismatch(head, self.compression)
         compression = detect_compression(head) if self.compression == "auto" else self.compression
         if compression is not None:
             raw = io.BytesIO(self._buffer) if in_memory else self._file
@@ -324,6 +330,8 @@ class TFRecordReader:
         return stream, head, None if total is None else start + total
 
     def _error(self, cls, detail, offset, index, hint=_HINT_DAMAGED):
+        if offset == 0 and self._mismatch:
+            hint = self._mismatch
         return cls(detail, path=self.path, offset=offset, index=index, hint=hint)
 
     def _scan(self, blocks=False, in_place=False, spans=False):
