@@ -107,6 +107,14 @@ def _damaged_files(rng, prefix, count):
     return files, types
 
 
+def _tf_ignoring_errors(file_list, cycle, block):
+    """TensorFlow's records of (path, compression type) pairs, interleaved, ignore_errors()."""
+    import tensorflow as tf
+
+    return [r.numpy() for r in file_list.interleave(lambda p, t: tf.data.TFRecordDataset(p, compression_type=t),
+                                                    cycle_length=cycle, block_length=block).ignore_errors()]
+
+
 @pytest.mark.interop
 @pytest.mark.parametrize("seed", range(4))
 def test_stop_ends_a_damaged_compressed_file_where_tensorflow_ignore_errors_does(backend, tmp_path, seed):
@@ -122,9 +130,7 @@ def test_stop_ends_a_damaged_compressed_file_where_tensorflow_ignore_errors_does
     for trial in range(12):
         files, types = _damaged_files(rng, tmp_path / f"{seed}-{trial}", rng.randrange(1, 4))
         cycle, block = rng.randrange(1, 4), rng.randrange(1, 3)
-        want = [r.numpy() for r in tf.data.Dataset.from_tensor_slices((files, types)).interleave(
-            lambda p, t: tf.data.TFRecordDataset(p, compression_type=t), cycle_length=cycle,
-            block_length=block).ignore_errors()]
+        want = _tf_ignoring_errors(tf.data.Dataset.from_tensor_slices((files, types)), cycle, block)
         got = list(TFRecordDataset(files, cycle_length=cycle, block_length=block, on_corrupt="stop", num_threads=2))
         assert got == want, (trial, files, cycle, block)
 
@@ -145,9 +151,7 @@ def test_file_shards_under_stop_are_tensorflows_shards_of_the_file_list(backend,
         files, types = _damaged_files(rng, tmp_path / f"{seed}-{trial}", rng.randrange(2, 7))
         count, cycle, block = rng.randrange(2, len(files) + 1), rng.randrange(1, 4), rng.randrange(1, 3)
         for i in range(count):
-            want = [r.numpy() for r in tf.data.Dataset.from_tensor_slices((files, types)).shard(count, i).interleave(
-                lambda p, t: tf.data.TFRecordDataset(p, compression_type=t), cycle_length=cycle,
-                block_length=block).ignore_errors()]
+            want = _tf_ignoring_errors(tf.data.Dataset.from_tensor_slices((files, types)).shard(count, i), cycle, block)
             for deterministic in (True, False):
                 got = list(TFRecordDataset(files, cycle_length=cycle, block_length=block, on_corrupt="stop",
                                            num_threads=3, shard=(i, count), deterministic=deterministic))
