@@ -405,6 +405,26 @@ def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_p
     assert backend.name == tfl.implementation
 
 
+def test_write_arrow_takes_a_null_list_row_whatever_its_slot_holds(backend, tmp_path):
+    # A null row's slot held a null value ([1], null over the values 1, None, 2): refused as
+    # "a list holds a null value", though the row is written without the feature anyway.
+    path = str(tmp_path / "x.tfrecord")
+    items = pa.FixedSizeListArray.from_arrays(pa.array([1, 2, None, 4, 5, 6], pa.float32()), 2)
+    for column, want in (
+        (pa.ListArray.from_arrays(pa.array([0, 1, 3, 3]), pa.array([1, None, 2]), mask=pa.array([False, True, False])),
+         [[1], None, []]),
+        (pa.LargeListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int64()), items, mask=pa.array([False, True, False])),
+         [[1, 2], None, [5, 6]]),
+        (pa.array([[b"a"], None, [b"b", b"c"]], pa.list_(pa.binary())).slice(1), [None, [b"b", b"c"]]),
+    ):
+        assert write_arrow(pa.table({"c": column}), path) == len(want)
+        got = [e.get("c") for e in tfl.decode_examples(list(TFRecordReader(path)))]
+        assert [None if v is None else list(v) for v in got] == want
+    with pytest.raises(FeatureSpecError, match="column 'c'.*null value"):  # in a row that is not null
+        write_arrow(pa.table({"c": pa.ListArray.from_arrays(pa.array([0, 2]), pa.array([1, None]))}), path)
+    assert backend.name == tfl.implementation
+
+
 @pytest.mark.parametrize("data, what", [
     (None, "not NoneType"), ({"a": [1]}, "iterable of str .a dict"),
     ([pa.record_batch({"a": [1]}), {"a": [2]}], "iterable of dict .a list"),

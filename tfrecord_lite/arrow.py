@@ -446,10 +446,21 @@ def _encodable(name, arr: pa.Array):
     if arr.null_count and not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         arr = _fill_nulls(name, arr)
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        offsets = arr.offsets.to_numpy()
-        first = int(offsets[0]) if n else 0
-        values, size = _leaf(name, arr.values.slice(first, int(offsets[-1]) - first if n else 0))
-        bounds = ((offsets - first) * size).tolist()
+        if arr.null_count:
+            import pyarrow.compute as pc  # 150 ms to import: only here
+
+            # A null row's slot may hold anything, nulls included: only the other rows' values
+            # are taken (and checked).
+            lengths = pc.list_value_length(arr).fill_null(0).to_numpy()
+            leaf = pc.list_flatten(arr)
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+        else:
+            offsets = arr.offsets.to_numpy()
+            first = int(offsets[0]) if n else 0
+            leaf = arr.values.slice(first, int(offsets[-1]) - first if n else 0)
+            offsets = offsets - first
+        values, size = _leaf(name, leaf)
+        bounds = (offsets * size).tolist()
         return [values[bounds[i]:bounds[i + 1]] for i in range(n)]
     values, size = _leaf(name, arr)
     if isinstance(values, np.ndarray):
