@@ -506,3 +506,29 @@ def test_columns_given_as_one_str_are_refused(tmp_path):
     with pytest.raises(tfl.ArgumentTypeError, match=r"columns must be a list of names.*pass \['ab'\]"):
         read_table(path, columns="ab")
     assert read_table(path, columns=["ab"]).to_pydict() == {"ab": [3]}
+
+
+def test_write_arrow_takes_fixed_shape_tensor_columns(backend, tmp_path):
+    """Arrow's fixed_shape_tensor columns were refused ('Arrow type extension<arrow.fixed_shape_
+    tensor...> cannot be held'); each row is its values flattened, as encode_examples writes
+    a shaped numpy array. Other extension types are still refused by name."""
+    path = str(tmp_path / "x.tfrecord")
+    values = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    assert write_arrow(pa.table({"t": pa.FixedShapeTensorArray.from_numpy_ndarray(values)}), path) == 3
+    assert list(TFRecordReader(path)) == tfl.encode_examples({"t": values})
+
+    class Opaque(pa.ExtensionType):
+        def __init__(self):
+            super().__init__(pa.int64(), "test.opaque")
+
+        def __arrow_ext_serialize__(self):
+            return b""
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type, serialized):
+            return cls()
+
+    opaque = pa.ExtensionArray.from_storage(Opaque(), pa.array([1, 2]))
+    with pytest.raises(FeatureSpecError, match="column 'o': Arrow type extension<test.opaque"):
+        write_arrow(pa.table({"o": opaque}), path)
+    assert backend.name == tfl.implementation

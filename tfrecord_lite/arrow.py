@@ -24,8 +24,8 @@ above, each sequence feature a ``large_list`` of steps. SparseFeature has no Arr
 its index and value keys as VarLenFeature) and raises FeatureSpecError.
 
 Writing (``write_arrow``) takes numeric, bool, binary and string columns, fixed-size and
-variable lists of them (dictionary columns are decoded first), one Feature per column and
-row; a null row omits the feature from that record. The records are byte-identical to
+variable lists of them (dictionary columns are decoded first) and fixed-shape tensors (each
+row's values flattened), one Feature per column and row; a null row omits the feature from that record. The records are byte-identical to
 ``encode_examples`` of the same values.
 """
 
@@ -439,7 +439,12 @@ def _leaf(name, arr: pa.Array):
 
 def _encodable(name, arr: pa.Array):
     """The column as encode_examples takes it: an (n, k) numeric array, or one value per row
-    (a list of bytes, or a list of arrays / bytes lists); null rows hold a placeholder."""
+    (a list of bytes, or a list of arrays / bytes lists); null rows hold a placeholder.
+    Extension columns stored as lists (Arrow's and Ray's fixed-shape tensors: each row's
+    values flattened, as an Example holds a shaped array) are written as that storage;
+    other extension types (Python objects, ragged tensors) are refused by name."""
+    if _stored(arr.type) is not arr.type:
+        arr = arr.storage
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     n = len(arr)
@@ -468,6 +473,15 @@ def _encodable(name, arr: pa.Array):
     if size == 1:
         return values
     return [values[i * size:(i + 1) * size] for i in range(n)]
+
+
+def _stored(t):
+    """t, or the storage type of an extension type stored as lists (fixed-shape tensors)."""
+    if isinstance(t, pa.BaseExtensionType):  # Arrow's own (fixed_shape_tensor) and Python-defined (Ray's)
+        s = t.storage_type
+        if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_fixed_size_list(s):
+            return s
+    return t
 
 
 def _fill_nulls(name, arr):
@@ -519,6 +533,7 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
 
 def _holdable(t) -> bool:
     """Whether an Example can hold a column of this Arrow type (one Feature per row)."""
+    t = _stored(t)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         t = t.value_type
     return _scalar(_leaf_type(t))

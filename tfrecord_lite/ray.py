@@ -363,8 +363,7 @@ class TFRecordDatasink(Datasink):
     def _select(self, table):
         if self.record_column is not None:
             return table.select([self.record_column])
-        table = table if self.columns is None else table.select(self.columns)
-        return _storage_columns(table)
+        return table if self.columns is None else table.select(self.columns)
 
     def on_write_complete(self, write_result) -> None:
         done = sorted(write_result.write_returns, key=lambda r: r["task"])
@@ -415,20 +414,6 @@ class TFRecordDatasink(Datasink):
 
     def get_name(self) -> str:
         return "WriteTFRecordLite"
-
-
-def _storage_columns(table: pa.Table) -> pa.Table:
-    """Ray's fixed-shape tensor columns (what numpy batches of shaped values become) as their
-    storage, lists of the flattened values, as an Example holds them. Other extension types
-    (Python objects, ragged tensors) stay, for write_arrow to refuse by name."""
-    for i, field in enumerate(table.schema):
-        if isinstance(field.type, pa.ExtensionType) and (
-                pa.types.is_list(field.type.storage_type) or pa.types.is_large_list(field.type.storage_type)
-                or pa.types.is_fixed_size_list(field.type.storage_type)):
-            column = table.column(i)
-            storage = pa.chunked_array([c.storage for c in column.chunks], field.type.storage_type)
-            table = table.set_column(i, pa.field(field.name, storage.type), storage)
-    return table
 
 
 def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[str] | None = None,
