@@ -47,6 +47,46 @@ def test_features_unbatched(backend, example_files):
     assert [int(i["y"]) for i in items] == list(range(21)) and items[3]["x"].shape == (2,)
 
 
+def _plain(value):
+    """A parsed value as nested lists and types, so that results compare with ==."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):  # SparseTensorValue
+        return (type(value).__name__, [_plain(v) for v in value])
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tolist())
+    return (type(value).__name__, value)
+
+
+_PER_RECORD_SPECS = [
+    {"id": tfrecord_lite.FixedLenFeature([], np.int64), "v": tfrecord_lite.VarLenFeature(np.int64)},
+    {"v": tfrecord_lite.RaggedFeature(np.int64), "s": tfrecord_lite.VarLenFeature(bytes)},
+    {"v": tfrecord_lite.FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=-1)},
+]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.integers(0, 3), min_size=1, max_size=7), which=st.integers(0, len(_PER_RECORD_SPECS) - 1),
+       picks=st.lists(st.integers(0, 6), min_size=1, max_size=4))
+def test_unbatched_records_are_parse_single_example(backend, tmp_path_factory, lengths, which, picks):
+    # Unbatched records of sparse, ragged and sequence features used to be split by position
+    # from their group's parse: a group of 3 gave a VarLenFeature's indices, values and
+    # dense_shape as the 3 records' values, a RaggedFeature raised TypeError, a sequence came
+    # padded to the group's longest, others kept the batch dimension ({"id": array([3])}).
+    spec = _PER_RECORD_SPECS[which]
+    path = str(tmp_path_factory.mktemp("single") / "a.tfrecord")
+    records = [tfrecord_lite.encode_example({"id": i, "v": list(range(n)), "s": [b"s"] * (n % 2)})
+               for i, n in enumerate(lengths)]
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many(records)
+    want = [_plain(tfrecord_lite.parse_single_example(r, spec)) for r in records]
+    assert [_plain(x) for x in TFRecordDataset(path, spec)] == want
+    source = tfrecord_lite.IndexedDataset(path, spec)  # a Grain source: ds[i] and batched reads
+    picks = [i % len(records) for i in picks]
+    assert [_plain(source[i]) for i in picks] == [want[i] for i in picks]
+    assert [_plain(x) for x in source._getitems(picks)] == [want[i] for i in picks]
+
+
 def _mixed_example(f, j):
     data = {"y": j, "x": [float(f), j / 4], "s": [f"{f}:{j}".encode()]}
     if j % 3:

@@ -80,3 +80,23 @@ def _check_helper_moves_numbers_and_keeps_or_drops_bytes(tmp_path):
     assert device_put(raw) is raw and device_put({"raw": raw, "n": np.arange(2)}, bytes="drop").keys() == {"n"}
     with pytest.raises(tfl.errors.TFRecordError, match="'host' or 'drop'"):
         device_put(batch, bytes="keep")
+
+
+def test_jax_helper_moves_big_endian_arrays(tmp_path):
+    _isolated("_check_helper_moves_big_endian_arrays", tmp_path)
+
+
+def _check_helper_moves_big_endian_arrays(tmp_path):
+    # A RawTensorFeature of dtype '>f4' gives a big-endian array, which jax.device_put refused
+    # ("Dtype >f4 is not a valid JAX array type"); the helper raised that TypeError.
+    import jax
+
+    from tfrecord_lite.jax import device_put
+
+    values = np.arange(6, dtype=">f4").reshape(2, 3)
+    records = [tfl.encode_example({"r": row.tobytes()}) for row in values]
+    batch = tfl.parse_example(records, {"r": tfl.RawTensorFeature([3], np.dtype(">f4"))})
+    assert batch["r"].dtype == np.dtype(">f4")
+    moved = device_put(batch)
+    assert isinstance(moved["r"], jax.Array) and moved["r"].dtype == np.float32
+    assert moved["r"].tolist() == values.tolist()

@@ -147,6 +147,46 @@ def test_tensors_zero_copy_and_map_style(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True)  # jax waits for the first call
 
 
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_as_tensors_converts_every_numeric_array(backend, tmp_path, batch_size):
+    # Unbatched examples' FixedLenFeature([]) values stayed NumPy scalars, the parts of sparse
+    # and ragged values stayed arrays, and a big-endian RawTensorFeature raised torch's
+    # ValueError ("byte order different from the native byte order").
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset
+
+    path = str(tmp_path / "t.tfrecord")
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write_many(tfl.encode_example({"id": i, "v": list(range(i)), "r": np.arange(i, i + 3, dtype=">f4").tobytes(),
+                                         "b": b"ab"}) for i in range(3))
+    spec = {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.VarLenFeature(np.int64),
+            "g": tfl.RaggedFeature(np.int64, value_key="v"), "r": tfl.RawTensorFeature([3], np.dtype(">f4")),
+            "b": tfl.FixedLenFeature([], bytes)}
+
+    def check(got, want):
+        if isinstance(want, np.generic) and not isinstance(want, np.bytes_):
+            want = np.asarray(want)
+        if isinstance(want, np.ndarray) and not want.dtype.hasobject:
+            assert type(got) is torch.Tensor and got.shape == want.shape and got.tolist() == want.tolist()
+            assert got.numpy().dtype == want.dtype.newbyteorder("=")
+        elif isinstance(want, np.ndarray):  # bytes stay as they are
+            assert got is want or (type(got) is np.ndarray and got.tolist() == want.tolist())
+        elif isinstance(want, dict):
+            assert list(got) == list(want) and all(check(got[k], want[k]) is None for k in want)
+        elif isinstance(want, tfl.RaggedValue):
+            check(got.values, want.values), check(got.row_splits, want.row_splits)
+        elif isinstance(want, (tuple, list)):
+            assert type(got) is type(want) and len(got) == len(want)
+            assert all(check(g, w) is None for g, w in zip(got, want))
+        else:
+            assert type(got) is type(want) and got == want
+
+    want = list(tfl.TFRecordDataset(path, spec, batch_size=batch_size))
+    check(list(TFRecordIterableDataset(path, spec, batch_size=batch_size, as_tensors=True)), want)
+    if batch_size is None:
+        check([TFRecordMapDataset(path, spec, as_tensors=True)[i] for i in range(3)], want)
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_every_start_method_reads_each_record_once(tmp_path, method):
     import torch

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from .batch import locate_error
 from .errors import TFRecordError
+from .features import FixedLenSequenceFeature, RaggedFeature, SparseFeature, VarLenFeature
 
 __all__ = ["make_parse", "ParseFeatures", "LocatedParse", "unbatch"]
+
+# Specs whose batch value is not indexed per record (its i-th item is not record i's value).
+_NOT_POSITIONAL = (VarLenFeature, SparseFeature, RaggedFeature, FixedLenSequenceFeature)
 
 
 def make_parse(features, parse=None, bytes_output="object", output="numpy"):
@@ -69,7 +73,16 @@ class LocatedParse:
 
 def unbatch(parsed, n, parse, records):
     """Per-record results from a parsed group: dict values and sequences are indexed per
-    record; anything not splittable is parsed record by record instead."""
+    record; anything not splittable is parsed record by record instead. A feature spec's
+    results are parse_single_example's: sparse, ragged and sequence values do not split by
+    position (a SparseTensorValue is a 3-tuple; a sequence is padded to the group's longest),
+    so their records are parsed alone."""
+    features = _features(parse)
+    if features is not None and isinstance(parsed, dict) and any(
+            isinstance(spec, _NOT_POSITIONAL) for spec in features.values()):
+        if n == 1:
+            return [{name: (_codec or _load_codec())._unbatch(spec, parsed[name]) for name, spec in features.items()}]
+        return [unbatch(parse([r]), 1, parse, [r])[0] for r in records]
     if isinstance(parsed, dict):
         if all(hasattr(v, "__len__") and len(v) == n for v in parsed.values()):
             return [{k: v[i] for k, v in parsed.items()} for i in range(n)]
@@ -78,3 +91,10 @@ def unbatch(parsed, n, parse, records):
     if n == 1:
         return [parsed]
     return [unbatch(parse([r]), 1, parse, [r])[0] for r in records]
+
+
+def _features(parse):
+    """The feature spec of a parse step made by make_parse, None for a custom callable."""
+    if type(parse) is LocatedParse:
+        parse = parse.parse
+    return parse.features if type(parse) is ParseFeatures else None

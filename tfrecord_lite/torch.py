@@ -6,7 +6,8 @@ DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes
 ``torch.distributed`` (rank x world size, when initialized), on top of any ``shard=`` given.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
-into tensors with ``torch.from_numpy`` (zero copy); raw records stay ``bytes``, a batch of
+into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts and NumPy
+scalars too, a big-endian array copied to native order); raw records stay ``bytes``, a batch of
 them a 1-D object array of ``bytes`` (as a bytes feature is).
 
 Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
@@ -41,6 +42,7 @@ from ._crossing import _packed
 from ._typing import Features, Files
 from .batch import RecordBatch
 from .dataset import TFRecordDataset
+from .example import RaggedValue, SparseTensorValue
 from .files import resolve_files, shard_plan
 from .index import IndexedDataset
 
@@ -114,13 +116,25 @@ def _loader_seed(seed: int) -> int:
 
 
 def _to_tensors(value):
+    """Numeric arrays as tensors, those of sparse and ragged values and the 0-d ones of
+    unbatched examples (NumPy scalars) too; bytes stay as they are."""
     import numpy as np
     import torch
 
+    if isinstance(value, np.generic) and value.dtype.kind not in "OSUV":
+        value = np.asarray(value)
     if isinstance(value, np.ndarray):
-        return torch.from_numpy(value) if value.dtype != object else value
+        if value.dtype.hasobject or value.dtype.kind in "SUV":
+            return value
+        if not value.dtype.isnative:  # torch has no other byte order: RawTensorFeature('>f4') costs a copy
+            value = value.astype(value.dtype.newbyteorder("="))
+        return torch.from_numpy(value)
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
+    if isinstance(value, SparseTensorValue):
+        return SparseTensorValue(*map(_to_tensors, value))
+    if isinstance(value, RaggedValue):
+        return RaggedValue(_to_tensors(value.values), _to_tensors(value.row_splits))
     return value
 
 
