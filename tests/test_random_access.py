@@ -4,6 +4,7 @@ the counts that sidecars serve (count_records, TFRecordDataset.num_elements)."""
 import os
 import pickle
 
+import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -92,6 +93,9 @@ def test_indexed_dataset_global_index(backend, tmp_path):
     assert len(ds) == 10 and [ds[i] for i in range(10)] == want and ds[-1] == want[-1]
     assert ds[2:7] == want[2:7] and ds[[9, 0, 4]] == [want[9], want[0], want[4]]
     assert ds.locate(3) == (2, 0)
+    # a 0-d integer array is one index, as TFRecordFile takes it (it was refused as a sequence)
+    assert ds[np.array(4)] == ds[np.int64(4)] == want[4] == TFRecordFile(paths[2])[np.array(1)]
+    assert ds[np.array([4, 1])] == [want[4], want[1]]
     fds = len(os.listdir("/proc/self/fd"))
     ds[0], ds[5], ds[9]
     assert len(os.listdir("/proc/self/fd")) <= fds + 1

@@ -404,7 +404,7 @@ class IndexedDataset:
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
             key = range(*key.indices(len(self)))
-        elif isinstance(key, (int, np.integer)):
+        elif _is_index(key):
             return self._getitems([key])[0]
         else:
             try:
@@ -491,6 +491,15 @@ class IndexedDataset:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def _is_index(key) -> bool:
+    """Whether key is one integer: an int, a NumPy integer or a 0-d integer array."""
+    try:
+        operator.index(key)
+    except TypeError:
+        return False
+    return True
 
 
 def _position(key, n, path):
