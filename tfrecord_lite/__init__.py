@@ -6,11 +6,12 @@ its pure-Python twin ("python") is active.
 
 from typing import TYPE_CHECKING
 
-from . import _native, errors, example, features
+from . import _native, encoding, errors, example, features
 from ._typing import Buffer
 from .dataset import TFRecordDataset
 from .export import to_npy, to_numpy
 from .errors import *  # noqa: F403 - each of these modules' __all__ is public as a whole
+from .encoding import *  # noqa: F403
 from .example import *  # noqa: F403
 from .features import *  # noqa: F403
 from .index import IndexedDataset, TFRecordFile, build_index
@@ -49,6 +50,7 @@ __all__ = [
     "tune_malloc",
 ]
 __all__ += example.__all__
+__all__ += encoding.__all__
 __all__ += features.__all__
 __all__ += errors.__all__
 

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import example as _ex
+from .encoding import encode_example, encode_examples
 from ._typing import Features, Files, PathLike, Progress, Records
 from .batch import RecordBatch, locate_error
 from .dataset import TFRecordDataset
@@ -517,8 +518,8 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
             raise _unsupported(field.name, field.type)
     columns = {name: _encodable(name, batch.column(i)) for i, name in enumerate(names)}
     if not columns:
-        return [_ex.encode_example({})] * batch.num_rows
-    records = _ex.encode_examples(columns, deterministic)
+        return [encode_example({})] * batch.num_rows
+    records = encode_examples(columns, deterministic)
     nulls = [(name, batch.column(i).is_null().to_numpy(zero_copy_only=False))
              for i, name in enumerate(names) if batch.column(i).null_count]
     if nulls:
@@ -527,7 +528,7 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
         for row in np.flatnonzero(any_null).tolist():
             mapping = {name: columns[name][row] for name in names
                        if name not in null_of or not null_of[name][row]}
-            records[row] = _ex.encode_example(mapping, deterministic)
+            records[row] = encode_example(mapping, deterministic)
     return records
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from . import _native
 from ._version import __version__
 from .dataset import TFRecordDataset
-from .example import encode_examples
+from .encoding import encode_examples
 from .features import FixedLenFeature, RawTensorFeature
 from .sharded import write_parallel
 

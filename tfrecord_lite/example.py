@@ -1,5 +1,5 @@
-"""tf.train.Example / SequenceExample: parsing against feature specs, spec-less decoding and
-encoding, with the semantics of ``tf.io.parse_example`` and friends.
+"""tf.train.Example / SequenceExample: parsing against feature specs and spec-less decoding,
+with the semantics of ``tf.io.parse_example`` and friends (encoding: ``encoding``).
 
 The wire work happens in ``_native.example`` (compiled csrc/_example.pyx or its twin), which
 turns a batch into columns: per key, one row per Feature with its kind, value count and
@@ -10,9 +10,8 @@ batch; every spec type goes through the same column checks (``_Column``).
 from __future__ import annotations
 
 from collections import Counter, namedtuple
-from functools import cmp_to_key, lru_cache
 from math import prod
-from typing import Any, Iterable, Literal, Mapping, overload
+from typing import Any, Literal, Mapping, overload
 
 import numpy as np
 
@@ -44,9 +43,6 @@ __all__ = [
     "decode_examples",
     "decode_sequence_example",
     "decode_sequence_examples",
-    "encode_example",
-    "encode_examples",
-    "encode_sequence_example",
 ]
 
 ABSENT, BYTES, FLOAT, INT64, EMPTY, RAW, ROWS = (k.value for k in Kind)  # plain ints: hot comparisons
@@ -623,203 +619,3 @@ def decode_sequence_example(serialized: Buffer) -> tuple[dict[str, Any], dict[st
     """(context, feature_lists) of one SequenceExample, without a spec; see
     decode_sequence_examples."""
     return decode_sequence_examples([serialized])[0]
-
-
-# -- encoding ------------------------------------------------------------------------------
-
-_FLOAT_SCALARS = (float, np.float32, np.float64, np.float16)
-_INT_SCALARS = (int, bool, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32, np.bool_)
-
-
-def _normalize(name, value):
-    """(kind, values) for one feature value: float -> float_list, int/bool -> int64_list,
-    bytes/str -> bytes_list; lists and arrays of them; an empty list -> a Feature with no
-    kind (an empty array keeps its dtype's kind). Single numbers stay Python scalars,
-    which the encoders take as they are."""
-    t = type(value)
-    if t in _FLOAT_SCALARS:
-        return FLOAT, float(value)
-    if t in _INT_SCALARS:
-        value = int(value)
-        if not -2**63 <= value < 2**63:
-            raise FeatureSpecError(f"feature {name!r}: value {value} does not fit int64")
-        return INT64, value
-    if t is bytes:
-        return BYTES, [value]
-    if t is np.ndarray and value.dtype == np.float32 and value.flags.c_contiguous:
-        return FLOAT, value.reshape(-1)
-    if isinstance(value, (bytes, str, bytearray, memoryview, np.bytes_, np.str_)):
-        return BYTES, [_as_bytes(name, value)]
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return EMPTY, None
-        if all(isinstance(v, (bytes, str, bytearray, memoryview, np.bytes_, np.str_)) for v in value):
-            return BYTES, [_as_bytes(name, v) for v in value]
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError) as exc:
-        raise FeatureSpecError(f"feature {name!r}: cannot encode {type(value).__name__}: {exc}") from None
-    if arr.dtype.kind in "fiub":
-        return _numeric(name, arr, -1)
-    if arr.dtype.kind in "SUO" and not isinstance(value, (list, tuple)):
-        flat = arr.reshape(-1).tolist()
-        if arr.dtype.kind != "O" or all(isinstance(v, (bytes, str)) for v in flat):
-            return BYTES, [_as_bytes(name, v) for v in flat]
-    raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r} (want floats, ints, bools, bytes or str)")
-
-
-def _numeric(name, arr, rows):
-    """(kind, values) of a numeric array as the encoders take it: float32 or int64,
-    C-contiguous, shaped (rows, -1), or flat when rows is -1."""
-    if arr.dtype.kind == "f":
-        kind, dtype = FLOAT, np.float32
-    else:
-        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > _INT64_MAX:
-            raise FeatureSpecError(f"feature {name!r}: value {arr.max()} does not fit int64")
-        kind, dtype = INT64, np.int64
-    values = np.ascontiguousarray(arr, dtype=dtype)
-    return kind, values.reshape(rows, -1) if rows >= 0 else values.reshape(-1)
-
-
-_INT64_MAX = np.iinfo(np.int64).max
-
-
-def _as_bytes(name, v) -> bytes:
-    if isinstance(v, str):
-        return v.encode()
-    if isinstance(v, bytes):
-        return bytes(v) if type(v) is not bytes else v
-    if isinstance(v, memoryview):  # its bytes as the core would borrow them
-        try:
-            _native.framing.check_buffer(v)
-        except _native.BUFFER_ERRORS as exc:
-            raise FeatureSpecError(f"feature {name!r}: cannot encode a memoryview as bytes: {exc}",
-                                   hint="pass bytes values (bytes(value) copies a view's elements)") from None
-        return v.tobytes()
-    if isinstance(v, bytearray):
-        return bytes(v)
-    raise FeatureSpecError(f"feature {name!r}: cannot mix {type(v).__name__} into a bytes list")
-
-
-_KEYS: dict = {}  # name -> UTF-8, for the names a program keeps writing
-
-
-def _key(name) -> bytes:
-    key = _KEYS.get(name)
-    if key is None:
-        if not isinstance(name, str):
-            raise FeatureSpecError(f"feature names must be str, not {type(name).__name__} ({name!r})")
-        key = name.encode()
-        if len(_KEYS) < 4096:
-            _KEYS[name] = key
-    return key
-
-
-def _deterministic_cmp(a, b):
-    """Map key order of protobuf's deterministic serialization (upb runtime): bytewise over
-    the common prefix, and where one key is a prefix of the other the longer comes first."""
-    n = min(len(a[1]), len(b[1]))
-    x, y = a[1][:n], b[1][:n]
-    if x != y:
-        return -1 if x < y else 1
-    return len(b[1]) - len(a[1])
-
-
-_DETERMINISTIC = cmp_to_key(_deterministic_cmp)
-
-
-def _order(mapping, deterministic):
-    """(name, encoded key) pairs in mapping order, or in protobuf's deterministic order."""
-    return _order_of(tuple(mapping), deterministic)
-
-
-@lru_cache(maxsize=256)
-def _order_of(names, deterministic):
-    # Cached: batches of one schema ask again and again, and the sort holds the GIL.
-    pairs = [(name, _key(name)) for name in names]
-    return tuple(sorted(pairs, key=_DETERMINISTIC) if deterministic else pairs)
-
-
-def _features_args(mapping, deterministic):
-    pairs = _order(mapping, deterministic)
-    normalized = [_normalize(name, mapping[name]) for name, _ in pairs]
-    return [key for _, key in pairs], [kind for kind, _ in normalized], [vals for _, vals in normalized]
-
-
-def encode_example(mapping: Mapping[str, Any], deterministic: bool = False) -> bytes:
-    """Serialize {name: value} as a tf.train.Example. Values: scalars, lists or numpy
-    arrays (flattened); float -> float_list, int/bool -> int64_list, bytes/str ->
-    bytes_list. Features are written in mapping order; deterministic=True sorts them and
-    gives exactly what ``tf.train.Example(features=tf.train.Features(feature=...))``
-    serializes with ``deterministic=True`` (an empty mapping too: ``b"\\n\\x00"``, the empty
-    Features message present, where a bare ``tf.train.Example()`` serializes to ``b""``)."""
-    return _native.example.encode_example(*_features_args(mapping, deterministic))
-
-
-def encode_sequence_example(context: Mapping[str, Any], feature_lists: Mapping[str, Any],
-                            deterministic: bool = False) -> bytes:
-    """Serialize a tf.train.SequenceExample: context {name: value} as in encode_example,
-    feature_lists {name: sequence of step values} (a 2-D array gives one step per row)."""
-    keys, kinds, values = _features_args(context or {}, deterministic)
-    list_keys, list_steps = [], []
-    for name, key in _order(feature_lists or {}, deterministic):
-        list_keys.append(key)
-        list_steps.append([_normalize(name, step) for step in feature_lists[name]])
-    return _native.example.encode_sequence_example(keys, kinds, values, list_keys, list_steps)
-
-
-@overload
-def encode_examples(columns: Mapping[str, Any], deterministic: bool = ..., raw: Iterable[str] = ..., *,
-                    as_batch: Literal[False] = ...) -> list[bytes]: ...
-@overload
-def encode_examples(columns: Mapping[str, Any], deterministic: bool = ..., raw: Iterable[str] = ..., *,
-                    as_batch: Literal[True]) -> RecordBatch: ...
-def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw: Iterable[str] = (), *,
-                    as_batch: bool = False) -> list[bytes] | RecordBatch:
-    """Serialize a batch column by column: columns maps name -> numpy array with a leading
-    batch dimension (each row flattened into one feature), or a sequence with one value per
-    row (anything encode_example takes). Names in ``raw`` are written as one bytes value per
-    row holding the row's raw array data (read back with RawTensorFeature).
-
-    Returns a list of bytes (encoded without the GIL; making each record's bytes object
-    holds it), or with ``as_batch=True`` a framed :class:`RecordBatch`: the records already
-    framed as TFRecords in one buffer, built without the GIL and without a Python object per
-    record, which ``TFRecordWriter.write_many`` and ``write_parallel`` copy verbatim (so
-    encoding threads run in parallel)."""
-    n = len(next(iter(columns.values()))) if columns else 0
-    for name, column in columns.items():
-        if len(column) != n:
-            raise FeatureSpecError(f"feature {name!r}: {len(column)} rows, but {n} in the first column")
-    if not n:
-        return RecordBatch(framed=True) if as_batch else []
-    keys, kinds, data = [], [], []
-    for name, key in _order(columns, deterministic):
-        kind, value = _column(name, columns[name], n, name in raw)
-        keys.append(key)
-        kinds.append(kind)
-        data.append(value)
-    if not as_batch:
-        return _native.example.encode_examples(keys, kinds, data, n)
-    return RecordBatch(*_native.example.encode_examples_framed(keys, kinds, data, n), framed=True)
-
-
-def _column(name, column, n, raw):
-    if raw:
-        arr = np.ascontiguousarray(column)
-        return RAW, arr.reshape(n, -1).view(np.uint8).reshape(n, -1)
-    if isinstance(column, np.ndarray) and column.dtype.kind in "fiub" and column.ndim >= 1:
-        # Not through _normalize, whose checks for scalars and lists held the GIL that
-        # parallel encoders share 0.2-0.6 µs a column longer: about 6 µs a W2 block.
-        return _numeric(name, column, n)
-    if not isinstance(column, np.ndarray) or column.ndim == 1:
-        # One bytes value per row, the common case: the encoder's own list of them, made and
-        # checked in C, as a Python loop over the rows would hold the GIL that parallel
-        # encoders share (an array of fixed-width bytes or str gives its rows as Python's).
-        items = column if type(column) is not np.ndarray or column.dtype.kind == "O" else column.tolist()
-        items = _native.spans.bytes_list(items)
-        if items is not None:
-            return BYTES, items
-    rows = [_normalize(name, v) for v in column]
-    if all(kind == BYTES for kind, _ in rows):
-        return BYTES, [v for _, v in rows]
-    return ROWS, rows
