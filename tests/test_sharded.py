@@ -360,3 +360,23 @@ def test_write_parallel_progress_counts_what_its_total_counts(backend, tmp_path,
     encode = (lambda chunk: [b"r"] * 100 * len(chunk)) if batched else bytes
     write_parallel(range(20), encode, tmp_path / "p", 2, num_workers=1, chunk_size=3, batched=batched)
     assert [(bar.total, bar.n) for bar in bars] == [(20, 20)]
+
+
+def test_a_failed_group_commit_puts_back_the_files_it_replaced(backend, tmp_path, monkeypatch):
+    """A re-run over an earlier dataset whose last shard failed to commit removed the shards
+    already renamed over the old ones, so the earlier dataset was partly gone."""
+    prefix = tmp_path / "x"
+    old = [s.path for s in write_parallel(range(6), lambda i: b"old%d" % i, prefix, num_shards=3, index=True)]
+    before = {p: open(p, "rb").read() for p in old} | {p + ".index": open(p + ".index", "rb").read() for p in old}
+    w = ShardedWriter(prefix, 3, index=True)
+    w.write_many([b"new"] * 9)
+    monkeypatch.setattr(w._writers[2]._atomic, "commit", lambda: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        w.close()
+    assert {p: open(p, "rb").read() for p in before} == before
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in before)
+    # a commit that stands leaves no copies behind
+    with ShardedWriter(prefix, 3, index=True) as w:
+        w.write_many([b"new"] * 9)
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in before)
+    assert all(list(TFRecordReader(p)) == [b"new"] * 3 for p in old)

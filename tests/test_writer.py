@@ -468,6 +468,29 @@ def test_failed_sidecar_commit_leaves_neither_file(backend, tmp_path, monkeypatc
     assert os.listdir(tmp_path) == []
 
 
+def test_failed_sidecar_commit_puts_back_the_old_pair(backend, tmp_path, monkeypatch):
+    """The old file was replaced and then removed, and its sidecar removed: nothing was left."""
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many([b"old", b"pair"])
+    before = {p: open(p, "rb").read() for p in (path, path + ".index")}
+    real = os.replace
+    failures = []
+
+    def fail_once(src, dst):  # the new sidecar's rename fails; putting the old one back works
+        if dst == path + ".index" and not failures:
+            failures.append(dst)
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_once)
+    with pytest.raises(OSError, match="simulated"):
+        with TFRecordWriter(path, index=True) as w:
+            w.write(b"new")
+    assert {p: open(p, "rb").read() for p in before} == before and sorted(os.listdir(tmp_path)) == [
+        "a.tfrecord", "a.tfrecord.index"]
+
+
 class _Capped:
     """An append-mode file object that refuses to grow past a few MiB (a copy that reads
     back what it appends would otherwise fill the disk)."""
@@ -544,7 +567,7 @@ def test_a_failed_write_names_the_users_path(tmp_path, pure):
 @pytest.mark.parametrize("index", [False, True])
 def test_a_failed_data_rename_keeps_the_old_file(backend, tmp_path, monkeypatch, index):
     """The old sidecar goes before the data's rename (so no reader ever finds it beside other
-    data): if the rename fails, the old file stays, without it, and reads by scanning."""
+    data): if the rename fails, the old file stays, and its sidecar is put back."""
     path = str(tmp_path / "a.tfrecord")
     with TFRecordWriter(path, index=True) as w:
         w.write_many([b"old1", b"old2"])
@@ -553,7 +576,8 @@ def test_a_failed_data_rename_keeps_the_old_file(backend, tmp_path, monkeypatch,
     with pytest.raises(OSError, match="simulated"):
         with TFRecordWriter(path, index=index) as w:
             w.write(b"new")
-    assert os.listdir(tmp_path) == ["a.tfrecord"] and (tmp_path / "a.tfrecord").read_bytes() == old
+    assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "a.tfrecord.index"]
+    assert (tmp_path / "a.tfrecord").read_bytes() == old and read_index(path + ".index")[0].tolist() == [0, 20]
     assert list(TFRecordReader(path)) == [b"old1", b"old2"] and len(TFRecordFile(path)) == 2
 
 
@@ -669,12 +693,14 @@ def test_a_symlink_is_written_through_to_its_target(tmp_path, monkeypatch, dangl
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert list(TFRecordReader(target)) == [b"a", b"bc"]
     assert os.listdir(tmp_path / "real") == ["t.tfrecord"] and sorted(os.listdir(tmp_path)) == ["link.tfrecord", "real"]
-    # a failed sidecar commit takes back the data written through the link
+    # a failed sidecar commit takes back the data written through the link: the target's
+    # records before it are back
     _fail_renames_to(monkeypatch, str(link) + ".index")
     with pytest.raises(OSError, match="simulated"):
         with TFRecordWriter(link, index=True) as w:
             w.write(b"new")
-    assert link.is_symlink() and not target.exists()
+    assert link.is_symlink() and list(TFRecordReader(target)) == [b"a", b"bc"]
+    assert os.listdir(tmp_path / "real") == ["t.tfrecord"]
 
 
 def test_a_rewrite_in_place_removes_the_old_sidecar(backend, tmp_path):
