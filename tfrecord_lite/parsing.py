@@ -82,8 +82,7 @@ def unbatch(parsed, n, parse, records):
             isinstance(spec, _NOT_POSITIONAL) for spec in features.values()):
         if n == 1:
             return [{name: (_codec or _load_codec())._unbatch(spec, parsed[name]) for name, spec in features.items()}]
-        return [unbatch(parse([r]), 1, parse, [r])[0] for r in records]
-    if isinstance(parsed, dict):
+    elif isinstance(parsed, dict):
         if all(hasattr(v, "__len__") and len(v) == n for v in parsed.values()):
             return [{k: v[i] for k, v in parsed.items()} for i in range(n)]
     elif hasattr(parsed, "__len__") and len(parsed) == n:
