@@ -13,13 +13,13 @@ from __future__ import annotations
 import operator
 import random
 import sys
-from collections.abc import Mapping
 from typing import Any, Iterator
 
 import numpy as np
 
 from ._typing import Compression, Features, Files, ParseFn, StorageOptions
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
+from .features import check_spec_mapping
 from .files import check_shard, resolve_files, shard_plan
 from .io import normalize_compression
 from ._pipeline import Run
@@ -92,9 +92,8 @@ class TFRecordDataset:
                  storage_options: StorageOptions = None, memory_map: bool = False) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
-        if features is not None and not isinstance(features, Mapping):
-            raise ArgumentTypeError(f"features must map names to feature specs, not {features!r:.80}",
-                                    hint="e.g. {'id': FixedLenFeature([], np.int64)}")
+        if features is not None:
+            check_spec_mapping(features)
         if parse is not None and not callable(parse):
             raise ArgumentTypeError(f"parse must be a function of a batch of records, not {parse!r:.80}")
         if on_corrupt not in ON_CORRUPT:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, namedtuple
 from math import prod
-from typing import Any, Literal, Mapping, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from .features import (
     RawTensorFeature,
     SparseFeature,
     VarLenFeature,
+    check_spec_mapping,
 )
 from .batch import RecordBatch, locate_error
 from ._gather import Gathered
@@ -325,10 +326,7 @@ _PLANS: dict = {}  # (id(features), where) -> _Plan, checked against the mapping
 def _plan(features, allowed, where):
     """The cached _Plan of a spec mapping (specs are frozen, so identity of the items is
     enough to know it is unchanged)."""
-    if not isinstance(features, Mapping):
-        name = "features" if where == "parse_example" else where
-        raise ArgumentTypeError(f"{name} must map names to feature specs, not {features!r:.80}",
-                                hint="pass a dict such as {'label': FixedLenFeature([], np.int64)}")
+    check_spec_mapping(features, "features" if where == "parse_example" else where)
     key = (id(features), where)
     plan = _PLANS.get(key)
     if plan is None or not plan.matches(features):

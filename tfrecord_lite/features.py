@@ -18,7 +18,7 @@ import numpy as np
 
 from ._typing import BinaryIO, PathLike, Records
 from ._contract import Kind
-from .errors import FeatureSpecError
+from .errors import ArgumentTypeError, FeatureSpecError
 
 # np.float32, np.int64, bytes, or "float32", "int64", "string" (and other spellings).
 DType = Union[str, type, "np.dtype[Any]"]
@@ -112,6 +112,13 @@ def _frozen_set(obj, **values):
     for k, v in values.items():
         object.__setattr__(obj, k, v)
 
+
+
+def check_spec_mapping(features, name="features") -> None:
+    """Refuse a spec that is not a mapping of names to feature specs (None, a list of specs)."""
+    if not isinstance(features, Mapping):
+        raise ArgumentTypeError(f"{name} must map names to feature specs, not {features!r:.80}",
+                                hint="pass a dict such as {'id': FixedLenFeature([], np.int64)}")
 
 @dataclass(frozen=True)
 class FixedLenFeature:
