@@ -159,7 +159,7 @@ cdef class FrameBuffer:
     fb:``), counts them in ``records`` and, when ``index_sink`` is given, formats each frame's
     sidecar line ``"<frame offset> <frame length>\n"`` as it appends the frame (offsets count
     stream bytes from the first one written). Once ``buf`` holds ``flush_bytes`` it drains:
-    ``sink(buf)`` takes the frames (``drained`` counts the bytes handed over) and
+    ``sink(buf)`` takes the frames, all of them (``drained`` counts the bytes handed over) and
     ``index_sink(lines)`` the pending lines. Ready frames of half ``flush_bytes`` or more go
     to ``sink`` as they are, after the buffer. Errors name ``path`` and the record.
 
@@ -245,7 +245,7 @@ cdef class FrameBuffer:
             _index_lines(self._lines, self.drained + at, lengths)
         self.records += count
         if direct:
-            self._send(frames, nbytes)
+            self.sink(frames)
             self.drained += nbytes
             self._drain()  # the index lines
         elif PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
@@ -276,22 +276,10 @@ cdef class FrameBuffer:
         self.records += 1
         return 0
 
-    cdef int _send(self, data, Py_ssize_t size) except -1:
-        """Hand data to the sink whole: a raw file may take only part of what it is given
-        (returning how much), and then gets the rest."""
-        taken = self.sink(data)
-        while isinstance(taken, int) and taken < size:
-            if taken <= 0:
-                raise OSError(f"{self.path}: the output took none of the last {size} bytes written to it")
-            data = memoryview(data)[taken:]
-            size -= taken
-            taken = self.sink(data)
-        return 0
-
     cdef int _drain(self) except -1:
         cdef bytearray frames = self.buf
         if PyByteArray_GET_SIZE(frames):
-            self._send(frames, PyByteArray_GET_SIZE(frames))
+            self.sink(frames)
             self.drained += PyByteArray_GET_SIZE(frames)
             self.buf = bytearray()  # not emptied in place: a view the sink still holds would forbid it
         if self._lines is not None and PyByteArray_GET_SIZE(self._lines):

@@ -1,5 +1,6 @@
 """TFRecordWriter: thread safety, atomic commit (exceptions and SIGKILL), index sidecars."""
 
+import io
 import os
 import random
 import signal
@@ -276,29 +277,56 @@ def test_frame_buffer_frames_and_indexes_as_it_appends(backend, records, flush, 
     assert fb.records == len(records) and fb.drained == len(data) and not fb.buf
 
 
-@settings(max_examples=30, deadline=None)
-@given(records=st.lists(st.binary(max_size=300), min_size=1, max_size=30), most=st.integers(1, 700),
-       flush=st.integers(1, 2000))
-def test_frame_buffer_gives_a_short_writing_file_the_rest(backend, records, most, flush):
-    """A raw file may take only part of a write and say how much (io's contract): the rest
-    is written after it, from the buffer and from frames written as they are."""
-    F = backend.framing
-    data = bytearray()
+class _Trickle(io.RawIOBase):
+    """A raw file that takes at most `most` bytes a call (io's contract: it says how many),
+    and none from call `stall` on."""
 
-    def sink(b):
-        taken = bytes(b)[:most]
-        data.extend(taken)
+    def __init__(self, most, stall=None):
+        self.data, self.most, self.stall, self.calls = bytearray(), most, stall, 0
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.calls += 1
+        if self.stall is not None and self.calls >= self.stall:
+            return 0
+        taken = bytes(b)[:self.most]
+        self.data += taken
         return len(taken)
 
-    fb = F.FrameBuffer(sink, flush, "out.tfrecord")
+
+@settings(max_examples=30, deadline=None)
+@given(records=st.lists(st.binary(max_size=300), min_size=1, max_size=30), most=st.integers(1, 700),
+       flush=st.integers(1, 2000), compression=st.sampled_from([None, "gzip", "zlib"]))
+def test_a_short_writing_file_gets_the_rest(backend, records, most, flush, compression):
+    """A raw file may take only part of a write: the rest is written after it, from the
+    buffer, from frames written as they are and from the compressor (whose output a short
+    write once lost, leaving a broken stream)."""
+    out = _Trickle(most)
     half = len(records) // 2
-    for r in records[:half]:
-        fb.write(r)
-    with fb:
-        fb.drain()
-        fb.write_frames(F.encode_frames(records[half:]))
-        fb.drain()
-    assert bytes(data) == bytes(F.encode_frames(records))
+    with mock.patch.object(writer_module, "FLUSH_BYTES", flush), TFRecordWriter(out, compression) as w:
+        for r in records[:half]:
+            w.write(r)
+        w.flush()
+        w._write_frames(backend.framing.encode_frames(records[half:]))  # as merge and split do
+    assert list(TFRecordReader(io.BytesIO(bytes(out.data)), compression=compression)) == records
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("stall", [1, 3])
+def test_a_file_that_stops_taking_bytes_is_never_committed(backend, compression, stall):
+    """A write the file takes none of (after part of it, or at once) fails naming the writer,
+    and the writer refuses to finish the file: it misses data (a compressed one was finished
+    as if whole)."""
+    out = _Trickle(1000, stall)
+    out.name = "out.tfrecord"
+    w = TFRecordWriter(out, compression)
+    with pytest.raises(OSError, match="out.tfrecord: the output took none of the last"):
+        for i in range(5000):
+            w.write(os.urandom(300))
+    with pytest.raises(TFRecordError, match="an earlier write to the file failed .*it is not committed"):
+        w.close()
 
 
 def test_frame_buffer_hands_large_frames_to_the_sink_as_they_are(backend):
@@ -336,12 +364,6 @@ def test_framed_batches_and_records_keep_their_order_compressed(backend, tmp_pat
             w.write(b"between")
     assert list(TFRecordReader(path)) == [r for i in range(0, len(records), 7)
                                           for r in records[i:i + 7] + [b"between"]]
-
-
-def test_frame_buffer_fails_on_a_file_that_takes_nothing(backend):
-    fb = backend.framing.FrameBuffer(lambda b: 0, 1, "out.tfrecord")
-    with pytest.raises(OSError, match="out.tfrecord: the output took none"):
-        fb.write(b"abc")
 
 
 def test_frame_buffer_errors_name_the_path_and_record(backend):

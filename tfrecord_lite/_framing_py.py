@@ -171,25 +171,16 @@ class FrameBuffer:
                 offset += size
         self.records += count
         if direct:
-            self._send(frames, nbytes)
+            self.sink(frames)
             self.drained += nbytes
             self.drain()
         elif len(self.buf) >= self.flush_bytes:
             self.drain()
 
-    def _send(self, data, size):
-        taken = self.sink(data)
-        while isinstance(taken, int) and taken < size:
-            if taken <= 0:
-                raise OSError(f"{self.path}: the output took none of the last {size} bytes written to it")
-            data = memoryview(data)[taken:]
-            size -= taken
-            taken = self.sink(data)
-
     def drain(self):
         """Hand the buffered frames to sink and the pending index lines to index_sink."""
         if self.buf:
-            self._send(self.buf, len(self.buf))
+            self.sink(self.buf)
             self.drained += len(self.buf)
             self.buf = bytearray()  # not emptied in place: a view the sink still holds would forbid it
         if self._lines:

@@ -109,7 +109,7 @@ class TFRecordWriter(CommitOnExit):
         # Errors handing bytes to the file, which then misses some. A list, not the writer:
         # the core keeps the sink, and a reference back would keep an unclosed writer alive.
         self._failures = []
-        self._write_out = _watched(self._file.write, self._failures)
+        self._write_out = _watched(_whole(self._file.write, self.path), self._failures)
         # The per-record path is one C call: the instance's write is the core's, which frames
         # into its buffer (and index lines) under its lock and drains to the file itself.
         sink = self._write_out if self._z is None else _deflating(self._z, self._write_out)
@@ -384,6 +384,21 @@ def _watched(write, failures):
             failures.append(exc)
             raise
     return watched
+
+
+def _whole(write, path):
+    """write, made to hand over all it is given: a raw file may take only part (returning how
+    much), and then gets the rest; one that takes none fails."""
+    def write_all(data):
+        taken = write(data)
+        if isinstance(taken, int):
+            view = memoryview(data).cast("B")
+            while taken < len(view):
+                if taken <= 0:
+                    raise OSError(f"{path}: the output took none of the last {len(view)} bytes written to it")
+                view = view[taken:]
+                taken = write(view)
+    return write_all
 
 
 def _deflating(z, write):
