@@ -230,6 +230,26 @@ def test_writer_collected_unclosed_discards_and_its_write_fails(backend, tmp_pat
         write(b"y")
 
 
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_writer_collected_unclosed_and_not_atomic_writes_out_its_records(backend, tmp_path, compression):
+    """A non-atomic file already holds what was drained under its own name; the records
+    still buffered (all of them here) are written out, not dropped, and a compressed
+    stream is finished. A file object gets them too, and stays open."""
+    records = [b"a" * 100, b"", b"b" * 7]
+    path = tmp_path / "a.tfrecord"
+    stream = io.BytesIO()
+    for target, options in ((path, {"atomic": False}), (stream, {})):
+        w = TFRecordWriter(target, compression, **options)
+        w.write_many(records)
+        write = w.write
+        with pytest.warns(ResourceWarning, match="never closed, so its last records were written out"):
+            del w
+        with pytest.raises(TFRecordError, match="write to a closed TFRecordWriter"):
+            write(b"y")
+    assert list(TFRecordReader(path, compression=compression)) == records
+    assert not stream.closed and list(TFRecordReader(io.BytesIO(stream.getvalue()), compression=compression)) == records
+
+
 def test_write_drains_to_the_file_past_the_flush_size(backend, tmp_path):
     # Records that cross the flush size reach the file during write(), whole and in order.
     path = tmp_path / "a.tfrecord"

@@ -179,9 +179,18 @@ class TFRecordWriter(CommitOnExit):
 
     def __del__(self):
         # Never commit from the garbage collector: it cannot tell a finished file from one
-        # abandoned by an exception. Remove the temporary file and say so loudly.
+        # abandoned by an exception. Remove the temporary file and say so loudly. A file that
+        # is not atomic already holds what was drained, under its own name: like a Python
+        # file (and TensorFlow's writer), it gets the rest rather than losing it.
         try:
             was_open = not self.closed
+            if was_open and self._atomic is None:
+                warnings.warn(
+                    f"TFRecordWriter({self.path!r}) was never closed, so its last records were "
+                    "written out when it was garbage-collected; call close() or use it in a with block",
+                    ResourceWarning, stacklevel=1,
+                )
+                self.close()
             self.closed = True  # a write() kept past the writer must fail, not buffer
             if was_open and self._atomic is not None:
                 self._discard()
