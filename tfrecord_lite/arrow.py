@@ -466,14 +466,23 @@ def _encodable(name, arr: pa.Array):
             leaf = arr.values.slice(first, int(offsets[-1]) - first if n else 0)
             offsets = offsets - first
         values, size = _leaf(name, leaf)
-        bounds = (offsets * size).tolist()
-        return [values[bounds[i]:bounds[i + 1]] for i in range(n)]
+        return _rows(values, (offsets * size).tolist())
     values, size = _leaf(name, arr)
     if isinstance(values, np.ndarray):
         return values.reshape(n, size)
     if size == 1:
         return values
-    return [values[i * size:(i + 1) * size] for i in range(n)]
+    return _rows(values, range(0, (n + 1) * size, size))
+
+
+def _rows(values, bounds):
+    """values cut at bounds, one part per row. An empty row of bytes (a list) is an empty
+    object array, which is written as an empty bytes_list, as TensorFlow's typed Feature is,
+    where an empty list would be a Feature holding no list."""
+    if isinstance(values, np.ndarray):
+        return [values[a:b] for a, b in zip(bounds, bounds[1:])]
+    empty = np.empty(0, object)
+    return [values[a:b] if a != b else empty for a, b in zip(bounds, bounds[1:])]
 
 
 def _stored(t):
