@@ -160,6 +160,42 @@ def test_spec_errors_name_feature_and_record(backend):
     assert info.value.index == 1
 
 
+_BAD = {  # records for the spec {"a": FixedLenFeature([], int64)}, and the error each gives alone
+    "good": (lambda: tfl.encode_example({"a": np.array([1], np.int64)}), None),
+    "type": (lambda: tfl.encode_example({"a": [b"x"]}), FeatureSpecError),
+    "shape": (lambda: tfl.encode_example({"a": np.array([1, 2], np.int64)}), FeatureSpecError),
+    "missing": (lambda: tfl.encode_example({}), FeatureSpecError),
+    "malformed": (lambda: b"\x0a\x05\x0a\x03", ExampleDecodeError),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.lists(st.sampled_from(sorted(_BAD)), min_size=1, max_size=8).filter(lambda k: set(k) != {"good"}))
+def test_a_batch_error_names_its_first_bad_record(backend, tmp_path_factory, kinds):
+    """As TensorFlow, which checks each record whole in turn: a malformed record (found
+    while decoding) or a type error after a shape or missing-value error (found later, by
+    the spec's checks) no longer hides an earlier bad record. Every parser of a batch,
+    from a list and from a file's RecordBatch (errors name the file's record)."""
+    from tfrecord_lite.arrow import sequence_to_arrow, to_arrow
+
+    first = next(i for i, k in enumerate(kinds) if k != "good")
+    records = [_BAD[k][0]() for k in kinds]
+    spec = {"a": tfl.FixedLenFeature([], np.int64)}
+    path = tmp_path_factory.mktemp("first") / "x.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write(b"before")  # file indices are one past batch positions
+        w.write_many(records)
+    batch = next(tfl.TFRecordReader(path).record_batches(len(records) + 1))[1:]
+    for parse in (lambda r: tfl.parse_example(r, spec), lambda r: to_arrow(r, spec),
+                  lambda r: tfl.parse_sequence_example(r, spec), lambda r: sequence_to_arrow(r, spec)):
+        with pytest.raises(_BAD[kinds[first]][1]) as err:
+            parse(records)
+        assert err.value.index == first
+        with pytest.raises(_BAD[kinds[first]][1]) as err:
+            parse(batch)
+        assert (err.value.path, err.value.index) == (os.fspath(path), first + 1)
+
+
 def test_raw_tensor_feature(backend):
     imgs = np.random.default_rng(0).integers(0, 255, (3, 4, 5, 3), dtype=np.uint8)
     recs = tfl.encode_examples({"img": imgs, "label": np.arange(3)}, raw=("img",))

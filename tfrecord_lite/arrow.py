@@ -40,11 +40,11 @@ import pyarrow as pa
 from . import example as _ex
 from .encoding import encode_example, encode_examples
 from ._typing import Features, Files, PathLike, Progress, Records
-from .batch import RecordBatch, locate_error
+from .batch import RecordBatch, parse_in_order
 from .dataset import TFRecordDataset
 from .files import resolve_files
 from .reader import TFRecordReader
-from .errors import ArgumentTypeError, FeatureSpecError, InvalidArgumentError, TFRecordError
+from .errors import ArgumentTypeError, FeatureSpecError, InvalidArgumentError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -222,12 +222,10 @@ def to_arrow(records: Records, features: Features) -> pa.RecordBatch:
     plan = _ex._plan(features, _ex._EXAMPLE_SPECS, "parse_example")
     _no_sparse(features)
     schema, types = _layout(plan, features)
-    try:
+    def parse(records):
         columns, _ = _ex._decode(records, plan, bytes_output="column")
         return _record_batch(_arrays(plan, columns, types, len(records)), schema, len(records))
-    except TFRecordError as exc:
-        locate_error(exc, records)
-        raise
+    return parse_in_order(parse, records)
 
 
 # -- SequenceExample -----------------------------------------------------------------------
@@ -276,7 +274,7 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
                                hint="give one of them another name")
     _no_sparse(context_features)
     schema, types = _layout(plan, context_features)
-    try:
+    def parse(records):
         columns, seq_columns = _ex._decode(records, plan, seq_plan, "column")
         batch = len(records)
         arrays = _arrays(plan, columns, types, batch)
@@ -286,10 +284,8 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
             col = _ex._Column(seq_plan.keys[index], seq_columns[index], batch)
             arrays.append(_steps_array(col, spec, _value_type(field.type)))
             fields.append(field)
-    except TFRecordError as exc:
-        locate_error(exc, records)
-        raise
-    return _record_batch(arrays, pa.schema(fields), batch)
+        return _record_batch(arrays, pa.schema(fields), batch)
+    return parse_in_order(parse, records)
 
 
 _SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec

@@ -337,6 +337,28 @@ def locate_error(exc: TFRecordError, where) -> TFRecordError:
     return exc
 
 
+def parse_in_order(parse, records):
+    """parse(records) (a batch parser), an error of it naming the batch's first bad record,
+    as TensorFlow's parsers do, which check each record whole in turn: the core decodes
+    every record before the spec's shape checks run, so an error at record k is checked
+    against the records before it, and an earlier one wins. The error is then located
+    (locate_error). Costs nothing unless an error was raised."""
+    try:
+        return parse(records)
+    except TFRecordError as exc:
+        first = exc
+        while first.path is None and first.index:
+            try:
+                parse(records[:first.index])
+                break
+            except TFRecordError as earlier:
+                if earlier.path is not None or earlier.index is None or earlier.index >= first.index:
+                    break
+                earlier.__suppress_context__ = True  # the later record's error is not its cause
+                first = earlier
+        raise locate_error(first, records)
+
+
 def join_records(parts):
     """Chunks of records as one: a RecordBatch of RecordBatches, else a list."""
     if parts and all(type(p) is RecordBatch for p in parts):

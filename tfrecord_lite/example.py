@@ -29,7 +29,7 @@ from .features import (
     VarLenFeature,
     check_spec_mapping,
 )
-from .batch import RecordBatch, locate_error
+from .batch import RecordBatch, parse_in_order
 from ._gather import Gathered
 
 __all__ = [
@@ -438,12 +438,10 @@ def parse_example(serialized: Records, features: Features, *, bytes_output: str 
         raise FeatureSpecError("features is empty: name at least one feature to parse",
                                hint="to read records without parsing, pass no features; to count them, use "
                                     "tfrecord_lite.index.count_records")
-    try:
+    def parse(records):
         columns, _ = _decode(records, plan, bytes_output=bytes_output)
         return _build(plan, columns, len(records))
-    except TFRecordError as exc:
-        locate_error(exc, records)  # name the record's file, offset and index when known
-        raise
+    return parse_in_order(parse, records)
 
 
 def _unbatch(spec, value):
@@ -519,7 +517,7 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
     if not plan.items and not seq_plan.items:
         raise FeatureSpecError("context_features and sequence_features are both empty: name at least one "
                                "feature to parse")
-    try:
+    def parse(records):
         columns, seq_columns = _decode(records, plan, seq_plan, bytes_output)
         batch = len(records)
         context = _build(plan, columns, batch)
@@ -531,10 +529,8 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
                 feature_lists[name], lengths[name] = result
             else:
                 feature_lists[name] = result
-    except TFRecordError as exc:
-        locate_error(exc, records)
-        raise
-    return context, feature_lists, lengths
+        return context, feature_lists, lengths
+    return parse_in_order(parse, records)
 
 
 def parse_single_sequence_example(serialized: Buffer, context_features: Features | None = None,

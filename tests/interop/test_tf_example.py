@@ -215,6 +215,32 @@ def test_spec_errors_where_tf_raises(tf, backend, records, spec):
     assert info.value.index == 0 and repr(next(iter(spec))) in str(info.value)
 
 
+@SETTINGS
+@given(kinds=st.lists(st.sampled_from(["good", "type", "shape", "missing", "malformed"]), min_size=1, max_size=6))
+def test_a_batch_error_names_the_record_tf_fails_at(tf, backend, kinds):
+    """TensorFlow parses the records before the first bad one and fails with it; ours names
+    that record, whatever the kinds of the errors after it."""
+    make = {"good": {"a": ("i", [1])}, "type": {"a": ("b", [b"x"])}, "shape": {"a": ("i", [1, 2])}, "missing": {}}
+    records = [b"\x0a\x05\x0a\x03" if k == "malformed" else tf_example(tf, make[k]).SerializeToString()
+               for k in kinds]
+    spec = {"a": tfl.FixedLenFeature([], np.int64)}
+
+    def tf_fails(n):
+        try:
+            tf.io.parse_example(tf.constant(records[:n], tf.string, shape=[n]),
+                                {"a": tf.io.FixedLenFeature([], tf.int64)})
+        except tf.errors.InvalidArgumentError:
+            return True
+        return False
+
+    try:
+        tfl.parse_example(records, spec)
+    except (ExampleDecodeError, FeatureSpecError) as exc:
+        assert not tf_fails(exc.index) and tf_fails(exc.index + 1)
+    else:
+        assert not tf_fails(len(records))
+
+
 @pytest.mark.parametrize("context, sequence", [(None, None), ({}, {}), ({}, None), (None, {})])
 def test_empty_specs_are_refused_as_tf_refuses_them(tf, backend, context, sequence):
     """parse_example({}) and parse_sequence_example with neither spec returned {} and
