@@ -226,6 +226,23 @@ def test_errors_in_an_index_range_name_the_file_offset_and_record(backend, tmp_p
     assert backend.name == tfl.implementation
 
 
+def test_sequence_examples_and_a_spec_that_is_no_mapping_are_refused(backend, tmp_path):
+    """Inferring a spec from SequenceExamples gave a SequenceSchema, which failed with
+    AttributeError ('SequenceSchema' object has no attribute 'items'); a list of specs with a
+    bare TypeError from dict()."""
+    path = str(tmp_path / "seq.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many([tfl.encode_sequence_example({"c": [i]}, {"f": [[1.0], [2.0, 3.0]]}) for i in range(3)])
+    with pytest.raises(tfl.FeatureSpecError, match="SequenceExamples.*read_tfrecords") as info:
+        TFRecordDatasource(path)
+    assert info.value.path == path and "sequence_to_arrow" in str(info.value)
+    for spec in (tfl.infer_schema(path), [SPEC["id"]]):
+        with pytest.raises(tfl.ArgumentTypeError, match="must map names to feature specs"):
+            TFRecordDatasource(path, spec)
+    table = pa.concat_tables(b for task in TFRecordDatasource(path, raw=True).get_read_tasks(1) for b in task())
+    assert table.num_rows == 3 and backend.name == tfl.implementation
+
+
 def test_build_index_writes_sidecars_that_split_the_file(tmp_path):
     path = str(tmp_path / "plain.tfrecord")
     with tfl.TFRecordWriter(path) as w:

@@ -53,6 +53,7 @@ from .features import (
     SequenceSchema,
     SparseFeature,
     VarLenFeature,
+    check_spec_mapping,
     infer_schema,
 )
 
@@ -317,18 +318,22 @@ def _names(columns) -> list | None:
     return None if columns is None else list(columns)
 
 
-def _spec_for(paths, features, columns, storage_options=None, compression="auto"):
-    """The spec to read: features (inferred from the files' first records when None), cut
-    to columns."""
+def _spec_for(paths, features, columns, storage_options=None, compression="auto", records=None,
+              reader="read_table and to-parquet"):
+    """The spec to read: features (inferred from records, by default the files' first
+    records, when None), cut to columns. reader names the caller in the error for
+    SequenceExamples, which only sequence_to_arrow reads."""
     columns = _names(columns)
     if features is None:
-        records = _sample(paths, compression=compression, storage_options=storage_options)
+        if records is None:
+            records = _sample(paths, compression=compression, storage_options=storage_options)
         features = infer_schema(records, sample=len(records))
         if isinstance(features, SequenceSchema):
-            raise FeatureSpecError("the records are SequenceExamples (with feature lists), which read_table "
-                                   "and to-parquet do not read", path=records.locate(0)[0],
+            raise FeatureSpecError(f"the records are SequenceExamples (with feature lists), which {reader} "
+                                   "cannot read", path=records.locate(0)[0],
                                    hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
                                         "context_features, sequence_features)")
+    check_spec_mapping(features)
     if columns is not None:
         missing = [c for c in columns if c not in features]
         if missing:

@@ -35,7 +35,6 @@ from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
 from .files import resolve_files
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
-from .features import infer_schema
 from .index import build_index as _build_index
 from .index import index_path, load_index
 from .io import detect_compression, normalize_compression
@@ -71,8 +70,8 @@ class TFRecordDatasource(Datasource):
         self.paths = resolve_files(paths, storage_options)
         sample = self._sample()
         if not self.raw:
-            features = infer_schema(sample, sample=_SAMPLE) if features is None else dict(features)
-            features = _arrow._spec_for(self.paths, features, columns)
+            features = dict(_arrow._spec_for(self.paths, features, columns, records=sample,
+                                             reader="read_tfrecords (without raw=True)"))
             _arrow.arrow_schema(features)  # an unsupported spec fails here, not in a task
         self.features = features
         # In-memory bytes per record byte, and the records per block that keep blocks near
