@@ -351,6 +351,50 @@ def test_a_failing_commit_removes_every_shard(cluster, files, tmp_path):
     assert os.listdir(out) == ["part-00001-of-00003.tfrecord"]  # only what was there before
 
 
+def _write_in_process(sink, tables):
+    """What write_tfrecords has Ray do, run here: one write task per table, then the commit."""
+    from types import SimpleNamespace
+
+    from ray.data.datasource.datasink import WriteResult
+
+    sink.on_write_start(tables[0].schema)
+    returns = [sink.write([t], SimpleNamespace(task_idx=i)) for i, t in enumerate(tables)]
+    sink.on_write_complete(WriteResult(num_rows=sum(t.num_rows for t in tables), size_bytes=0,
+                                       write_returns=returns))
+    return sink.shards
+
+
+def test_a_failing_commit_puts_back_an_earlier_runs_shards(backend, tmp_path, monkeypatch):
+    """A re-run whose last rename failed removed the shards it had renamed over the earlier
+    run's: part of the earlier dataset was gone, its sidecars too."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    prefix = str(tmp_path / "part")
+    tables = [pa.table({"id": pa.array([3 * k + i for i in range(3)], pa.int64())}) for k in range(3)]
+    _write_in_process(TFRecordDatasink(prefix, index=True), tables)
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    assert len(before) == 6
+    real = os.replace
+
+    def fail_last(src, dst):
+        if dst.endswith("part-00002-of-00003.tfrecord"):
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_last)
+    new = [pa.table({"id": pa.array([100 + k], pa.int64())}) for k in range(3)]
+    for index in (True, False):
+        with pytest.raises(OSError, match="simulated"):
+            _write_in_process(TFRecordDatasink(prefix, index=index), new)
+        assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before
+    monkeypatch.setattr(os, "replace", real)
+    shards = _write_in_process(TFRecordDatasink(prefix), new)  # a commit that stands keeps no copy
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(s.path) for s in shards)
+    assert [tfl.decode_example(r)["id"].tolist() for s in shards for r in tfl.TFRecordReader(s.path)] == [
+        [100], [101], [102]]
+    assert backend.name == tfl.implementation
+
+
 def test_s3_read_and_write(cluster, files, s3):
     paths, _ = files
     for p in paths[:2]:

@@ -13,8 +13,9 @@ Writing gives each write task one shard. The task writes it under a hidden stagi
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
 and when every task has succeeded, ``on_write_complete`` renames the shards, in task
 order, to ``<prefix>-00003-of-00016<suffix>``. The count is known only then. If any task
-fails or a rename fails, every staging file and every shard already renamed is removed, so
-no file appears under a final name unless the whole write succeeded.
+fails or a rename fails, every staging file and every shard already renamed is removed (and
+local files those had replaced are put back), so no file appears under a final name unless
+the whole write succeeded.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from .index import index_path, load_index
 from .io import detect_compression, normalize_compression
 from .reader import TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
-from .writer import TFRecordWriter
+from .writer import TFRecordWriter, drop_kept, keep_replaced, put_back
 
 __all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordDatasink", "RECORD_COLUMN"]
 
@@ -370,18 +371,21 @@ class TFRecordDatasink(Datasink):
             with TFRecordWriter(self.staging_path(0), **self.options) as writer:
                 pass
             done = [{"task": 0, "path": writer.path, "records": 0}]
-        n = len(done)
+        finals = [shard_path(self.prefix, i, len(done), self.suffix) for i in range(len(done))]
+        # Local files of the same names (an earlier run's) are kept until every rename stands.
+        kept = [] if _fs.is_url(self.prefix) else keep_replaced([p for f in finals for p in (f, f + ".index")])
         moved = []
         try:
-            for i, r in enumerate(done):
-                final = shard_path(self.prefix, i, n, self.suffix)
+            for r, final in zip(done, finals):
                 self._move(r["path"], final)
                 moved.append(final)
         except BaseException:
             for final in moved:
                 self._remove(final)
+            put_back(kept)
             self.on_write_failed(None)
             raise
+        drop_kept(kept)
         self.shards = [ShardInfo(final, r["records"]) for final, r in zip(moved, done)]
 
     def on_write_failed(self, error) -> None:
