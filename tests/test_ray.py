@@ -395,6 +395,32 @@ def test_a_failing_commit_puts_back_an_earlier_runs_shards(backend, tmp_path, mo
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_task_attempt_killed_while_writing_leaves_no_file(backend, tmp_path, fails):
+    """A write task whose worker died mid-write is retried, and the write then succeeded (or
+    failed later) with the dead attempt's temporary files (data and sidecar) left beside the
+    shards: '..part-<write id>-00000.tfrecord.<random>.tmp'."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    sink = TFRecordDatasink(str(tmp_path / "part"), index=True)
+    killed = ("import os, tfrecord_lite as tfl\n"
+              f"w = tfl.TFRecordWriter({sink.staging_path(0)!r}, index=True)\n"
+              "w.write_many([b'x'] * 3); w.flush(); os._exit(1)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-c", killed], env={**os.environ, "PYTHONPATH": root}, check=False)
+    assert len(os.listdir(tmp_path)) == 2  # the dead attempt's data and sidecar
+    tables = [pa.table({"id": pa.array([k], pa.int64())}) for k in range(2)]
+    if fails:
+        sink.write([tables[0]], type("Ctx", (), {"task_idx": 0}))
+        sink.on_write_failed(RuntimeError("task 1 failed"))
+        assert os.listdir(tmp_path) == []
+    else:
+        shards = _write_in_process(sink, tables)
+        names = [os.path.basename(s.path) for s in shards]
+        assert sorted(os.listdir(tmp_path)) == sorted(names + [n + ".index" for n in names])
+    assert backend.name == tfl.implementation
+
+
 def test_s3_read_and_write(cluster, files, s3):
     paths, _ = files
     for p in paths[:2]:

@@ -38,7 +38,7 @@ from .files import resolve_files
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .index import build_index as _build_index
 from .index import index_path, load_index
-from .io import detect_compression, normalize_compression
+from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
 from .writer import TFRecordWriter, drop_kept, keep_replaced, put_back
@@ -322,6 +322,8 @@ class TFRecordDatasink(Datasink):
         paths = posixpath if _fs.is_url(self.prefix) else os.path
         self._directory, name = paths.split(self.prefix)
         self._staging = paths.join(self._directory, f".{name}-{self.write_id}-")
+        # The temporary files of the staging files (a task killed while writing leaves its own)
+        self._temps = paths.join(self._directory, f".{_temp_stem(f'.{name}-{self.write_id}-')}")
 
     def staging_path(self, task_index: int) -> str:
         return f"{self._staging}{task_index:05d}{self.suffix}"
@@ -387,16 +389,23 @@ class TFRecordDatasink(Datasink):
             raise
         drop_kept(kept)
         self.shards = [ShardInfo(final, r["records"]) for final, r in zip(moved, done)]
+        self._remove_staging()  # what attempts killed while writing left (their tasks were retried)
 
     def on_write_failed(self, error) -> None:
-        """Remove every staging file of this write (tasks that failed left none of their own)."""
-        if _fs.is_url(self.prefix):
-            fs, p = _fs.filesystem(self._staging, self.storage_options)
-            found = [fs.unstrip_protocol(f) for f in fs.glob(p + "*")]
-        else:
-            import glob
+        self._remove_staging()
 
-            found = glob.glob(glob.escape(self._staging) + "*")
+    def _remove_staging(self) -> None:
+        """Remove every staging file of this write, and the temporary files that task
+        attempts killed while writing left (an attempt that raised removed its own)."""
+        found = []
+        for pattern in (self._staging, self._temps):
+            if _fs.is_url(self.prefix):
+                fs, p = _fs.filesystem(pattern, self.storage_options)
+                found += [fs.unstrip_protocol(f) for f in fs.glob(p + "*")]
+            else:
+                import glob
+
+                found += glob.glob(glob.escape(pattern) + "*")
         for path in found:
             _fs.remove(path, self.storage_options)
 
