@@ -243,6 +243,49 @@ def test_sequence_examples_and_a_spec_that_is_no_mapping_are_refused(backend, tm
     assert table.num_rows == 3 and backend.name == tfl.implementation
 
 
+def _damaged(tmp_path, name, n, bad, start=0):
+    """An indexed file of n records from id start whose record bad has a flipped data byte."""
+    path = str(tmp_path / name)
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write_many(make_records(start, n))
+    if bad is not None:
+        offsets = read_index(path + ".index")[0]
+        data = bytearray(open(path, "rb").read())
+        data[offsets[bad] + 14] ^= 0xFF
+        open(path, "wb").write(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("on_corrupt", ["skip", "stop"])
+def test_on_corrupt_reads_the_records_tfrecord_dataset_reads(backend, tmp_path, on_corrupt):
+    """read_tfrecords(..., on_corrupt='skip') went to read_datasource, which dropped it without
+    a word: the read failed at the first bad record with a message saying to pass it. Now the
+    records are those TFRecordDataset(on_corrupt=...) gives, each file read whole by one task
+    (a bad first record does not stop the sample either)."""
+    paths = [_damaged(tmp_path, "a.tfrecord", 300, 0), _damaged(tmp_path, "b.tfrecord", 300, None, 300),
+             _damaged(tmp_path, "c.tfrecord", 900, 450, 600)]
+    want = sorted(tfl.parse_example(list(tfl.TFRecordDataset(paths, on_corrupt=on_corrupt)), SPEC)["id"].tolist())
+    assert len(want) == (1498 if on_corrupt == "skip" else 750)
+    source = TFRecordDatasource(paths, SPEC, on_corrupt=on_corrupt)
+    tasks = source.get_read_tasks(8)
+    assert len(tasks) == 3 and all(t.metadata.num_rows is None for t in tasks)
+    assert sorted(i for t in tasks for b in t() for i in b.column("id").to_pylist()) == want
+    with pytest.raises(tfl.errors.CorruptRecordError, match="on_corrupt="):
+        for t in TFRecordDatasource(paths, SPEC).get_read_tasks(8):
+            list(t())
+    with pytest.raises(tfl.InvalidArgumentError, match="on_corrupt must be one of"):
+        TFRecordDatasource(paths, SPEC, on_corrupt="ignore")
+    with pytest.raises(tfl.ArgumentTypeError, match="unexpected keyword argument 'on_corupt'"):
+        read_tfrecords(paths, SPEC, on_corupt="skip")  # misspelt: refused, not dropped
+    assert backend.name == tfl.implementation
+
+
+def test_on_corrupt_on_the_cluster(cluster, tmp_path):
+    paths = [_damaged(tmp_path, "a.tfrecord", 300, 10), _damaged(tmp_path, "b.tfrecord", 300, None, 300)]
+    assert read_tfrecords(paths, SPEC, on_corrupt="skip").count() == 599
+    assert read_tfrecords(paths, raw=True, on_corrupt="stop").count() == 310
+
+
 def test_build_index_writes_sidecars_that_split_the_file(tmp_path):
     path = str(tmp_path / "plain.tfrecord")
     with tfl.TFRecordWriter(path) as w:

@@ -296,13 +296,14 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
 _SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
 
 
-def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None) -> RecordBatch:
+def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None,
+            on_corrupt="raise") -> RecordBatch:
     """The first n records of the files, from as many files as it takes (an empty first
     file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
     them names the record's file."""
     parts, left = [], n
     for path in paths:
-        with TFRecordReader(path, compression, check_crc, storage_options=storage_options) as reader:
+        with TFRecordReader(path, compression, check_crc, on_corrupt, storage_options=storage_options) as reader:
             parts.append(reader.head(left))
         left -= len(parts[-1])
         if left <= 0:

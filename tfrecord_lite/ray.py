@@ -35,11 +35,12 @@ from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
 from .files import resolve_files
-from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
+from .errors import (ArgumentTypeError, FeatureSpecError, InvalidArgumentError, TFRecordError,
+                     TruncatedRecordError)
 from .index import build_index as _build_index
 from .index import index_path, load_index
 from .io import _temp_stem, detect_compression, normalize_compression
-from .reader import TFRecordReader, _read_exact
+from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
 from .writer import TFRecordWriter, drop_kept, keep_replaced, put_back
 
@@ -58,11 +59,14 @@ class TFRecordDatasource(Datasource):
     """TFRecord files as a Ray ``Datasource``; see ``read_tfrecords`` for the arguments."""
 
     def __init__(self, paths, features=None, *, columns=None, raw=False, compression="auto",
-                 check_crc=True, build_index=False, storage_options=None):
+                 check_crc=True, on_corrupt="raise", build_index=False, storage_options=None):
         super().__init__()
         self._projection_map = None
         self.compression = normalize_compression(compression, allow_auto=True)
         self.check_crc = bool(check_crc)
+        if on_corrupt not in ON_CORRUPT:
+            raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
         self.storage_options = storage_options
         self.raw = bool(raw)
         if self.raw and (features is not None or columns is not None):
@@ -87,7 +91,8 @@ class TFRecordDatasource(Datasource):
 
     def _sample(self):
         """The first _SAMPLE records, from as many files as it takes (some may be empty)."""
-        return _arrow._sample(self.paths, _SAMPLE, self.compression, self.check_crc, self.storage_options)
+        return _arrow._sample(self.paths, _SAMPLE, self.compression, self.check_crc, self.storage_options,
+                              self.on_corrupt)
 
     def _describe(self, path, build_index):
         """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
@@ -97,7 +102,9 @@ class TFRecordDatasource(Datasource):
             with _fs.open_input(path, self.storage_options) as f:
                 compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
         index = None
-        if compression is None:
+        # Records skipped or stopped at are counted by no index, and "stop" ends the whole
+        # file: such a read takes each file whole, in one task, as TFRecordReader does.
+        if compression is None and self.on_corrupt == "raise":
             sidecar = index_path(path)
             if build_index and not _fs.exists(sidecar, self.storage_options):
                 _build_index(path, check_crc=self.check_crc, storage_options=self.storage_options)
@@ -165,7 +172,8 @@ class TFRecordDatasource(Datasource):
         return pa.schema([(RECORD_COLUMN, pa.large_binary())]) if self.raw else _arrow.arrow_schema(features)
 
     def _reader(self, features):
-        return _TaskReader(features, self.raw, self.check_crc, self.storage_options, self.block_records)
+        return _TaskReader(features, self.raw, self.check_crc, self.on_corrupt, self.storage_options,
+                           self.block_records)
 
     def get_name(self) -> str:
         return "ReadTFRecordLite"
@@ -174,10 +182,11 @@ class TFRecordDatasource(Datasource):
 class _TaskReader:
     """What a read task needs (and pickles): never the indexes, only its byte ranges."""
 
-    def __init__(self, features, raw, check_crc, storage_options, block_records):
+    def __init__(self, features, raw, check_crc, on_corrupt, storage_options, block_records):
         self.features = features
         self.raw = raw
         self.check_crc = check_crc
+        self.on_corrupt = on_corrupt
         self.storage_options = storage_options
         self.block_records = block_records
 
@@ -195,7 +204,7 @@ class _TaskReader:
     def __call__(self, group):
         for path, compression, pieces, records, _ in group:
             if pieces is None:
-                with TFRecordReader(path, compression, self.check_crc,
+                with TFRecordReader(path, compression, self.check_crc, self.on_corrupt,
                                     storage_options=self.storage_options) as reader:
                     for batch in reader.record_batches(self.block_records):
                         yield self.block(batch)
@@ -272,7 +281,7 @@ def _binary_array(records) -> pa.Array:
 
 def read_tfrecords(paths: Files, features: Features | None = None, *, columns: Sequence[str] | None = None,
                    raw: bool = False, compression: Compression = "auto", check_crc: bool = True,
-                   build_index: bool = False, storage_options: StorageOptions = None,
+                   on_corrupt: str = "raise", build_index: bool = False, storage_options: StorageOptions = None,
                    override_num_blocks: int | None = None, **options: Any) -> Any:
     """A ``ray.data.Dataset`` of the Examples in TFRecord files, read without TensorFlow.
 
@@ -285,15 +294,28 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
         is pushed down into the read the same way.
     raw: one ``large_binary`` column ``"record"`` holding each record's bytes, unparsed.
     compression / check_crc: as in ``TFRecordReader`` (``"auto"`` detects GZIP/ZLIB per file).
+    on_corrupt: as in ``TFRecordReader``: "skip" drops bad records (each read task logs them),
+        "stop" ends a file at its first bad record. Either reads every file whole in one task.
     build_index: write missing ``.index`` sidecars of uncompressed files before reading, so
         that a few large files can be split between tasks.
     override_num_blocks and the other options (``concurrency``, ``ray_remote_args``...) go to
     ``ray.data.read_datasource``.
     """
+    import inspect
+
     import ray.data
 
+    # read_datasource hands keywords it does not name to legacy datasources: here they would
+    # be dropped without a word (a misspelt option, an option of another reader).
+    kinds = {n: p.kind for n, p in inspect.signature(ray.data.read_datasource).parameters.items()}
+    unknown = [k for k in options if kinds.get(k) is not inspect.Parameter.KEYWORD_ONLY]
+    if unknown:
+        raise ArgumentTypeError(f"read_tfrecords got an unexpected keyword argument {unknown[0]!r}",
+                                hint="besides its own, it takes those of ray.data.read_datasource "
+                                     "(concurrency, ray_remote_args, ...)")
     source = TFRecordDatasource(paths, features, columns=columns, raw=raw, compression=compression,
-                                check_crc=check_crc, build_index=build_index, storage_options=storage_options)
+                                check_crc=check_crc, on_corrupt=on_corrupt, build_index=build_index,
+                                storage_options=storage_options)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **options)
 
 
