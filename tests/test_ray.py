@@ -369,6 +369,17 @@ def test_write_with_index_sidecars(cluster, files, tmp_path):
         assert tfl.TFRecordFile(s.path)[-1] == list(tfl.TFRecordReader(s.path))[-1]
 
 
+def test_an_index_of_compressed_shards_is_refused_before_the_write(tmp_path):
+    """compression='gzip' with index=True was refused by each write task, once the dataset had
+    been computed, naming its hidden staging file ('.part-<id>-00000.tfrecord')."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    prefix = str(tmp_path / "part")
+    with pytest.raises(tfl.InvalidArgumentError, match="index=True needs an uncompressed file") as info:
+        TFRecordDatasink(prefix, compression="gzip", index=True)
+    assert info.value.path == prefix and os.listdir(tmp_path) == []
+
+
 def test_a_failing_task_leaves_no_file(cluster, files, tmp_path):
     paths, _ = files
 

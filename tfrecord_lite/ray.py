@@ -42,7 +42,7 @@ from .index import index_path, load_index
 from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
-from .writer import TFRecordWriter, drop_kept, keep_replaced, put_back
+from .writer import TFRecordWriter, check_index_compression, drop_kept, keep_replaced, put_back
 
 __all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordDatasink", "RECORD_COLUMN"]
 
@@ -336,6 +336,8 @@ class TFRecordDatasink(Datasink):
             raise InvalidArgumentError("record_column writes one binary column verbatim; drop columns")
         self.options = dict(compression=normalize_compression(compression), index=index,
                             storage_options=storage_options)
+        if index:  # here, not in every write task once the dataset has been computed
+            check_index_compression(self.options["compression"], compression, self.prefix)
         self.deterministic = deterministic
         self.suffix = suffix
         self.storage_options = storage_options

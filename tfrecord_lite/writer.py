@@ -76,12 +76,7 @@ class TFRecordWriter(CommitOnExit):
                 f"TFRecordWriter needs a path or a binary file object, not {type(path_or_fileobj).__name__}"
             )
         if index:
-            if self.compression:
-                raise InvalidArgumentError(
-                    f"index=True needs an uncompressed file, but compression={compression!r}: "
-                    "records in a compressed stream have no byte offsets to index",
-                    path=self.path, hint="write it uncompressed, or drop index=True",
-                )
+            check_index_compression(self.compression, compression, self.path)
             if index is True and not isinstance(path_or_fileobj, (str, os.PathLike)):
                 raise InvalidArgumentError("index=True needs a path to put the sidecar beside; pass "
                                            "index='<sidecar path>' when writing to a file object", path=self.path)
@@ -305,6 +300,17 @@ class TFRecordWriter(CommitOnExit):
             self._file.close()
         if self._index is not None:
             self._index.discard()
+
+
+def check_index_compression(normalized, compression, path) -> None:
+    """Refuse an index of a compressed file (normalized: compression after
+    normalize_compression; compression: as the caller passed it)."""
+    if normalized:
+        raise InvalidArgumentError(
+            f"index=True needs an uncompressed file, but compression={compression!r}: "
+            "records in a compressed stream have no byte offsets to index",
+            path=path, hint="write it uncompressed, or drop index=True",
+        )
 
 
 def close_group(writers, paths=None) -> None:
