@@ -380,6 +380,19 @@ def test_an_index_of_compressed_shards_is_refused_before_the_write(tmp_path):
     assert info.value.path == prefix and os.listdir(tmp_path) == []
 
 
+def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):
+    """A null in record_column failed in the writer as 'cannot write a NoneType as a record',
+    naming record 3 of the hidden staging file ('.part-<id>-00001.tfrecord')."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    sink = TFRecordDatasink(str(tmp_path / "part"), record_column=RECORD_COLUMN)
+    blocks = [pa.table({RECORD_COLUMN: pa.array(v, pa.large_binary())}) for v in ([b"a", b"b"], [b"c", None])]
+    with pytest.raises(tfl.FeatureSpecError, match="'record' holds a null.*row 3 of write task 1.*filter") as info:
+        sink.write(blocks, type("Ctx", (), {"task_idx": 1}))
+    assert info.value.path == str(tmp_path / "part") and os.listdir(tmp_path) == []
+    assert backend.name == tfl.implementation
+
+
 def test_a_failing_task_leaves_no_file(cluster, files, tmp_path):
     paths, _ = files
 

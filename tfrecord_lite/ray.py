@@ -382,6 +382,12 @@ class TFRecordDatasink(Datasink):
             with TFRecordWriter(path, **self.options) as writer:
                 for table in tables:
                     for chunk in table.column(0).chunks:
+                        if chunk.null_count:  # else the writer names a row of a hidden staging file
+                            row = writer.records_written + int(np.argmax(chunk.is_null().to_numpy(False)))
+                            raise FeatureSpecError(
+                                f"record_column {self.record_column!r} holds a null, which is no record "
+                                f"(row {row} of write task {ctx.task_idx})", path=self.prefix,
+                                hint="drop or fill the null rows first (Dataset.filter)")
                         writer.write_many(chunk.to_pylist())
                 count = writer.records_written
         return {"task": ctx.task_idx, "path": path, "records": count}
