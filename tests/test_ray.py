@@ -462,6 +462,32 @@ def test_a_failing_commit_puts_back_an_earlier_runs_shards(backend, tmp_path, mo
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("earlier", [False, True])
+def test_a_failing_sidecar_rename_leaves_no_shard(backend, tmp_path, monkeypatch, earlier):
+    """When the last shard's sidecar failed to be renamed, its data was already under its final
+    name and stayed there, alone, while every other shard was removed."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    prefix = str(tmp_path / "part")
+    if earlier:
+        _write_in_process(TFRecordDatasink(prefix, index=True), [pa.table({"id": [k, k]}) for k in range(2)])
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    real = os.replace
+    failures = []
+
+    def fail_sidecar(src, dst):  # once: putting an earlier sidecar back works
+        if dst.endswith("part-00001-of-00002.tfrecord.index") and not failures:
+            failures.append(dst)
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_sidecar)
+    with pytest.raises(OSError, match="simulated"):
+        _write_in_process(TFRecordDatasink(prefix, index=True), [pa.table({"id": [7 + k]}) for k in range(2)])
+    assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before
+    assert backend.name == tfl.implementation
+
+
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_task_attempt_killed_while_writing_leaves_no_file(backend, tmp_path, fails):
     """A write task whose worker died mid-write is retried, and the write then succeeded (or

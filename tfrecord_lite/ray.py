@@ -409,8 +409,13 @@ class TFRecordDatasink(Datasink):
         moved = []
         try:
             for r, final in zip(done, finals):
-                self._move(r["path"], final)
-                moved.append(final)
+                # The old sidecar goes before the data is renamed, the new one comes after, as
+                # TFRecordWriter commits: no reader finds a sidecar beside other data.
+                _fs.remove(final + ".index", self.storage_options)
+                self._rename(r["path"], final)
+                moved.append(final)  # from here a failure removes it, sidecar and all
+                if self.options["index"]:
+                    self._rename(r["path"] + ".index", final + ".index")
         except BaseException:
             for final in moved:
                 self._remove(final)
@@ -439,16 +444,12 @@ class TFRecordDatasink(Datasink):
         for path in found:
             _fs.remove(path, self.storage_options)
 
-    def _move(self, src, dst):
-        sidecars = [(src + ".index", dst + ".index")] if self.options["index"] else []
-        if not sidecars:  # an old sidecar must not describe the new file
-            _fs.remove(dst + ".index", self.storage_options)
-        for a, b in [(src, dst)] + sidecars:
-            if _fs.is_url(a):
-                fs, p = _fs.filesystem(a, self.storage_options)
-                fs.mv(p, _fs.filesystem(b, self.storage_options)[1])
-            else:
-                os.replace(a, b)
+    def _rename(self, src, dst):
+        if _fs.is_url(src):
+            fs, p = _fs.filesystem(src, self.storage_options)
+            fs.mv(p, _fs.filesystem(dst, self.storage_options)[1])
+        else:
+            os.replace(src, dst)
 
     def _remove(self, path):
         for p in (path, path + ".index"):
