@@ -380,6 +380,21 @@ def test_an_index_of_compressed_shards_is_refused_before_the_write(tmp_path):
     assert info.value.path == prefix and os.listdir(tmp_path) == []
 
 
+def test_a_block_where_a_column_is_all_none_is_written(backend, tmp_path):
+    """Ray types a column null in a block where every value is None (from_items, a map that
+    returns None): write_arrow refused the block ('Arrow type null cannot be held by a
+    tf.train.Example'), so the whole write failed. Its rows lack the feature, as a null in a
+    typed column gives."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    blocks = [pa.table({"id": [0, 1], "s": pa.array(["a", None])}), pa.table({"id": [2, 3], "s": pa.nulls(2)})]
+    for columns in (None, ["s", "id"]):
+        shards = _write_in_process(TFRecordDatasink(str(tmp_path / "part"), columns=columns), blocks)
+        got = [tfl.decode_example(r) for s in shards for r in tfl.TFRecordReader(s.path)]
+        assert [(d["id"].tolist(), d.get("s")) for d in got] == [([0], [b"a"]), ([1], None), ([2], None), ([3], None)]
+    assert backend.name == tfl.implementation
+
+
 def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):
     """A null in record_column failed in the writer as 'cannot write a NoneType as a record',
     naming record 3 of the hidden staging file ('.part-<id>-00001.tfrecord')."""
