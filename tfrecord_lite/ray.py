@@ -7,7 +7,9 @@ Reading splits the work into read tasks by file and, when there are fewer files 
 tasks, splits uncompressed files that have an index sidecar (``path + ".index"``, see
 ``tfrecord_lite.index``) into runs of whole records of about equal bytes. Each record is
 read by exactly one task. ``build_index=True`` writes missing sidecars first (a scan of each
-uncompressed file), so that a few large files spread over many tasks.
+uncompressed file), so that a few large files spread over many tasks. With
+``on_corrupt="skip"`` or ``"stop"`` every file is read whole by one task, as
+``TFRecordReader`` reads it.
 
 Writing gives each write task one shard. The task writes it under a hidden staging name
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
