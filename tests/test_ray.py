@@ -503,6 +503,17 @@ def test_a_failing_sidecar_rename_leaves_no_shard(backend, tmp_path, monkeypatch
     assert backend.name == tfl.implementation
 
 
+def test_a_long_prefix_whose_shard_names_fit_is_written(backend, tmp_path):
+    """A staging name is 5 bytes longer than its shard's: with a 230-byte prefix name, whose
+    shards' names (254 bytes) fit, every write task failed with 'File name too long'."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    shards = _write_in_process(TFRecordDatasink(str(tmp_path / ("é" * 115))), [pa.table({"id": [1, 2]})])
+    assert os.listdir(tmp_path) == [os.path.basename(shards[0].path)]
+    assert len(os.fsencode(os.path.basename(shards[0].path))) == 254 and shards[0].records == 2
+    assert backend.name == tfl.implementation
+
+
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_task_attempt_killed_while_writing_leaves_no_file(backend, tmp_path, fails):
     """A write task whose worker died mid-write is retried, and the write then succeeded (or

@@ -347,9 +347,11 @@ class TFRecordDatasink(Datasink):
         self.shards = None
         paths = posixpath if _fs.is_url(self.prefix) else os.path
         self._directory, name = paths.split(self.prefix)
-        self._staging = paths.join(self._directory, f".{name}-{self.write_id}-")
+        # The name cut as temporary names are: a staging name is 5 bytes longer than the
+        # shard's, and must fit wherever the shard's does.
+        self._staging = paths.join(self._directory, f".{_temp_stem(name)}-{self.write_id}-")
         # The temporary files of the staging files (a task killed while writing leaves its own)
-        self._temps = paths.join(self._directory, f".{_temp_stem(f'.{name}-{self.write_id}-')}")
+        self._temps = paths.join(self._directory, f".{_temp_stem(paths.basename(self._staging))}")
 
     def staging_path(self, task_index: int) -> str:
         return f"{self._staging}{task_index:05d}{self.suffix}"
