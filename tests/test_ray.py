@@ -226,6 +226,66 @@ def test_errors_in_an_index_range_name_the_file_offset_and_record(backend, tmp_p
     assert backend.name == tfl.implementation
 
 
+def test_sequence_examples_and_a_spec_that_is_no_mapping_are_refused(backend, tmp_path):
+    """Inferring a spec from SequenceExamples gave a SequenceSchema, which failed with
+    AttributeError ('SequenceSchema' object has no attribute 'items'); a list of specs with a
+    bare TypeError from dict()."""
+    path = str(tmp_path / "seq.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many([tfl.encode_sequence_example({"c": [i]}, {"f": [[1.0], [2.0, 3.0]]}) for i in range(3)])
+    with pytest.raises(tfl.FeatureSpecError, match="SequenceExamples.*read_tfrecords") as info:
+        TFRecordDatasource(path)
+    assert info.value.path == path and "sequence_to_arrow" in str(info.value)
+    for spec in (tfl.infer_schema(path), [SPEC["id"]]):
+        with pytest.raises(tfl.ArgumentTypeError, match="must map names to feature specs"):
+            TFRecordDatasource(path, spec)
+    table = pa.concat_tables(b for task in TFRecordDatasource(path, raw=True).get_read_tasks(1) for b in task())
+    assert table.num_rows == 3 and backend.name == tfl.implementation
+
+
+def _damaged(tmp_path, name, n, bad, start=0):
+    """An indexed file of n records from id start whose record bad has a flipped data byte."""
+    path = str(tmp_path / name)
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write_many(make_records(start, n))
+    if bad is not None:
+        offsets = read_index(path + ".index")[0]
+        data = bytearray(open(path, "rb").read())
+        data[offsets[bad] + 14] ^= 0xFF
+        open(path, "wb").write(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("on_corrupt", ["skip", "stop"])
+def test_on_corrupt_reads_the_records_tfrecord_dataset_reads(backend, tmp_path, on_corrupt):
+    """read_tfrecords(..., on_corrupt='skip') went to read_datasource, which dropped it without
+    a word: the read failed at the first bad record with a message saying to pass it. Now the
+    records are those TFRecordDataset(on_corrupt=...) gives, each file read whole by one task
+    (a bad first record does not stop the sample either)."""
+    paths = [_damaged(tmp_path, "a.tfrecord", 300, 0), _damaged(tmp_path, "b.tfrecord", 300, None, 300),
+             _damaged(tmp_path, "c.tfrecord", 900, 450, 600)]
+    want = sorted(tfl.parse_example(list(tfl.TFRecordDataset(paths, on_corrupt=on_corrupt)), SPEC)["id"].tolist())
+    assert len(want) == (1498 if on_corrupt == "skip" else 750)
+    source = TFRecordDatasource(paths, SPEC, on_corrupt=on_corrupt)
+    tasks = source.get_read_tasks(8)
+    assert len(tasks) == 3 and all(t.metadata.num_rows is None for t in tasks)
+    assert sorted(i for t in tasks for b in t() for i in b.column("id").to_pylist()) == want
+    with pytest.raises(tfl.errors.CorruptRecordError, match="on_corrupt="):
+        for t in TFRecordDatasource(paths, SPEC).get_read_tasks(8):
+            list(t())
+    with pytest.raises(tfl.InvalidArgumentError, match="on_corrupt must be one of"):
+        TFRecordDatasource(paths, SPEC, on_corrupt="ignore")
+    with pytest.raises(tfl.ArgumentTypeError, match="unexpected keyword argument 'on_corupt'"):
+        read_tfrecords(paths, SPEC, on_corupt="skip")  # misspelt: refused, not dropped
+    assert backend.name == tfl.implementation
+
+
+def test_on_corrupt_on_the_cluster(cluster, tmp_path):
+    paths = [_damaged(tmp_path, "a.tfrecord", 300, 10), _damaged(tmp_path, "b.tfrecord", 300, None, 300)]
+    assert read_tfrecords(paths, SPEC, on_corrupt="skip").count() == 599
+    assert read_tfrecords(paths, raw=True, on_corrupt="stop").count() == 310
+
+
 def test_build_index_writes_sidecars_that_split_the_file(tmp_path):
     path = str(tmp_path / "plain.tfrecord")
     with tfl.TFRecordWriter(path) as w:
@@ -309,6 +369,45 @@ def test_write_with_index_sidecars(cluster, files, tmp_path):
         assert tfl.TFRecordFile(s.path)[-1] == list(tfl.TFRecordReader(s.path))[-1]
 
 
+def test_an_index_of_compressed_shards_is_refused_before_the_write(tmp_path):
+    """compression='gzip' with index=True was refused by each write task, once the dataset had
+    been computed, naming its hidden staging file ('.part-<id>-00000.tfrecord')."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    prefix = str(tmp_path / "part")
+    with pytest.raises(tfl.InvalidArgumentError, match="index=True needs an uncompressed file") as info:
+        TFRecordDatasink(prefix, compression="gzip", index=True)
+    assert info.value.path == prefix and os.listdir(tmp_path) == []
+
+
+def test_a_block_where_a_column_is_all_none_is_written(backend, tmp_path):
+    """Ray types a column null in a block where every value is None (from_items, a map that
+    returns None): write_arrow refused the block ('Arrow type null cannot be held by a
+    tf.train.Example'), so the whole write failed. Its rows lack the feature, as a null in a
+    typed column gives."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    blocks = [pa.table({"id": [0, 1], "s": pa.array(["a", None])}), pa.table({"id": [2, 3], "s": pa.nulls(2)})]
+    for columns in (None, ["s", "id"]):
+        shards = _write_in_process(TFRecordDatasink(str(tmp_path / "part"), columns=columns), blocks)
+        got = [tfl.decode_example(r) for s in shards for r in tfl.TFRecordReader(s.path)]
+        assert [(d["id"].tolist(), d.get("s")) for d in got] == [([0], [b"a"]), ([1], None), ([2], None), ([3], None)]
+    assert backend.name == tfl.implementation
+
+
+def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):
+    """A null in record_column failed in the writer as 'cannot write a NoneType as a record',
+    naming record 3 of the hidden staging file ('.part-<id>-00001.tfrecord')."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    sink = TFRecordDatasink(str(tmp_path / "part"), record_column=RECORD_COLUMN)
+    blocks = [pa.table({RECORD_COLUMN: pa.array(v, pa.large_binary())}) for v in ([b"a", b"b"], [b"c", None])]
+    with pytest.raises(tfl.FeatureSpecError, match="'record' holds a null.*row 3 of write task 1.*filter") as info:
+        sink.write(blocks, type("Ctx", (), {"task_idx": 1}))
+    assert info.value.path == str(tmp_path / "part") and os.listdir(tmp_path) == []
+    assert backend.name == tfl.implementation
+
+
 def test_a_failing_task_leaves_no_file(cluster, files, tmp_path):
     paths, _ = files
 
@@ -332,6 +431,113 @@ def test_a_failing_commit_removes_every_shard(cluster, files, tmp_path):
     with pytest.raises(OSError):
         write_tfrecords(read_tfrecords(paths[:1], SPEC).repartition(3), str(out / "part"))
     assert os.listdir(out) == ["part-00001-of-00003.tfrecord"]  # only what was there before
+
+
+def _write_in_process(sink, tables):
+    """What write_tfrecords has Ray do, run here: one write task per table, then the commit."""
+    from types import SimpleNamespace
+
+    from ray.data.datasource.datasink import WriteResult
+
+    sink.on_write_start(tables[0].schema)
+    returns = [sink.write([t], SimpleNamespace(task_idx=i)) for i, t in enumerate(tables)]
+    sink.on_write_complete(WriteResult(num_rows=sum(t.num_rows for t in tables), size_bytes=0,
+                                       write_returns=returns))
+    return sink.shards
+
+
+def test_a_failing_commit_puts_back_an_earlier_runs_shards(backend, tmp_path, monkeypatch):
+    """A re-run whose last rename failed removed the shards it had renamed over the earlier
+    run's: part of the earlier dataset was gone, its sidecars too."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    prefix = str(tmp_path / "part")
+    tables = [pa.table({"id": pa.array([3 * k + i for i in range(3)], pa.int64())}) for k in range(3)]
+    _write_in_process(TFRecordDatasink(prefix, index=True), tables)
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    assert len(before) == 6
+    real = os.replace
+
+    def fail_last(src, dst):
+        if dst.endswith("part-00002-of-00003.tfrecord"):
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_last)
+    new = [pa.table({"id": pa.array([100 + k], pa.int64())}) for k in range(3)]
+    for index in (True, False):
+        with pytest.raises(OSError, match="simulated"):
+            _write_in_process(TFRecordDatasink(prefix, index=index), new)
+        assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before
+    monkeypatch.setattr(os, "replace", real)
+    shards = _write_in_process(TFRecordDatasink(prefix), new)  # a commit that stands keeps no copy
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(s.path) for s in shards)
+    assert [tfl.decode_example(r)["id"].tolist() for s in shards for r in tfl.TFRecordReader(s.path)] == [
+        [100], [101], [102]]
+    assert backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_a_failing_sidecar_rename_leaves_no_shard(backend, tmp_path, monkeypatch, earlier):
+    """When the last shard's sidecar failed to be renamed, its data was already under its final
+    name and stayed there, alone, while every other shard was removed."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    prefix = str(tmp_path / "part")
+    if earlier:
+        _write_in_process(TFRecordDatasink(prefix, index=True), [pa.table({"id": [k, k]}) for k in range(2)])
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    real = os.replace
+    failures = []
+
+    def fail_sidecar(src, dst):  # once: putting an earlier sidecar back works
+        if dst.endswith("part-00001-of-00002.tfrecord.index") and not failures:
+            failures.append(dst)
+            raise OSError(5, "simulated I/O error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_sidecar)
+    with pytest.raises(OSError, match="simulated"):
+        _write_in_process(TFRecordDatasink(prefix, index=True), [pa.table({"id": [7 + k]}) for k in range(2)])
+    assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before
+    assert backend.name == tfl.implementation
+
+
+def test_a_long_prefix_whose_shard_names_fit_is_written(backend, tmp_path):
+    """A staging name is 5 bytes longer than its shard's: with a 230-byte prefix name, whose
+    shards' names (254 bytes) fit, every write task failed with 'File name too long'."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    shards = _write_in_process(TFRecordDatasink(str(tmp_path / ("é" * 115))), [pa.table({"id": [1, 2]})])
+    assert os.listdir(tmp_path) == [os.path.basename(shards[0].path)]
+    assert len(os.fsencode(os.path.basename(shards[0].path))) == 254 and shards[0].records == 2
+    assert backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_task_attempt_killed_while_writing_leaves_no_file(backend, tmp_path, fails):
+    """A write task whose worker died mid-write is retried, and the write then succeeded (or
+    failed later) with the dead attempt's temporary files (data and sidecar) left beside the
+    shards: '..part-<write id>-00000.tfrecord.<random>.tmp'."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    sink = TFRecordDatasink(str(tmp_path / "part"), index=True)
+    killed = ("import os, tfrecord_lite as tfl\n"
+              f"w = tfl.TFRecordWriter({sink.staging_path(0)!r}, index=True)\n"
+              "w.write_many([b'x'] * 3); w.flush(); os._exit(1)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-c", killed], env={**os.environ, "PYTHONPATH": root}, check=False)
+    assert len(os.listdir(tmp_path)) == 2  # the dead attempt's data and sidecar
+    tables = [pa.table({"id": pa.array([k], pa.int64())}) for k in range(2)]
+    if fails:
+        sink.write([tables[0]], type("Ctx", (), {"task_idx": 0}))
+        sink.on_write_failed(RuntimeError("task 1 failed"))
+        assert os.listdir(tmp_path) == []
+    else:
+        shards = _write_in_process(sink, tables)
+        names = [os.path.basename(s.path) for s in shards]
+        assert sorted(os.listdir(tmp_path)) == sorted(names + [n + ".index" for n in names])
+    assert backend.name == tfl.implementation
 
 
 def test_s3_read_and_write(cluster, files, s3):

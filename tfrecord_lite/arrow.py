@@ -53,6 +53,7 @@ from .features import (
     SequenceSchema,
     SparseFeature,
     VarLenFeature,
+    check_spec_mapping,
     infer_schema,
 )
 
@@ -291,13 +292,14 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
 _SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
 
 
-def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None) -> RecordBatch:
+def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None,
+            on_corrupt="raise") -> RecordBatch:
     """The first n records of the files, from as many files as it takes (an empty first
     file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
     them names the record's file."""
     parts, left = [], n
     for path in paths:
-        with TFRecordReader(path, compression, check_crc, storage_options=storage_options) as reader:
+        with TFRecordReader(path, compression, check_crc, on_corrupt, storage_options=storage_options) as reader:
             parts.append(reader.head(left))
         left -= len(parts[-1])
         if left <= 0:
@@ -313,18 +315,22 @@ def _names(columns) -> list | None:
     return None if columns is None else list(columns)
 
 
-def _spec_for(paths, features, columns, storage_options=None, compression="auto"):
-    """The spec to read: features (inferred from the files' first records when None), cut
-    to columns."""
+def _spec_for(paths, features, columns, storage_options=None, compression="auto", records=None,
+              reader="read_table and to-parquet"):
+    """The spec to read: features (inferred from records, by default the files' first
+    records, when None), cut to columns. reader names the caller in the error for
+    SequenceExamples, which only sequence_to_arrow reads."""
     columns = _names(columns)
     if features is None:
-        records = _sample(paths, compression=compression, storage_options=storage_options)
+        if records is None:
+            records = _sample(paths, compression=compression, storage_options=storage_options)
         features = infer_schema(records, sample=len(records))
         if isinstance(features, SequenceSchema):
-            raise FeatureSpecError("the records are SequenceExamples (with feature lists), which read_table "
-                                   "and to-parquet do not read", path=records.locate(0)[0],
+            raise FeatureSpecError(f"the records are SequenceExamples (with feature lists), which {reader} "
+                                   "cannot read", path=records.locate(0)[0],
                                    hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
                                         "context_features, sequence_features)")
+    check_spec_mapping(features)
     if columns is not None:
         missing = [c for c in columns if c not in features]
         if missing:

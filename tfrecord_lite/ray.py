@@ -7,14 +7,17 @@ Reading splits the work into read tasks by file and, when there are fewer files 
 tasks, splits uncompressed files that have an index sidecar (``path + ".index"``, see
 ``tfrecord_lite.index``) into runs of whole records of about equal bytes. Each record is
 read by exactly one task. ``build_index=True`` writes missing sidecars first (a scan of each
-uncompressed file), so that a few large files spread over many tasks.
+uncompressed file), so that a few large files spread over many tasks. With
+``on_corrupt="skip"`` or ``"stop"`` every file is read whole by one task, as
+``TFRecordReader`` reads it.
 
 Writing gives each write task one shard. The task writes it under a hidden staging name
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
 and when every task has succeeded, ``on_write_complete`` renames the shards, in task
 order, to ``<prefix>-00003-of-00016<suffix>``. The count is known only then. If any task
-fails or a rename fails, every staging file and every shard already renamed is removed, so
-no file appears under a final name unless the whole write succeeded.
+fails or a rename fails, every staging file and every shard already renamed is removed (and
+local files those had replaced are put back), so no file appears under a final name unless
+the whole write succeeded.
 """
 
 from __future__ import annotations
@@ -34,14 +37,14 @@ from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
 from .files import resolve_files
-from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError, TruncatedRecordError
-from .features import infer_schema
+from .errors import (ArgumentTypeError, FeatureSpecError, InvalidArgumentError, TFRecordError,
+                     TruncatedRecordError)
 from .index import build_index as _build_index
 from .index import index_path, load_index
-from .io import detect_compression, normalize_compression
-from .reader import TFRecordReader, _read_exact
+from .io import _temp_stem, detect_compression, normalize_compression
+from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
-from .writer import TFRecordWriter
+from .writer import TFRecordWriter, check_index_compression, drop_kept, keep_replaced, put_back
 
 __all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordDatasink", "RECORD_COLUMN"]
 
@@ -58,11 +61,14 @@ class TFRecordDatasource(Datasource):
     """TFRecord files as a Ray ``Datasource``; see ``read_tfrecords`` for the arguments."""
 
     def __init__(self, paths, features=None, *, columns=None, raw=False, compression="auto",
-                 check_crc=True, build_index=False, storage_options=None):
+                 check_crc=True, on_corrupt="raise", build_index=False, storage_options=None):
         super().__init__()
         self._projection_map = None
         self.compression = normalize_compression(compression, allow_auto=True)
         self.check_crc = bool(check_crc)
+        if on_corrupt not in ON_CORRUPT:
+            raise InvalidArgumentError(f"on_corrupt must be one of {ON_CORRUPT}, not {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
         self.storage_options = storage_options
         self.raw = bool(raw)
         if self.raw and (features is not None or columns is not None):
@@ -71,8 +77,8 @@ class TFRecordDatasource(Datasource):
         self.paths = resolve_files(paths, storage_options)
         sample = self._sample()
         if not self.raw:
-            features = infer_schema(sample, sample=_SAMPLE) if features is None else dict(features)
-            features = _arrow._spec_for(self.paths, features, columns)
+            features = dict(_arrow._spec_for(self.paths, features, columns, records=sample,
+                                             reader="read_tfrecords (without raw=True)"))
             _arrow.arrow_schema(features)  # an unsupported spec fails here, not in a task
         self.features = features
         # In-memory bytes per record byte, and the records per block that keep blocks near
@@ -87,7 +93,8 @@ class TFRecordDatasource(Datasource):
 
     def _sample(self):
         """The first _SAMPLE records, from as many files as it takes (some may be empty)."""
-        return _arrow._sample(self.paths, _SAMPLE, self.compression, self.check_crc, self.storage_options)
+        return _arrow._sample(self.paths, _SAMPLE, self.compression, self.check_crc, self.storage_options,
+                              self.on_corrupt)
 
     def _describe(self, path, build_index):
         """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
@@ -97,7 +104,9 @@ class TFRecordDatasource(Datasource):
             with _fs.open_input(path, self.storage_options) as f:
                 compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
         index = None
-        if compression is None:
+        # Records skipped or stopped at are counted by no index, and "stop" ends the whole
+        # file: such a read takes each file whole, in one task, as TFRecordReader does.
+        if compression is None and self.on_corrupt == "raise":
             sidecar = index_path(path)
             if build_index and not _fs.exists(sidecar, self.storage_options):
                 _build_index(path, check_crc=self.check_crc, storage_options=self.storage_options)
@@ -165,7 +174,8 @@ class TFRecordDatasource(Datasource):
         return pa.schema([(RECORD_COLUMN, pa.large_binary())]) if self.raw else _arrow.arrow_schema(features)
 
     def _reader(self, features):
-        return _TaskReader(features, self.raw, self.check_crc, self.storage_options, self.block_records)
+        return _TaskReader(features, self.raw, self.check_crc, self.on_corrupt, self.storage_options,
+                           self.block_records)
 
     def get_name(self) -> str:
         return "ReadTFRecordLite"
@@ -174,10 +184,11 @@ class TFRecordDatasource(Datasource):
 class _TaskReader:
     """What a read task needs (and pickles): never the indexes, only its byte ranges."""
 
-    def __init__(self, features, raw, check_crc, storage_options, block_records):
+    def __init__(self, features, raw, check_crc, on_corrupt, storage_options, block_records):
         self.features = features
         self.raw = raw
         self.check_crc = check_crc
+        self.on_corrupt = on_corrupt
         self.storage_options = storage_options
         self.block_records = block_records
 
@@ -195,7 +206,7 @@ class _TaskReader:
     def __call__(self, group):
         for path, compression, pieces, records, _ in group:
             if pieces is None:
-                with TFRecordReader(path, compression, self.check_crc,
+                with TFRecordReader(path, compression, self.check_crc, self.on_corrupt,
                                     storage_options=self.storage_options) as reader:
                     for batch in reader.record_batches(self.block_records):
                         yield self.block(batch)
@@ -272,7 +283,7 @@ def _binary_array(records) -> pa.Array:
 
 def read_tfrecords(paths: Files, features: Features | None = None, *, columns: Sequence[str] | None = None,
                    raw: bool = False, compression: Compression = "auto", check_crc: bool = True,
-                   build_index: bool = False, storage_options: StorageOptions = None,
+                   on_corrupt: str = "raise", build_index: bool = False, storage_options: StorageOptions = None,
                    override_num_blocks: int | None = None, **options: Any) -> Any:
     """A ``ray.data.Dataset`` of the Examples in TFRecord files, read without TensorFlow.
 
@@ -285,15 +296,28 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
         is pushed down into the read the same way.
     raw: one ``large_binary`` column ``"record"`` holding each record's bytes, unparsed.
     compression / check_crc: as in ``TFRecordReader`` (``"auto"`` detects GZIP/ZLIB per file).
+    on_corrupt: as in ``TFRecordReader``: "skip" drops bad records (each read task logs them),
+        "stop" ends a file at its first bad record. Either reads every file whole in one task.
     build_index: write missing ``.index`` sidecars of uncompressed files before reading, so
         that a few large files can be split between tasks.
     override_num_blocks and the other options (``concurrency``, ``ray_remote_args``...) go to
     ``ray.data.read_datasource``.
     """
+    import inspect
+
     import ray.data
 
+    # read_datasource hands keywords it does not name to legacy datasources: here they would
+    # be dropped without a word (a misspelt option, an option of another reader).
+    kinds = {n: p.kind for n, p in inspect.signature(ray.data.read_datasource).parameters.items()}
+    unknown = [k for k in options if kinds.get(k) is not inspect.Parameter.KEYWORD_ONLY]
+    if unknown:
+        raise ArgumentTypeError(f"read_tfrecords got an unexpected keyword argument {unknown[0]!r}",
+                                hint="besides its own, it takes those of ray.data.read_datasource "
+                                     "(concurrency, ray_remote_args, ...)")
     source = TFRecordDatasource(paths, features, columns=columns, raw=raw, compression=compression,
-                                check_crc=check_crc, build_index=build_index, storage_options=storage_options)
+                                check_crc=check_crc, on_corrupt=on_corrupt, build_index=build_index,
+                                storage_options=storage_options)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **options)
 
 
@@ -314,6 +338,8 @@ class TFRecordDatasink(Datasink):
             raise InvalidArgumentError("record_column writes one binary column verbatim; drop columns")
         self.options = dict(compression=normalize_compression(compression), index=index,
                             storage_options=storage_options)
+        if index:  # here, not in every write task once the dataset has been computed
+            check_index_compression(self.options["compression"], compression, self.prefix)
         self.deterministic = deterministic
         self.suffix = suffix
         self.storage_options = storage_options
@@ -321,7 +347,11 @@ class TFRecordDatasink(Datasink):
         self.shards = None
         paths = posixpath if _fs.is_url(self.prefix) else os.path
         self._directory, name = paths.split(self.prefix)
-        self._staging = paths.join(self._directory, f".{name}-{self.write_id}-")
+        # The name cut as temporary names are: a staging name is 5 bytes longer than the
+        # shard's, and must fit wherever the shard's does.
+        self._staging = paths.join(self._directory, f".{_temp_stem(name)}-{self.write_id}-")
+        # The temporary files of the staging files (a task killed while writing leaves its own)
+        self._temps = paths.join(self._directory, f".{_temp_stem(paths.basename(self._staging))}")
 
     def staging_path(self, task_index: int) -> str:
         return f"{self._staging}{task_index:05d}{self.suffix}"
@@ -356,6 +386,12 @@ class TFRecordDatasink(Datasink):
             with TFRecordWriter(path, **self.options) as writer:
                 for table in tables:
                     for chunk in table.column(0).chunks:
+                        if chunk.null_count:  # else the writer names a row of a hidden staging file
+                            row = writer.records_written + int(np.argmax(chunk.is_null().to_numpy(False)))
+                            raise FeatureSpecError(
+                                f"record_column {self.record_column!r} holds a null, which is no record "
+                                f"(row {row} of write task {ctx.task_idx})", path=self.prefix,
+                                hint="drop or fill the null rows first (Dataset.filter)")
                         writer.write_many(chunk.to_pylist())
                 count = writer.records_written
         return {"task": ctx.task_idx, "path": path, "records": count}
@@ -363,7 +399,10 @@ class TFRecordDatasink(Datasink):
     def _select(self, table):
         if self.record_column is not None:
             return table.select([self.record_column])
-        return table if self.columns is None else table.select(self.columns)
+        table = table if self.columns is None else table.select(self.columns)
+        # Ray types a column null in a block where all its values are None: no row there has
+        # the feature, as where a typed column holds a null.
+        return table.select([i for i, f in enumerate(table.schema) if not pa.types.is_null(f.type)])
 
     def on_write_complete(self, write_result) -> None:
         done = sorted(write_result.write_returns, key=lambda r: r["task"])
@@ -371,42 +410,53 @@ class TFRecordDatasink(Datasink):
             with TFRecordWriter(self.staging_path(0), **self.options) as writer:
                 pass
             done = [{"task": 0, "path": writer.path, "records": 0}]
-        n = len(done)
+        finals = [shard_path(self.prefix, i, len(done), self.suffix) for i in range(len(done))]
+        # Local files of the same names (an earlier run's) are kept until every rename stands.
+        kept = [] if _fs.is_url(self.prefix) else keep_replaced([p for f in finals for p in (f, f + ".index")])
         moved = []
         try:
-            for i, r in enumerate(done):
-                final = shard_path(self.prefix, i, n, self.suffix)
-                self._move(r["path"], final)
-                moved.append(final)
+            for r, final in zip(done, finals):
+                # The old sidecar goes before the data is renamed, the new one comes after, as
+                # TFRecordWriter commits: no reader finds a sidecar beside other data.
+                _fs.remove(final + ".index", self.storage_options)
+                self._rename(r["path"], final)
+                moved.append(final)  # from here a failure removes it, sidecar and all
+                if self.options["index"]:
+                    self._rename(r["path"] + ".index", final + ".index")
         except BaseException:
             for final in moved:
                 self._remove(final)
+            put_back(kept)
             self.on_write_failed(None)
             raise
+        drop_kept(kept)
         self.shards = [ShardInfo(final, r["records"]) for final, r in zip(moved, done)]
+        self._remove_staging()  # what attempts killed while writing left (their tasks were retried)
 
     def on_write_failed(self, error) -> None:
-        """Remove every staging file of this write (tasks that failed left none of their own)."""
-        if _fs.is_url(self.prefix):
-            fs, p = _fs.filesystem(self._staging, self.storage_options)
-            found = [fs.unstrip_protocol(f) for f in fs.glob(p + "*")]
-        else:
-            import glob
+        self._remove_staging()
 
-            found = glob.glob(glob.escape(self._staging) + "*")
+    def _remove_staging(self) -> None:
+        """Remove every staging file of this write, and the temporary files that task
+        attempts killed while writing left (an attempt that raised removed its own)."""
+        found = []
+        for pattern in (self._staging, self._temps):
+            if _fs.is_url(self.prefix):
+                fs, p = _fs.filesystem(pattern, self.storage_options)
+                found += [fs.unstrip_protocol(f) for f in fs.glob(p + "*")]
+            else:
+                import glob
+
+                found += glob.glob(glob.escape(pattern) + "*")
         for path in found:
             _fs.remove(path, self.storage_options)
 
-    def _move(self, src, dst):
-        sidecars = [(src + ".index", dst + ".index")] if self.options["index"] else []
-        if not sidecars:  # an old sidecar must not describe the new file
-            _fs.remove(dst + ".index", self.storage_options)
-        for a, b in [(src, dst)] + sidecars:
-            if _fs.is_url(a):
-                fs, p = _fs.filesystem(a, self.storage_options)
-                fs.mv(p, _fs.filesystem(b, self.storage_options)[1])
-            else:
-                os.replace(a, b)
+    def _rename(self, src, dst):
+        if _fs.is_url(src):
+            fs, p = _fs.filesystem(src, self.storage_options)
+            fs.mv(p, _fs.filesystem(dst, self.storage_options)[1])
+        else:
+            os.replace(src, dst)
 
     def _remove(self, path):
         for p in (path, path + ".index"):

@@ -76,12 +76,7 @@ class TFRecordWriter(CommitOnExit):
                 f"TFRecordWriter needs a path or a binary file object, not {type(path_or_fileobj).__name__}"
             )
         if index:
-            if self.compression:
-                raise InvalidArgumentError(
-                    f"index=True needs an uncompressed file, but compression={compression!r}: "
-                    "records in a compressed stream have no byte offsets to index",
-                    path=self.path, hint="write it uncompressed, or drop index=True",
-                )
+            check_index_compression(self.compression, compression, self.path)
             if index is True and not isinstance(path_or_fileobj, (str, os.PathLike)):
                 raise InvalidArgumentError("index=True needs a path to put the sidecar beside; pass "
                                            "index='<sidecar path>' when writing to a file object", path=self.path)
@@ -269,8 +264,8 @@ class TFRecordWriter(CommitOnExit):
             if self._index is not None:
                 self._index.path = self._index_path or self._atomic.path + ".index"
             if not _fs.is_url(self.path):
-                self._kept = _keep([self._atomic.target, self.path + ".index"]
-                                   + ([self._index.path] if self._index is not None else []))
+                self._kept = keep_replaced([self._atomic.target, self.path + ".index"]
+                                           + ([self._index.path] if self._index is not None else []))
             self._unlink(self.path + ".index")
             if self._index is not None:
                 self._unlink(self._index.path)
@@ -295,24 +290,13 @@ class TFRecordWriter(CommitOnExit):
                 self._unlink(self._index.path)
             self._unlink(getattr(self._atomic, "target", self.path))  # a symlink's target: what was written
         kept, self._kept = self._kept, []
-        for name, copy in kept:
-            try:
-                if os.path.lexists(name) and os.path.samefile(copy, name):
-                    os.unlink(copy)  # never replaced (a rename between two links to it does nothing)
-                else:
-                    os.replace(copy, name)
-            except OSError:
-                pass  # the copy stays under its hidden name: put back by hand, never lost
+        put_back(kept)
 
     def _release(self):
         """The commit stands (alone, or with its whole group): drop the copies _uncommit
         would have put back."""
-        for _, copy in self._kept:
-            try:
-                os.unlink(copy)
-            except OSError:
-                pass
-        self._kept = []
+        kept, self._kept = self._kept, []
+        drop_kept(kept)
 
     def _unlink(self, path):
         _fs.remove(path, self._storage_options, name=self.path)
@@ -325,6 +309,17 @@ class TFRecordWriter(CommitOnExit):
             self._file.close()
         if self._index is not None:
             self._index.discard()
+
+
+def check_index_compression(normalized, compression, path) -> None:
+    """Refuse an index of a compressed file (normalized: compression after
+    normalize_compression; compression: as the caller passed it)."""
+    if normalized:
+        raise InvalidArgumentError(
+            f"index=True needs an uncompressed file, but compression={compression!r}: "
+            "records in a compressed stream have no byte offsets to index",
+            path=path, hint="write it uncompressed, or drop index=True",
+        )
 
 
 def close_group(writers, paths=None) -> None:
@@ -356,7 +351,7 @@ def close_group(writers, paths=None) -> None:
         w._release()
 
 
-def _keep(names) -> list:
+def keep_replaced(names) -> list:
     """(name, copy) for each existing local file among names, the copy a hard link under a
     hidden name beside it: what a commit replaces survives until the commit stands. A
     filesystem without hard links keeps nothing (the commit is then not undone past it)."""
@@ -372,6 +367,28 @@ def _keep(names) -> list:
             continue
         kept.append((name, copy))
     return kept
+
+
+def put_back(kept) -> None:
+    """Undo a commit's replacements: each (name, copy) of keep_replaced() goes back under
+    its name, unless the name still holds that very file."""
+    for name, copy in kept:
+        try:
+            if os.path.lexists(name) and os.path.samefile(copy, name):
+                os.unlink(copy)  # never replaced (a rename between two links to it does nothing)
+            else:
+                os.replace(copy, name)
+        except OSError:
+            pass  # the copy stays under its hidden name: put back by hand, never lost
+
+
+def drop_kept(kept) -> None:
+    """The commit stands: remove the copies keep_replaced() made."""
+    for _, copy in kept:
+        try:
+            os.unlink(copy)
+        except OSError:
+            pass
 
 
 def abort_group(writers) -> None:
