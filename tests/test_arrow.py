@@ -17,6 +17,8 @@ from tfrecord_lite import TFRecordDataset, TFRecordReader, TFRecordWriter
 from tfrecord_lite.arrow import arrow_schema, read_table, sequence_to_arrow, to_arrow, write_arrow
 from tfrecord_lite.errors import FeatureSpecError, TFRecordError
 
+from .test_example import BAD_KINDS, assert_first_bad_record_named
+
 floats = st.floats(width=32, allow_nan=False)
 ints = st.integers(-2**63, 2**63 - 1)
 blobs = st.binary(max_size=10)
@@ -533,3 +535,10 @@ def test_write_arrow_takes_fixed_shape_tensor_columns(backend, tmp_path):
     with pytest.raises(FeatureSpecError, match="column 'o': Arrow type extension<test.opaque"):
         write_arrow(pa.table({"o": opaque}), path)
     assert backend.name == tfl.implementation
+
+
+@settings(max_examples=40, deadline=None)
+@given(kinds=BAD_KINDS)
+def test_a_batch_error_names_its_first_bad_record(backend, tmp_path_factory, kinds):
+    """As parse_example's (test_example): the first bad record's error, whatever follows."""
+    assert_first_bad_record_named([to_arrow, sequence_to_arrow], tmp_path_factory.mktemp("first"), kinds)

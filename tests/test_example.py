@@ -169,31 +169,38 @@ _BAD = {  # records for the spec {"a": FixedLenFeature([], int64)}, and the erro
 }
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kinds=st.lists(st.sampled_from(sorted(_BAD)), min_size=1, max_size=8).filter(lambda k: set(k) != {"good"}))
-def test_a_batch_error_names_its_first_bad_record(backend, tmp_path_factory, kinds):
-    """As TensorFlow, which checks each record whole in turn: a malformed record (found
-    while decoding) or a type error after a shape or missing-value error (found later, by
-    the spec's checks) no longer hides an earlier bad record. Every parser of a batch,
-    from a list and from a file's RecordBatch (errors name the file's record)."""
-    from tfrecord_lite.arrow import sequence_to_arrow, to_arrow
+BAD_KINDS = st.lists(st.sampled_from(sorted(_BAD)), min_size=1, max_size=8).filter(lambda k: set(k) != {"good"})
 
+
+def assert_first_bad_record_named(parsers, directory, kinds):
+    """Each parser of a batch (records, spec) fails at the first record that is not good,
+    with the error that record gives alone, from a list and from a file's RecordBatch (whose
+    error names the file's record)."""
     first = next(i for i, k in enumerate(kinds) if k != "good")
     records = [_BAD[k][0]() for k in kinds]
     spec = {"a": tfl.FixedLenFeature([], np.int64)}
-    path = tmp_path_factory.mktemp("first") / "x.tfrecord"
+    path = directory / "x.tfrecord"
     with tfl.TFRecordWriter(path) as w:
         w.write(b"before")  # file indices are one past batch positions
         w.write_many(records)
     batch = next(tfl.TFRecordReader(path).record_batches(len(records) + 1))[1:]
-    for parse in (lambda r: tfl.parse_example(r, spec), lambda r: to_arrow(r, spec),
-                  lambda r: tfl.parse_sequence_example(r, spec), lambda r: sequence_to_arrow(r, spec)):
+    for parse in parsers:
         with pytest.raises(_BAD[kinds[first]][1]) as err:
-            parse(records)
+            parse(records, spec)
         assert err.value.index == first
         with pytest.raises(_BAD[kinds[first]][1]) as err:
-            parse(batch)
+            parse(batch, spec)
         assert (err.value.path, err.value.index) == (os.fspath(path), first + 1)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=BAD_KINDS)
+def test_a_batch_error_names_its_first_bad_record(backend, tmp_path_factory, kinds):
+    """As TensorFlow, which checks each record whole in turn: a malformed record (found
+    while decoding) or a type error after a shape or missing-value error (found later, by
+    the spec's checks) no longer hides an earlier bad record (to_arrow: test_arrow)."""
+    assert_first_bad_record_named([tfl.parse_example, tfl.parse_sequence_example],
+                                  tmp_path_factory.mktemp("first"), kinds)
 
 
 def test_raw_tensor_feature(backend):
