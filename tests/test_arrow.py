@@ -378,7 +378,7 @@ def test_write_arrow_shards_and_dictionary_columns(backend, tmp_path):
     (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "map"),
     (pa.array([0], pa.timestamp("s")), "timestamp"),
     (pa.array([[[1]]]), "list<item: list"),
-    (pa.array([None], pa.null()), "null"),
+    (pa.array([[[1]]], pa.list_view(pa.list_(pa.int64()))), "list_view<item: list"),
 ])
 def test_write_arrow_rejects_what_an_example_cannot_hold(tmp_path, column, type_name):
     path = tmp_path / "x.tfrecord"
@@ -388,6 +388,43 @@ def test_write_arrow_rejects_what_an_example_cannot_hold(tmp_path, column, type_
     with pytest.raises(FeatureSpecError, match="column 'l'.*null value"):
         write_arrow(pa.table({"l": pa.array([[1, None]])}), str(path))
     assert not path.exists()
+
+
+VIEWS = {  # a column of each other Arrow spelling of strings, binary and lists: the plain one
+    "string_view": (["x", None, "", "yz"], pa.string_view(), pa.string()),
+    "binary_view": ([b"a", b"", None, b"bc"], pa.binary_view(), pa.binary()),
+    "fixed_size_binary": ([b"ab", None, b"cd", b"ef"], pa.binary(2), pa.binary()),
+    "list_view": ([[1, 2], [], None, [3]], pa.list_view(pa.int64()), pa.list_(pa.int64())),
+    "large_list_view<string_view>": ([["p"], None, ["q", "r"], []], pa.large_list_view(pa.string_view()),
+                                     pa.list_(pa.string())),
+    "list<fixed_size_binary>": ([[b"xy"], [], [b"zz", b"ww"], None], pa.list_(pa.binary(2)), pa.list_(pa.binary())),
+    "fixed_size_list<string_view>": ([["a", "b"], None, ["c", "d"], ["", "e"]], pa.list_(pa.string_view(), 2),
+                                     pa.list_(pa.string(), 2)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(VIEWS))
+def test_write_arrow_takes_views_and_fixed_size_binary_as_their_plain_types(backend, tmp_path, kind):
+    """Views (Arrow's newer layouts, which polars and DuckDB may export) and fixed-size
+    binary hold the same values as strings, binary and lists: the same records."""
+    values, view, plain = VIEWS[kind]
+    sliced = pa.table({"c": pa.array(values, view), "i": np.arange(4)}).slice(1)  # offsets that do not start at 0
+    write_arrow(sliced, tmp_path / "view.tfrecord")
+    write_arrow(pa.table({"c": pa.array(values[1:], plain), "i": np.arange(1, 4)}), tmp_path / "plain.tfrecord")
+    assert list(TFRecordReader(tmp_path / "view.tfrecord")) == list(TFRecordReader(tmp_path / "plain.tfrecord"))
+
+
+def test_write_arrow_writes_no_feature_for_a_column_without_values(backend, tmp_path):
+    """A column of type null (Ray types a block's all-None column so, pandas an all-None
+    object column) or list<null> (only empty lists and nulls): no record gets it, as no
+    record gets a null row's feature; an empty list of no type parses as a missing feature,
+    as a Feature holding no list does."""
+    table = pa.table({"n": pa.array([None, None], pa.null()), "i": [1, 2],
+                      "ln": pa.array([[], None], pa.list_(pa.null()))})
+    write_arrow(table, tmp_path / "t.tfrecord")
+    assert list(TFRecordReader(tmp_path / "t.tfrecord")) == tfl.encode_examples({"i": np.array([1, 2])})
+    assert write_arrow(pa.table({"n": pa.array([None], pa.null())}), tmp_path / "n.tfrecord") == 1
+    assert list(TFRecordReader(tmp_path / "n.tfrecord")) == [tfl.encode_example({})]
 
 
 def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_path):

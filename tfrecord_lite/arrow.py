@@ -23,10 +23,13 @@ holds an empty list. SequenceExamples go through ``sequence_to_arrow``: context 
 above, each sequence feature a ``large_list`` of steps. SparseFeature has no Arrow form (read
 its index and value keys as VarLenFeature) and raises FeatureSpecError.
 
-Writing (``write_arrow``) takes numeric, bool, binary and string columns, fixed-size and
-variable lists of them (dictionary columns are decoded first) and fixed-shape tensors (each
-row's values flattened), one Feature per column and row; a null row omits the feature from that record. The records are byte-identical to
-``encode_examples`` of the same values.
+Writing (``write_arrow``) takes numeric, bool, binary and string columns (views and
+fixed-size binary too), fixed-size and variable lists of them (list views too; dictionary
+columns are decoded first) and fixed-shape tensors (each row's values flattened), one Feature
+per column and row; a null row omits the feature from that record, and a column of type null
+or list<null> (no value in any row: Ray types a block's all-None column so) from every record.
+The records are byte-identical to TensorFlow's Examples of typed Features (``bytes_list``,
+``float_list``, ``int64_list``) of the same values.
 """
 
 from __future__ import annotations
@@ -524,31 +527,88 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
     names = batch.schema.names
     if len(set(names)) != len(names):
         raise FeatureSpecError("a table written as Examples needs distinct column names")
-    for field in batch.schema:
+    arrays = {}
+    for field, arr in zip(batch.schema, batch.columns):
+        if _valueless(field.type):
+            continue
         if not _holdable(field.type):
             raise _unsupported(field.name, field.type)
-    columns = {name: _encodable(name, batch.column(i)) for i, name in enumerate(names)}
+        arrays[field.name] = _plain(arr)
+    columns = {name: _encodable(name, arr) for name, arr in arrays.items()}
     if not columns:
         return [encode_example({})] * batch.num_rows
     records = encode_examples(columns, deterministic)
-    nulls = [(name, batch.column(i).is_null().to_numpy(zero_copy_only=False))
-             for i, name in enumerate(names) if batch.column(i).null_count]
+    nulls = [(name, arr.is_null().to_numpy(zero_copy_only=False)) for name, arr in arrays.items() if arr.null_count]
     if nulls:
         any_null = np.logical_or.reduce([mask for _, mask in nulls])
         null_of = dict(nulls)
         for row in np.flatnonzero(any_null).tolist():
-            mapping = {name: columns[name][row] for name in names
+            mapping = {name: column[row] for name, column in columns.items()
                        if name not in null_of or not null_of[name][row]}
             records[row] = encode_example(mapping, deterministic)
     return records
 
 
+def _valueless(t) -> bool:
+    """A column of type null or list<null>: no row holds a value (at most empty lists, which
+    parse as a missing feature, as a Feature of no type does)."""
+    return pa.types.is_null(t) or (_is_list(t) and pa.types.is_null(t.value_type))
+
+
 def _holdable(t) -> bool:
     """Whether an Example can hold a column of this Arrow type (one Feature per row)."""
-    t = _stored(t)
+    t = _plain_type(_stored(t))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         t = t.value_type
     return _scalar(_leaf_type(t))
+
+
+def _type_test(name):
+    return getattr(pa.types, name, lambda t: False)  # view types: pyarrow 16 on
+
+
+_is_string_view, _is_binary_view = _type_test("is_string_view"), _type_test("is_binary_view")
+_is_list_view, _is_large_list_view = _type_test("is_list_view"), _type_test("is_large_list_view")
+
+
+def _is_list(t) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+            or _is_list_view(t) or _is_large_list_view(t))
+
+
+def _plain_type(t):
+    """t with string and binary views and fixed-size binary as large_string / large_binary,
+    and list views as large lists, at any depth: the types the encoder reads."""
+    if _is_string_view(t):
+        return pa.large_string()
+    if _is_binary_view(t) or pa.types.is_fixed_size_binary(t):
+        return pa.large_binary()
+    if _is_list(t):
+        item = _plain_type(t.value_type)
+        if pa.types.is_fixed_size_list(t):
+            return t if item == t.value_type else pa.list_(item, t.list_size)
+        if pa.types.is_list(t):
+            return t if item == t.value_type else pa.list_(item)
+        return pa.large_list(item)
+    return t
+
+
+def _plain(arr: pa.Array) -> pa.Array:
+    """arr as _plain_type's type. List views are rebuilt as lists from their logical values
+    (pyarrow's cast of a list view with nulls gives an invalid array)."""
+    if _stored(arr.type) is not arr.type or pa.types.is_dictionary(arr.type):
+        return arr  # read as their storage or decoded later
+    target = _plain_type(arr.type)
+    if target == arr.type:
+        return arr
+    if _is_list_view(arr.type) or _is_large_list_view(arr.type):
+        import pyarrow.compute as pc
+
+        lengths = pc.list_value_length(arr).fill_null(0).to_numpy()
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int64())
+        arr = pa.LargeListArray.from_arrays(offsets, _plain(pc.list_flatten(arr)),
+                                            mask=arr.is_null() if arr.null_count else None)
+    return arr.cast(target)
 
 
 def _leaf_type(t):

@@ -399,10 +399,7 @@ class TFRecordDatasink(Datasink):
     def _select(self, table):
         if self.record_column is not None:
             return table.select([self.record_column])
-        table = table if self.columns is None else table.select(self.columns)
-        # Ray types a column null in a block where all its values are None: no row there has
-        # the feature, as where a typed column holds a null.
-        return table.select([i for i, f in enumerate(table.schema) if not pa.types.is_null(f.type)])
+        return table if self.columns is None else table.select(self.columns)
 
     def on_write_complete(self, write_result) -> None:
         done = sorted(write_result.write_returns, key=lambda r: r["task"])
