@@ -19,6 +19,7 @@ from . import _native
 from ._version import __version__
 from . import fs as _fs
 from .errors import NotTFRecordError, TFRecordError
+from .files import resolve_files
 from .index import build_index
 from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
@@ -97,6 +98,20 @@ def _storage(args):
         else:
             out[key] = value
     return out
+
+
+def _input_files(args) -> list[str]:
+    """Each FILE argument as the files it names: itself, or a glob's matches and a
+    directory's files, sorted (as TFRecordDataset resolves them), so that a pattern the shell
+    did not expand (quoted, or an s3:// URL) reads the same in every command. A file whose
+    name holds glob characters is itself."""
+    paths = []
+    for spec in args.files:
+        if not _fs.is_url(spec) and os.path.isfile(_fs.local_path(spec)):
+            paths.append(spec)
+        else:
+            paths.extend(resolve_files(spec, _storage(args)))
+    return paths
 
 
 def _progress_args(p):
@@ -589,6 +604,8 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
     try:
+        if hasattr(args, "files"):
+            args.files = _input_files(args)
         return args.func(args)
     except TFRecordError as exc:
         print(f"tfrecord-lite {args.command}: {exc}", file=sys.stderr)
