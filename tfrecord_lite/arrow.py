@@ -295,13 +295,14 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
 _SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
 
 
-def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None) -> RecordBatch:
+def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None,
+            on_corrupt="raise") -> RecordBatch:
     """The first n records of the files, from as many files as it takes (an empty first
     file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
-    them names the record's file."""
+    them names the record's file. Damage is handled as the read that follows handles it."""
     parts, left = [], n
     for path in paths:
-        with TFRecordReader(path, compression, check_crc, storage_options=storage_options) as reader:
+        with TFRecordReader(path, compression, check_crc, on_corrupt, storage_options=storage_options) as reader:
             parts.append(reader.head(left))
         left -= len(parts[-1])
         if left <= 0:
@@ -317,12 +318,14 @@ def _names(columns) -> list | None:
     return None if columns is None else list(columns)
 
 
-def _spec_for(paths, features, columns, storage_options=None, compression="auto"):
-    """The spec to read: features (inferred from the files' first records when None), cut
-    to columns."""
+def _spec_for(paths, features, columns, dataset_options=None):
+    """The spec to read: features (inferred from the files' first records, read with the
+    dataset's options, when None), cut to columns."""
     columns = _names(columns)
     if features is None:
-        records = _sample(paths, compression=compression, storage_options=storage_options)
+        options = dataset_options or {}
+        records = _sample(paths, **{k: options[k] for k in ("compression", "check_crc", "storage_options",
+                                                            "on_corrupt") if k in options})
         features = infer_schema(records, sample=len(records))
         if isinstance(features, SequenceSchema):
             raise FeatureSpecError("the records are SequenceExamples (with feature lists), which read_table "
@@ -343,7 +346,7 @@ def iter_batches(files: Files, features: Features | None = None, columns: Sequen
     """(schema, iterator of RecordBatches) of files, as read_table reads them."""
     storage_options = dataset_options.get("storage_options")
     paths = resolve_files(files, storage_options)
-    features = _spec_for(paths, features, columns, storage_options, dataset_options.get("compression", "auto"))
+    features = _spec_for(paths, features, columns, dataset_options)
     dataset_options.setdefault("batch_size", _READ_BATCH)
     batches = TFRecordDataset(paths, features, output="arrow", **dataset_options) if paths else iter(())
     return arrow_schema(features), batches
