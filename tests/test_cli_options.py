@@ -1,6 +1,5 @@
 """The tfrecord-lite command's input arguments and reading options, alike in every command:
-globs and directories as FILE, --on-corrupt and its hints, to-parquet's --sample and --spec,
-and how it ends on Ctrl-C."""
+globs and directories as FILE, --on-corrupt and its hints, and how it ends on Ctrl-C."""
 
 import os
 import subprocess
@@ -68,3 +67,61 @@ def test_a_file_named_like_a_glob_is_itself_and_an_empty_match_is_an_error(backe
         assert main(["to-parquet", arg, "-o", str(tmp_path / "o.parquet")]) == 1
         assert "no TFRecord files found" in capfd.readouterr().err
     assert not (tmp_path / "o.parquet").exists()
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """Four Examples (id 0..3) with record 1's data damaged."""
+    path = tmp_path / "damaged.tfrecord"
+    _write(path, _examples(0, 4))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 4 + 14] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+def test_the_python_api_keeps_its_spelling(backend, damaged):
+    with pytest.raises(tfl.CorruptRecordError, match="pass on_corrupt='skip' to drop bad records"):
+        list(tfl.TFRecordReader(damaged))
+
+
+@pytest.mark.parametrize("argv", [["count"], ["head"], ["schema"], ["stats"], ["to-parquet", "-o", "{out}"],
+                                  ["cat", "-o", "{out}"], ["merge", "-o", "{out}"]])
+def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_path, capfd, argv):
+    # The CLI had no way to keep the good records, and its errors said "pass on_corrupt='skip'".
+    out = str(tmp_path / "out")
+    argv = [a.format(out=out) for a in argv] + [damaged]
+    copies = argv[0] in ("cat", "merge")  # a plain copy checks no data CRC: skip and stop imply --verify
+    assert main(argv + ["--verify"] * copies) == 1
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "record 1" in err and "on_corrupt" not in err
+    assert "pass --on-corrupt skip to drop bad records and keep the rest, or --on-corrupt stop" in err
+    assert not os.path.exists(out)
+    for mode, ids in (("skip", [0, 2, 3]), ("stop", [0])):
+        assert main(argv + ["--on-corrupt", mode]) == 0
+        std = capfd.readouterr()
+        dropped = [line for line in std.err.splitlines() if " dropped " in line]
+        assert dropped == [f"tfrecord-lite {argv[0]}: dropped {damaged}, record 1, byte offset 47: corrupted "
+                           "record at 59: the masked CRC32C of the 31-byte data does not match"]
+        if argv[0] == "count":
+            assert std.out == f"{len(ids)}\t{damaged}\n"
+        elif argv[0] == "head":
+            assert [line for line in std.out.splitlines() if line.startswith("record")] == \
+                [f"record {i}: 31 bytes" for i in ids]  # numbered in the file
+        elif argv[0] == "stats":
+            assert std.out.startswith(f"{len(ids)} records")
+        elif argv[0] == "to-parquet":
+            pq = pytest.importorskip("pyarrow.parquet")
+            assert pq.read_table(out).column("id").to_pylist() == ids
+        elif copies:  # a salvage: the good records, verbatim
+            assert list(tfl.TFRecordReader(out)) == [r for i, r in enumerate(_examples(0, 4)) if i in ids]
+
+
+def test_commands_without_on_corrupt_point_to_the_one_that_has_it(backend, damaged, tmp_path, capfd):
+    assert main(["index", damaged]) == 1
+    err = capfd.readouterr().err
+    assert "on_corrupt" not in err and "tfrecord-lite cat FILE --on-corrupt skip -o OUT" in err
+    assert main(["verify", damaged]) == 1
+    std = capfd.readouterr()
+    assert "on_corrupt" not in std.out + std.err and "--on-corrupt skip" in std.err
+    assert "CORRUPT" in std.out and "record 1" in std.out

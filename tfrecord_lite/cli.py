@@ -10,9 +10,11 @@ import argparse
 import collections
 import contextlib
 import errno
+import copy
 import json
 import logging
 import os
+import re
 import sys
 
 from . import _native
@@ -24,15 +26,27 @@ from .index import build_index
 from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
-from .reader import TFRecordReader
+from .reader import ON_CORRUPT, TFRecordReader
 
 
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
+# What a command without --on-corrupt suggests for a damaged file.
+_SALVAGE = "copy the good records with: tfrecord-lite cat FILE --on-corrupt skip -o OUT"
+_PYTHON_ON_CORRUPT = re.compile(r"on_corrupt='(\w+)'((?: or '\w+')*)")  # as the library's hints spell it
 
 
-def _reader_args(p):
+def _reader_args(p, on_corrupt=True):
     p.add_argument("--compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
                    help="auto (default: detected), none, gzip or zlib")
+    if on_corrupt:
+        _on_corrupt_args(p)
+
+
+def _on_corrupt_args(p, more=""):
+    p.add_argument("--on-corrupt", default="raise", choices=ON_CORRUPT,
+                   help="at a damaged record: raise (default: exit 1 naming it), skip (drop it and "
+                   "read on) or stop (end there, keeping the records before it); each dropped "
+                   f"record is named on stderr{more}")
 
 
 def _count(minimum):
@@ -56,19 +70,61 @@ def _check(path, compression, storage_options=None):
 
 def _open(path, args, **kw):
     _check(path, args.compression, _storage(args))
+    kw.setdefault("on_corrupt", getattr(args, "on_corrupt", "raise"))
     return TFRecordReader(path, compression=normalize_compression(args.compression, allow_auto=True),
                           storage_options=_storage(args), **kw)
 
 
 @contextlib.contextmanager
-def _quiet_skips():
-    """Mute the reader's log line per skipped record: verify prints each problem itself."""
+def _skip_log(handler=None):
+    """Send the readers' log line per dropped record to handler, or nowhere (verify prints
+    each problem itself)."""
     logger = logging.getLogger("tfrecord_lite")
-    disabled, logger.disabled = logger.disabled, True
+    saved = logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [handler or logging.NullHandler()], False
     try:
         yield
     finally:
-        logger.disabled = disabled
+        logger.handlers, logger.propagate = saved
+
+
+class _SkipReport(logging.Handler):
+    """Under --on-corrupt skip or stop: names each dropped record once on stderr, without the
+    log line's hint (which spells the Python option)."""
+
+    def __init__(self, command):
+        super().__init__(logging.WARNING)
+        self.command, self.seen = command, set()
+
+    def emit(self, record):
+        err = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if not isinstance(err, TFRecordError):
+            print(f"tfrecord-lite {self.command}: {record.getMessage()}", file=sys.stderr)
+            return
+        key = (str(err.path), err.offset, err.index, err.detail)  # to-parquet's sample reads it twice
+        if key not in self.seen:
+            self.seen.add(key)
+            print(f"tfrecord-lite {self.command}: dropped {_without_hint(err)}", file=sys.stderr)
+
+
+def _without_hint(err) -> str:
+    """err's message without its advice, for a list of problems (verify, dropped records)."""
+    err = copy.copy(err)
+    err.hint = None
+    return err._render()
+
+
+def _in_cli_words(exc, args) -> str:
+    """exc's message with a hint naming the on_corrupt argument spelled as the command's
+    --on-corrupt, or, for a command without it, pointing to cat."""
+    if exc.hint and _PYTHON_ON_CORRUPT.search(exc.hint):
+        if hasattr(args, "on_corrupt"):
+            exc.hint = _PYTHON_ON_CORRUPT.sub(
+                lambda m: "--on-corrupt " + " or ".join([m[1], *re.findall(r"'(\w+)'", m[2])]), exc.hint)
+        else:
+            exc.hint = f"The file is damaged: {_SALVAGE}"
+        exc.args = (exc._render(),)
+    return str(exc)
 
 
 def _storage_option(text):
@@ -143,7 +199,7 @@ def cmd_count(args) -> int:
 def cmd_verify(args) -> int:
     """Check every CRC of every record; report each bad record; exit 1 if any."""
     bad = foreign = 0
-    with _bar(args, "verify") as bar, _quiet_skips():
+    with _bar(args, "verify") as bar, _skip_log():
         results = []
         for path in args.files:
             try:
@@ -160,23 +216,23 @@ def cmd_verify(args) -> int:
             foreign += 1
             continue
         for err in problems:
-            print(f"CORRUPT {err}")
+            print(f"CORRUPT {_without_hint(err)}")
         bad += len(problems)
         status = "OK" if not problems else f"{len(problems)} bad"
         print(f"{status}\t{n} good records\t{path}")
     if foreign:
         print(f"{foreign} file(s) are not TFRecord files.", file=sys.stderr)
     if bad:
-        print(f"{bad} corrupt record(s) found. Re-create the damaged files, or read them with "
-              "on_corrupt='skip' to keep the good records.", file=sys.stderr)
+        print(f"{bad} corrupt record(s) found. Re-create the damaged files, or {_SALVAGE}.", file=sys.stderr)
     return 1 if bad or foreign else 0
 
 
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
     out = merge(args.files, args.output, compression=args.compression,
-                input_compression=args.input_compression, verify=args.verify, index=args.index,
-                progress=args.progress, storage_options=_storage(args))
+                input_compression=args.input_compression, verify=args.verify or args.on_corrupt != "raise",
+                index=args.index, progress=args.progress, storage_options=_storage(args),
+                on_corrupt=args.on_corrupt)
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
     return 0
@@ -217,22 +273,25 @@ def cmd_cat(args) -> int:
         sink = sys.stdout.buffer
     else:
         sink = args.output
-    merge(args.files, sink, compression=args.compression,
-          input_compression=args.input_compression, verify=args.verify, progress=args.progress,
-          storage_options=_storage(args))
+    merge(args.files, sink, compression=args.compression, input_compression=args.input_compression,
+          verify=args.verify or args.on_corrupt != "raise", progress=args.progress,
+          storage_options=_storage(args), on_corrupt=args.on_corrupt)
     return 0
 
 
 def cmd_head(args) -> int:
     """Show the first N records: size, then the features when the record is a
     tf.train.Example (a SequenceExample's context and feature lists), else a hex preview."""
+    left = args.n
     with _open(args.file, args) as r, progress(args.n, desc="head", enabled=args.progress) as bar:
-        for i, record in enumerate(r):
-            if i >= args.n:
+        for batch in r.record_batches() if left else ():
+            for i in range(min(len(batch), left)):  # numbered in the file, records dropped counted
+                print(f"record {batch.locate(i)[2]}: {len(batch[i])} bytes")
+                print(_preview(batch[i], args.width))
+                bar.update()
+            left -= min(len(batch), left)
+            if not left:
                 break
-            print(f"record {i}: {len(record)} bytes")
-            print(_preview(record, args.width))
-            bar.update()
     return 0
 
 
@@ -424,7 +483,9 @@ def cmd_stats(args) -> int:
                     try:
                         names, columns = _native.example.decode_examples(batch)
                     except TFRecordError as exc:  # name the file and the record within it
-                        raise type(exc)(exc.detail, path=path, index=in_file + (exc.index or 0),
+                        i = exc.index or 0  # the block's frames follow one another from batch_offset
+                        raise type(exc)(exc.detail, path=path, index=r.batch_index + i,
+                                        offset=r.batch_offset + int(block[1][i]) - _native.framing.HEADER_BYTES,
                                         hint="stats reads tf.train.Example records") from None
                     for name, column in zip(names, columns):
                         features[name].add(column.kinds, column.counts)
@@ -456,8 +517,9 @@ def cmd_to_parquet(args) -> int:
     for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
         _check(path, args.compression, _storage(args))
     columns = args.columns.split(",") if args.columns else None
-    rows = write_parquet(args.files, args.output, columns=columns, codec=args.codec, progress=args.progress,
-                         compression=args.compression, batch_size=args.batch_size, storage_options=_storage(args))
+    rows = write_parquet(args.files, args.output, columns=columns, codec=args.codec,
+                         progress=args.progress, compression=args.compression, batch_size=args.batch_size,
+                         storage_options=_storage(args), on_corrupt=args.on_corrupt)
     print(f"{rows} rows, {len(args.files)} file(s) -> {args.output}", file=sys.stderr)
     return 0
 
@@ -533,7 +595,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every record's CRCs; exit 1 on corruption",
                        description=cmd_verify.__doc__)
     p.add_argument("files", nargs="+", metavar="FILE")
-    _reader_args(p)
+    _reader_args(p, on_corrupt=False)
     _progress_args(p)
     p.set_defaults(func=cmd_verify)
 
@@ -563,6 +625,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="input files, in order")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged file")
     writing_args(p, "OUT")
+    _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write OUT.index (uncompressed OUT only)")
     _progress_args(p)
     p.set_defaults(func=cmd_merge)
@@ -588,6 +651,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", default=None, metavar="OUT", help="write to OUT (default stdout)")
     writing_args(p, "the output")
+    _on_corrupt_args(p, "; skip and stop imply --verify")
     _progress_args(p)
     p.set_defaults(func=cmd_cat)
     _add_table_commands(sub, add)
@@ -603,12 +667,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
+    skips = _SkipReport(args.command) if getattr(args, "on_corrupt", "raise") != "raise" else None
     try:
         if hasattr(args, "files"):
             args.files = _input_files(args)
-        return args.func(args)
+        with _skip_log(skips) if skips else contextlib.nullcontext():
+            return args.func(args)
     except TFRecordError as exc:
-        print(f"tfrecord-lite {args.command}: {exc}", file=sys.stderr)
+        print(f"tfrecord-lite {args.command}: {_in_cli_words(exc, args)}", file=sys.stderr)
         return 1
     except FileNotFoundError as exc:
         plain = exc.strerror in (None, os.strerror(errno.ENOENT))  # else it says more (a missing bucket)
