@@ -1,6 +1,8 @@
 """The tfrecord-lite command's input arguments and reading options, alike in every command:
-globs and directories as FILE, --on-corrupt and its hints, and how it ends on Ctrl-C."""
+globs and directories as FILE, --on-corrupt and its hints, to-parquet's --sample and --spec,
+and how it ends on Ctrl-C."""
 
+import json
 import os
 import subprocess
 import sys
@@ -125,3 +127,32 @@ def test_commands_without_on_corrupt_point_to_the_one_that_has_it(backend, damag
     std = capfd.readouterr()
     assert "on_corrupt" not in std.out + std.err and "--on-corrupt skip" in std.err
     assert "CORRUPT" in std.out and "record 1" in std.out
+
+
+def test_to_parquet_reads_with_the_spec_of_spec_or_the_sample_of_sample(backend, tmp_path, capfd):
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = _write(tmp_path / "tags.tfrecord", [tfl.encode_example({"id": i, "tags": [b"t"] * (1 + i % 2)})
+                                               for i in range(6)])
+    out = str(tmp_path / "out.parquet")
+    # Inferred from the records schema --sample N reads, so schema shows what to-parquet does.
+    assert main(["to-parquet", path, "-o", out, "--sample", "1"]) == 1
+    assert "feature 'tags': 2 values but the shape [] needs 1" in capfd.readouterr().err
+    assert main(["to-parquet", path, "-o", out]) == 0
+    assert pq.read_table(out).column("tags").to_pylist()[:2] == [[b"t"], [b"t", b"t"]]
+    # --spec takes what schema --format json prints, edited.
+    assert main(["schema", path, "--format", "json"]) == 0
+    spec = json.loads(capfd.readouterr().out)
+    spec["id"] = {"type": "VarLenFeature", "dtype": "int64"}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    assert main(["to-parquet", path, "-o", out, "--spec", str(tmp_path / "spec.json")]) == 0
+    assert pq.read_table(out).column("id").to_pylist()[:2] == [[0], [1]]
+    capfd.readouterr()
+    for bad, says in (("[1]", "must map feature names"), ('{"id": {"type": "SparseFeature"}}', "feature 'id' must"),
+                      ('{"id": {"type": "FixedLenFeature", "dtype": "int8"}}', "feature 'id': unsupported"),
+                      ("{", "is not JSON")):
+        (tmp_path / "bad.json").write_text(bad)
+        assert main(["to-parquet", path, "-o", str(tmp_path / "bad.parquet"), "--spec", str(tmp_path / "bad.json")]) == 1
+        err = capfd.readouterr().err
+        assert err.count("\n") == 1 and f"--spec {tmp_path / 'bad.json'}" in err and says in err, err
+        assert "tfrecord-lite schema FILE --format json" in err
+    assert not (tmp_path / "bad.parquet").exists()

@@ -318,6 +318,18 @@ def _names(columns) -> list | None:
     return None if columns is None else list(columns)
 
 
+def _inferred(records: RecordBatch):
+    """infer_schema of records read from files, refusing SequenceExamples, which Arrow
+    tables do not hold."""
+    features = infer_schema(records, sample=len(records))
+    if isinstance(features, SequenceSchema):
+        raise FeatureSpecError("the records are SequenceExamples (with feature lists), which read_table "
+                               "and to-parquet do not read", path=records.locate(0)[0],
+                               hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
+                                    "context_features, sequence_features)")
+    return features
+
+
 def _spec_for(paths, features, columns, dataset_options=None):
     """The spec to read: features (inferred from the files' first records, read with the
     dataset's options, when None), cut to columns."""
@@ -326,12 +338,7 @@ def _spec_for(paths, features, columns, dataset_options=None):
         options = dataset_options or {}
         records = _sample(paths, **{k: options[k] for k in ("compression", "check_crc", "storage_options",
                                                             "on_corrupt") if k in options})
-        features = infer_schema(records, sample=len(records))
-        if isinstance(features, SequenceSchema):
-            raise FeatureSpecError("the records are SequenceExamples (with feature lists), which read_table "
-                                   "and to-parquet do not read", path=records.locate(0)[0],
-                                   hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
-                                        "context_features, sequence_features)")
+        features = _inferred(records)
     if columns is not None:
         missing = [c for c in columns if c not in features]
         if missing:

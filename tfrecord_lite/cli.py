@@ -401,6 +401,39 @@ def _sample_records(args):
     return RecordBatch.concat(parts)
 
 
+_SPEC_TYPES = ("FixedLenFeature", "VarLenFeature")  # what schema --format json writes
+
+
+def _load_spec(path, storage_options):
+    """The feature spec in the JSON file that `schema --format json` writes (a feature per
+    name: {"type", "dtype", "shape"}), edited or not."""
+    from .errors import FeatureSpecError
+    from .features import FixedLenFeature, VarLenFeature
+
+    hint = "Write one with: tfrecord-lite schema FILE --format json > spec.json"
+    try:
+        doc = json.loads(_fs.read_bytes(path, storage_options))
+    except ValueError as exc:  # a UnicodeDecodeError too
+        raise FeatureSpecError(f"--spec {path} is not JSON ({exc})", hint=hint) from None
+    if not isinstance(doc, dict) or set(doc) == {"context", "feature_lists"}:
+        raise FeatureSpecError(f"--spec {path} must map feature names to specs of tf.train.Example "
+                               "features", hint=hint)
+    spec = {}
+    for name, entry in doc.items():
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if kind not in _SPEC_TYPES or not isinstance(entry.get("dtype"), str):
+            raise FeatureSpecError(f"--spec {path}: feature {name!r} must be an object with \"type\" (one of "
+                                   f"{', '.join(_SPEC_TYPES)}) and \"dtype\", not {entry!r:.80}", hint=hint)
+        try:
+            if kind == "VarLenFeature":
+                spec[name] = VarLenFeature(entry["dtype"])
+            else:
+                spec[name] = FixedLenFeature(entry.get("shape") or [], entry["dtype"])
+        except TFRecordError as exc:  # an unknown dtype, a shape that is not a list of ints
+            raise FeatureSpecError(f"--spec {path}: feature {name!r}: {exc.detail}", hint=exc.hint or hint) from None
+    return spec
+
+
 def _spec_row(spec) -> tuple:
     """(spec type, dtype, shape as a list or None) of an inferred spec."""
     shape = getattr(spec, "shape", None)
@@ -506,18 +539,19 @@ def cmd_stats(args) -> int:
 
 
 def cmd_to_parquet(args) -> int:
-    """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow).
-    The spec is inferred from the first 1,000 records of the FILEs; OUT appears only when
-    complete."""
+    """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow),
+    with the feature spec of --spec, or else the one the schema command infers from the same
+    records; OUT appears only when complete."""
     try:
-        from .arrow import write_parquet
+        from .arrow import _inferred, write_parquet
     except ImportError:
         raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
 
     for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
         _check(path, args.compression, _storage(args))
+    features = _load_spec(args.spec, _storage(args)) if args.spec else _inferred(_sample_records(args))
     columns = args.columns.split(",") if args.columns else None
-    rows = write_parquet(args.files, args.output, columns=columns, codec=args.codec,
+    rows = write_parquet(args.files, args.output, features, columns=columns, codec=args.codec,
                          progress=args.progress, compression=args.compression, batch_size=args.batch_size,
                          storage_options=_storage(args), on_corrupt=args.on_corrupt)
     print(f"{rows} rows, {len(args.files)} file(s) -> {args.output}", file=sys.stderr)
@@ -539,6 +573,8 @@ Lists become Arrow large_list columns and bytes large_binary (see tfrecord_lite.
 examples:
   tfrecord-lite to-parquet train-*.tfrecord -o train.parquet
   tfrecord-lite to-parquet data.tfrecord.gz -o small.parquet --columns id,label --codec zstd
+  tfrecord-lite schema train-*.tfrecord --format json > spec.json   # then edit it
+  tfrecord-lite to-parquet train-*.tfrecord -o train.parquet --spec spec.json
 """
 
 
@@ -563,6 +599,10 @@ def _add_table_commands(sub, add) -> None:
     p = add("to-parquet", cmd_to_parquet, "convert files to one Parquet file", _EPILOG_TO_PARQUET)
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file")
+    p.add_argument("--spec", default=None, metavar="SPEC.json",
+                   help="the feature spec, as schema --format json writes it (default: inferred)")
+    p.add_argument("--sample", type=_count(1), default=1000,
+                   help="records read per file to infer the spec without --spec (default 1000), as in schema")
     p.add_argument("--columns", default=None, help="comma-separated features to keep (default: all)")
     p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
     p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
