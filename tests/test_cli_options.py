@@ -156,3 +156,29 @@ def test_to_parquet_reads_with_the_spec_of_spec_or_the_sample_of_sample(backend,
         assert err.count("\n") == 1 and f"--spec {tmp_path / 'bad.json'}" in err and says in err, err
         assert "tfrecord-lite schema FILE --format json" in err
     assert not (tmp_path / "bad.parquet").exists()
+
+
+@pytest.mark.parametrize("argv", [["merge", "-o", "{out}", "--compression", "gzip"], ["to-parquet", "-o", "{out}"],
+                                  ["count"]])
+def test_ctrl_c_ends_with_one_line_status_130_and_no_output(backend, tmp_path, capfd, monkeypatch, argv):
+    # Ctrl-C printed a traceback (and exited 1).
+    paths = [_write(tmp_path / f"p{i}.tfrecord", _examples(10 * i, 10)) for i in range(3)]
+    out = str(tmp_path / "out")
+    reads = []
+
+    def interrupting(*args, **kwargs):
+        reads.append(args)
+        if len(reads) == 2:  # after the first input was read, and for merge written
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    real = tfl.TFRecordReader.frame_blocks if argv[0] == "merge" else tfl.TFRecordReader.record_batches
+    if argv[0] == "count":
+        real = tfl.TFRecordReader.record_spans
+        monkeypatch.setattr(tfl.TFRecordReader, "record_spans", interrupting)
+    else:
+        monkeypatch.setattr(tfl.TFRecordReader, real.__name__, interrupting)
+    assert main([a.format(out=out) for a in argv] + paths) == 130
+    std = capfd.readouterr()
+    assert std.err == f"tfrecord-lite {argv[0]}: interrupted\n" and std.out == ""
+    assert sorted(os.listdir(tmp_path)) == ["p0.tfrecord", "p1.tfrecord", "p2.tfrecord"]  # no part file

@@ -723,6 +723,9 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # outputs are atomic: nothing half-written is left to explain
+        print(f"tfrecord-lite {args.command}: interrupted", file=sys.stderr)
+        return 130
     except IsADirectoryError as exc:  # free space and permissions have nothing to do with it
         print(f"tfrecord-lite {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
