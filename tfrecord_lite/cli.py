@@ -32,7 +32,8 @@ from .reader import ON_CORRUPT, TFRecordReader
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
 # What a command without --on-corrupt suggests for a damaged file.
 _SALVAGE = "copy the good records with: tfrecord-lite cat FILE --on-corrupt skip -o OUT"
-_PYTHON_ON_CORRUPT = re.compile(r"on_corrupt='(\w+)'((?: or '\w+')*)")  # as the library's hints spell it
+# An argument as the library's hints spell it: on_corrupt='skip' or 'stop', compression=None.
+_PYTHON_ARGUMENT = re.compile(r"\b(on_corrupt|compression)=(None|'\w+')((?:,? or '\w+')*)")
 
 
 def _reader_args(p, on_corrupt=True):
@@ -115,15 +116,21 @@ def _without_hint(err) -> str:
 
 
 def _in_cli_words(exc, args) -> str:
-    """exc's message with a hint naming the on_corrupt argument spelled as the command's
-    --on-corrupt, or, for a command without it, pointing to cat."""
-    if exc.hint and _PYTHON_ON_CORRUPT.search(exc.hint):
-        if hasattr(args, "on_corrupt"):
-            exc.hint = _PYTHON_ON_CORRUPT.sub(
-                lambda m: "--on-corrupt " + " or ".join([m[1], *re.findall(r"'(\w+)'", m[2])]), exc.hint)
-        else:
-            exc.hint = f"The file is damaged: {_SALVAGE}"
-        exc.args = (exc._render(),)
+    """exc's message with the Python arguments its hint names spelled as the command's options
+    (on_corrupt='skip' as --on-corrupt skip, compression=None as --compression none, or
+    --input-compression where the command has one); a command without --on-corrupt points to
+    cat instead."""
+    if not exc.hint or not _PYTHON_ARGUMENT.search(exc.hint):
+        return str(exc)
+    if "on_corrupt=" in exc.hint and not hasattr(args, "on_corrupt"):
+        exc.hint = f"The file is damaged: {_SALVAGE}"
+    else:
+        def option(m):
+            name = "input_compression" if m[1] == "compression" and hasattr(args, "input_compression") else m[1]
+            values = re.sub(r"'(\w+)'", r"\1", m[2] + m[3]).replace("None", "none")
+            return f"--{name.replace('_', '-')} {values}"
+        exc.hint = _PYTHON_ARGUMENT.sub(option, exc.hint)
+    exc.args = (exc._render(),)
     return str(exc)
 
 
