@@ -182,3 +182,19 @@ def test_ctrl_c_ends_with_one_line_status_130_and_no_output(backend, tmp_path, c
     std = capfd.readouterr()
     assert std.err == f"tfrecord-lite {argv[0]}: interrupted\n" and std.out == ""
     assert sorted(os.listdir(tmp_path)) == ["p0.tfrecord", "p1.tfrecord", "p2.tfrecord"]  # no part file
+
+
+def test_errors_after_a_dropped_record_name_the_record_as_the_file_numbers_it(backend, tmp_path, capfd):
+    # stats counted the records it had seen, so a malformed record after a dropped one was
+    # named by its position among the good ones (record 2, for the file's record 3).
+    records = _examples(0, 5)
+    records[3] = b"\xff\xff"
+    path = _write(tmp_path / "mixed.tfrecord", records)
+    data = bytearray(open(path, "rb").read())
+    data[len(records[0]) + 16 + 14] ^= 0xFF  # record 1's data
+    open(path, "wb").write(bytes(data))
+    offset = 3 * (len(records[0]) + 16)
+    assert main(["stats", path, "--on-corrupt", "skip"]) == 1
+    err = capfd.readouterr().err.splitlines()
+    assert " dropped " in err[0] and "record 1," in err[0]
+    assert err[1].startswith(f"tfrecord-lite stats: {path}, record 3, byte offset {offset}: malformed Example")
