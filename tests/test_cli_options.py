@@ -198,3 +198,11 @@ def test_errors_after_a_dropped_record_name_the_record_as_the_file_numbers_it(ba
     err = capfd.readouterr().err.splitlines()
     assert " dropped " in err[0] and "record 1," in err[0]
     assert err[1].startswith(f"tfrecord-lite stats: {path}, record 3, byte offset {offset}: malformed Example")
+
+
+def test_verify_names_a_wrong_compression_as_the_option(backend, tmp_path, capfd):
+    packed = _write(tmp_path / "f.tfrecord.gz", [b"r"], "gzip")
+    assert main(["verify", packed, "--compression", "none"]) == 1
+    out = capfd.readouterr().out
+    assert "but --compression none was given: pass --compression gzip, or auto to detect it" in out
+    assert "compression=" not in out

@@ -218,7 +218,7 @@ def cmd_verify(args) -> int:
             results.append((path, n, problems))
     for path, n, problems in results:
         if problems and isinstance(problems[0], NotTFRecordError):
-            print(f"NOT TFRECORD {problems[0]}")
+            print(f"NOT TFRECORD {_in_cli_words(problems[0], args)}")
             print(f"not a TFRecord file\t{path}")
             foreign += 1
             continue
