@@ -206,3 +206,15 @@ def test_verify_names_a_wrong_compression_as_the_option(backend, tmp_path, capfd
     out = capfd.readouterr().out
     assert "but --compression none was given: pass --compression gzip, or auto to detect it" in out
     assert "compression=" not in out
+
+
+def test_to_parquet_refuses_to_replace_an_input(backend, tmp_path, capfd):
+    # to-parquet data.tfrecord -o data.tfrecord replaced the records with their Parquet table.
+    path = _write(tmp_path / "data.tfrecord", _examples(0, 3))
+    before = open(path, "rb").read()
+    os.symlink(path, tmp_path / "link.tfrecord")
+    for out in (path, str(tmp_path / "link.tfrecord")):
+        assert main(["to-parquet", path, "-o", out]) == 1
+        err = capfd.readouterr().err
+        assert err.count("\n") == 1 and "OUT is one of the inputs" in err
+    assert open(path, "rb").read() == before

@@ -556,6 +556,10 @@ def cmd_to_parquet(args) -> int:
 
     for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
         _check(path, args.compression, _storage(args))
+        if not _fs.is_url(path) and not _fs.is_url(args.output) and os.path.exists(args.output) \
+                and os.path.samefile(path, args.output):
+            raise TFRecordError("OUT is one of the inputs: the Parquet file would replace its TFRecord data",
+                                path=args.output, hint="write the Parquet file under another name")
     features = _load_spec(args.spec, _storage(args)) if args.spec else _inferred(_sample_records(args))
     columns = args.columns.split(",") if args.columns else None
     rows = write_parquet(args.files, args.output, features, columns=columns, codec=args.codec,
