@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import errno
 import copy
+import errno
 import json
 import logging
 import os
