@@ -373,12 +373,13 @@ def expand(spec: str, storage_options=None) -> list[str]:
         base = posixpath.basename(name.rstrip("/"))
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
-    if GLOB_CHARS & set(p):
-        found = fs.glob(p, detail=True)
-    elif fs.isdir(p):
-        found = {info["name"]: info for info in fs.ls(p, detail=True)}
-    else:
-        return [spec]
+    with _naming(spec):  # listing needs credentials too
+        if GLOB_CHARS & set(p):
+            found = fs.glob(p, detail=True)
+        elif fs.isdir(p):
+            found = {info["name"]: info for info in fs.ls(p, detail=True)}
+        else:
+            return [spec]
     return sorted(fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
 
 
