@@ -218,3 +218,50 @@ def test_to_parquet_refuses_to_replace_an_input(backend, tmp_path, capfd):
         err = capfd.readouterr().err
         assert err.count("\n") == 1 and "OUT is one of the inputs" in err
     assert open(path, "rb").read() == before
+
+
+def _feed(fifo, data):
+    """Write data into a FIFO from a thread (its open waits for the reader)."""
+    import threading
+
+    def write():
+        with open(fifo, "wb") as f:
+            f.write(data)
+    feeder = threading.Thread(target=write, daemon=True)
+    feeder.start()
+    return feeder
+
+
+@pytest.mark.parametrize("argv", [["count", "{fifo}"], ["head", "{fifo}", "-n", "1"], ["stats", "{fifo}"],
+                                  ["verify", "{fifo}"], ["cat", "{fifo}", "-o", "{out}"],
+                                  ["merge", "{fifo}", "-o", "{out}", "--verify"],
+                                  ["to-parquet", "{fifo}", "-o", "{out}", "--spec", "{spec}"]])
+def test_a_pipe_is_read_once_as_a_stream(backend, tmp_path, capfd, argv):
+    # Every command checked its input by reading its first bytes and seeking back, so
+    # `zcat a.gz | tfrecord-lite count /dev/stdin` (or a FIFO, or <(...)) failed with "Illegal seek".
+    records = _examples(0, 5)
+    packed = open(_write(tmp_path / "src.tfrecord.gz", records, "gzip"), "rb").read()
+    fifo, out, spec = str(tmp_path / "fifo"), str(tmp_path / "out"), tmp_path / "spec.json"
+    spec.write_text('{"id": {"type": "FixedLenFeature", "dtype": "int64", "shape": []}}')
+    os.mkfifo(fifo)
+    feeder = _feed(fifo, packed)
+    assert main([a.format(fifo=fifo, out=out, spec=spec) for a in argv]) == 0
+    feeder.join(10)
+    std = capfd.readouterr()
+    if argv[0] in ("cat", "merge"):
+        assert list(tfl.TFRecordReader(out)) == records
+    elif argv[0] == "to-parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        assert pq.read_table(out).column("id").to_pylist() == list(range(5))
+    else:
+        assert {"count": "5\t", "head": "record 0:", "stats": "5 records", "verify": "OK\t5 good"}[argv[0]] in std.out
+
+
+def test_to_parquet_without_a_spec_and_split_refuse_a_pipe(backend, tmp_path, capfd):
+    # Inferring the spec read the pipe's first records, and the conversion then found none left.
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    assert main(["to-parquet", fifo, "-o", str(tmp_path / "out.parquet")]) == 1
+    assert "a pipe can be read only once" in capfd.readouterr().err and not (tmp_path / "out.parquet").exists()
+    assert main(["split", fifo, "-n", "2"]) == 1
+    assert "a pipe can be read only once" in capfd.readouterr().err

@@ -64,7 +64,10 @@ def _count(minimum):
 
 
 def _check(path, compression, storage_options=None):
-    """Refuse a file that is not TFRecord at all before reading it as one."""
+    """Refuse a file that is not TFRecord at all before reading it as one. A pipe (/dev/stdin,
+    <(zcat ...)) can be read only once: the reader checks it."""
+    if _fs.is_special(path):
+        return
     with _fs.open_input(path, storage_options) as f:
         check_tfrecord(f, path, normalize_compression(compression, allow_auto=True))
 
@@ -247,6 +250,10 @@ def cmd_merge(args) -> int:
 
 def cmd_split(args) -> int:
     """Split a TFRecord file into N shards of contiguous records (shard 0 gets the first)."""
+    if _fs.is_special(args.file):
+        raise TFRecordError("split reads its input twice (to count the records, then to copy them), but a "
+                            "pipe can be read only once", path=args.file,
+                            hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
                    verify=args.verify, index=args.index, progress=args.progress,
@@ -560,6 +567,11 @@ def cmd_to_parquet(args) -> int:
                 and os.path.samefile(path, args.output):
             raise TFRecordError("OUT is one of the inputs: the Parquet file would replace its TFRecord data",
                                 path=args.output, hint="write the Parquet file under another name")
+    piped = [p for p in args.files if _fs.is_special(p)]
+    if piped and not args.spec:  # the sample would take the records the conversion needs
+        raise TFRecordError("a pipe can be read only once, but inferring the spec reads the first records "
+                            "before the conversion", path=piped[0],
+                            hint="Pass --spec SPEC.json (tfrecord-lite schema FILE --format json writes one)")
     features = _load_spec(args.spec, _storage(args)) if args.spec else _inferred(_sample_records(args))
     columns = args.columns.split(",") if args.columns else None
     rows = write_parquet(args.files, args.output, features, columns=columns, codec=args.codec,

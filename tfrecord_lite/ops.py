@@ -65,14 +65,14 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt=
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
         _refuse_output(writer, f, path)
-        raw = on_corrupt == "raise" and not verify
-        check_tfrecord(f, path, compression, first_header=on_corrupt == "raise")  # all a plain copy checks
-        if compression == "auto":
-            compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
-            f.seek(0)
-        if compression is None and raw and writer._raw_copyable():
-            bar.update(writer._copy_raw(f))
-            return False
+        if f.seekable():  # a pipe can be read only once: the reader checks it and detects compression
+            check_tfrecord(f, path, compression, first_header=on_corrupt == "raise")  # all a plain copy checks
+            if compression == "auto":
+                compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
+                f.seek(0)
+            if compression is None and on_corrupt == "raise" and not verify and writer._raw_copyable():
+                bar.update(writer._copy_raw(f))
+                return False
         with TFRecordReader(f, compression, check_crc=verify, on_corrupt=on_corrupt) as r:
             r.path = path  # errors name the input as given (a URL, not fsspec's key)
             for frames, _, lengths in tracked_blocks(r, bar):
