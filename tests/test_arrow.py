@@ -232,6 +232,24 @@ def test_read_table(backend, files):
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("on_corrupt, ids", [("skip", [0, 2, 3]), ("stop", [0])])
+def test_the_spec_is_inferred_under_the_reads_on_corrupt(backend, tmp_path, on_corrupt, ids):
+    # The sample read for infer_schema raised at a damaged record whatever on_corrupt said,
+    # so read_table(..., on_corrupt="skip") of a damaged file never got to skip it.
+    path = tmp_path / "damaged.tfrecord"
+    with TFRecordWriter(str(path)) as w:
+        w.write_many(tfl.encode_example({"id": i}) for i in range(4))
+    data = bytearray(path.read_bytes())
+    frame = len(data) // 4
+    data[frame + 14] ^= 0xFF  # record 1's data
+    path.write_bytes(bytes(data))
+    with pytest.raises(TFRecordError, match="record 1"):
+        read_table(str(path))
+    table = read_table(str(path), on_corrupt=on_corrupt)
+    assert table.column("id").to_pylist() == ids
+    assert backend.name == tfl.implementation
+
+
 def test_the_spec_is_inferred_past_an_empty_first_file(backend, files, tmp_path):
     # A shard with no records first gave an empty spec: a table of no columns and no rows,
     # and to-parquet wrote an empty Parquet file.

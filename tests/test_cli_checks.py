@@ -172,7 +172,12 @@ def test_the_wrong_compression_is_named_before_anything_is_read(backend, tmp_pat
                      ["cat", path, "-o", str(tmp_path / "out.tfrecord"), "--input-compression", given],
                      ["split", path, "-n", "2", "--input-compression", given]):
             assert main(argv) != 0
-            assert message in capfd.readouterr().err
+            err = capfd.readouterr().err
+            assert message in err
+            # In the command's words: the hint said "compression=None was given: pass compression='gzip'".
+            option = argv[-2]
+            right = "none" if given == "gzip" else "gzip"
+            assert f"but {option} {given} was given: pass {option} {right}, or auto to detect it" in err, err
     assert not [p for p in os.listdir(tmp_path) if not p.startswith("f.")]
 
 

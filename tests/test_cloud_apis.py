@@ -370,7 +370,9 @@ url = sys.argv[1]
 def write():
     with tfl.TFRecordWriter(url + "-out") as w:
         w.write(b"a")
-for call in (lambda: list(tfl.TFRecordReader(url)), write, lambda: tfl.merge([url], sys.argv[2])):
+pattern = url.rsplit("/", 1)[0] + "/*.tfrecord"  # listing a glob needs credentials too
+for call in (lambda: list(tfl.TFRecordReader(url)), write, lambda: tfl.merge([url], sys.argv[2]),
+             lambda: tfl.TFRecordDataset(pattern)):
     try:
         call()
     except tfl.TFRecordError as exc:
@@ -388,8 +390,10 @@ def test_missing_credentials_name_the_url_and_say_where_to_set_them(s3, s3_serve
     out = subprocess.run([sys.executable, "-c", _NO_CREDENTIALS, url, str(tmp_path / "m.tfrecord")], env=env,
                          capture_output=True, text=True, timeout=300)
     lines = out.stdout.splitlines()
+    pattern = url.rsplit("/", 1)[0] + "/*.tfrecord"
     assert [line.split(" |")[0] for line in lines] == [f"TFRecordError {url}", f"TFRecordError {url}-out",
-                                                       f"TFRecordError {url}"], out.stdout + out.stderr
+                                                       f"TFRecordError {url}", f"TFRecordError {pattern}"], \
+        out.stdout + out.stderr
     for line in lines:
         assert "found no credentials" in line and "AWS_ACCESS_KEY_ID" in line and "storage_options" in line
     assert out.returncode == 1

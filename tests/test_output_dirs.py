@@ -1,7 +1,9 @@
-"""Output paths: every writer creates missing parent directories, and no error names the
-hidden temporary file a write goes through (only the path the user gave)."""
+"""Output paths: every writer creates missing parent directories, no error names the
+hidden temporary file a write goes through (only the path the user gave), and a device or a
+pipe is written into, never replaced."""
 
 import os
+import stat
 
 import pytest
 
@@ -129,3 +131,40 @@ def test_an_output_that_names_a_directory_is_refused_up_front(backend, tmp_path,
             err = capfd.readouterr().err
             assert err == f"tfrecord-lite {command}: {out}: {says}, such as {os.path.join(out, 'out.tfrecord')}\n"
     assert _files_under(tmp_path) == ["in.tfrecord"] and sorted(os.listdir(tmp_path)) == ["in.tfrecord", "outdir"]
+
+
+def _drain(fifo):
+    """Read a FIFO to its end in a thread: (thread, chunks)."""
+    import threading
+
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    return reader, got
+
+
+@pytest.mark.parametrize("argv", [None, ["cat", "{src}", "-o", "{out}"], ["merge", "{src}", "-o", "{out}", "--compression", "gzip"],
+                                  ["to-parquet", "{src}", "-o", "{out}"]])
+def test_an_output_that_is_a_pipe_or_a_device_is_written_into_not_replaced(backend, tmp_path, argv):
+    # An atomic write renamed its temporary file over the name: `tfrecord-lite cat x -o /dev/null`
+    # run as root replaced /dev/null with a regular file, and a named pipe got no data.
+    src = str(tmp_path / "src.tfrecord")
+    with tfl.TFRecordWriter(src) as w:
+        w.write_many(tfl.encode_example({"id": i}) for i in range(3))
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    reader, got = _drain(fifo)
+    if argv is None:
+        with tfl.TFRecordWriter(fifo) as w:
+            w.write(b"abc")
+    else:
+        assert main([a.format(src=src, out=fifo) for a in argv]) == 0
+    reader.join(10)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "src.tfrecord"]  # no temporary file left
+    if argv is None:
+        assert list(tfl.TFRecordReader(got[0])) == [b"abc"]
+    elif argv[0] == "to-parquet":
+        assert got[0][:4] == b"PAR1"
+    else:
+        assert list(tfl.TFRecordReader(got[0])) == list(tfl.TFRecordReader(src))

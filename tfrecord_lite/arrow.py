@@ -299,7 +299,7 @@ def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_option
             on_corrupt="raise") -> RecordBatch:
     """The first n records of the files, from as many files as it takes (an empty first
     file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
-    them names the record's file."""
+    them names the record's file. Damage is handled as the read that follows handles it."""
     parts, left = [], n
     for path in paths:
         with TFRecordReader(path, compression, check_crc, on_corrupt, storage_options=storage_options) as reader:
@@ -318,21 +318,28 @@ def _names(columns) -> list | None:
     return None if columns is None else list(columns)
 
 
-def _spec_for(paths, features, columns, storage_options=None, compression="auto", records=None,
-              reader="read_table and to-parquet"):
+def _inferred(records: RecordBatch, reader="read_table and to-parquet"):
+    """infer_schema of records read from files, refusing SequenceExamples, which Arrow
+    tables do not hold; reader names the caller in that error."""
+    features = infer_schema(records, sample=len(records))
+    if isinstance(features, SequenceSchema):
+        raise FeatureSpecError(f"the records are SequenceExamples (with feature lists), which {reader} "
+                               "cannot read", path=records.locate(0)[0],
+                               hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
+                                    "context_features, sequence_features)")
+    return features
+
+
+def _spec_for(paths, features, columns, dataset_options=None, records=None, reader="read_table and to-parquet"):
     """The spec to read: features (inferred from records, by default the files' first
-    records, when None), cut to columns. reader names the caller in the error for
-    SequenceExamples, which only sequence_to_arrow reads."""
+    records read with the dataset's options, when None), cut to columns."""
     columns = _names(columns)
     if features is None:
         if records is None:
-            records = _sample(paths, compression=compression, storage_options=storage_options)
-        features = infer_schema(records, sample=len(records))
-        if isinstance(features, SequenceSchema):
-            raise FeatureSpecError(f"the records are SequenceExamples (with feature lists), which {reader} "
-                                   "cannot read", path=records.locate(0)[0],
-                                   hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
-                                        "context_features, sequence_features)")
+            options = dataset_options or {}
+            records = _sample(paths, **{k: options[k] for k in ("compression", "check_crc", "storage_options",
+                                                                "on_corrupt") if k in options})
+        features = _inferred(records, reader)
     check_spec_mapping(features)
     if columns is not None:
         missing = [c for c in columns if c not in features]
@@ -348,7 +355,7 @@ def iter_batches(files: Files, features: Features | None = None, columns: Sequen
     """(schema, iterator of RecordBatches) of files, as read_table reads them."""
     storage_options = dataset_options.get("storage_options")
     paths = resolve_files(files, storage_options)
-    features = _spec_for(paths, features, columns, storage_options, dataset_options.get("compression", "auto"))
+    features = _spec_for(paths, features, columns, dataset_options)
     dataset_options.setdefault("batch_size", _READ_BATCH)
     batches = TFRecordDataset(paths, features, output="arrow", **dataset_options) if paths else iter(())
     return arrow_schema(features), batches

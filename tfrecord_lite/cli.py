@@ -9,29 +9,45 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import copy
 import errno
 import json
 import logging
 import os
+import re
 import sys
 
 from . import _native
 from ._version import __version__
 from . import fs as _fs
 from .errors import NotTFRecordError, TFRecordError
+from .files import resolve_files
 from .index import build_index
 from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
-from .reader import TFRecordReader
+from .reader import ON_CORRUPT, TFRecordReader
 
 
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
+# What a command without --on-corrupt suggests for a damaged file.
+_SALVAGE = "copy the good records with: tfrecord-lite cat FILE --on-corrupt skip -o OUT"
+# An argument as the library's hints spell it: on_corrupt='skip' or 'stop', compression=None.
+_PYTHON_ARGUMENT = re.compile(r"\b(on_corrupt|compression)=(None|'\w+')((?:,? or '\w+')*)")
 
 
-def _reader_args(p):
+def _reader_args(p, on_corrupt=True):
     p.add_argument("--compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
                    help="auto (default: detected), none, gzip or zlib")
+    if on_corrupt:
+        _on_corrupt_args(p)
+
+
+def _on_corrupt_args(p, more=""):
+    p.add_argument("--on-corrupt", default="raise", choices=ON_CORRUPT,
+                   help="at a damaged record: raise (default: exit 1 naming it), skip (drop it and "
+                   "read on) or stop (end there, keeping the records before it); each dropped "
+                   f"record is named on stderr{more}")
 
 
 def _count(minimum):
@@ -48,26 +64,77 @@ def _count(minimum):
 
 
 def _check(path, compression, storage_options=None):
-    """Refuse a file that is not TFRecord at all before reading it as one."""
+    """Refuse a file that is not TFRecord at all before reading it as one. A pipe (/dev/stdin,
+    <(zcat ...)) can be read only once: the reader checks it."""
+    if _fs.is_special(path):
+        return
     with _fs.open_input(path, storage_options) as f:
         check_tfrecord(f, path, normalize_compression(compression, allow_auto=True))
 
 
 def _open(path, args, **kw):
     _check(path, args.compression, _storage(args))
+    kw.setdefault("on_corrupt", getattr(args, "on_corrupt", "raise"))
     return TFRecordReader(path, compression=normalize_compression(args.compression, allow_auto=True),
                           storage_options=_storage(args), **kw)
 
 
 @contextlib.contextmanager
-def _quiet_skips():
-    """Mute the reader's log line per skipped record: verify prints each problem itself."""
+def _skip_log(handler=None):
+    """Send the readers' log line per dropped record to handler, or nowhere (verify prints
+    each problem itself)."""
     logger = logging.getLogger("tfrecord_lite")
-    disabled, logger.disabled = logger.disabled, True
+    saved = logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [handler or logging.NullHandler()], False
     try:
         yield
     finally:
-        logger.disabled = disabled
+        logger.handlers, logger.propagate = saved
+
+
+class _SkipReport(logging.Handler):
+    """Under --on-corrupt skip or stop: names each dropped record once on stderr, without the
+    log line's hint (which spells the Python option)."""
+
+    def __init__(self, command):
+        super().__init__(logging.WARNING)
+        self.command, self.seen = command, set()
+
+    def emit(self, record):
+        err = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if not isinstance(err, TFRecordError):
+            print(f"tfrecord-lite {self.command}: {record.getMessage()}", file=sys.stderr)
+            return
+        key = (str(err.path), err.offset, err.index, err.detail)  # to-parquet's sample reads it twice
+        if key not in self.seen:
+            self.seen.add(key)
+            print(f"tfrecord-lite {self.command}: dropped {_without_hint(err)}", file=sys.stderr)
+
+
+def _without_hint(err) -> str:
+    """err's message without its advice, for a list of problems (verify, dropped records)."""
+    err = copy.copy(err)
+    err.hint = None
+    return err._render()
+
+
+def _in_cli_words(exc, args) -> str:
+    """exc's message with the Python arguments its hint names spelled as the command's options
+    (on_corrupt='skip' as --on-corrupt skip, compression=None as --compression none, or
+    --input-compression where the command has one); a command without --on-corrupt points to
+    cat instead."""
+    if not exc.hint or not _PYTHON_ARGUMENT.search(exc.hint):
+        return str(exc)
+    if "on_corrupt=" in exc.hint and not hasattr(args, "on_corrupt"):
+        exc.hint = f"The file is damaged: {_SALVAGE}"
+    else:
+        def option(m):
+            name = "input_compression" if m[1] == "compression" and hasattr(args, "input_compression") else m[1]
+            values = re.sub(r"'(\w+)'", r"\1", m[2] + m[3]).replace("None", "none")
+            return f"--{name.replace('_', '-')} {values}"
+        exc.hint = _PYTHON_ARGUMENT.sub(option, exc.hint)
+    exc.args = (exc._render(),)
+    return str(exc)
 
 
 def _storage_option(text):
@@ -99,6 +166,20 @@ def _storage(args):
     return out
 
 
+def _input_files(args) -> list[str]:
+    """Each FILE argument as the files it names: itself, or a glob's matches and a
+    directory's files, sorted (as TFRecordDataset resolves them), so that a pattern the shell
+    did not expand (quoted, or an s3:// URL) reads the same in every command. A file whose
+    name holds glob characters is itself."""
+    paths = []
+    for spec in args.files:
+        if not _fs.is_url(spec) and os.path.isfile(_fs.local_path(spec)):
+            paths.append(spec)
+        else:
+            paths.extend(resolve_files(spec, _storage(args)))
+    return paths
+
+
 def _progress_args(p):
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar on stderr (default: when stderr is a terminal)")
@@ -128,7 +209,7 @@ def cmd_count(args) -> int:
 def cmd_verify(args) -> int:
     """Check every CRC of every record; report each bad record; exit 1 if any."""
     bad = foreign = 0
-    with _bar(args, "verify") as bar, _quiet_skips():
+    with _bar(args, "verify") as bar, _skip_log():
         results = []
         for path in args.files:
             try:
@@ -140,28 +221,28 @@ def cmd_verify(args) -> int:
             results.append((path, n, problems))
     for path, n, problems in results:
         if problems and isinstance(problems[0], NotTFRecordError):
-            print(f"NOT TFRECORD {problems[0]}")
+            print(f"NOT TFRECORD {_in_cli_words(problems[0], args)}")
             print(f"not a TFRecord file\t{path}")
             foreign += 1
             continue
         for err in problems:
-            print(f"CORRUPT {err}")
+            print(f"CORRUPT {_without_hint(err)}")
         bad += len(problems)
         status = "OK" if not problems else f"{len(problems)} bad"
         print(f"{status}\t{n} good records\t{path}")
     if foreign:
         print(f"{foreign} file(s) are not TFRecord files.", file=sys.stderr)
     if bad:
-        print(f"{bad} corrupt record(s) found. Re-create the damaged files, or read them with "
-              "on_corrupt='skip' to keep the good records.", file=sys.stderr)
+        print(f"{bad} corrupt record(s) found. Re-create the damaged files, or {_SALVAGE}.", file=sys.stderr)
     return 1 if bad or foreign else 0
 
 
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
     out = merge(args.files, args.output, compression=args.compression,
-                input_compression=args.input_compression, verify=args.verify, index=args.index,
-                progress=args.progress, storage_options=_storage(args))
+                input_compression=args.input_compression, verify=args.verify or args.on_corrupt != "raise",
+                index=args.index, progress=args.progress, storage_options=_storage(args),
+                on_corrupt=args.on_corrupt)
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
     return 0
@@ -169,6 +250,10 @@ def cmd_merge(args) -> int:
 
 def cmd_split(args) -> int:
     """Split a TFRecord file into N shards of contiguous records (shard 0 gets the first)."""
+    if _fs.is_special(args.file):
+        raise TFRecordError("split reads its input twice (to count the records, then to copy them), but a "
+                            "pipe can be read only once", path=args.file,
+                            hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
                    verify=args.verify, index=args.index, progress=args.progress,
@@ -202,22 +287,25 @@ def cmd_cat(args) -> int:
         sink = sys.stdout.buffer
     else:
         sink = args.output
-    merge(args.files, sink, compression=args.compression,
-          input_compression=args.input_compression, verify=args.verify, progress=args.progress,
-          storage_options=_storage(args))
+    merge(args.files, sink, compression=args.compression, input_compression=args.input_compression,
+          verify=args.verify or args.on_corrupt != "raise", progress=args.progress,
+          storage_options=_storage(args), on_corrupt=args.on_corrupt)
     return 0
 
 
 def cmd_head(args) -> int:
     """Show the first N records: size, then the features when the record is a
     tf.train.Example (a SequenceExample's context and feature lists), else a hex preview."""
+    left = args.n
     with _open(args.file, args) as r, progress(args.n, desc="head", enabled=args.progress) as bar:
-        for i, record in enumerate(r):
-            if i >= args.n:
+        for batch in r.record_batches() if left else ():
+            for i in range(min(len(batch), left)):  # numbered in the file, records dropped counted
+                print(f"record {batch.locate(i)[2]}: {len(batch[i])} bytes")
+                print(_preview(batch[i], args.width))
+                bar.update()
+            left -= min(len(batch), left)
+            if not left:
                 break
-            print(f"record {i}: {len(record)} bytes")
-            print(_preview(record, args.width))
-            bar.update()
     return 0
 
 
@@ -327,6 +415,39 @@ def _sample_records(args):
     return RecordBatch.concat(parts)
 
 
+_SPEC_TYPES = ("FixedLenFeature", "VarLenFeature")  # what schema --format json writes
+
+
+def _load_spec(path, storage_options):
+    """The feature spec in the JSON file that `schema --format json` writes (a feature per
+    name: {"type", "dtype", "shape"}), edited or not."""
+    from .errors import FeatureSpecError
+    from .features import FixedLenFeature, VarLenFeature
+
+    hint = "Write one with: tfrecord-lite schema FILE --format json > spec.json"
+    try:
+        doc = json.loads(_fs.read_bytes(path, storage_options))
+    except ValueError as exc:  # a UnicodeDecodeError too
+        raise FeatureSpecError(f"--spec {path} is not JSON ({exc})", hint=hint) from None
+    if not isinstance(doc, dict) or set(doc) == {"context", "feature_lists"}:
+        raise FeatureSpecError(f"--spec {path} must map feature names to specs of tf.train.Example "
+                               "features", hint=hint)
+    spec = {}
+    for name, entry in doc.items():
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if kind not in _SPEC_TYPES or not isinstance(entry.get("dtype"), str):
+            raise FeatureSpecError(f"--spec {path}: feature {name!r} must be an object with \"type\" (one of "
+                                   f"{', '.join(_SPEC_TYPES)}) and \"dtype\", not {entry!r:.80}", hint=hint)
+        try:
+            if kind == "VarLenFeature":
+                spec[name] = VarLenFeature(entry["dtype"])
+            else:
+                spec[name] = FixedLenFeature(entry.get("shape") or [], entry["dtype"])
+        except TFRecordError as exc:  # an unknown dtype, a shape that is not a list of ints
+            raise FeatureSpecError(f"--spec {path}: feature {name!r}: {exc.detail}", hint=exc.hint or hint) from None
+    return spec
+
+
 def _spec_row(spec) -> tuple:
     """(spec type, dtype, shape as a list or None) of an inferred spec."""
     shape = getattr(spec, "shape", None)
@@ -409,7 +530,9 @@ def cmd_stats(args) -> int:
                     try:
                         names, columns = _native.example.decode_examples(batch)
                     except TFRecordError as exc:  # name the file and the record within it
-                        raise type(exc)(exc.detail, path=path, index=in_file + (exc.index or 0),
+                        i = exc.index or 0  # the block's frames follow one another from batch_offset
+                        raise type(exc)(exc.detail, path=path, index=r.batch_index + i,
+                                        offset=r.batch_offset + int(block[1][i]) - _native.framing.HEADER_BYTES,
                                         hint="stats reads tf.train.Example records") from None
                     for name, column in zip(names, columns):
                         features[name].add(column.kinds, column.counts)
@@ -430,19 +553,30 @@ def cmd_stats(args) -> int:
 
 
 def cmd_to_parquet(args) -> int:
-    """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow).
-    The spec is inferred from the first 1,000 records of the FILEs; OUT appears only when
-    complete."""
+    """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow),
+    with the feature spec of --spec, or else the one the schema command infers from the same
+    records; OUT appears only when complete."""
     try:
-        from .arrow import write_parquet
+        from .arrow import _inferred, write_parquet
     except ImportError:
         raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
 
     for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
         _check(path, args.compression, _storage(args))
+        if not _fs.is_url(path) and not _fs.is_url(args.output) and os.path.exists(args.output) \
+                and os.path.samefile(path, args.output):
+            raise TFRecordError("OUT is one of the inputs: the Parquet file would replace its TFRecord data",
+                                path=args.output, hint="write the Parquet file under another name")
+    piped = [p for p in args.files if _fs.is_special(p)]
+    if piped and not args.spec:  # the sample would take the records the conversion needs
+        raise TFRecordError("a pipe can be read only once, but inferring the spec reads the first records "
+                            "before the conversion", path=piped[0],
+                            hint="Pass --spec SPEC.json (tfrecord-lite schema FILE --format json writes one)")
+    features = _load_spec(args.spec, _storage(args)) if args.spec else _inferred(_sample_records(args))
     columns = args.columns.split(",") if args.columns else None
-    rows = write_parquet(args.files, args.output, columns=columns, codec=args.codec, progress=args.progress,
-                         compression=args.compression, batch_size=args.batch_size, storage_options=_storage(args))
+    rows = write_parquet(args.files, args.output, features, columns=columns, codec=args.codec,
+                         progress=args.progress, compression=args.compression, batch_size=args.batch_size,
+                         storage_options=_storage(args), on_corrupt=args.on_corrupt)
     print(f"{rows} rows, {len(args.files)} file(s) -> {args.output}", file=sys.stderr)
     return 0
 
@@ -462,6 +596,8 @@ Lists become Arrow large_list columns and bytes large_binary (see tfrecord_lite.
 examples:
   tfrecord-lite to-parquet train-*.tfrecord -o train.parquet
   tfrecord-lite to-parquet data.tfrecord.gz -o small.parquet --columns id,label --codec zstd
+  tfrecord-lite schema train-*.tfrecord --format json > spec.json   # then edit it
+  tfrecord-lite to-parquet train-*.tfrecord -o train.parquet --spec spec.json
 """
 
 
@@ -486,6 +622,10 @@ def _add_table_commands(sub, add) -> None:
     p = add("to-parquet", cmd_to_parquet, "convert files to one Parquet file", _EPILOG_TO_PARQUET)
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file")
+    p.add_argument("--spec", default=None, metavar="SPEC.json",
+                   help="the feature spec, as schema --format json writes it (default: inferred)")
+    p.add_argument("--sample", type=_count(1), default=1000,
+                   help="records read per file to infer the spec without --spec (default 1000), as in schema")
     p.add_argument("--columns", default=None, help="comma-separated features to keep (default: all)")
     p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
     p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
@@ -518,7 +658,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every record's CRCs; exit 1 on corruption",
                        description=cmd_verify.__doc__)
     p.add_argument("files", nargs="+", metavar="FILE")
-    _reader_args(p)
+    _reader_args(p, on_corrupt=False)
     _progress_args(p)
     p.set_defaults(func=cmd_verify)
 
@@ -548,6 +688,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="input files, in order")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged file")
     writing_args(p, "OUT")
+    _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write OUT.index (uncompressed OUT only)")
     _progress_args(p)
     p.set_defaults(func=cmd_merge)
@@ -573,6 +714,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", default=None, metavar="OUT", help="write to OUT (default stdout)")
     writing_args(p, "the output")
+    _on_corrupt_args(p, "; skip and stop imply --verify")
     _progress_args(p)
     p.set_defaults(func=cmd_cat)
     _add_table_commands(sub, add)
@@ -588,10 +730,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
+    skips = _SkipReport(args.command) if getattr(args, "on_corrupt", "raise") != "raise" else None
     try:
-        return args.func(args)
+        if hasattr(args, "files"):
+            args.files = _input_files(args)
+        with _skip_log(skips) if skips else contextlib.nullcontext():
+            return args.func(args)
     except TFRecordError as exc:
-        print(f"tfrecord-lite {args.command}: {exc}", file=sys.stderr)
+        print(f"tfrecord-lite {args.command}: {_in_cli_words(exc, args)}", file=sys.stderr)
         return 1
     except FileNotFoundError as exc:
         plain = exc.strerror in (None, os.strerror(errno.ENOENT))  # else it says more (a missing bucket)
@@ -600,6 +746,9 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # outputs are atomic: nothing half-written is left to explain
+        print(f"tfrecord-lite {args.command}: interrupted", file=sys.stderr)
+        return 130
     except IsADirectoryError as exc:  # free space and permissions have nothing to do with it
         print(f"tfrecord-lite {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1

@@ -29,6 +29,7 @@ import io
 import os
 import posixpath
 import re
+import stat
 import time
 import urllib.parse
 import uuid
@@ -372,20 +373,36 @@ def expand(spec: str, storage_options=None) -> list[str]:
         base = posixpath.basename(name.rstrip("/"))
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
-    if GLOB_CHARS & set(p):
-        found = fs.glob(p, detail=True)
-    elif fs.isdir(p):
-        found = {info["name"]: info for info in fs.ls(p, detail=True)}
-    else:
-        return [spec]
+    with _naming(spec):  # listing needs credentials too
+        if GLOB_CHARS & set(p):
+            found = fs.glob(p, detail=True)
+        elif fs.isdir(p):
+            found = {info["name"]: info for info in fs.ls(p, detail=True)}
+        else:
+            return [spec]
     return sorted(fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
+
+
+def is_special(path) -> bool:
+    """Whether path is a local device, FIFO or socket (/dev/null, a named pipe): not a file
+    to replace, but one to write into, as open() does (renaming over /dev/null would replace
+    the device with a regular file)."""
+    if is_url(path):
+        return False
+    try:
+        mode = os.stat(local_path(path)).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def open_output(path, storage_options=None, *, fsync=False):
     """An atomic output (``.file``, ``.path``, ``commit()``, ``discard()``): a local
-    AtomicFile, or a RemoteAtomicFile for a URL."""
+    AtomicFile, or a RemoteAtomicFile for a URL; a device or a pipe is written in place."""
     if is_url(path):
         return RemoteAtomicFile(path, storage_options)
+    if is_special(path):
+        return _InPlace(path)
     from .io import AtomicFile
 
     return AtomicFile(local_path(path), fsync=fsync)
@@ -405,6 +422,20 @@ def open_plain_output(path, storage_options=None):
     fs, p = filesystem(path, storage_options)
     with _naming(path):
         return _NamingFile(fs.open(p, "wb"), path)
+
+
+class _InPlace:
+    """open_output of a device or a pipe: written as the data comes; commit() and discard()
+    both close it (what was written cannot be taken back)."""
+
+    def __init__(self, path):
+        self.path = self.target = path
+        self.file = open_plain_output(path)
+
+    def commit(self) -> None:
+        self.file.close()
+
+    discard = commit
 
 
 class _NamingFile:

@@ -29,7 +29,8 @@ _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
 
 def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *, compression: Compression = None,
           input_compression: Compression = "auto", verify: bool = False, index: bool = False,
-          fsync: bool = False, progress: Progress = None, storage_options: StorageOptions = None) -> ShardInfo:
+          fsync: bool = False, progress: Progress = None, storage_options: StorageOptions = None,
+          on_corrupt: str = "raise") -> ShardInfo:
     """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
     binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
     Inputs and output may be fsspec URLs (``s3://...``, with ``storage_options``), local and
@@ -43,6 +44,9 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     raises a DataLossError naming the input, record and offset, and nothing appears under
     ``output``.
     index=True writes ``output + ".index"`` as well (uncompressed output only).
+    on_corrupt: as in TFRecordReader; "skip" or "stop" copies the good records of damaged
+    inputs (frames are then streamed, never byte-copied, and only with verify=True are records
+    whose data is damaged found).
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -53,22 +57,23 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     with TFRecordWriter(output, compression, fsync=fsync, index=index, storage_options=storage_options) as w, \
             _progress(total, desc="merge", enabled=progress, unit="B") as bar:
         for path in inputs:
-            counted &= _append(w, path, input_compression, verify, bar, storage_options)
+            counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt)
     return ShardInfo(w.path, w.records_written if counted else None)
 
 
-def _append(writer, path, compression, verify, bar, storage_options) -> bool:
+def _append(writer, path, compression, verify, bar, storage_options, on_corrupt="raise") -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
         _refuse_output(writer, f, path)
-        check_tfrecord(f, path, compression, first_header=True)  # all a plain byte copy checks
-        if compression == "auto":
-            compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
-            f.seek(0)
-        if compression is None and not verify and writer._raw_copyable():
-            bar.update(writer._copy_raw(f))
-            return False
-        with TFRecordReader(f, compression, check_crc=verify) as r:
+        if f.seekable():  # a pipe can be read only once: the reader checks it and detects compression
+            check_tfrecord(f, path, compression, first_header=on_corrupt == "raise")  # all a plain copy checks
+            if compression == "auto":
+                compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
+                f.seek(0)
+            if compression is None and on_corrupt == "raise" and not verify and writer._raw_copyable():
+                bar.update(writer._copy_raw(f))
+                return False
+        with TFRecordReader(f, compression, check_crc=verify, on_corrupt=on_corrupt) as r:
             r.path = path  # errors name the input as given (a URL, not fsspec's key)
             for frames, _, lengths in tracked_blocks(r, bar):
                 writer._write_frames(frames, lengths=lengths)

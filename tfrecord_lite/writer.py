@@ -84,7 +84,7 @@ class TFRecordWriter(CommitOnExit):
             self._index = _fs.open_output(self._index_path or self.path + ".index", storage_options, fsync=fsync)
         try:
             if isinstance(path_or_fileobj, (str, os.PathLike)):
-                if atomic:
+                if atomic and not _fs.is_special(self.path):  # /dev/null is written, never replaced
                     self._atomic = _fs.open_output(self.path, storage_options, fsync=fsync)
                     self._file = self._atomic.file
                 else:

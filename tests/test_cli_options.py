@@ -1,0 +1,267 @@
+"""The tfrecord-lite command's input arguments and reading options, alike in every command:
+globs and directories as FILE, --on-corrupt and its hints, to-parquet's --sample and --spec,
+and how it ends on Ctrl-C."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _write(path, records, compression=None):
+    with tfl.TFRecordWriter(path, compression) as w:
+        w.write_many(records)
+    return str(path)
+
+
+def _examples(start, n):
+    return [tfl.encode_example({"id": i, "name": f"n{i}"}) for i in range(start, start + n)]
+
+
+@pytest.fixture
+def parts(tmp_path):
+    """data/ with three files (one gzip), an index sidecar and a hidden file."""
+    d = tmp_path / "data"
+    paths = [_write(d / "a.tfrecord", _examples(0, 3)), _write(d / "b.tfrecord.gz", _examples(3, 4), "gzip"),
+             _write(d / "c.tfrecord", _examples(7, 5))]
+    tfl.build_index(paths[0])
+    (d / ".hidden").write_bytes(b"not a record file")
+    return d, paths
+
+
+@pytest.mark.parametrize("form", ["directory", "glob"])
+def test_every_command_reading_files_takes_a_directory_or_a_glob(backend, parts, tmp_path, capfd, form):
+    d, paths = parts
+    arg = str(d) if form == "directory" else str(d / "*.tfrecord*")
+    assert main(["count", arg]) == 0
+    assert capfd.readouterr().out.splitlines() == [f"3\t{paths[0]}", f"4\t{paths[1]}", f"5\t{paths[2]}", "12\ttotal"]
+    assert main(["verify", arg]) == 0
+    assert capfd.readouterr().out.count("OK\t") == 3
+    assert main(["stats", arg]) == 0
+    assert capfd.readouterr().out.startswith("12 records")
+    assert main(["schema", arg, "--format", "python"]) == 0
+    assert "'id'" in capfd.readouterr().out
+    out = tmp_path / "all.tfrecord"
+    assert main(["merge", arg, "-o", str(out)]) == 0
+    assert len(list(tfl.TFRecordReader(str(out)))) == 12
+    assert main(["cat", arg, "-o", str(tmp_path / "cat.tfrecord")]) == 0
+    assert list(tfl.TFRecordReader(str(tmp_path / "cat.tfrecord"))) == list(tfl.TFRecordReader(str(out)))
+    parquet = tmp_path / "all.parquet"
+    assert main(["to-parquet", arg, "-o", str(parquet)]) == 0
+    assert "12 rows, 3 file(s)" in capfd.readouterr().err
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert pq.read_table(parquet).column("id").to_pylist() == list(range(12))
+
+
+def test_a_file_named_like_a_glob_is_itself_and_an_empty_match_is_an_error(backend, tmp_path, capfd):
+    literal = _write(tmp_path / "x[1].tfrecord", [b"r"] * 2)
+    assert main(["count", literal]) == 0
+    assert capfd.readouterr().out == f"2\t{literal}\n"
+    for arg in (str(tmp_path / "none-*.tfrecord"), str(tmp_path / "empty")):
+        os.makedirs(tmp_path / "empty", exist_ok=True)
+        assert main(["to-parquet", arg, "-o", str(tmp_path / "o.parquet")]) == 1
+        assert "no TFRecord files found" in capfd.readouterr().err
+    assert not (tmp_path / "o.parquet").exists()
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """Four Examples (id 0..3) with record 1's data damaged."""
+    path = tmp_path / "damaged.tfrecord"
+    _write(path, _examples(0, 4))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 4 + 14] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+def test_the_python_api_keeps_its_spelling(backend, damaged):
+    with pytest.raises(tfl.CorruptRecordError, match="pass on_corrupt='skip' to drop bad records"):
+        list(tfl.TFRecordReader(damaged))
+
+
+@pytest.mark.parametrize("argv", [["count"], ["head"], ["schema"], ["stats"], ["to-parquet", "-o", "{out}"],
+                                  ["cat", "-o", "{out}"], ["merge", "-o", "{out}"]])
+def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_path, capfd, argv):
+    # The CLI had no way to keep the good records, and its errors said "pass on_corrupt='skip'".
+    out = str(tmp_path / "out")
+    argv = [a.format(out=out) for a in argv] + [damaged]
+    copies = argv[0] in ("cat", "merge")  # a plain copy checks no data CRC: skip and stop imply --verify
+    assert main(argv + ["--verify"] * copies) == 1
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "record 1" in err and "on_corrupt" not in err
+    assert "pass --on-corrupt skip to drop bad records and keep the rest, or --on-corrupt stop" in err
+    assert not os.path.exists(out)
+    for mode, ids in (("skip", [0, 2, 3]), ("stop", [0])):
+        assert main(argv + ["--on-corrupt", mode]) == 0
+        std = capfd.readouterr()
+        dropped = [line for line in std.err.splitlines() if " dropped " in line]
+        assert dropped == [f"tfrecord-lite {argv[0]}: dropped {damaged}, record 1, byte offset 47: corrupted "
+                           "record at 59: the masked CRC32C of the 31-byte data does not match"]
+        if argv[0] == "count":
+            assert std.out == f"{len(ids)}\t{damaged}\n"
+        elif argv[0] == "head":
+            assert [line for line in std.out.splitlines() if line.startswith("record")] == \
+                [f"record {i}: 31 bytes" for i in ids]  # numbered in the file
+        elif argv[0] == "stats":
+            assert std.out.startswith(f"{len(ids)} records")
+        elif argv[0] == "to-parquet":
+            pq = pytest.importorskip("pyarrow.parquet")
+            assert pq.read_table(out).column("id").to_pylist() == ids
+        elif copies:  # a salvage: the good records, verbatim
+            assert list(tfl.TFRecordReader(out)) == [r for i, r in enumerate(_examples(0, 4)) if i in ids]
+
+
+def test_commands_without_on_corrupt_point_to_the_one_that_has_it(backend, damaged, tmp_path, capfd):
+    assert main(["index", damaged]) == 1
+    err = capfd.readouterr().err
+    assert "on_corrupt" not in err and "tfrecord-lite cat FILE --on-corrupt skip -o OUT" in err
+    assert main(["verify", damaged]) == 1
+    std = capfd.readouterr()
+    assert "on_corrupt" not in std.out + std.err and "--on-corrupt skip" in std.err
+    assert "CORRUPT" in std.out and "record 1" in std.out
+
+
+def test_to_parquet_reads_with_the_spec_of_spec_or_the_sample_of_sample(backend, tmp_path, capfd):
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = _write(tmp_path / "tags.tfrecord", [tfl.encode_example({"id": i, "tags": [b"t"] * (1 + i % 2)})
+                                               for i in range(6)])
+    out = str(tmp_path / "out.parquet")
+    # Inferred from the records schema --sample N reads, so schema shows what to-parquet does.
+    assert main(["to-parquet", path, "-o", out, "--sample", "1"]) == 1
+    assert "feature 'tags': 2 values but the shape [] needs 1" in capfd.readouterr().err
+    assert main(["to-parquet", path, "-o", out]) == 0
+    assert pq.read_table(out).column("tags").to_pylist()[:2] == [[b"t"], [b"t", b"t"]]
+    # --spec takes what schema --format json prints, edited.
+    assert main(["schema", path, "--format", "json"]) == 0
+    spec = json.loads(capfd.readouterr().out)
+    spec["id"] = {"type": "VarLenFeature", "dtype": "int64"}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    assert main(["to-parquet", path, "-o", out, "--spec", str(tmp_path / "spec.json")]) == 0
+    assert pq.read_table(out).column("id").to_pylist()[:2] == [[0], [1]]
+    capfd.readouterr()
+    for bad, says in (("[1]", "must map feature names"), ('{"id": {"type": "SparseFeature"}}', "feature 'id' must"),
+                      ('{"id": {"type": "FixedLenFeature", "dtype": "int8"}}', "feature 'id': unsupported"),
+                      ("{", "is not JSON")):
+        (tmp_path / "bad.json").write_text(bad)
+        assert main(["to-parquet", path, "-o", str(tmp_path / "bad.parquet"), "--spec", str(tmp_path / "bad.json")]) == 1
+        err = capfd.readouterr().err
+        assert err.count("\n") == 1 and f"--spec {tmp_path / 'bad.json'}" in err and says in err, err
+        assert "tfrecord-lite schema FILE --format json" in err
+    assert not (tmp_path / "bad.parquet").exists()
+
+
+@pytest.mark.parametrize("argv", [["merge", "-o", "{out}", "--compression", "gzip"], ["to-parquet", "-o", "{out}"],
+                                  ["count"]])
+def test_ctrl_c_ends_with_one_line_status_130_and_no_output(backend, tmp_path, capfd, monkeypatch, argv):
+    # Ctrl-C printed a traceback (and exited 1).
+    paths = [_write(tmp_path / f"p{i}.tfrecord", _examples(10 * i, 10)) for i in range(3)]
+    out = str(tmp_path / "out")
+    reads = []
+
+    def interrupting(*args, **kwargs):
+        reads.append(args)
+        if len(reads) == 2:  # after the first input was read, and for merge written
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    real = tfl.TFRecordReader.frame_blocks if argv[0] == "merge" else tfl.TFRecordReader.record_batches
+    if argv[0] == "count":
+        real = tfl.TFRecordReader.record_spans
+        monkeypatch.setattr(tfl.TFRecordReader, "record_spans", interrupting)
+    else:
+        monkeypatch.setattr(tfl.TFRecordReader, real.__name__, interrupting)
+    assert main([a.format(out=out) for a in argv] + paths) == 130
+    std = capfd.readouterr()
+    assert std.err == f"tfrecord-lite {argv[0]}: interrupted\n" and std.out == ""
+    assert sorted(os.listdir(tmp_path)) == ["p0.tfrecord", "p1.tfrecord", "p2.tfrecord"]  # no part file
+
+
+def test_errors_after_a_dropped_record_name_the_record_as_the_file_numbers_it(backend, tmp_path, capfd):
+    # stats counted the records it had seen, so a malformed record after a dropped one was
+    # named by its position among the good ones (record 2, for the file's record 3).
+    records = _examples(0, 5)
+    records[3] = b"\xff\xff"
+    path = _write(tmp_path / "mixed.tfrecord", records)
+    data = bytearray(open(path, "rb").read())
+    data[len(records[0]) + 16 + 14] ^= 0xFF  # record 1's data
+    open(path, "wb").write(bytes(data))
+    offset = 3 * (len(records[0]) + 16)
+    assert main(["stats", path, "--on-corrupt", "skip"]) == 1
+    err = capfd.readouterr().err.splitlines()
+    assert " dropped " in err[0] and "record 1," in err[0]
+    assert err[1].startswith(f"tfrecord-lite stats: {path}, record 3, byte offset {offset}: malformed Example")
+
+
+def test_verify_names_a_wrong_compression_as_the_option(backend, tmp_path, capfd):
+    packed = _write(tmp_path / "f.tfrecord.gz", [b"r"], "gzip")
+    assert main(["verify", packed, "--compression", "none"]) == 1
+    out = capfd.readouterr().out
+    assert "but --compression none was given: pass --compression gzip, or auto to detect it" in out
+    assert "compression=" not in out
+
+
+def test_to_parquet_refuses_to_replace_an_input(backend, tmp_path, capfd):
+    # to-parquet data.tfrecord -o data.tfrecord replaced the records with their Parquet table.
+    path = _write(tmp_path / "data.tfrecord", _examples(0, 3))
+    before = open(path, "rb").read()
+    os.symlink(path, tmp_path / "link.tfrecord")
+    for out in (path, str(tmp_path / "link.tfrecord")):
+        assert main(["to-parquet", path, "-o", out]) == 1
+        err = capfd.readouterr().err
+        assert err.count("\n") == 1 and "OUT is one of the inputs" in err
+    assert open(path, "rb").read() == before
+
+
+def _feed(fifo, data):
+    """Write data into a FIFO from a thread (its open waits for the reader)."""
+    import threading
+
+    def write():
+        with open(fifo, "wb") as f:
+            f.write(data)
+    feeder = threading.Thread(target=write, daemon=True)
+    feeder.start()
+    return feeder
+
+
+@pytest.mark.parametrize("argv", [["count", "{fifo}"], ["head", "{fifo}", "-n", "1"], ["stats", "{fifo}"],
+                                  ["verify", "{fifo}"], ["cat", "{fifo}", "-o", "{out}"],
+                                  ["merge", "{fifo}", "-o", "{out}", "--verify"],
+                                  ["to-parquet", "{fifo}", "-o", "{out}", "--spec", "{spec}"]])
+def test_a_pipe_is_read_once_as_a_stream(backend, tmp_path, capfd, argv):
+    # Every command checked its input by reading its first bytes and seeking back, so
+    # `zcat a.gz | tfrecord-lite count /dev/stdin` (or a FIFO, or <(...)) failed with "Illegal seek".
+    records = _examples(0, 5)
+    packed = open(_write(tmp_path / "src.tfrecord.gz", records, "gzip"), "rb").read()
+    fifo, out, spec = str(tmp_path / "fifo"), str(tmp_path / "out"), tmp_path / "spec.json"
+    spec.write_text('{"id": {"type": "FixedLenFeature", "dtype": "int64", "shape": []}}')
+    os.mkfifo(fifo)
+    feeder = _feed(fifo, packed)
+    assert main([a.format(fifo=fifo, out=out, spec=spec) for a in argv]) == 0
+    feeder.join(10)
+    std = capfd.readouterr()
+    if argv[0] in ("cat", "merge"):
+        assert list(tfl.TFRecordReader(out)) == records
+    elif argv[0] == "to-parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        assert pq.read_table(out).column("id").to_pylist() == list(range(5))
+    else:
+        assert {"count": "5\t", "head": "record 0:", "stats": "5 records", "verify": "OK\t5 good"}[argv[0]] in std.out
+
+
+def test_to_parquet_without_a_spec_and_split_refuse_a_pipe(backend, tmp_path, capfd):
+    # Inferring the spec read the pipe's first records, and the conversion then found none left.
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    assert main(["to-parquet", fifo, "-o", str(tmp_path / "out.parquet")]) == 1
+    assert "a pipe can be read only once" in capfd.readouterr().err and not (tmp_path / "out.parquet").exists()
+    assert main(["split", fifo, "-n", "2"]) == 1
+    assert "a pipe can be read only once" in capfd.readouterr().err
