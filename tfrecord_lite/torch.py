@@ -36,12 +36,14 @@ JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes ke
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from ._crossing import _packed
 from ._typing import Features, Files
 from .batch import RecordBatch
 from .dataset import TFRecordDataset
+from .errors import TFRecordError
 from .example import RaggedValue, SparseTensorValue
 from .files import resolve_files, shard_plan
 from .index import IndexedDataset
@@ -115,6 +117,20 @@ def _loader_seed(seed: int) -> int:
     return int(np.random.SeedSequence([seed, base]).generate_state(1, np.uint64)[0] >> 1)
 
 
+@contextlib.contextmanager
+def _located_in_workers():
+    """Our errors raised in a DataLoader worker reach the main process with their .path,
+    .offset and .index (torch rebuilds them from their traceback text: TFRecordError._carry)."""
+    try:
+        yield
+    except TFRecordError as exc:
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None:
+            exc._carry()
+        raise
+
+
 def _to_tensors(value):
     """Numeric arrays as tensors, those of sparse and ragged values and the 0-d ones of
     unbatched examples (NumPy scalars) too; bytes stay as they are."""
@@ -179,15 +195,16 @@ def _build():
             return ds
 
         def __iter__(self):
-            ds = self.dataset()
-            if self._loaded is not None:
-                state, self._loaded = self._loaded, None
-                if state["dataset"] is not None:
-                    ds.load_state_dict(state["dataset"])
-            # StatefulDataLoader asks for states only once the epoch runs: track positions from
-            # its start, so that any state resumes by seeking.
-            ds._track_positions = True
-            it = iter(ds)
+            with _located_in_workers():
+                ds = self.dataset()
+                if self._loaded is not None:
+                    state, self._loaded = self._loaded, None
+                    if state["dataset"] is not None:
+                        ds.load_state_dict(state["dataset"])
+                # StatefulDataLoader asks for states only once the epoch runs: track positions
+                # from its start, so that any state resumes by seeking.
+                ds._track_positions = True
+                it = iter(ds)
             self.epoch = ds._next_epoch  # each iter() continues the count: a new shuffle
             self._current = ds
             return self._items(it)
@@ -204,7 +221,7 @@ def _build():
             from torch.utils.data import get_worker_info
 
             pack = get_worker_info() is not None  # in a worker: batches cross packed (module doc)
-            try:
+            with contextlib.closing(it), _located_in_workers():
                 for item in it:
                     if type(item) is RecordBatch:
                         # DataLoader's default_convert hands an array on as it is, but remakes
@@ -213,8 +230,6 @@ def _build():
                     elif self.as_tensors:
                         item = _to_tensors(item)
                     yield _packed(item) if pack else item
-            finally:
-                it.close()
 
         def state_dict(self) -> dict:
             """Where this copy's newest iteration stands (per DataLoader worker under
@@ -246,7 +261,8 @@ def _build():
             return len(self.data)
 
         def __getitem__(self, i):
-            item = self.data[i]
+            with _located_in_workers():
+                item = self.data[i]
             return _to_tensors(item) if self.as_tensors else item
 
     classes = {"TFRecordIterableDataset": TFRecordIterableDataset, "TFRecordMapDataset": TFRecordMapDataset}
