@@ -44,7 +44,7 @@ from ._typing import Features, Files
 from .batch import RecordBatch
 from .dataset import TFRecordDataset
 from .errors import TFRecordError
-from .example import RaggedValue, SparseTensorValue
+from .example import RaggedValue, SparseTensorValue, native_order
 from .files import resolve_files, shard_plan
 from .index import IndexedDataset
 
@@ -142,9 +142,7 @@ def _to_tensors(value):
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject or value.dtype.kind in "SUV":
             return value
-        if not value.dtype.isnative:  # torch has no other byte order: RawTensorFeature('>f4') costs a copy
-            value = value.astype(value.dtype.newbyteorder("="))
-        return torch.from_numpy(value)
+        return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
     if isinstance(value, SparseTensorValue):
