@@ -466,3 +466,38 @@ def test_only_a_traceback_ending_with_the_fields_gives_them():
     moved._carry()
     assert fields(tfl.EncodeError("".join(traceback.format_exception(moved)))) == fields(moved)
     assert tfl.EncodeError("".join(traceback.format_exception(moved))).item == 7
+
+
+@pytest.mark.parametrize("loader_batch", [None, 2])
+def test_resuming_a_worker_that_ran_out_gives_nothing_more(tmp_path, loader_batch):
+    """A state taken once one worker had run out (its shard done) but not the others: resumed,
+    that worker started its next epoch, a whole shard again, where torchdata asks it for one
+    more item and expects none; the resumed loader gave its records twice."""
+    import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    counts = [13, 7, 0, 9]  # worker 0 reads files 0 and 2: 13 records, worker 1 16
+    paths = write_examples(tmp_path, counts)
+
+    def loader():
+        ds = TFRecordIterableDataset(paths, SPEC, batch_size=None if loader_batch else 3, seed=5)
+        return StatefulDataLoader(ds, batch_size=loader_batch, num_workers=2, multiprocessing_context="fork",
+                                  collate_fn=as_list if loader_batch else None)
+
+    def ids(batches):
+        return [int(i) for b in batches for i in (b["id"].tolist() if isinstance(b, dict) else [e["id"] for e in b])]
+
+    full = list(loader())
+    assert sorted(ids(full)) == example_ids(counts)
+    for k in range(len(full) - 3, len(full) + 1):  # from before worker 0 runs out to the last batch
+        dl = loader()
+        it = iter(dl)
+        head = [next(it) for _ in range(k)]
+        state = dl.state_dict()
+        del it
+        resumed = loader()
+        resumed.load_state_dict(state)
+        assert ids(head) + ids(resumed) == ids(full), k
+        assert sorted(ids(resumed)) == example_ids(counts)  # the next epoch: all of it

@@ -173,6 +173,7 @@ def _build():
                 self.options["seed"] = int(torch.empty((), dtype=torch.int64).random_().item())
             self._loaded = None  # a state_dict() for the next iter()
             self._current = None  # the TFRecordDataset of the newest iter()
+            self._ended = False  # the newest iter() yielded its last item
 
         def set_epoch(self, epoch: int) -> None:
             """Make the next iter() start at this epoch (it wins over the automatic count)."""
@@ -193,19 +194,24 @@ def _build():
             return ds
 
         def __iter__(self):
+            state, self._loaded = self._loaded, None
+            self._ended = state is not None and state.get("ended", False)
+            if self._ended:
+                # Resuming an iteration that had ended: nothing is left of it. (A worker that
+                # ran out before the others; StatefulDataLoader asks it for one more item.)
+                self._current = None
+                return iter(())
             with _located_in_workers():
                 ds = self.dataset()
-                if self._loaded is not None:
-                    state, self._loaded = self._loaded, None
-                    if state["dataset"] is not None:
-                        ds.load_state_dict(state["dataset"])
+                if state is not None and state["dataset"] is not None:
+                    ds.load_state_dict(state["dataset"])
                 # StatefulDataLoader asks for states only once the epoch runs: track positions
                 # from its start, so that any state resumes by seeking.
                 ds._track_positions = True
                 it = iter(ds)
             self.epoch = ds._next_epoch  # each iter() continues the count: a new shuffle
             self._current = ds
-            return self._items(it)
+            return self._items(ds, it)
 
         def __len__(self):
             """Elements that iter() yields here: one epoch (times num_epochs) of the shard this
@@ -215,7 +221,7 @@ def _build():
                 raise TypeError("a TFRecordIterableDataset with num_epochs=None has no length")
             return self.dataset().num_elements() * epochs
 
-        def _items(self, it):
+        def _items(self, ds, it):
             from torch.utils.data import get_worker_info
 
             pack = get_worker_info() is not None  # in a worker: batches cross packed (module doc)
@@ -228,14 +234,15 @@ def _build():
                     elif self.as_tensors:
                         item = _to_tensors(item)
                     yield _packed(item) if pack else item
+            self._ended = self._current is ds  # unless a newer iter() runs
 
         def state_dict(self) -> dict:
             """Where this copy's newest iteration stands (per DataLoader worker under
             torchdata's StatefulDataLoader); see TFRecordDataset.state_dict."""
             if self._loaded is not None:
                 return self._loaded
-            current = None if self._current is None else self._current.state_dict()
-            return {"epoch": self.epoch, "dataset": current}
+            current = None if self._current is None or self._ended else self._current.state_dict()
+            return {"epoch": self.epoch, "dataset": current, "ended": self._ended}
 
         def load_state_dict(self, state: dict) -> None:
             """Make the next iter() resume from a state_dict()."""
