@@ -4,6 +4,7 @@ resumable state."""
 import os
 import pickle
 import subprocess
+import traceback
 import sys
 
 import numpy as np
@@ -389,3 +390,114 @@ def test_len_counts_once_and_keeps_the_count_in_sidecars(tmp_path):
     assert len(TFRecordMapDataset(paths[:3])) == 2 + 0 + 7  # the recount rewrote the sidecar
     loader = torch.utils.data.DataLoader(TFRecordIterableDataset(paths), batch_size=5)
     assert len(loader) == len(list(loader)) == 7  # 35 records, 5 a batch
+
+
+def damage_record(path, j):
+    """Flip the first data byte of record j; returns the record's offset."""
+    offset = int(tfl.index.scan_index(path)[0][j])
+    data = bytearray(open(path, "rb").read())
+    data[offset + 12] ^= 1
+    open(path, "wb").write(bytes(data))
+    return offset
+
+
+def error_of(loader):
+    with pytest.raises(tfl.TFRecordError) as info:
+        for _ in loader:
+            pass
+    return info.value
+
+
+def fields(exc):
+    return type(exc), exc.detail, exc.path, exc.offset, exc.index, exc.hint, exc.batch_index
+
+
+@pytest.mark.parametrize("notes", [True, False])  # False: Python 3.10, whose tracebacks show no notes
+@pytest.mark.parametrize("features", [None, SPEC])
+def test_worker_errors_keep_their_location(backend, tmp_path, monkeypatch, notes, features):
+    """torch re-raises a worker's error as type(exc)(traceback text); the main process still
+    sees where it happened, as it does without workers."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    monkeypatch.setattr(tfl.errors, "_NOTES", notes)
+    paths = write_examples(tmp_path, [6, 9])
+    damage_record(paths[1], 4)  # (file + record) % 2 == 1: worker 1's
+    ds = TFRecordIterableDataset(paths, features, batch_size=3)
+    want = error_of(torch.utils.data.DataLoader(ds, batch_size=None))
+    assert isinstance(want, tfl.DataLossError) and want.index == 4 and want.path == paths[1]
+    got = error_of(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    assert "worker process 1" in str(got) and str(want) in str(got)
+    assert fields(got) == fields(want)
+
+
+def test_map_style_worker_errors_keep_their_location(backend, tmp_path):
+    import torch
+    from tfrecord_lite.torch import TFRecordMapDataset
+
+    path = write_examples(tmp_path, [8])[0]  # indexed
+    ds = TFRecordMapDataset(path, SPEC)
+    offset = damage_record(path, 5)  # after indexing: the read finds it
+    want = error_of(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=as_list))
+    got = error_of(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=as_list, num_workers=1))
+    assert (want.path, want.offset, want.index) == (path, offset, 5)
+    assert fields(got) == fields(want)
+
+
+def test_only_a_traceback_ending_with_the_fields_gives_them():
+    exc = tfl.CorruptRecordError("bad", path="a, record 1: b", offset=3, index=1, hint="do x")
+    exc._carry()
+    exc._carry()  # once only
+    text = "".join(traceback.format_exception(exc))
+    assert text.count(tfl.errors._FIELDS) == 1
+    assert fields(tfl.CorruptRecordError(text)) == fields(exc)
+    # The fields of an error that the one raised last chains are not that one's.
+    try:
+        try:
+            raise exc
+        except tfl.CorruptRecordError:
+            raise tfl.TruncatedRecordError("later")  # noqa: B904
+    except tfl.TruncatedRecordError as later:
+        chained = "".join(traceback.format_exception(later))
+    assert text in chained and fields(tfl.TruncatedRecordError(chained))[2:] == (None,) * 5
+    for broken in (tfl.errors._FIELDS + "{", tfl.errors._FIELDS + '{"path": 1}'):
+        assert tfl.CorruptRecordError(broken).path is None
+    moved = tfl.EncodeError("failed", item=7, shard=2, path="p")
+    moved._carry()
+    assert fields(tfl.EncodeError("".join(traceback.format_exception(moved)))) == fields(moved)
+    assert tfl.EncodeError("".join(traceback.format_exception(moved))).item == 7
+
+
+@pytest.mark.parametrize("loader_batch", [None, 2])
+def test_resuming_a_worker_that_ran_out_gives_nothing_more(tmp_path, loader_batch):
+    """A state taken once one worker had run out (its shard done) but not the others: resumed,
+    that worker started its next epoch, a whole shard again, where torchdata asks it for one
+    more item and expects none; the resumed loader gave its records twice."""
+    import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    counts = [13, 7, 0, 9]  # worker 0 reads files 0 and 2: 13 records, worker 1 16
+    paths = write_examples(tmp_path, counts)
+
+    def loader():
+        ds = TFRecordIterableDataset(paths, SPEC, batch_size=None if loader_batch else 3, seed=5)
+        return StatefulDataLoader(ds, batch_size=loader_batch, num_workers=2, multiprocessing_context="fork",
+                                  collate_fn=as_list if loader_batch else None)
+
+    def ids(batches):
+        return [int(i) for b in batches for i in (b["id"].tolist() if isinstance(b, dict) else [e["id"] for e in b])]
+
+    full = list(loader())
+    assert sorted(ids(full)) == example_ids(counts)
+    for k in range(len(full) - 3, len(full) + 1):  # from before worker 0 runs out to the last batch
+        dl = loader()
+        it = iter(dl)
+        head = [next(it) for _ in range(k)]
+        state = dl.state_dict()
+        del it
+        resumed = loader()
+        resumed.load_state_dict(state)
+        assert ids(head) + ids(resumed) == ids(full), k
+        assert sorted(ids(resumed)) == example_ids(counts)  # the next epoch: all of it

@@ -118,8 +118,7 @@ def _flat(values, value_type=None) -> pa.Array:
                                      [None, pa.py_buffer(offsets), pa.py_buffer(values.values)])
     if values.dtype == np.bool_:  # Arrow's booleans are bits: packed, a copy
         return pa.array(values.reshape(-1), pa.bool_())
-    if not values.dtype.isnative:  # a RawTensorFeature's byte order as written: Arrow's is native
-        values = values.astype(values.dtype.newbyteorder("="))
+    values = _ex.native_order(values)  # a RawTensorFeature's byte order as written: Arrow's is native
     if not values.flags.c_contiguous:
         values = np.ascontiguousarray(values)
     value_type = value_type or pa.from_numpy_dtype(values.dtype)

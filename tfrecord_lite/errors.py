@@ -10,6 +10,9 @@ without origins (a list of bytes) ``.index`` is that position and ``.path`` is N
 
 from __future__ import annotations
 
+import json
+import sys
+
 __all__ = [
     "TFRecordError",
     "DataLossError",
@@ -36,6 +39,8 @@ class TFRecordError(Exception):
         self.hint = hint
         self.batch_index = batch_index  # the record's position in the batch being parsed
         super().__init__(self._render())
+        if path is offset is index is hint is batch_index is None and isinstance(message, str):
+            self._restore(message)
 
     def _relocate(self, path, offset, index) -> None:
         """Name the record by its place in its file rather than its position in a batch."""
@@ -71,6 +76,35 @@ class TFRecordError(Exception):
     def __reduce__(self):
         # Keep keyword attributes across pickling (process pools re-raise these).
         return (_rebuild, (type(self), self.detail, self._keywords()))
+
+    def _carry(self) -> None:
+        """Write the fields into the traceback text: a DataLoader worker's error reaches the
+        main process only as its class and that text, rebuilt as ``cls(text)``, which reads
+        them back (_restore)."""
+        if any(_FIELDS in text for text in (str(self), *getattr(self, "__notes__", ()))):
+            return  # carried already (it crossed two of our datasets)
+        line = _FIELDS + json.dumps({"detail": self.detail, **self._keywords()}, default=str)
+        if _NOTES:
+            self.add_note(line)
+        else:
+            self.args = (f"{self._render()}\n{line}",)
+
+    def _restore(self, text: str) -> None:
+        """Take the fields _carry wrote as text's last line, where a traceback ends with the
+        error raised last (not one it chains)."""
+        line = text.rstrip("\n").rpartition("\n")[2]
+        if not line.startswith(_FIELDS):
+            return
+        try:
+            fields = json.loads(line[len(_FIELDS):])
+        except ValueError:
+            return
+        if isinstance(fields, dict) and set(fields) == {"detail", *self._keywords()}:
+            self.__dict__.update(fields)  # args stay the text: the worker's traceback
+
+
+_FIELDS = "tfrecord_lite error fields: "  # marks the line _carry writes
+_NOTES = sys.version_info >= (3, 11)  # tracebacks show __notes__ (add_note)
 
 
 def _rebuild(cls, detail, keywords):

@@ -193,6 +193,15 @@ def _raw(col, spec):
     return out
 
 
+def native_order(values):
+    """values in the machine's byte order, copied where they are not: a RawTensorFeature's
+    arrays keep the byte order they were written in ('>f4'), which torch, JAX and Arrow
+    refuse."""
+    if isinstance(values, np.ndarray) and not values.dtype.isnative:
+        return values.astype(values.dtype.newbyteorder("="))
+    return values
+
+
 def _varlen(col, spec):
     values, counts, _ = col.typed(spec.dtype)
     indices = np.stack([np.repeat(np.arange(col.batch, dtype=np.int64), counts), _within(counts)], axis=1)

@@ -140,20 +140,19 @@ def read_index(index_file, *, storage_options=None):
 def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
     """(offsets, frame_lengths) from the sidecar when it exists, else by scanning the file
     (in memory; nothing is written). The sidecar must cover the file exactly, from byte 0 to
-    its size: one that does not is stale (the file was rewritten or appended to after it was
-    written) and raises, rather than hide records or point past the end."""
+    its size, and its last frame's header must state that frame's length: one that does not
+    is stale (the file was rewritten or appended to after it was written) and raises, rather
+    than hide records or point past the end."""
     index_file = index_file or index_path(path)
     if _fs.exists(index_file, storage_options):
         offsets, lengths = read_index(index_file, storage_options=storage_options)
         size = _fs.size(path, storage_options)
-        if not _covers(offsets, lengths, size):
-            first = int(offsets[0]) if len(offsets) else 0
+        wrong = _mismatch(path, offsets, lengths, size, storage_options)
+        if wrong is not None:
             index_file = os.fspath(index_file)
             how = (f"`tfrecord-lite index {path}` or tfrecord_lite.build_index"
                    if index_file == index_path(path) else f"tfrecord_lite.build_index({path!r}, {index_file!r})")
-            raise TFRecordError(
-                f"the index sidecar's frames span bytes {first}..{_end(offsets, lengths)} but {path} "
-                f"has {size} bytes", path=index_file, hint=f"the index is stale: rebuild it with {how}")
+            raise TFRecordError(wrong, path=index_file, hint=f"the index is stale: rebuild it with {how}")
         return offsets, lengths
     return scan_index(path, check_crc=check_crc, storage_options=storage_options)
 
@@ -162,9 +161,39 @@ def _end(offsets, lengths) -> int:
     return int(offsets[-1] + lengths[-1]) if len(offsets) else 0
 
 
-def _covers(offsets, lengths, size) -> bool:
-    """Whether read_index's contiguous frames tile a file of size bytes exactly."""
-    return (not len(offsets) or offsets[0] == 0) and _end(offsets, lengths) == size
+def _mismatch(path, offsets, lengths, size, storage_options) -> str | None:
+    """What shows that read_index's contiguous frames are not those of the file of size bytes,
+    or None: they must tile it exactly, and the headers of the first and last frames (two
+    small reads) must be valid and state those frames' lengths. A sidecar of a file since
+    rewritten to the same size seldom passes."""
+    if not len(offsets):
+        return None if size == 0 else f"the index sidecar lists no records but {path} has {size} bytes"
+    if offsets[0] != 0 or _end(offsets, lengths) != size:
+        return (f"the index sidecar's frames span bytes {int(offsets[0])}..{_end(offsets, lengths)} but {path} "
+                f"has {size} bytes")
+    F = _native.framing
+    ends = sorted({0, len(offsets) - 1})
+    for i, header in zip(ends, _read_at(path, [int(offsets[i]) for i in ends], F.HEADER_BYTES, storage_options)):
+        offset, length = int(offsets[i]), int(lengths[i]) - OVERHEAD
+        if len(header) < F.HEADER_BYTES or F.masked_crc32c(header[:8]) != int.from_bytes(header[8:], "little"):
+            return f"the index sidecar puts record {i} at byte {offset} of {path}, where no record starts"
+        stated = int.from_bytes(header[:8], "little")
+        if stated != length:
+            return (f"the index sidecar says record {i} at byte {offset} of {path} holds {length} bytes, but "
+                    f"its header says {stated}")
+    return None
+
+
+def _read_at(path, offsets, n, storage_options) -> list:
+    """Up to n bytes of a file from each offset: preads, or ranged requests for a URL."""
+    if _fs.is_url(path):
+        fs = _fs.filesystem(path, storage_options)
+        return [_fs.read_range(*fs, offset, offset + n) for offset in offsets]
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return [os.pread(fd, n, offset) for offset in offsets]
+    finally:
+        os.close(fd)
 
 
 def count_records(path, storage_options=None) -> int:
@@ -188,7 +217,7 @@ def _count(path, size, storage_options) -> int:
     sidecar = index_path(path)
     if _fs.exists(sidecar, storage_options):
         offsets, lengths = read_index(sidecar, storage_options=storage_options)
-        if _covers(offsets, lengths, size):
+        if _mismatch(path, offsets, lengths, size, storage_options) is None:
             return len(offsets)
     with _fs.open_input(path, storage_options) as f:
         compressed = detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None

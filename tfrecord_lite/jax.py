@@ -22,7 +22,7 @@ import numpy as np
 from .batch import RecordBatch
 from .bytes_column import BytesColumn
 from .errors import InvalidArgumentError
-from .example import RaggedValue, SparseTensorValue
+from .example import RaggedValue, SparseTensorValue, native_order
 
 __all__ = ["device_put"]
 
@@ -42,7 +42,7 @@ def device_put(batch: Any, device: Any = None, *, bytes: str = "host") -> Any:
                                    hint="'host' keeps bytes features as NumPy object arrays, 'drop' leaves them out")
     import jax
 
-    out = _put(batch, lambda a: jax.device_put(_native_order(a), device), bytes == "drop")
+    out = _put(batch, lambda a: jax.device_put(native_order(a), device), bytes == "drop")
     return None if out is _DROP else out
 
 
@@ -65,14 +65,6 @@ def _put(value, put, drop):
         moved = [_put(v, put, drop) for v in value]
         return type(value)(v for v in moved if v is not _DROP)
     return put(value)  # scalars and anything else jax takes
-
-
-def _native_order(value):
-    """value, copied to the machine's byte order where it is not: JAX refuses other byte
-    orders (a RawTensorFeature of dtype '>f4')."""
-    if isinstance(value, np.ndarray) and not value.dtype.isnative:
-        return value.astype(value.dtype.newbyteorder("="))
-    return value
 
 
 def _is_bytes(value) -> bool:

@@ -36,13 +36,15 @@ JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes ke
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from ._crossing import _packed
 from ._typing import Features, Files
 from .batch import RecordBatch
 from .dataset import TFRecordDataset
-from .example import RaggedValue, SparseTensorValue
+from .errors import TFRecordError
+from .example import RaggedValue, SparseTensorValue, native_order
 from .files import resolve_files, shard_plan
 from .index import IndexedDataset
 
@@ -115,6 +117,20 @@ def _loader_seed(seed: int) -> int:
     return int(np.random.SeedSequence([seed, base]).generate_state(1, np.uint64)[0] >> 1)
 
 
+@contextlib.contextmanager
+def _located_in_workers():
+    """Our errors raised in a DataLoader worker reach the main process with their .path,
+    .offset and .index (torch rebuilds them from their traceback text: TFRecordError._carry)."""
+    try:
+        yield
+    except TFRecordError as exc:
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None:
+            exc._carry()
+        raise
+
+
 def _to_tensors(value):
     """Numeric arrays as tensors, those of sparse and ragged values and the 0-d ones of
     unbatched examples (NumPy scalars) too; bytes stay as they are."""
@@ -126,9 +142,7 @@ def _to_tensors(value):
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject or value.dtype.kind in "SUV":
             return value
-        if not value.dtype.isnative:  # torch has no other byte order: RawTensorFeature('>f4') costs a copy
-            value = value.astype(value.dtype.newbyteorder("="))
-        return torch.from_numpy(value)
+        return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
     if isinstance(value, SparseTensorValue):
@@ -159,6 +173,7 @@ def _build():
                 self.options["seed"] = int(torch.empty((), dtype=torch.int64).random_().item())
             self._loaded = None  # a state_dict() for the next iter()
             self._current = None  # the TFRecordDataset of the newest iter()
+            self._ended = False  # the newest iter() yielded its last item
 
         def set_epoch(self, epoch: int) -> None:
             """Make the next iter() start at this epoch (it wins over the automatic count)."""
@@ -179,18 +194,24 @@ def _build():
             return ds
 
         def __iter__(self):
-            ds = self.dataset()
-            if self._loaded is not None:
-                state, self._loaded = self._loaded, None
-                if state["dataset"] is not None:
+            state, self._loaded = self._loaded, None
+            self._ended = state is not None and state.get("ended", False)
+            if self._ended:
+                # Resuming an iteration that had ended: nothing is left of it. (A worker that
+                # ran out before the others; StatefulDataLoader asks it for one more item.)
+                self._current = None
+                return iter(())
+            with _located_in_workers():
+                ds = self.dataset()
+                if state is not None and state["dataset"] is not None:
                     ds.load_state_dict(state["dataset"])
-            # StatefulDataLoader asks for states only once the epoch runs: track positions from
-            # its start, so that any state resumes by seeking.
-            ds._track_positions = True
-            it = iter(ds)
+                # StatefulDataLoader asks for states only once the epoch runs: track positions
+                # from its start, so that any state resumes by seeking.
+                ds._track_positions = True
+                it = iter(ds)
             self.epoch = ds._next_epoch  # each iter() continues the count: a new shuffle
             self._current = ds
-            return self._items(it)
+            return self._items(ds, it)
 
         def __len__(self):
             """Elements that iter() yields here: one epoch (times num_epochs) of the shard this
@@ -200,11 +221,11 @@ def _build():
                 raise TypeError("a TFRecordIterableDataset with num_epochs=None has no length")
             return self.dataset().num_elements() * epochs
 
-        def _items(self, it):
+        def _items(self, ds, it):
             from torch.utils.data import get_worker_info
 
             pack = get_worker_info() is not None  # in a worker: batches cross packed (module doc)
-            try:
+            with contextlib.closing(it), _located_in_workers():
                 for item in it:
                     if type(item) is RecordBatch:
                         # DataLoader's default_convert hands an array on as it is, but remakes
@@ -213,16 +234,15 @@ def _build():
                     elif self.as_tensors:
                         item = _to_tensors(item)
                     yield _packed(item) if pack else item
-            finally:
-                it.close()
+            self._ended = self._current is ds  # unless a newer iter() runs
 
         def state_dict(self) -> dict:
             """Where this copy's newest iteration stands (per DataLoader worker under
             torchdata's StatefulDataLoader); see TFRecordDataset.state_dict."""
             if self._loaded is not None:
                 return self._loaded
-            current = None if self._current is None else self._current.state_dict()
-            return {"epoch": self.epoch, "dataset": current}
+            current = None if self._current is None or self._ended else self._current.state_dict()
+            return {"epoch": self.epoch, "dataset": current, "ended": self._ended}
 
         def load_state_dict(self, state: dict) -> None:
             """Make the next iter() resume from a state_dict()."""
@@ -246,7 +266,8 @@ def _build():
             return len(self.data)
 
         def __getitem__(self, i):
-            item = self.data[i]
+            with _located_in_workers():
+                item = self.data[i]
             return _to_tensors(item) if self.as_tensors else item
 
     classes = {"TFRecordIterableDataset": TFRecordIterableDataset, "TFRecordMapDataset": TFRecordMapDataset}
