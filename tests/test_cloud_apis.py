@@ -12,6 +12,7 @@ import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite import cli
+from tfrecord_lite import fs as tfs
 from tfrecord_lite.files import resolve_files
 from tfrecord_lite.errors import CorruptRecordError, EncodeError, TFRecordError
 
@@ -287,6 +288,31 @@ def test_failed_sharded_writes_leave_nothing_remote(remote):
     assert remote.ls() == []
     if hasattr(remote, "multipart_uploads"):
         assert remote.multipart_uploads() == []
+
+
+@pytest.mark.parametrize("step", ["copy", "delete"])
+def test_a_rolled_shard_that_fails_its_move_leaves_no_object(s3, monkeypatch, step):
+    # On S3 a rolled shard is completed under a hidden name, then copied to -of-N and the
+    # hidden one deleted: a failure of either step publishes nothing and leaves nothing.
+    store = tfs.filesystem(s3.url())[0]  # the writers' (cached) instance: its sync methods are its own
+    failed = []
+
+    def failing(method, which):
+        original = getattr(store, method)
+
+        def call(path, *args, **kwargs):
+            if not failed and any(p.endswith(".x-00001.tfrecord.partial") for p in which(path, args)):
+                failed.append(path)
+                raise PermissionError(13, "Access Denied", path)
+            return original(path, *args, **kwargs)
+        monkeypatch.setattr(store, method, call)
+
+    for method in ("cp_file", "copy") if step == "copy" else ("rm_file", "rm"):
+        failing(method, lambda path, args: [path] if isinstance(path, str) else path)
+    with pytest.raises(PermissionError):
+        with tfl.ShardedWriter(s3.url("x"), max_records_per_shard=1) as w:
+            w.write_many([b"a", b"b", b"c"])
+    assert failed and s3.ls() == [] and s3.multipart_uploads() == []
 
 
 def test_cli_with_storage_options(s3, monkeypatch, capsys, tmp_path):

@@ -448,6 +448,7 @@ class RemoteAtomicFile:
         self._fs, target = filesystem(path, storage_options)
         protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
         self._transactional = bool(protocols & _TRANSACTIONAL)
+        self._leftover = None  # an upload completed under a name that is not the final one
         with _naming(path):
             if self._transactional:
                 self._key = target
@@ -462,6 +463,7 @@ class RemoteAtomicFile:
         self.file = _NamingFile(self._raw, path)
 
     def commit(self) -> None:
+        placed = None  # the final name, once a copy has put the data there
         try:
             with _naming(self.path):
                 target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
@@ -469,9 +471,21 @@ class RemoteAtomicFile:
                 if self._transactional:
                     self._raw.commit()
                 if self._key != target:
-                    self._fs.mv(self._key, target)
+                    if self._transactional:  # a move is a copy and a delete there: either may fail
+                        self._leftover = self._key
+                        self._fs.cp_file(self._key, target)
+                        placed = target
+                        self._fs.rm_file(self._key)
+                        self._leftover = None
+                    else:
+                        self._fs.mv(self._key, target)
                     self._key = target
         except BaseException:
+            if placed is not None:
+                try:
+                    self._fs.rm_file(placed)
+                except Exception:
+                    pass
             self.discard()
             raise
 
@@ -484,8 +498,10 @@ class RemoteAtomicFile:
                 self._raw.close()
         except Exception:
             pass
-        if not self._transactional:
+        if not self._transactional or self._leftover is not None:
+            # A temporary name, or an upload completed under a hidden name (a rolled shard's)
+            # that its move to the final name did not take away.
             try:
-                self._fs.rm_file(self._key)
+                self._fs.rm_file(self._key if self._leftover is None else self._leftover)
             except (FileNotFoundError, OSError):
                 pass
