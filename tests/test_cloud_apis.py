@@ -290,6 +290,67 @@ def test_failed_sharded_writes_leave_nothing_remote(remote):
         assert remote.multipart_uploads() == []
 
 
+def _failing_to_place(remote, monkeypatch, name):
+    """The step that puts the object `name` under its final name fails once: completing its
+    upload (S3, fixed names), or its copy or move from a hidden name (rolled shards, memory)."""
+    import fsspec.implementations.memory
+    import posixpath
+
+    failed = []
+
+    def fail(destination):
+        if posixpath.basename(destination) == name and not failed:
+            failed.append(destination)
+            raise OSError(5, "the store failed", destination)
+
+    def wrap(cls, method, where):
+        original = getattr(cls, method)
+
+        def failing(*args, **kwargs):
+            if isinstance(cls, type):  # a method of every instance
+                self, args = args[0], args[1:]
+                fail(where(self, args))
+                return original(self, *args, **kwargs)
+            fail(where(cls, args))
+            return original(*args, **kwargs)
+        monkeypatch.setattr(cls, method, failing)
+
+    if hasattr(remote, "multipart_uploads"):
+        import s3fs
+
+        wrap(s3fs.core.S3File, "commit", lambda f, args: f.path)
+        store = tfs.filesystem(remote.url())[0]  # the writers' (cached) instance: its sync methods are its own
+        wrap(store, "cp_file", lambda fs, args: args[1])
+    else:
+        wrap(fsspec.implementations.memory.MemoryFileSystem, "mv", lambda fs, args: args[1])
+    return failed
+
+
+@pytest.mark.parametrize("rolling", [False, True])
+def test_a_failed_group_commit_puts_back_the_objects_it_replaced(remote, monkeypatch, rolling):
+    def write(first):
+        if rolling:
+            w = tfl.ShardedWriter(remote.url("d/x"), max_records_per_shard=2, index=True)
+        else:
+            w = tfl.ShardedWriter(remote.url("d/x"), num_shards=3, index=True)
+        with w:
+            w.write_many([example(first + i) for i in range(6)])
+        return w
+
+    old = write(0)
+    before = {n: remote.get(f"d/{n}") for n in remote.ls()}
+    assert len(before) == 6
+    failed = _failing_to_place(remote, monkeypatch, "x-00001-of-00003.tfrecord")
+    with pytest.raises(OSError, match="the store failed"):
+        write(100)
+    assert failed
+    assert remote.ls() == sorted(before)  # no hidden copy, no .partial object left
+    assert {n: remote.get(f"d/{n}") for n in remote.ls()} == before
+    assert ids(tfl.TFRecordDataset([s.path for s in old.shards], SPEC, batch_size=6)) == list(range(6))
+    if hasattr(remote, "multipart_uploads"):
+        assert remote.multipart_uploads() == []
+
+
 @pytest.mark.parametrize("step", ["copy", "delete"])
 def test_a_rolled_shard_that_fails_its_move_leaves_no_object(s3, monkeypatch, step):
     # On S3 a rolled shard is completed under a hidden name, then copied to -of-N and the

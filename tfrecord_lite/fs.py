@@ -36,7 +36,7 @@ import uuid
 from .errors import TFRecordError
 
 __all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
-           "exists", "remove", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
+           "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
@@ -344,6 +344,54 @@ def remove(path, storage_options=None, name=None) -> None:
     except OSError as exc:
         if exc.errno != errno.ENAMETOOLONG:  # no file can have that name (the sidecar of a long one)
             raise
+
+
+def keep(path, storage_options=None):
+    """A copy of an existing file under a hidden name beside it (``.<name>.<random>.old``),
+    or None: what a commit is about to replace, kept until the commit stands. A hard link on
+    local disks; on object stores a server-side copy (the bytes never travel through here).
+    A filesystem that can do neither keeps nothing."""
+    from .io import _temp_stem
+
+    if not is_url(path):
+        path = local_path(path)
+        if not os.path.isfile(path):
+            return None
+        head, base = os.path.split(path)
+        copy = os.path.join(head, f".{_temp_stem(base)}.{uuid.uuid4().hex[:12]}.old")
+        try:
+            os.link(path, copy)
+        except OSError:
+            return None
+        return copy
+    fs, p = filesystem(path, storage_options)
+    head, base = posixpath.split(p)
+    copy = posixpath.join(head, f".{_temp_stem(base)}.{uuid.uuid4().hex[:12]}.old")
+    try:
+        fs.cp_file(p, copy)
+    except Exception:  # nothing there (the usual case), or no copies on this filesystem
+        return None
+    return fs.unstrip_protocol(copy)
+
+
+def put_back(path, copy, storage_options=None) -> None:
+    """Undo a commit: the copy that keep() made goes back under path. A local copy that is
+    still path's own file (never replaced) is dropped instead. If this fails the copy stays
+    under its hidden name, to be put back by hand: never lost."""
+    try:
+        if not is_url(path):
+            path = local_path(path)
+            if os.path.lexists(path) and os.path.samefile(copy, path):
+                os.unlink(copy)  # never replaced (a rename between two links to it does nothing)
+            else:
+                os.replace(copy, path)
+            return
+        fs, p = filesystem(path, storage_options)
+        copy_p = filesystem(copy, storage_options)[1]
+        fs.cp_file(copy_p, p)
+        fs.rm_file(copy_p)
+    except Exception:
+        pass
 
 
 def read_bytes(path, storage_options=None) -> bytes:
