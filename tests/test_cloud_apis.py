@@ -449,6 +449,64 @@ def test_a_missing_bucket_names_the_url(s3, tmp_path, capsys):
                                       "its name in the URL\n"
 
 
+def test_a_refusal_of_the_object_store_names_the_url(s3, monkeypatch, capsys):
+    """The store's AccessDenied (s3fs: PermissionError('Access Denied'), no file named) is a
+    PermissionError naming the URL and saying what to check, from every path-taking API."""
+    from botocore.exceptions import ClientError
+
+    url = s3.put("d/a.tfrecord", framed([b"a"]))
+    store = tfs.filesystem(url)[0]  # the (cached) instance the library uses
+
+    async def denied(method, *args, **kwargs):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, method)
+    monkeypatch.setattr(store, "_call_s3", denied)
+    monkeypatch.setattr(tfs, "_signs_urls", lambda fs: False)  # moto grants presigned GETs
+    out = s3.url("d/b.tfrecord")
+    calls = {url: [lambda: list(tfl.TFRecordReader(url)), lambda: tfl.TFRecordFile(url)[0],
+                   lambda: tfl.build_index(url), lambda: list(tfl.TFRecordDataset(url))],
+             s3.url("d/*.tfrecord"): [lambda: list(tfl.TFRecordDataset(s3.url("d/*.tfrecord")))],
+             s3.url("d"): [lambda: list(tfl.TFRecordDataset(s3.url("d")))],
+             out: [lambda: tfl.TFRecordWriter(out).close(), lambda: tfl.TFRecordWriter(out, atomic=False).close()]}
+    for name, group in calls.items():
+        for call in group:
+            with pytest.raises(PermissionError, match=r"the object store denied access \(Access Denied\); check "
+                               "that the credentials") as info:
+                call()
+            assert info.value.filename in (name, name + ".index")  # random access reads the sidecar first
+    assert cli.main(["count", url]) == 1
+    assert capsys.readouterr().err.startswith(f"tfrecord-lite count: {url}: the object store denied access")
+
+
+class _HttpError(Exception):
+    """gcsfs's HttpError: what it raises for a 401 (no or bad credentials)."""
+
+    def __init__(self, error):
+        super().__init__(error["message"])
+        self.code = error["code"]
+
+
+@pytest.mark.parametrize("refusal", [
+    OSError("Forbidden: b/d/a.tfrecord\nuser lacks storage.objects.get"),  # gcsfs's 403
+    _HttpError({"code": 401, "message": "Anonymous caller does not have storage.objects.get access"}),
+])
+def test_other_stores_refusals_name_the_url_too(memfs, monkeypatch, refusal):
+    import fsspec.implementations.memory
+
+    url = memfs.url("d/a.tfrecord")
+    memfs.fs.pipe_file(f"{memfs.prefix}/d/a.tfrecord", framed([b"a"]))
+
+    def refuse(*args, **kwargs):
+        raise refusal
+    for method in ("_open", "cat_file"):
+        monkeypatch.setattr(fsspec.implementations.memory.MemoryFileSystem, method, refuse)
+    for call in (lambda: list(tfl.TFRecordReader(url)), lambda: tfl.TFRecordFile(url)[0]):
+        with pytest.raises(PermissionError, match="the object store denied access") as info:
+            call()
+        assert info.value.filename in (url, url + ".index")
+        assert str(refusal).splitlines()[0] in str(info.value)
+
+
 _NO_CREDENTIALS = """
 import sys
 import tfrecord_lite as tfl

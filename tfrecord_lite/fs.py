@@ -105,10 +105,24 @@ def _naming(url):
                                     "the URL", url) from None
         raise _not_found(url) from None
     except Exception as exc:
+        if _denied(exc):
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PermissionError(errno.EACCES, f"the object store denied access ({reason}); check that the "
+                                  "credentials in use (storage_options, the SDK's environment) may read or "
+                                  "write it", url) from None
         if not _no_credentials(exc):
             raise
         raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
                             hint=_HINT_CREDENTIALS) from None
+
+
+def _denied(exc) -> bool:
+    """A refusal that names no file: s3fs's PermissionError (AccessDenied, a bad key or
+    signature), gcsfs's 403 OSError("Forbidden: ...") and its 401/403 HttpError."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return False
+    return (isinstance(exc, PermissionError) or getattr(exc, "code", None) in (401, 403)
+            or (isinstance(exc, OSError) and exc.errno is None and str(exc).startswith("Forbidden")))
 
 
 def _no_credentials(exc) -> bool:
@@ -326,7 +340,8 @@ def exists(path, storage_options=None) -> bool:
     if not is_url(path):
         return os.path.exists(local_path(path))
     fs, p = filesystem(path, storage_options)
-    return fs.exists(p)
+    with _naming(path):
+        return fs.exists(p)
 
 
 def remove(path, storage_options=None, name=None) -> None:
@@ -401,7 +416,8 @@ def read_bytes(path, storage_options=None) -> bytes:
             return f.read()
     fs, p = filesystem(path, storage_options)
     try:
-        return fs.cat_file(p)
+        with _naming(path):
+            return fs.cat_file(p)
     except FileNotFoundError:
         raise _not_found(path) from None
 
@@ -420,12 +436,13 @@ def expand(spec: str, storage_options=None) -> list[str]:
         base = posixpath.basename(name.rstrip("/"))
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
-    if GLOB_CHARS & set(p):
-        found = fs.glob(p, detail=True)
-    elif fs.isdir(p):
-        found = {info["name"]: info for info in fs.ls(p, detail=True)}
-    else:
-        return [spec]
+    with _naming(spec):
+        if GLOB_CHARS & set(p):
+            found = fs.glob(p, detail=True)
+        elif fs.isdir(p):
+            found = {info["name"]: info for info in fs.ls(p, detail=True)}
+        else:
+            return [spec]
     return sorted(fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
 
 
