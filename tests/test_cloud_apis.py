@@ -12,6 +12,7 @@ import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite import cli
+from tfrecord_lite import fs as tfs
 from tfrecord_lite.files import resolve_files
 from tfrecord_lite.errors import CorruptRecordError, EncodeError, TFRecordError
 
@@ -289,6 +290,92 @@ def test_failed_sharded_writes_leave_nothing_remote(remote):
         assert remote.multipart_uploads() == []
 
 
+def _failing_to_place(remote, monkeypatch, name):
+    """The step that puts the object `name` under its final name fails once: completing its
+    upload (S3, fixed names), or its copy or move from a hidden name (rolled shards, memory)."""
+    import fsspec.implementations.memory
+    import posixpath
+
+    failed = []
+
+    def fail(destination):
+        if posixpath.basename(destination) == name and not failed:
+            failed.append(destination)
+            raise OSError(5, "the store failed", destination)
+
+    def wrap(cls, method, where):
+        original = getattr(cls, method)
+
+        def failing(*args, **kwargs):
+            if isinstance(cls, type):  # a method of every instance
+                self, args = args[0], args[1:]
+                fail(where(self, args))
+                return original(self, *args, **kwargs)
+            fail(where(cls, args))
+            return original(*args, **kwargs)
+        monkeypatch.setattr(cls, method, failing)
+
+    if hasattr(remote, "multipart_uploads"):
+        import s3fs
+
+        wrap(s3fs.core.S3File, "commit", lambda f, args: f.path)
+        store = tfs.filesystem(remote.url())[0]  # the writers' (cached) instance: its sync methods are its own
+        wrap(store, "cp_file", lambda fs, args: args[1])
+    else:
+        wrap(fsspec.implementations.memory.MemoryFileSystem, "mv", lambda fs, args: args[1])
+    return failed
+
+
+@pytest.mark.parametrize("rolling", [False, True])
+def test_a_failed_group_commit_puts_back_the_objects_it_replaced(remote, monkeypatch, rolling):
+    def write(first):
+        if rolling:
+            w = tfl.ShardedWriter(remote.url("d/x"), max_records_per_shard=2, index=True)
+        else:
+            w = tfl.ShardedWriter(remote.url("d/x"), num_shards=3, index=True)
+        with w:
+            w.write_many([example(first + i) for i in range(6)])
+        return w
+
+    old = write(0)
+    before = {n: remote.get(f"d/{n}") for n in remote.ls()}
+    assert len(before) == 6
+    failed = _failing_to_place(remote, monkeypatch, "x-00001-of-00003.tfrecord")
+    with pytest.raises(OSError, match="the store failed"):
+        write(100)
+    assert failed
+    assert remote.ls() == sorted(before)  # no hidden copy, no .partial object left
+    assert {n: remote.get(f"d/{n}") for n in remote.ls()} == before
+    assert ids(tfl.TFRecordDataset([s.path for s in old.shards], SPEC, batch_size=6)) == list(range(6))
+    if hasattr(remote, "multipart_uploads"):
+        assert remote.multipart_uploads() == []
+
+
+@pytest.mark.parametrize("step", ["copy", "delete"])
+def test_a_rolled_shard_that_fails_its_move_leaves_no_object(s3, monkeypatch, step):
+    # On S3 a rolled shard is completed under a hidden name, then copied to -of-N and the
+    # hidden one deleted: a failure of either step publishes nothing and leaves nothing.
+    store = tfs.filesystem(s3.url())[0]  # the writers' (cached) instance: its sync methods are its own
+    failed = []
+
+    def failing(method, which):
+        original = getattr(store, method)
+
+        def call(path, *args, **kwargs):
+            if not failed and any(p.endswith(".x-00001.tfrecord.partial") for p in which(path, args)):
+                failed.append(path)
+                raise PermissionError(13, "Access Denied", path)
+            return original(path, *args, **kwargs)
+        monkeypatch.setattr(store, method, call)
+
+    for method in ("cp_file", "copy") if step == "copy" else ("rm_file", "rm"):
+        failing(method, lambda path, args: [path] if isinstance(path, str) else path)
+    with pytest.raises(PermissionError):
+        with tfl.ShardedWriter(s3.url("x"), max_records_per_shard=1) as w:
+            w.write_many([b"a", b"b", b"c"])
+    assert failed and s3.ls() == [] and s3.multipart_uploads() == []
+
+
 def test_cli_with_storage_options(s3, monkeypatch, capsys, tmp_path):
     import s3fs
 
@@ -360,6 +447,64 @@ def test_a_missing_bucket_names_the_url(s3, tmp_path, capsys):
     assert cli.main(["merge", src, "-o", url]) == 2
     assert capsys.readouterr().err == f"tfrecord-lite merge: {url}: no such bucket: create the bucket, or check " \
                                       "its name in the URL\n"
+
+
+def test_a_refusal_of_the_object_store_names_the_url(s3, monkeypatch, capsys):
+    """The store's AccessDenied (s3fs: PermissionError('Access Denied'), no file named) is a
+    PermissionError naming the URL and saying what to check, from every path-taking API."""
+    from botocore.exceptions import ClientError
+
+    url = s3.put("d/a.tfrecord", framed([b"a"]))
+    store = tfs.filesystem(url)[0]  # the (cached) instance the library uses
+
+    async def denied(method, *args, **kwargs):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, method)
+    monkeypatch.setattr(store, "_call_s3", denied)
+    monkeypatch.setattr(tfs, "_signs_urls", lambda fs: False)  # moto grants presigned GETs
+    out = s3.url("d/b.tfrecord")
+    calls = {url: [lambda: list(tfl.TFRecordReader(url)), lambda: tfl.TFRecordFile(url)[0],
+                   lambda: tfl.build_index(url), lambda: list(tfl.TFRecordDataset(url))],
+             s3.url("d/*.tfrecord"): [lambda: list(tfl.TFRecordDataset(s3.url("d/*.tfrecord")))],
+             s3.url("d"): [lambda: list(tfl.TFRecordDataset(s3.url("d")))],
+             out: [lambda: tfl.TFRecordWriter(out).close(), lambda: tfl.TFRecordWriter(out, atomic=False).close()]}
+    for name, group in calls.items():
+        for call in group:
+            with pytest.raises(PermissionError, match=r"the object store denied access \(Access Denied\); check "
+                               "that the credentials") as info:
+                call()
+            assert info.value.filename in (name, name + ".index")  # random access reads the sidecar first
+    assert cli.main(["count", url]) == 1
+    assert capsys.readouterr().err.startswith(f"tfrecord-lite count: {url}: the object store denied access")
+
+
+class _HttpError(Exception):
+    """gcsfs's HttpError: what it raises for a 401 (no or bad credentials)."""
+
+    def __init__(self, error):
+        super().__init__(error["message"])
+        self.code = error["code"]
+
+
+@pytest.mark.parametrize("refusal", [
+    OSError("Forbidden: b/d/a.tfrecord\nuser lacks storage.objects.get"),  # gcsfs's 403
+    _HttpError({"code": 401, "message": "Anonymous caller does not have storage.objects.get access"}),
+])
+def test_other_stores_refusals_name_the_url_too(memfs, monkeypatch, refusal):
+    import fsspec.implementations.memory
+
+    url = memfs.url("d/a.tfrecord")
+    memfs.fs.pipe_file(f"{memfs.prefix}/d/a.tfrecord", framed([b"a"]))
+
+    def refuse(*args, **kwargs):
+        raise refusal
+    for method in ("_open", "cat_file"):
+        monkeypatch.setattr(fsspec.implementations.memory.MemoryFileSystem, method, refuse)
+    for call in (lambda: list(tfl.TFRecordReader(url)), lambda: tfl.TFRecordFile(url)[0]):
+        with pytest.raises(PermissionError, match="the object store denied access") as info:
+            call()
+        assert info.value.filename in (url, url + ".index")
+        assert str(refusal).splitlines()[0] in str(info.value)
 
 
 _NO_CREDENTIALS = """

@@ -37,7 +37,7 @@ import uuid
 from .errors import TFRecordError
 
 __all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
-           "exists", "remove", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
+           "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
@@ -106,10 +106,24 @@ def _naming(url):
                                     "the URL", url) from None
         raise _not_found(url) from None
     except Exception as exc:
+        if _denied(exc):
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PermissionError(errno.EACCES, f"the object store denied access ({reason}); check that the "
+                                  "credentials in use (storage_options, the SDK's environment) may read or "
+                                  "write it", url) from None
         if not _no_credentials(exc):
             raise
         raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
                             hint=_HINT_CREDENTIALS) from None
+
+
+def _denied(exc) -> bool:
+    """A refusal that names no file: s3fs's PermissionError (AccessDenied, a bad key or
+    signature), gcsfs's 403 OSError("Forbidden: ...") and its 401/403 HttpError."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return False
+    return (isinstance(exc, PermissionError) or getattr(exc, "code", None) in (401, 403)
+            or (isinstance(exc, OSError) and exc.errno is None and str(exc).startswith("Forbidden")))
 
 
 def _no_credentials(exc) -> bool:
@@ -327,7 +341,8 @@ def exists(path, storage_options=None) -> bool:
     if not is_url(path):
         return os.path.exists(local_path(path))
     fs, p = filesystem(path, storage_options)
-    return fs.exists(p)
+    with _naming(path):
+        return fs.exists(p)
 
 
 def remove(path, storage_options=None, name=None) -> None:
@@ -347,6 +362,54 @@ def remove(path, storage_options=None, name=None) -> None:
             raise
 
 
+def keep(path, storage_options=None):
+    """A copy of an existing file under a hidden name beside it (``.<name>.<random>.old``),
+    or None: what a commit is about to replace, kept until the commit stands. A hard link on
+    local disks; on object stores a server-side copy (the bytes never travel through here).
+    A filesystem that can do neither keeps nothing."""
+    from .io import _temp_stem
+
+    if not is_url(path):
+        path = local_path(path)
+        if not os.path.isfile(path):
+            return None
+        head, base = os.path.split(path)
+        copy = os.path.join(head, f".{_temp_stem(base)}.{uuid.uuid4().hex[:12]}.old")
+        try:
+            os.link(path, copy)
+        except OSError:
+            return None
+        return copy
+    fs, p = filesystem(path, storage_options)
+    head, base = posixpath.split(p)
+    copy = posixpath.join(head, f".{_temp_stem(base)}.{uuid.uuid4().hex[:12]}.old")
+    try:
+        fs.cp_file(p, copy)
+    except Exception:  # nothing there (the usual case), or no copies on this filesystem
+        return None
+    return fs.unstrip_protocol(copy)
+
+
+def put_back(path, copy, storage_options=None) -> None:
+    """Undo a commit: the copy that keep() made goes back under path. A local copy that is
+    still path's own file (never replaced) is dropped instead. If this fails the copy stays
+    under its hidden name, to be put back by hand: never lost."""
+    try:
+        if not is_url(path):
+            path = local_path(path)
+            if os.path.lexists(path) and os.path.samefile(copy, path):
+                os.unlink(copy)  # never replaced (a rename between two links to it does nothing)
+            else:
+                os.replace(copy, path)
+            return
+        fs, p = filesystem(path, storage_options)
+        copy_p = filesystem(copy, storage_options)[1]
+        fs.cp_file(copy_p, p)
+        fs.rm_file(copy_p)
+    except Exception:
+        pass
+
+
 def read_bytes(path, storage_options=None) -> bytes:
     """A whole (small) file, such as an index sidecar."""
     if not is_url(path):
@@ -354,7 +417,8 @@ def read_bytes(path, storage_options=None) -> bytes:
             return f.read()
     fs, p = filesystem(path, storage_options)
     try:
-        return fs.cat_file(p)
+        with _naming(path):
+            return fs.cat_file(p)
     except FileNotFoundError:
         raise _not_found(path) from None
 
@@ -479,6 +543,7 @@ class RemoteAtomicFile:
         self._fs, target = filesystem(path, storage_options)
         protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
         self._transactional = bool(protocols & _TRANSACTIONAL)
+        self._leftover = None  # an upload completed under a name that is not the final one
         with _naming(path):
             if self._transactional:
                 self._key = target
@@ -493,6 +558,7 @@ class RemoteAtomicFile:
         self.file = _NamingFile(self._raw, path)
 
     def commit(self) -> None:
+        placed = None  # the final name, once a copy has put the data there
         try:
             with _naming(self.path):
                 target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
@@ -500,9 +566,21 @@ class RemoteAtomicFile:
                 if self._transactional:
                     self._raw.commit()
                 if self._key != target:
-                    self._fs.mv(self._key, target)
+                    if self._transactional:  # a move is a copy and a delete there: either may fail
+                        self._leftover = self._key
+                        self._fs.cp_file(self._key, target)
+                        placed = target
+                        self._fs.rm_file(self._key)
+                        self._leftover = None
+                    else:
+                        self._fs.mv(self._key, target)
                     self._key = target
         except BaseException:
+            if placed is not None:
+                try:
+                    self._fs.rm_file(placed)
+                except Exception:
+                    pass
             self.discard()
             raise
 
@@ -515,8 +593,10 @@ class RemoteAtomicFile:
                 self._raw.close()
         except Exception:
             pass
-        if not self._transactional:
+        if not self._transactional or self._leftover is not None:
+            # A temporary name, or an upload completed under a hidden name (a rolled shard's)
+            # that its move to the final name did not take away.
             try:
-                self._fs.rm_file(self._key)
+                self._fs.rm_file(self._key if self._leftover is None else self._leftover)
             except (FileNotFoundError, OSError):
                 pass

@@ -408,8 +408,8 @@ class TFRecordDatasink(Datasink):
                 pass
             done = [{"task": 0, "path": writer.path, "records": 0}]
         finals = [shard_path(self.prefix, i, len(done), self.suffix) for i in range(len(done))]
-        # Local files of the same names (an earlier run's) are kept until every rename stands.
-        kept = [] if _fs.is_url(self.prefix) else keep_replaced([p for f in finals for p in (f, f + ".index")])
+        # Files of the same names (an earlier run's) are kept until every rename stands.
+        kept = keep_replaced([p for f in finals for p in (f, f + ".index")], self.storage_options)
         moved = []
         try:
             for r, final in zip(done, finals):
@@ -423,10 +423,10 @@ class TFRecordDatasink(Datasink):
         except BaseException:
             for final in moved:
                 self._remove(final)
-            put_back(kept)
+            put_back(kept, self.storage_options)
             self.on_write_failed(None)
             raise
-        drop_kept(kept)
+        drop_kept(kept, self.storage_options)
         self.shards = [ShardInfo(final, r["records"]) for final, r in zip(moved, done)]
         self._remove_staging()  # what attempts killed while writing left (their tasks were retried)
 

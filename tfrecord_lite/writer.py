@@ -10,7 +10,6 @@ opens, commits and discards the files around it.
 from __future__ import annotations
 
 import os
-import uuid
 import warnings
 import zlib
 from typing import Iterable
@@ -19,7 +18,7 @@ from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
-from .io import CommitOnExit, _temp_stem, compressor, normalize_compression
+from .io import CommitOnExit, compressor, normalize_compression
 from .batch import RecordBatch
 
 __all__ = ["TFRecordWriter"]
@@ -60,7 +59,7 @@ class TFRecordWriter(CommitOnExit):
         self.compression = normalize_compression(compression)
         self._atomic = None
         self._renamed = False
-        self._kept = []  # (name, hard-linked copy) of local files the commit replaces, until it stands
+        self._kept = []  # (name, hidden copy) of files the commit replaces, until it stands
         self._owned = False
         self._index = None
         self._index_path = None
@@ -259,13 +258,14 @@ class TFRecordWriter(CommitOnExit):
             self._atomic.path = _fs.local_path(self.path) if not _fs.is_url(self.path) else self.path
             # The old sidecar goes before the data is renamed, the new one comes after: readers
             # see the old pair, a file alone (they scan it) or the new pair, never a sidecar of
-            # other data. On local disks the files replaced are kept (hard links) until the
-            # commit stands: a failure, here or in a later shard of the group, puts them back.
+            # other data. The files replaced are kept (hard links; server-side copies on object
+            # stores) until the commit stands: a failure, here or in a later shard of the group,
+            # puts them back.
             if self._index is not None:
                 self._index.path = self._index_path or self._atomic.path + ".index"
-            if not _fs.is_url(self.path):
-                self._kept = keep_replaced([self._atomic.target, self.path + ".index"]
-                                           + ([self._index.path] if self._index is not None else []))
+            self._kept = keep_replaced([getattr(self._atomic, "target", self.path), self.path + ".index"]
+                                       + ([self._index.path] if self._index is not None else []),
+                                       self._storage_options)
             self._unlink(self.path + ".index")
             if self._index is not None:
                 self._unlink(self._index.path)
@@ -283,20 +283,20 @@ class TFRecordWriter(CommitOnExit):
 
     def _uncommit(self):
         """Remove what _commit put in place (its sidecar failed, or a later shard of the same
-        group did), and put back the local files it replaced. The sidecar name goes first: it
+        group did), and put back the files it replaced. The sidecar name goes first: it
         must not outlive the data it describes."""
         if self._renamed:
             if self._index is not None:
                 self._unlink(self._index.path)
             self._unlink(getattr(self._atomic, "target", self.path))  # a symlink's target: what was written
         kept, self._kept = self._kept, []
-        put_back(kept)
+        put_back(kept, self._storage_options)
 
     def _release(self):
         """The commit stands (alone, or with its whole group): drop the copies _uncommit
         would have put back."""
         kept, self._kept = self._kept, []
-        drop_kept(kept)
+        drop_kept(kept, self._storage_options)
 
     def _unlink(self, path):
         _fs.remove(path, self._storage_options, name=self.path)
@@ -351,44 +351,32 @@ def close_group(writers, paths=None) -> None:
         w._release()
 
 
-def keep_replaced(names) -> list:
-    """(name, copy) for each existing local file among names, the copy a hard link under a
-    hidden name beside it: what a commit replaces survives until the commit stands. A
-    filesystem without hard links keeps nothing (the commit is then not undone past it)."""
+def keep_replaced(names, storage_options=None) -> list:
+    """(name, copy) for each existing file among names (see fs.keep: a hard link, or a
+    server-side copy on an object store): what a commit replaces survives until the commit
+    stands. Where nothing can be kept, the commit is not undone past it."""
     kept = []
     for name in dict.fromkeys(names):
-        if not os.path.isfile(name):
-            continue
-        head, base = os.path.split(name)
-        copy = os.path.join(head, f".{_temp_stem(base)}.{uuid.uuid4().hex[:12]}.old")
-        try:
-            os.link(name, copy)
-        except OSError:
-            continue
-        kept.append((name, copy))
+        copy = _fs.keep(name, storage_options)
+        if copy is not None:
+            kept.append((name, copy))
     return kept
 
 
-def put_back(kept) -> None:
+def put_back(kept, storage_options=None) -> None:
     """Undo a commit's replacements: each (name, copy) of keep_replaced() goes back under
-    its name, unless the name still holds that very file."""
+    its name (fs.put_back)."""
     for name, copy in kept:
-        try:
-            if os.path.lexists(name) and os.path.samefile(copy, name):
-                os.unlink(copy)  # never replaced (a rename between two links to it does nothing)
-            else:
-                os.replace(copy, name)
-        except OSError:
-            pass  # the copy stays under its hidden name: put back by hand, never lost
+        _fs.put_back(name, copy, storage_options)
 
 
-def drop_kept(kept) -> None:
+def drop_kept(kept, storage_options=None) -> None:
     """The commit stands: remove the copies keep_replaced() made."""
     for _, copy in kept:
         try:
-            os.unlink(copy)
-        except OSError:
-            pass
+            _fs.remove(copy, storage_options)
+        except Exception:
+            pass  # a leftover under a hidden name
 
 
 def abort_group(writers) -> None:
