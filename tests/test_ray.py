@@ -299,6 +299,57 @@ def test_build_index_writes_sidecars_that_split_the_file(tmp_path):
     assert ids == list(range(900))
 
 
+def test_planning_describes_files_concurrently_in_order(backend, memfs, monkeypatch):
+    """Planning described the files one after another on the driver (size, first bytes,
+    sidecar: several requests each), so thousands of s3:// files made tens of thousands of
+    sequential requests. Now up to 16 files are described at once: the plan is the same, and
+    the first failing file in order is the one an error names."""
+    import threading
+
+    import tfrecord_lite.fs as tfl_fs
+    from tfrecord_lite.index import write_index
+
+    paths = [memfs.url(f"f{k:02d}.tfrecord") for k in range(12)]
+    for k, path in enumerate(paths):  # file 0 holds the whole sample: the others are only planned
+        with tfl.TFRecordWriter(path, compression="gzip" if k % 4 == 3 else None, index=k % 2 == 0) as w:
+            w.write_many(make_records(0, 1000) if k == 0 else make_records(k * 10, 0 if k == 5 else 10))
+    real, gate = tfl_fs.size, threading.Condition()
+    calls = {"now": 0, "peak": 0}
+
+    def size(path, storage_options=None):  # a slow store: calls wait here until 4 overlap
+        with gate:
+            calls["now"] += 1
+            calls["peak"] = max(calls["peak"], calls["now"])
+            gate.notify_all()
+            gate.wait_for(lambda: calls["peak"] >= 4, timeout=0.5)
+        try:
+            return real(path, storage_options)
+        finally:
+            with gate:
+                calls["now"] -= 1
+
+    monkeypatch.setattr(tfl_fs, "size", size)
+    source = TFRecordDatasource(paths, SPEC)
+    assert calls["peak"] >= 4
+    want = [source._describe(p, False) for p in paths]
+    assert [f[:3] for f in source._files] == [w[:3] for w in want]
+    assert [f[2] for f in want] == [None, None, None, "gzip"] * 3
+    for got, expect in zip(source._files, want):
+        assert (got[3] is None) == (expect[3] is None)
+        if got[3] is not None:
+            assert all(np.array_equal(a, b) for a, b in zip(got[3], expect[3]))
+    write_index(paths[4] + ".index", [0], [100])  # stale: file 4 fails, and file 9 is gone
+    memfs.fs.rm(memfs.prefix + "/f09.tfrecord")
+    with pytest.raises(tfl.TFRecordError, match="stale") as info:
+        TFRecordDatasource(paths, SPEC)
+    assert info.value.path == paths[4] + ".index"
+    memfs.fs.rm(memfs.prefix + "/f04.tfrecord.index")
+    with pytest.raises(FileNotFoundError) as missing:
+        TFRecordDatasource(paths, SPEC)
+    assert missing.value.filename == paths[9]
+    assert backend.name == tfl.implementation
+
+
 def test_stale_index_is_refused(tmp_path):
     path = str(tmp_path / "a.tfrecord")
     with tfl.TFRecordWriter(path, index=True) as w:

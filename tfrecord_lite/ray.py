@@ -9,7 +9,8 @@ tasks, splits uncompressed files that have an index sidecar (``path + ".index"``
 read by exactly one task. ``build_index=True`` writes missing sidecars first (a scan of each
 uncompressed file), so that a few large files spread over many tasks. With
 ``on_corrupt="skip"`` or ``"stop"`` every file is read whole by one task, as
-``TFRecordReader`` reads it.
+``TFRecordReader`` reads it. Planning, on the driver, looks at up to 16 files at once (size,
+first bytes, sidecar: a few requests each on an object store).
 
 Writing gives each write task one shard. The task writes it under a hidden staging name
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -55,6 +57,7 @@ _BLOCK_RECORDS = 65536
 _PIECE_BYTES = 32 << 20  # bytes read at once from an index range
 _COMPRESSION_GUESS = 4  # uncompressed / compressed bytes assumed for the size estimate
 _ROWS_COLUMN = "__bsp_stub"  # holds the rows of a block of no columns: see _TaskReader.block
+_PLAN_THREADS = 16  # files described at once when planning: each is a few requests to a store
 
 
 class TFRecordDatasource(Datasource):
@@ -87,7 +90,7 @@ class TFRecordDatasource(Datasource):
         mean = record_bytes / len(sample) if sample else 1
         self.block_records = int(max(1, min(_BLOCK_RECORDS, _BLOCK_BYTES // max(1, mean))))
         self._expansion = (self._reader(features).block(sample).nbytes / record_bytes) if record_bytes else 1.0
-        self._files = [self._describe(p, build_index) for p in self.paths]
+        self._files = _in_order(lambda p: self._describe(p, build_index), self.paths)
 
     # -- planning (on the driver) ----------------------------------------------------------
 
@@ -226,6 +229,21 @@ class _TaskReader:
                     raise TruncatedRecordError(
                         f"bytes {begin}..{end} held {got} records where the index has {count}",
                         path=path, offset=begin, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
+
+
+def _in_order(fn, items) -> list:
+    """[fn(x) for x in items], up to _PLAN_THREADS at a time: thousands of remote files
+    are not described one request after another. The first failure in item order is raised."""
+    if len(items) < 2:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(min(_PLAN_THREADS, len(items)), thread_name_prefix="tfrecord_lite-plan") as pool:
+        futures = [pool.submit(fn, x) for x in items]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
 
 
 def _pieces(offsets, ends, first):
