@@ -387,11 +387,60 @@ def test_numpy_batches_write_tensor_columns_and_refuse_objects(cluster, files, t
     _, got = expected([s.path for s in shards], dense)
     _, want = expected(paths[:1], dense)
     assert sorted(zip(got["id"], got["name"], got["vec"])) == sorted(zip(want["id"], want["name"], want["vec"]))
+    # So is a column of two dimensions, read as a tensor: numpy batches hold (n, 1, 3) arrays.
+    def check(batch):
+        assert batch["vec"].shape == (len(batch["id"]), 1, 3) and batch["vec"].dtype == np.float32
+        return batch
+
+    wide = {"id": SPEC["id"], "vec": tfl.FixedLenFeature([1, 3], "float32")}
+    shards = write_tfrecords(read_tfrecords(paths[:1], wide).map_batches(check, batch_format="numpy"),
+                             str(tmp_path / "np2" / "part"))
+    _, got = expected([s.path for s in shards], {"id": SPEC["id"], "vec": SPEC["vec"]})
+    assert sorted(zip(got["id"], got["vec"])) == sorted(zip(want["id"], want["vec"]))
     # Ragged lists become Python objects in numpy batches, which an Example cannot hold.
     ds = read_tfrecords(paths[:1], SPEC).map_batches(lambda b: b, batch_format="numpy")
     with pytest.raises(Exception, match="column 'tags'.*cannot be held"):
         write_tfrecords(ds, str(tmp_path / "obj" / "part"))
     assert os.listdir(tmp_path / "obj") == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=st.lists(st.integers(0, 3), min_size=2, max_size=3), n=st.integers(1, 4),
+       dtype=st.sampled_from(["float32", "int64", "uint8", "float16", "bool"]))
+def test_multidimensional_columns_are_tensors_that_numpy_batches_write_back(backend, tmp_path_factory, shape,
+                                                                           n, dtype):
+    """FixedLenFeature([2, 3]) was read as nested fixed-size lists, which Ray's numpy batches
+    hold as (n,) arrays of objects: Ray made them pickled objects again and write_tfrecords
+    refused them ('cannot be held'). Numeric columns of 2 or more dimensions (RawTensorFeature
+    ones too) are now Ray tensors: numpy batches hold (n, 2, 3) arrays, written back as the
+    values read. Bytes keep their nested lists; one dimension keeps its fixed-size list."""
+    from ray.data.block import BlockAccessor
+
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    d = tmp_path_factory.mktemp("tensor")
+    values = (np.random.default_rng(n).random((n, *shape)) * 200).astype(dtype)
+    raw = dtype not in ("float32", "int64")
+    spec = {"t": tfl.RawTensorFeature(shape, dtype) if raw else tfl.FixedLenFeature(shape, dtype),
+            "s": tfl.FixedLenFeature([1, 2], "string"), "v": tfl.FixedLenFeature([2], "int64")}
+    with tfl.TFRecordWriter(str(d / "a.tfrecord")) as w:
+        w.write_many(tfl.encode_example({"t": [v.tobytes()] if raw else v.reshape(-1), "s": [b"x", b"yz"],
+                                         "v": [i, -i]}) for i, v in enumerate(values))
+    source = TFRecordDatasource(str(d / "a.tfrecord"), spec)
+    (task,) = source.get_read_tasks(1)
+    (block,) = task()
+    assert block.schema == source._schema(source.features)
+    assert [str(block.schema.field(c).type) for c in "sv"] == [
+        "fixed_size_list<item: fixed_size_list<item: large_binary>[2]>[1]", "fixed_size_list<item: int64>[2]"]
+    batch = BlockAccessor.for_block(block).to_batch_format("numpy")
+    assert batch["t"].shape == values.shape and batch["t"].dtype == values.dtype
+    np.testing.assert_array_equal(batch["t"], values)
+    shards = _write_in_process(TFRecordDatasink(str(d / "out"), columns=["t", "v"]),
+                               [BlockAccessor.batch_to_block({k: batch[k] for k in "tv"})])
+    written = tfl.FixedLenFeature(shape, "float32" if "float" in dtype else "int64")
+    got = tfl.parse_example(list(tfl.TFRecordReader(shards[0].path)), {"t": written, "v": spec["v"]})
+    np.testing.assert_array_equal(got["t"], values.astype(written.dtype))
+    assert got["v"].tolist() == [[i, -i] for i in range(n)] and backend.name == tfl.implementation
 
 
 def test_raw_round_trip_and_compression(cluster, files, tmp_path):

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
+from ray.data.extensions import ArrowTensorArray
 
 from . import _native
 from . import arrow as _arrow
@@ -174,7 +175,7 @@ class TFRecordDatasource(Datasource):
         return {c: self.features[c] for c in columns if c in self.features}
 
     def _schema(self, features):
-        return pa.schema([(RECORD_COLUMN, pa.large_binary())]) if self.raw else _arrow.arrow_schema(features)
+        return pa.schema([(RECORD_COLUMN, pa.large_binary())]) if self.raw else _tensor_schema(features)
 
     def _reader(self, features):
         return _TaskReader(features, self.raw, self.check_crc, self.on_corrupt, self.storage_options,
@@ -194,6 +195,9 @@ class _TaskReader:
         self.on_corrupt = on_corrupt
         self.storage_options = storage_options
         self.block_records = block_records
+        self.schema = None if raw or not features else _tensor_schema(features)
+        self.tensors = {} if self.schema is None else {
+            f.name: _tensor_shape(f.type) for f in _arrow.arrow_schema(features) if _tensor_shape(f.type)}
 
     def block(self, records) -> pa.Table:
         if self.raw:
@@ -204,6 +208,10 @@ class _TaskReader:
             return pa.table({_ROWS_COLUMN: pa.nulls(len(records))})
         else:
             batch = _arrow.to_arrow(records, self.features)
+            if self.tensors:
+                batch = pa.RecordBatch.from_arrays([_tensors(a, self.tensors[f.name]) if f.name in self.tensors
+                                                    else a for f, a in zip(batch.schema, batch.columns)],
+                                                   schema=self.schema)
         return pa.Table.from_batches([batch])
 
     def __call__(self, group):
@@ -229,6 +237,36 @@ class _TaskReader:
                     raise TruncatedRecordError(
                         f"bytes {begin}..{end} held {got} records where the index has {count}",
                         path=path, offset=begin, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
+
+
+def _tensor_shape(t):
+    """The shape of a column of nested fixed-size lists of numbers (a FixedLenFeature or
+    RawTensorFeature of 2 or more dimensions), or None."""
+    shape = _arrow._fixed_sizes(t)
+    leaf = _arrow._leaf_type(t)
+    numeric = pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
+    return tuple(shape) if len(shape) >= 2 and numeric else None
+
+
+def _tensor_schema(features) -> pa.Schema:
+    """arrow_schema(features) with Ray's tensor type for multi-dimensional numeric columns:
+    numpy batches give nested fixed-size lists as (n,) arrays of objects, which Ray cannot
+    turn back into columns (nor write_tfrecords write), and tensors as (n, a, b) arrays."""
+    schema = _arrow.arrow_schema(features)
+    for i, field in enumerate(schema):
+        shape = _tensor_shape(field.type)
+        if shape is not None:
+            empty = np.empty((0, *shape), _arrow._leaf_type(field.type).to_pandas_dtype())
+            schema = schema.set(i, field.with_type(ArrowTensorArray.from_numpy(empty).type))
+    return schema
+
+
+def _tensors(arr: pa.Array, shape) -> pa.Array:
+    """A column of nested fixed-size lists as Ray tensors of that shape (numbers: no copy)."""
+    values = arr
+    for _ in shape:
+        values = values.flatten()  # slicing respected
+    return ArrowTensorArray.from_numpy(values.to_numpy(zero_copy_only=False).reshape(len(arr), *shape))
 
 
 def _in_order(fn, items) -> list:
