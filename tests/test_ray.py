@@ -360,6 +360,31 @@ def test_stale_index_is_refused(tmp_path):
         TFRecordDatasource(path, SPEC)
 
 
+def test_a_sidecar_with_two_frames_under_one_entry_fails_the_read(backend, tmp_path):
+    """A sidecar whose entries still tile the file, with records 2 and 3 under one entry,
+    passes load_index (it checks the first and last headers): a task reading the file whole
+    gave 6 rows where its metadata (and count()) said 5. Its read now fails as a split
+    file's does."""
+    from tfrecord_lite.index import load_index, write_index
+
+    path = str(tmp_path / "a.tfrecord")
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write_many(make_records(0, 6))
+    offsets, lengths = read_index(path + ".index")
+    lengths[2] += lengths[3]
+    write_index(path + ".index", np.delete(offsets, 3), np.delete(lengths, 3))
+    assert len(load_index(path)[0]) == 5
+    whole = f"bytes 0..{os.path.getsize(path)} held 6 records where the index has 5"
+    for parallelism, message in ((1, whole), (2, "records where the index has")):  # whole, split
+        tasks = TFRecordDatasource(path, SPEC).get_read_tasks(parallelism)
+        assert len(tasks) == parallelism and sum(t.metadata.num_rows for t in tasks) == 5
+        with pytest.raises(tfl.errors.TruncatedRecordError, match=f"{message}.*stale") as info:
+            for t in tasks:
+                list(t())
+        assert info.value.path == path
+    assert backend.name == tfl.implementation
+
+
 def test_write_then_read_round_trip_with_shard_names(cluster, files, tmp_path):
     paths, _ = files
     shards = write_tfrecords(read_tfrecords(paths, SPEC).repartition(3), str(tmp_path / "out" / "train"))

@@ -215,12 +215,18 @@ class _TaskReader:
         return pa.Table.from_batches([batch])
 
     def __call__(self, group):
-        for path, compression, pieces, records, _ in group:
+        for path, compression, pieces, records, size in group:
             if pieces is None:
+                got = 0
                 with TFRecordReader(path, compression, self.check_crc, self.on_corrupt,
                                     storage_options=self.storage_options) as reader:
                     for batch in reader.record_batches(self.block_records):
+                        got += len(batch)
                         yield self.block(batch)
+                # A sidecar's count is the task's row count (and count()'s): a wrong one whose
+                # frames still tile the file passes load_index's checks.
+                if records is not None and got != records:
+                    raise _stale(path, 0, size, got, records)
                 continue
             for begin, end, count, first in pieces:
                 data = _read_span(path, begin, end, self.storage_options)
@@ -234,9 +240,15 @@ class _TaskReader:
                     exc._within(path, begin, first)
                     raise
                 if got != count or len(data) != end - begin:
-                    raise TruncatedRecordError(
-                        f"bytes {begin}..{end} held {got} records where the index has {count}",
-                        path=path, offset=begin, hint="the index is stale: rebuild it with tfrecord_lite.build_index")
+                    raise _stale(path, begin, end, got, count)
+
+
+def _stale(path, begin, end, got, count):
+    """The error of bytes [begin, end) of path holding other than the count of records the
+    sidecar gives them."""
+    return TruncatedRecordError(f"bytes {begin}..{end} held {got} records where the index has {count}",
+                                path=path, offset=begin,
+                                hint="the index is stale: rebuild it with tfrecord_lite.build_index")
 
 
 def _tensor_shape(t):
