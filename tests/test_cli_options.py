@@ -88,17 +88,18 @@ def test_the_python_api_keeps_its_spelling(backend, damaged):
 
 
 @pytest.mark.parametrize("argv", [["count"], ["head"], ["schema"], ["stats"], ["to-parquet", "-o", "{out}"],
-                                  ["cat", "-o", "{out}"], ["merge", "-o", "{out}"]])
+                                  ["cat", "-o", "{out}"], ["merge", "-o", "{out}"],
+                                  ["split", "-n", "2", "--prefix", "{out}"]])
 def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_path, capfd, argv):
     # The CLI had no way to keep the good records, and its errors said "pass on_corrupt='skip'".
     out = str(tmp_path / "out")
     argv = [a.format(out=out) for a in argv] + [damaged]
-    copies = argv[0] in ("cat", "merge")  # a plain copy checks no data CRC: skip and stop imply --verify
+    copies = argv[0] in ("cat", "merge", "split")  # a plain copy checks no data CRC: skip and stop imply --verify
     assert main(argv + ["--verify"] * copies) == 1
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and "record 1" in err and "on_corrupt" not in err
     assert "pass --on-corrupt skip to drop bad records and keep the rest, or --on-corrupt stop" in err
-    assert not os.path.exists(out)
+    assert os.listdir(tmp_path) == ["damaged.tfrecord"]  # nothing written
     for mode, ids in (("skip", [0, 2, 3]), ("stop", [0])):
         assert main(argv + ["--on-corrupt", mode]) == 0
         std = capfd.readouterr()
@@ -115,6 +116,10 @@ def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_pa
         elif argv[0] == "to-parquet":
             pq = pytest.importorskip("pyarrow.parquet")
             assert pq.read_table(out).column("id").to_pylist() == ids
+        elif argv[0] == "split":  # split had no --on-corrupt
+            shards = [f"{out}-0000{i}-of-00002.tfrecord" for i in range(2)]
+            assert std.out.splitlines() == [f"{len(ids) - len(ids) // 2}\t{shards[0]}", f"{len(ids) // 2}\t{shards[1]}"]
+            assert [r for s in shards for r in tfl.TFRecordReader(s)] == [_examples(0, 4)[i] for i in ids]
         elif copies:  # a salvage: the good records, verbatim
             assert list(tfl.TFRecordReader(out)) == [r for i, r in enumerate(_examples(0, 4)) if i in ids]
 

@@ -256,8 +256,8 @@ def cmd_split(args) -> int:
                             hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
-                   verify=args.verify, index=args.index, progress=args.progress,
-                   storage_options=_storage(args))
+                   verify=args.verify or args.on_corrupt != "raise", index=args.index, progress=args.progress,
+                   storage_options=_storage(args), on_corrupt=args.on_corrupt)
     for s in shards:
         print(f"{s.records}\t{s.path}")
     return 0
@@ -700,6 +700,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
     p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
     writing_args(p, "the shards")
+    _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write an .index sidecar per shard")
     _progress_args(p)
     p.set_defaults(func=cmd_split)

@@ -112,7 +112,7 @@ def tracked_blocks(reader, bar, blocks=None):
 def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, suffix: str = DEFAULT_SUFFIX,
           compression: Compression = None, input_compression: Compression = "auto", verify: bool = False,
           index: bool = False, fsync: bool = False, progress: Progress = None,
-          storage_options: StorageOptions = None) -> list[ShardInfo]:
+          storage_options: StorageOptions = None, on_corrupt: str = "raise") -> list[ShardInfo]:
     """Split ``input`` into ``num_shards`` files of contiguous records; return a ShardInfo
     per shard.
 
@@ -127,6 +127,8 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     being parsed a second time. verify=True checks every data CRC first; all shards are
     committed together, or none if anything fails. The input and prefix may be fsspec URLs
     (with ``storage_options``).
+    on_corrupt: as in merge; "skip" or "stop" splits the good records of a damaged input
+    (frames are then streamed in both reads, and each dropped record is logged by both).
     """
     path = os.fspath(input)
     if not isinstance(num_shards, int) or num_shards < 1:
@@ -140,11 +142,13 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
             input_compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
     out_compression = normalize_compression(compression)
 
-    if input_compression is None:
+    ranges = input_compression is None and on_corrupt == "raise"  # a dropped record would break a range
+    if ranges:
         offsets, lengths = scan_index(path, check_crc=verify, storage_options=storage_options)
         n = len(offsets)
     else:
-        with TFRecordReader(path, input_compression, check_crc=verify, storage_options=storage_options) as r:
+        with TFRecordReader(path, input_compression, check_crc=verify, on_corrupt=on_corrupt,
+                            storage_options=storage_options) as r:
             n = sum(len(offsets) for offsets, _ in r.record_spans())
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
     paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
@@ -154,10 +158,11 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
             writers.append(TFRecordWriter(p, out_compression, fsync=fsync, index=index,
                                           storage_options=storage_options))
         with _progress(n, desc="split", enabled=progress) as bar:
-            if input_compression is None and writers[0]._raw_copyable():
+            if ranges and writers[0]._raw_copyable():
                 _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options)
-            else:
-                _split_stream(path, input_compression, writers, sizes, bar, storage_options)
+            else:  # the second read drops what the first did: verified, and only then, alike
+                _split_stream(path, input_compression, writers, sizes, bar, storage_options,
+                              verify and on_corrupt != "raise", on_corrupt)
         if [w.records_written for w in writers] != sizes:
             raise _changed(path, f"{n} records were counted but {sum(w.records_written for w in writers)} copied")
         close_group(writers)
@@ -184,10 +189,10 @@ def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
             raise _changed(path, f"it has more than the {len(offsets)} records counted")
 
 
-def _split_stream(path, compression, writers, sizes, bar, storage_options):
+def _split_stream(path, compression, writers, sizes, bar, storage_options, check_crc=False, on_corrupt="raise"):
     """Deal the frame blocks out in order, cutting a block where a shard fills up."""
     shard, room = 0, sizes[0]
-    with TFRecordReader(path, compression, check_crc=False, storage_options=storage_options) as r:
+    with TFRecordReader(path, compression, check_crc, on_corrupt, storage_options=storage_options) as r:
         for frames, starts, lengths in r.frame_blocks():
             start = done = 0  # byte and record where the block's next cut begins
             while done < len(starts):
