@@ -63,6 +63,22 @@ def _count(minimum):
     return parse
 
 
+def _path(text):
+    """An argparse type: a path that is not empty (an unset shell variable gives one, which
+    read as ': no such file')."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file (is a shell variable unset?)")
+    return text
+
+
+def _names(text):
+    """An argparse type: comma-separated names ("id, label" too) as a list."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated feature names, not {text!r}")
+    return names
+
+
 def _check(path, compression, storage_options=None):
     """Refuse a file that is not TFRecord at all before reading it as one. A pipe (/dev/stdin,
     <(zcat ...)) can be read only once: the reader checks it."""
@@ -539,7 +555,8 @@ def cmd_stats(args) -> int:
                     in_file += len(batch)
             records += in_file
     nbytes = sum(_fs.size(f, _storage(args)) for f in args.files)
-    rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, f"{s.present / records:.1%}" if records else "-",
+    # A feature is held by at least one record, so records > 0; JSON's share is the fraction.
+    rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, s.present / records,
              s.values, s.least if s.least is not None else "-", s.most)
             for name, s in sorted(features.items())]
     if args.format == "json":
@@ -548,7 +565,8 @@ def cmd_stats(args) -> int:
                           "features": {row[0]: dict(zip(keys, row[1:])) for row in rows}}, indent=2))
         return 0
     print(f"{records} records, {nbytes} bytes in {len(args.files)} file(s)")
-    _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"), rows)
+    _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"),
+                 [(*row[:3], f"{row[3]:.1%}", *row[4:]) for row in rows])
     return 0
 
 
@@ -573,8 +591,7 @@ def cmd_to_parquet(args) -> int:
                             "before the conversion", path=piped[0],
                             hint="Pass --spec SPEC.json (tfrecord-lite schema FILE --format json writes one)")
     features = _load_spec(args.spec, _storage(args)) if args.spec else _inferred(_sample_records(args))
-    columns = args.columns.split(",") if args.columns else None
-    rows = write_parquet(args.files, args.output, features, columns=columns, codec=args.codec,
+    rows = write_parquet(args.files, args.output, features, columns=args.columns, codec=args.codec,
                          progress=args.progress, compression=args.compression, batch_size=args.batch_size,
                          storage_options=_storage(args), on_corrupt=args.on_corrupt)
     print(f"{rows} rows, {len(args.files)} file(s) -> {args.output}", file=sys.stderr)
@@ -604,7 +621,7 @@ examples:
 def _add_table_commands(sub, add) -> None:
     """The subcommands that read Examples as a table: schema, stats, to-parquet."""
     p = add("schema", cmd_schema, "print the feature spec inferred from files", _EPILOG_SCHEMA)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     p.add_argument("--format", default="table", choices=["table", "tf", "json", "python"],
                    help="table (default), tf (TensorFlow code), json, python (tfrecord_lite code)")
     p.add_argument("--sample", type=_count(1), default=1000, help="records read per file (default 1000)")
@@ -613,20 +630,21 @@ def _add_table_commands(sub, add) -> None:
 
     p = sub.add_parser("stats", help="records, bytes and per-feature counts of files",
                        description=cmd_stats.__doc__)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     p.add_argument("--format", default="table", choices=["table", "json"], help="table (default) or json")
     _reader_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_stats)
 
     p = add("to-parquet", cmd_to_parquet, "convert files to one Parquet file", _EPILOG_TO_PARQUET)
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file")
-    p.add_argument("--spec", default=None, metavar="SPEC.json",
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT", help="the Parquet file")
+    p.add_argument("--spec", default=None, type=_path, metavar="SPEC.json",
                    help="the feature spec, as schema --format json writes it (default: inferred)")
     p.add_argument("--sample", type=_count(1), default=1000,
                    help="records read per file to infer the spec without --spec (default 1000), as in schema")
-    p.add_argument("--columns", default=None, help="comma-separated features to keep (default: all)")
+    p.add_argument("--columns", default=None, type=_names,
+                   help="comma-separated features to keep, in this order (default: all)")
     p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
     p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
     _reader_args(p)
@@ -649,7 +667,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("count", help="count records in files", description=cmd_count.__doc__)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
     _reader_args(p)
     _progress_args(p)
@@ -657,13 +675,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check every record's CRCs; exit 1 on corruption",
                        description=cmd_verify.__doc__)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     _reader_args(p, on_corrupt=False)
     _progress_args(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("head", help="show the first records of a file", description=cmd_head.__doc__)
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", type=_path, metavar="FILE")
     p.add_argument("-n", type=_count(0), default=5, help="number of records (default 5)")
     p.add_argument("--width", type=_count(1), default=32, help="bytes of hex preview per record")
     _reader_args(p)
@@ -685,8 +703,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        "input's first record header)")
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
-    p.add_argument("files", nargs="+", metavar="FILE", help="input files, in order")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged file")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="input files, in order")
+    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT", help="the merged file")
     writing_args(p, "OUT")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write OUT.index (uncompressed OUT only)")
@@ -694,9 +712,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_merge)
 
     p = add("split", cmd_split, "split a file into N shards of contiguous records", _EPILOG_SPLIT)
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", type=_path, metavar="FILE")
     p.add_argument("-n", "--num-shards", type=_count(1), required=True, metavar="N", help="number of shards")
-    p.add_argument("--prefix", default=None,
+    p.add_argument("--prefix", default=None, type=_path,
                    help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
     p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
     writing_args(p, "the shards")
@@ -706,14 +724,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_split)
 
     p = add("index", cmd_index, "write FILE.index sidecars for random access", _EPILOG_INDEX)
-    p.add_argument("files", nargs="+", metavar="FILE", help="uncompressed TFRecord files")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="uncompressed TFRecord files")
     p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
     _progress_args(p)
     p.set_defaults(func=cmd_index)
 
     p = add("cat", cmd_cat, "write files as one TFRecord stream (decompresses by default)", _EPILOG_CAT)
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("-o", "--output", default=None, metavar="OUT", help="write to OUT (default stdout)")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    p.add_argument("-o", "--output", default=None, type=_path, metavar="OUT", help="write to OUT (default stdout)")
     writing_args(p, "the output")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     _progress_args(p)
