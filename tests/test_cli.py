@@ -47,6 +47,21 @@ def test_count(backend, tmp_path, capfd):
     assert lines == [f"3\t{a}", f"5\t{b}", "8\ttotal"]
 
 
+@pytest.mark.parametrize("progress", ["--no-progress", "--progress"])
+def test_count_prints_each_file_as_it_is_done(backend, tmp_path, capfd, progress):
+    # The lines came at the end: a damaged second file lost the first file's count.
+    a = _write(tmp_path / "a.tfrecord", [b"x"] * 3)
+    bad = _write(tmp_path / "bad.tfrecord", [b"y"] * 5)
+    with open(bad, "r+b") as f:
+        f.truncate(os.path.getsize(bad) - 3)
+    c = _write(tmp_path / "c.tfrecord", [b"z"])
+    assert main(["count", a, bad, c, progress]) == 1
+    out, err = capfd.readouterr()
+    assert out == f"3\t{a}\n" and f"tfrecord-lite count: {bad}, record 4" in err
+    assert main(["count", a, bad, c, progress, "--on-corrupt", "skip"]) == 0
+    assert capfd.readouterr().out.splitlines() == [f"3\t{a}", f"4\t{bad}", f"1\t{c}", "8\ttotal"]
+
+
 def test_verify_reports_each_bad_record(backend, tmp_path, capfd):
     good = _write(tmp_path / "good.tfrecord", [b"a" * 10] * 4)
     data = bytearray(open(good, "rb").read())

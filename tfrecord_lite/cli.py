@@ -201,6 +201,16 @@ def _progress_args(p):
                    help="show a progress bar on stderr (default: when stderr is a terminal)")
 
 
+def _say(bar, line):
+    """Print line to stdout now, above the progress bar if one is shown."""
+    clear = getattr(bar, "clear", None)  # tqdm's; the silent stand-in has none
+    if clear:
+        clear()
+    print(line, flush=True)
+    if clear:
+        bar.refresh()
+
+
 def _bar(args, desc):
     total = sum(_fs.size(f, _storage(args)) for f in args.files)
     return progress(total, desc=desc, enabled=args.progress, unit="B")
@@ -210,13 +220,11 @@ def cmd_count(args) -> int:
     """Print the record count of each file and the total."""
     total = 0
     with _bar(args, "count") as bar:
-        counts = []
-        for path in args.files:
+        for path in args.files:  # each line as its file is done: an error in a later file keeps it
             with _open(path, args, check_crc=not args.no_crc) as r:
-                counts.append(sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans())))
-    for path, n in zip(args.files, counts):
-        total += n
-        print(f"{n}\t{path}")
+                n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
+            _say(bar, f"{n}\t{path}")
+            total += n
     if len(args.files) > 1:
         print(f"{total}\ttotal")
     return 0
