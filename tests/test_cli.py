@@ -102,6 +102,26 @@ def test_head_shows_sizes_and_preview(backend, tmp_path, capfd):
     assert "record 1: 0 bytes" in out and "record 2" not in out
 
 
+def test_head_takes_several_files_and_numbers_records_in_each(backend, tmp_path, capfd):
+    # head took one FILE; a glob or a second file was an argument error.
+    a = _write(tmp_path / "a.tfrecord", [b"a0", b"a1", b"a2"])
+    b = _write(tmp_path / "b.tfrecord.gz", [b"b0"], "gzip")
+    c = _write(tmp_path / "c.tfrecord", [])
+    assert main(["head", str(tmp_path / "*.tfrecord*"), "-n", "2"]) == 0
+    shown = [line for line in capfd.readouterr().out.splitlines() if "record" in line]
+    assert shown == [f"{a}, record 0: 2 bytes", f"{a}, record 1: 2 bytes", f"{b}, record 0: 2 bytes"]
+    assert main(["head", b, a, "-n", "1"]) == 0
+    assert capfd.readouterr().out.splitlines() == [f"{b}, record 0: 2 bytes", "  62 30",
+                                                   f"{a}, record 0: 2 bytes", "  61 30"]
+    assert main(["head", a, c, "-n", "0"]) == 0 and capfd.readouterr().out == ""
+    with open(a, "r+b") as f:  # damage a's record 1: records keep their numbers in the file
+        f.seek(18 + 12)
+        f.write(b"X")
+    assert main(["head", a, b, "--on-corrupt", "skip"]) == 0
+    assert [line for line in capfd.readouterr().out.splitlines() if "record" in line] == [
+        f"{a}, record 0: 2 bytes", f"{a}, record 2: 2 bytes", f"{b}, record 0: 2 bytes"]
+
+
 def test_head_decodes_examples(backend, tmp_path, capfd):
     from tfrecord_lite import encode_example
 

@@ -44,6 +44,9 @@ def test_every_command_reading_files_takes_a_directory_or_a_glob(backend, parts,
     assert capfd.readouterr().out.splitlines() == [f"3\t{paths[0]}", f"4\t{paths[1]}", f"5\t{paths[2]}", "12\ttotal"]
     assert main(["verify", arg]) == 0
     assert capfd.readouterr().out.count("OK\t") == 3
+    assert main(["head", arg, "-n", "1"]) == 0
+    assert [line.split(":")[0] for line in capfd.readouterr().out.splitlines() if " record " in line] == \
+        [f"{p}, record 0" for p in paths]
     assert main(["stats", arg]) == 0
     assert capfd.readouterr().out.startswith("12 records")
     assert main(["schema", arg, "--format", "python"]) == 0

@@ -318,18 +318,23 @@ def cmd_cat(args) -> int:
 
 
 def cmd_head(args) -> int:
-    """Show the first N records: size, then the features when the record is a
-    tf.train.Example (a SequenceExample's context and feature lists), else a hex preview."""
-    left = args.n
-    with _open(args.file, args) as r, progress(args.n, desc="head", enabled=args.progress) as bar:
-        for batch in r.record_batches() if left else ():
-            for i in range(min(len(batch), left)):  # numbered in the file, records dropped counted
-                print(f"record {batch.locate(i)[2]}: {len(batch[i])} bytes")
-                print(_preview(batch[i], args.width))
-                bar.update()
-            left -= min(len(batch), left)
-            if not left:
-                break
+    """Show the first N records of each FILE: size, then the features when the record is a
+    tf.train.Example (a SequenceExample's context and feature lists), else a hex preview.
+    Records are numbered in their file; with several files each is named as errors name it
+    ("FILE, record 0")."""
+    where = "{}, " if len(args.files) > 1 else ""
+    with progress(args.n * len(args.files), desc="head", enabled=args.progress) as bar:
+        for path in args.files:
+            left = args.n
+            with _open(path, args) as r:
+                for batch in r.record_batches() if left else ():
+                    for i in range(min(len(batch), left)):  # numbered in the file, records dropped counted
+                        print(f"{where.format(path)}record {batch.locate(i)[2]}: {len(batch[i])} bytes")
+                        print(_preview(batch[i], args.width))
+                        bar.update()
+                    left -= min(len(batch), left)
+                    if not left:
+                        break
     return 0
 
 
@@ -688,9 +693,9 @@ def _build_parser() -> argparse.ArgumentParser:
     _progress_args(p)
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("head", help="show the first records of a file", description=cmd_head.__doc__)
-    p.add_argument("file", type=_path, metavar="FILE")
-    p.add_argument("-n", type=_count(0), default=5, help="number of records (default 5)")
+    p = sub.add_parser("head", help="show the first records of files", description=cmd_head.__doc__)
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    p.add_argument("-n", type=_count(0), default=5, help="records per file (default 5)")
     p.add_argument("--width", type=_count(1), default=32, help="bytes of hex preview per record")
     _reader_args(p)
     _progress_args(p)
