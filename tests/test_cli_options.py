@@ -274,3 +274,43 @@ def test_to_parquet_without_a_spec_and_split_refuse_a_pipe(backend, tmp_path, ca
     assert "a pipe can be read only once" in capfd.readouterr().err and not (tmp_path / "out.parquet").exists()
     assert main(["split", fifo, "-n", "2"]) == 1
     assert "a pipe can be read only once" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["count"], ["verify"], ["head"], ["schema"], ["stats"], ["index"],
+                                  ["merge", "-o", "{out}", "--verify"], ["cat", "-o", "{out}", "--verify"],
+                                  ["split", "-n", "2", "--prefix", "{out}"]])
+def test_every_command_reading_records_takes_max_record_bytes(backend, tmp_path, capfd, argv):
+    # The hint said "pass a larger max_record_bytes", which no command took.
+    path = _write(tmp_path / "in.tfrecord", _examples(0, 3))  # 31-byte records
+    argv = [a.format(out=str(tmp_path / "out")) for a in argv] + [path]
+    assert main(argv + ["--max-record-bytes", "30"]) == 1
+    std = capfd.readouterr()
+    problem = std.out if argv[0] == "verify" else std.err  # verify lists each problem
+    assert f"{path}, record 0, byte offset 0: the length field says 31 bytes, over max_record_bytes=30" in problem
+    if argv[0] != "verify":
+        assert "pass a larger --max-record-bytes; otherwise the file is damaged (--on-corrupt skip " in std.err \
+            or argv[0] == "index" and "tfrecord-lite cat FILE --on-corrupt skip -o OUT" in std.err
+        assert "max_record_bytes;" not in std.err and "on_corrupt=" not in std.err
+    assert main(argv + ["--max-record-bytes", "31"]) == 0
+    capfd.readouterr()
+
+
+def test_a_length_over_the_default_limit_is_named_in_each_commands_words(backend, tmp_path, capfd):
+    import struct
+
+    from tfrecord_lite._native import framing
+
+    path = tmp_path / "huge.tfrecord"
+    header = struct.pack("<Q", 2**31 + 1)
+    path.write_bytes(header + struct.pack("<I", framing.masked_crc32c(header)) + b"x" * 64)
+    assert main(["count", str(path)]) == 1
+    assert "over max_record_bytes=2147483648. If the file really holds records this large, pass a larger " \
+        "--max-record-bytes; otherwise" in capfd.readouterr().err
+    assert main(["count", str(path), "--max-record-bytes", str(2**32)]) == 1
+    assert "truncated record at 0: it ends at byte 2147483665" in capfd.readouterr().err
+    pytest.importorskip("pyarrow")
+    # to-parquet has no --max-record-bytes: no Example is that large
+    assert main(["to-parquet", str(path), "-o", str(tmp_path / "x.parquet")]) == 1
+    err = capfd.readouterr().err
+    assert err.endswith("The file is damaged: pass --on-corrupt skip to drop bad records\n")
+    assert "max_record_bytes;" not in err

@@ -26,21 +26,30 @@ from .index import build_index
 from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
-from .reader import ON_CORRUPT, TFRecordReader
+from .reader import DEFAULT_MAX_RECORD_BYTES, ON_CORRUPT, TFRecordReader
 
 
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
 # What a command without --on-corrupt suggests for a damaged file.
 _SALVAGE = "copy the good records with: tfrecord-lite cat FILE --on-corrupt skip -o OUT"
-# An argument as the library's hints spell it: on_corrupt='skip' or 'stop', compression=None.
-_PYTHON_ARGUMENT = re.compile(r"\b(on_corrupt|compression)=(None|'\w+')((?:,? or '\w+')*)")
+# An argument as the library's hints spell it: on_corrupt='skip' or 'stop', compression=None,
+# a larger max_record_bytes.
+_PYTHON_ARGUMENT = re.compile(r"\b(on_corrupt|compression)=(None|'\w+')((?:,? or '\w+')*)|\b(max_record_bytes)\b")
 
 
-def _reader_args(p, on_corrupt=True):
+def _reader_args(p, on_corrupt=True, max_record=True):
     p.add_argument("--compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
                    help="auto (default: detected), none, gzip or zlib")
     if on_corrupt:
         _on_corrupt_args(p)
+    if max_record:
+        _max_record_args(p)
+
+
+def _max_record_args(p):
+    p.add_argument("--max-record-bytes", type=_count(1), default=DEFAULT_MAX_RECORD_BYTES, metavar="N",
+                   help="a record whose length field says more is an error (default 2 GiB: larger is "
+                   "seldom real, and usually a damaged length)")
 
 
 def _on_corrupt_args(p, more=""):
@@ -91,6 +100,7 @@ def _check(path, compression, storage_options=None):
 def _open(path, args, **kw):
     _check(path, args.compression, _storage(args))
     kw.setdefault("on_corrupt", getattr(args, "on_corrupt", "raise"))
+    kw.setdefault("max_record_bytes", getattr(args, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES))
     return TFRecordReader(path, compression=normalize_compression(args.compression, allow_auto=True),
                           storage_options=_storage(args), **kw)
 
@@ -137,14 +147,19 @@ def _without_hint(err) -> str:
 def _in_cli_words(exc, args) -> str:
     """exc's message with the Python arguments its hint names spelled as the command's options
     (on_corrupt='skip' as --on-corrupt skip, compression=None as --compression none, or
-    --input-compression where the command has one); a command without --on-corrupt points to
-    cat instead."""
+    --input-compression where the command has one, max_record_bytes as --max-record-bytes); a
+    command without the option says the file is damaged (and one without --on-corrupt points
+    to cat)."""
     if not exc.hint or not _PYTHON_ARGUMENT.search(exc.hint):
         return str(exc)
     if "on_corrupt=" in exc.hint and not hasattr(args, "on_corrupt"):
         exc.hint = f"The file is damaged: {_SALVAGE}"
+    elif "max_record_bytes" in exc.hint and not hasattr(args, "max_record_bytes"):
+        exc.hint = "The file is damaged: pass --on-corrupt skip to drop bad records"
     else:
         def option(m):
+            if m[4]:
+                return "--max-record-bytes"
             name = "input_compression" if m[1] == "compression" and hasattr(args, "input_compression") else m[1]
             values = re.sub(r"'(\w+)'", r"\1", m[2] + m[3]).replace("None", "none")
             return f"--{name.replace('_', '-')} {values}"
@@ -266,7 +281,7 @@ def cmd_merge(args) -> int:
     out = merge(args.files, args.output, compression=args.compression,
                 input_compression=args.input_compression, verify=args.verify or args.on_corrupt != "raise",
                 index=args.index, progress=args.progress, storage_options=_storage(args),
-                on_corrupt=args.on_corrupt)
+                on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
     return 0
@@ -281,7 +296,8 @@ def cmd_split(args) -> int:
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
                    verify=args.verify or args.on_corrupt != "raise", index=args.index, progress=args.progress,
-                   storage_options=_storage(args), on_corrupt=args.on_corrupt)
+                   storage_options=_storage(args), on_corrupt=args.on_corrupt,
+                   max_record_bytes=args.max_record_bytes)
     for s in shards:
         print(f"{s.records}\t{s.path}")
     return 0
@@ -294,7 +310,7 @@ def cmd_index(args) -> int:
         for path in args.files:
             _check(path, "auto", _storage(args))
             sidecars.append(build_index(path, check_crc=not args.no_crc, progress=bar,
-                                        storage_options=_storage(args)))
+                                        storage_options=_storage(args), max_record_bytes=args.max_record_bytes))
     for sidecar in sidecars:
         n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
         print(f"{n}\t{sidecar}")
@@ -313,7 +329,7 @@ def cmd_cat(args) -> int:
         sink = args.output
     merge(args.files, sink, compression=args.compression, input_compression=args.input_compression,
           verify=args.verify or args.on_corrupt != "raise", progress=args.progress,
-          storage_options=_storage(args), on_corrupt=args.on_corrupt)
+          storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
     return 0
 
 
@@ -660,7 +676,7 @@ def _add_table_commands(sub, add) -> None:
                    help="comma-separated features to keep, in this order (default: all)")
     p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
     p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
-    _reader_args(p)
+    _reader_args(p, max_record=False)  # the dataset reads with the default
     _progress_args(p)
     p.set_defaults(func=cmd_to_parquet)
 
@@ -714,6 +730,7 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="check every record's data CRC on the way (slower; without it only "
                        "frame headers are checked, and a plain uncompressed copy checks each "
                        "input's first record header)")
+        _max_record_args(p)
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="input files, in order")
@@ -739,6 +756,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = add("index", cmd_index, "write FILE.index sidecars for random access", _EPILOG_INDEX)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="uncompressed TFRecord files")
     p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
+    _max_record_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_index)
 
