@@ -132,6 +132,22 @@ def test_head_decodes_examples(backend, tmp_path, capfd):
     assert "id: bytes[1] [b'x7']" in out
 
 
+def test_help_texts_read_as_written(capsys):
+    # schema's and to-parquet's descriptions kept their docstring's indent, demo offered
+    # --storage-option for paths it has none of, and split's options spoke of inputs.
+    from tfrecord_lite.cli import _build_parser
+
+    commands = _build_parser()._subparsers._group_actions[0].choices
+    for name, parser in commands.items():
+        text = parser.format_help()
+        description = text.split("\n\n")[1]
+        assert not any(line.startswith(" ") for line in description.splitlines()), (name, description)
+        assert ("--storage-option" in text) == (name != "demo")
+    split = " ".join(commands["split"].format_help().split())
+    assert "the inputs" not in split and "each input" not in split and "compression of FILE" in split
+    assert "(default 32)" in commands["head"].format_help()
+
+
 def test_errors_are_one_line_with_advice(backend, tmp_path, capfd):
     path = tmp_path / "trunc.tfrecord"
     path.write_bytes(open(_write(tmp_path / "x", [b"abc" * 10]), "rb").read()[:-3])

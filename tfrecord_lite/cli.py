@@ -11,6 +11,7 @@ import collections
 import contextlib
 import copy
 import errno
+import inspect
 import json
 import logging
 import os
@@ -712,24 +713,25 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("head", help="show the first records of files", description=cmd_head.__doc__)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     p.add_argument("-n", type=_count(0), default=5, help="records per file (default 5)")
-    p.add_argument("--width", type=_count(1), default=32, help="bytes of hex preview per record")
+    p.add_argument("--width", type=_count(1), default=32,
+                   help="bytes shown of a record's hex preview and of each bytes value (default 32)")
     _reader_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_head)
 
     def add(name, func, help, epilog):
-        return sub.add_parser(name, help=help, description=func.__doc__, epilog=epilog,
+        return sub.add_parser(name, help=help, description=inspect.cleandoc(func.__doc__), epilog=epilog,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    def writing_args(p, what):
+    def writing_args(p, what, inputs="the inputs (default: detected per file)",
+                     plain="a plain uncompressed copy checks each input's first record header"):
         p.add_argument("--compression", default=None, type=str.lower, choices=_COMPRESSIONS[1:],
                        help=f"compression of {what} (default none)")
         p.add_argument("--input-compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
-                       help="compression of the inputs (default: detected per file)")
+                       help=f"compression of {inputs}")
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
-                       "frame headers are checked, and a plain uncompressed copy checks each "
-                       "input's first record header)")
+                       f"frame headers are checked, and {plain})")
         _max_record_args(p)
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
@@ -747,7 +749,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix", default=None, type=_path,
                    help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
     p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
-    writing_args(p, "the shards")
+    writing_args(p, "the shards", "FILE (default: detected)",
+                 "a plain uncompressed copy checks them all as it counts FILE's records")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write an .index sidecar per shard")
     _progress_args(p)
@@ -769,7 +772,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cat)
     _add_table_commands(sub, add)
 
-    for p in sub.choices.values():  # every command that takes paths takes fsspec URLs
+    for name, p in sub.choices.items():  # every command that takes paths (all but demo) takes fsspec URLs
+        if name == "demo":
+            continue
         p.add_argument("--storage-option", type=_storage_option, action="append", metavar="KEY=VALUE",
                        help="fsspec storage option for s3://, gs://... paths (repeatable; VALUE is "
                        "JSON or a string; dots nest: client_kwargs.endpoint_url=URL). fsspec's "
