@@ -47,10 +47,10 @@ def _reader_args(p, on_corrupt=True, max_record=True):
         _max_record_args(p)
 
 
-def _max_record_args(p):
+def _max_record_args(p, more=""):
     p.add_argument("--max-record-bytes", type=_count(1), default=DEFAULT_MAX_RECORD_BYTES, metavar="N",
                    help="a record whose length field says more is an error (default 2 GiB: larger is "
-                   "seldom real, and usually a damaged length)")
+                   f"seldom real, and usually a damaged length){more}")
 
 
 def _on_corrupt_args(p, more=""):
@@ -732,7 +732,7 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
                        f"frame headers are checked, and {plain})")
-        _max_record_args(p)
+        _max_record_args(p, "" if what == "the shards" else "; a plain copy (see --verify) reads no lengths")
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="input files, in order")
