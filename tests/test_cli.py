@@ -47,6 +47,21 @@ def test_count(backend, tmp_path, capfd):
     assert lines == [f"3\t{a}", f"5\t{b}", "8\ttotal"]
 
 
+@pytest.mark.parametrize("progress", ["--no-progress", "--progress"])
+def test_count_prints_each_file_as_it_is_done(backend, tmp_path, capfd, progress):
+    # The lines came at the end: a damaged second file lost the first file's count.
+    a = _write(tmp_path / "a.tfrecord", [b"x"] * 3)
+    bad = _write(tmp_path / "bad.tfrecord", [b"y"] * 5)
+    with open(bad, "r+b") as f:
+        f.truncate(os.path.getsize(bad) - 3)
+    c = _write(tmp_path / "c.tfrecord", [b"z"])
+    assert main(["count", a, bad, c, progress]) == 1
+    out, err = capfd.readouterr()
+    assert out == f"3\t{a}\n" and f"tfrecord-lite count: {bad}, record 4" in err
+    assert main(["count", a, bad, c, progress, "--on-corrupt", "skip"]) == 0
+    assert capfd.readouterr().out.splitlines() == [f"3\t{a}", f"4\t{bad}", f"1\t{c}", "8\ttotal"]
+
+
 def test_verify_reports_each_bad_record(backend, tmp_path, capfd):
     good = _write(tmp_path / "good.tfrecord", [b"a" * 10] * 4)
     data = bytearray(open(good, "rb").read())
@@ -87,6 +102,26 @@ def test_head_shows_sizes_and_preview(backend, tmp_path, capfd):
     assert "record 1: 0 bytes" in out and "record 2" not in out
 
 
+def test_head_takes_several_files_and_numbers_records_in_each(backend, tmp_path, capfd):
+    # head took one FILE; a glob or a second file was an argument error.
+    a = _write(tmp_path / "a.tfrecord", [b"a0", b"a1", b"a2"])
+    b = _write(tmp_path / "b.tfrecord.gz", [b"b0"], "gzip")
+    c = _write(tmp_path / "c.tfrecord", [])
+    assert main(["head", str(tmp_path / "*.tfrecord*"), "-n", "2"]) == 0
+    shown = [line for line in capfd.readouterr().out.splitlines() if "record" in line]
+    assert shown == [f"{a}, record 0: 2 bytes", f"{a}, record 1: 2 bytes", f"{b}, record 0: 2 bytes"]
+    assert main(["head", b, a, "-n", "1"]) == 0
+    assert capfd.readouterr().out.splitlines() == [f"{b}, record 0: 2 bytes", "  62 30",
+                                                   f"{a}, record 0: 2 bytes", "  61 30"]
+    assert main(["head", a, c, "-n", "0"]) == 0 and capfd.readouterr().out == ""
+    with open(a, "r+b") as f:  # damage a's record 1: records keep their numbers in the file
+        f.seek(18 + 12)
+        f.write(b"X")
+    assert main(["head", a, b, "--on-corrupt", "skip"]) == 0
+    assert [line for line in capfd.readouterr().out.splitlines() if "record" in line] == [
+        f"{a}, record 0: 2 bytes", f"{a}, record 2: 2 bytes", f"{b}, record 0: 2 bytes"]
+
+
 def test_head_decodes_examples(backend, tmp_path, capfd):
     from tfrecord_lite import encode_example
 
@@ -95,6 +130,22 @@ def test_head_decodes_examples(backend, tmp_path, capfd):
     out = capfd.readouterr().out
     assert "label: int64[1] [3]" in out and "score: float32[2] [0.5, 1.5]" in out
     assert "id: bytes[1] [b'x7']" in out
+
+
+def test_help_texts_read_as_written(capsys):
+    # schema's and to-parquet's descriptions kept their docstring's indent, demo offered
+    # --storage-option for paths it has none of, and split's options spoke of inputs.
+    from tfrecord_lite.cli import _build_parser
+
+    commands = _build_parser()._subparsers._group_actions[0].choices
+    for name, parser in commands.items():
+        text = parser.format_help()
+        description = text.split("\n\n")[1]
+        assert not any(line.startswith(" ") for line in description.splitlines()), (name, description)
+        assert ("--storage-option" in text) == (name != "demo")
+    split = " ".join(commands["split"].format_help().split())
+    assert "the inputs" not in split and "each input" not in split and "compression of FILE" in split
+    assert "(default 32)" in commands["head"].format_help()
 
 
 def test_errors_are_one_line_with_advice(backend, tmp_path, capfd):

@@ -139,6 +139,14 @@ def test_merge_and_cat_check_frames_on_the_way(backend, tmp_path, capfd):
      "invalid choice: 'bogus' (choose from 'auto', 'none', 'gzip', 'zlib')"),
     (["cat", "FILE", "-o", "x", "--compression", "auto"],
      "invalid choice: 'auto' (choose from 'none', 'gzip', 'zlib')"),
+    (["to-parquet", "FILE", "-o", "x", "--columns", " , "],
+     "argument --columns: expected comma-separated feature names, not ' , '"),
+    # an empty path (an unset variable) read as ": no such file", or named shards "-00000-of-00002..."
+    *[(argv, f"argument {name}: an empty path names no file (is a shell variable unset?)") for argv, name in [
+        (["count", "FILE", ""], "FILE"), (["head", ""], "FILE"), (["split", "", "-n", "2"], "FILE"),
+        (["split", "FILE", "-n", "2", "--prefix", ""], "--prefix"), (["merge", "FILE", "-o", ""], "-o/--output"),
+        (["cat", "FILE", "-o", ""], "-o/--output"), (["to-parquet", "FILE", "-o", ""], "-o/--output"),
+        (["to-parquet", "FILE", "-o", "x", "--spec", ""], "--spec"), (["index", ""], "FILE")]],
 ])
 def test_bad_arguments_are_rejected_with_the_cli_spellings(tmp_path, capfd, argv, message):
     path = _write(tmp_path / "f.tfrecord", [b"r"])

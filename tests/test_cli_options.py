@@ -44,6 +44,9 @@ def test_every_command_reading_files_takes_a_directory_or_a_glob(backend, parts,
     assert capfd.readouterr().out.splitlines() == [f"3\t{paths[0]}", f"4\t{paths[1]}", f"5\t{paths[2]}", "12\ttotal"]
     assert main(["verify", arg]) == 0
     assert capfd.readouterr().out.count("OK\t") == 3
+    assert main(["head", arg, "-n", "1"]) == 0
+    assert [line.split(":")[0] for line in capfd.readouterr().out.splitlines() if " record " in line] == \
+        [f"{p}, record 0" for p in paths]
     assert main(["stats", arg]) == 0
     assert capfd.readouterr().out.startswith("12 records")
     assert main(["schema", arg, "--format", "python"]) == 0
@@ -88,17 +91,18 @@ def test_the_python_api_keeps_its_spelling(backend, damaged):
 
 
 @pytest.mark.parametrize("argv", [["count"], ["head"], ["schema"], ["stats"], ["to-parquet", "-o", "{out}"],
-                                  ["cat", "-o", "{out}"], ["merge", "-o", "{out}"]])
+                                  ["cat", "-o", "{out}"], ["merge", "-o", "{out}"],
+                                  ["split", "-n", "2", "--prefix", "{out}"]])
 def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_path, capfd, argv):
     # The CLI had no way to keep the good records, and its errors said "pass on_corrupt='skip'".
     out = str(tmp_path / "out")
     argv = [a.format(out=out) for a in argv] + [damaged]
-    copies = argv[0] in ("cat", "merge")  # a plain copy checks no data CRC: skip and stop imply --verify
+    copies = argv[0] in ("cat", "merge", "split")  # a plain copy checks no data CRC: skip and stop imply --verify
     assert main(argv + ["--verify"] * copies) == 1
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and "record 1" in err and "on_corrupt" not in err
     assert "pass --on-corrupt skip to drop bad records and keep the rest, or --on-corrupt stop" in err
-    assert not os.path.exists(out)
+    assert os.listdir(tmp_path) == ["damaged.tfrecord"]  # nothing written
     for mode, ids in (("skip", [0, 2, 3]), ("stop", [0])):
         assert main(argv + ["--on-corrupt", mode]) == 0
         std = capfd.readouterr()
@@ -115,6 +119,10 @@ def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_pa
         elif argv[0] == "to-parquet":
             pq = pytest.importorskip("pyarrow.parquet")
             assert pq.read_table(out).column("id").to_pylist() == ids
+        elif argv[0] == "split":  # split had no --on-corrupt
+            shards = [f"{out}-0000{i}-of-00002.tfrecord" for i in range(2)]
+            assert std.out.splitlines() == [f"{len(ids) - len(ids) // 2}\t{shards[0]}", f"{len(ids) // 2}\t{shards[1]}"]
+            assert [r for s in shards for r in tfl.TFRecordReader(s)] == [_examples(0, 4)[i] for i in ids]
         elif copies:  # a salvage: the good records, verbatim
             assert list(tfl.TFRecordReader(out)) == [r for i, r in enumerate(_examples(0, 4)) if i in ids]
 
@@ -180,7 +188,8 @@ def test_ctrl_c_ends_with_one_line_status_130_and_no_output(backend, tmp_path, c
         monkeypatch.setattr(tfl.TFRecordReader, real.__name__, interrupting)
     assert main([a.format(out=out) for a in argv] + paths) == 130
     std = capfd.readouterr()
-    assert std.err == f"tfrecord-lite {argv[0]}: interrupted\n" and std.out == ""
+    assert std.err == f"tfrecord-lite {argv[0]}: interrupted\n"
+    assert std.out == (f"10\t{paths[0]}\n" if argv[0] == "count" else "")  # count's line for each file done
     assert sorted(os.listdir(tmp_path)) == ["p0.tfrecord", "p1.tfrecord", "p2.tfrecord"]  # no part file
 
 
@@ -265,3 +274,43 @@ def test_to_parquet_without_a_spec_and_split_refuse_a_pipe(backend, tmp_path, ca
     assert "a pipe can be read only once" in capfd.readouterr().err and not (tmp_path / "out.parquet").exists()
     assert main(["split", fifo, "-n", "2"]) == 1
     assert "a pipe can be read only once" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["count"], ["verify"], ["head"], ["schema"], ["stats"], ["index"],
+                                  ["merge", "-o", "{out}", "--verify"], ["cat", "-o", "{out}", "--verify"],
+                                  ["split", "-n", "2", "--prefix", "{out}"]])
+def test_every_command_reading_records_takes_max_record_bytes(backend, tmp_path, capfd, argv):
+    # The hint said "pass a larger max_record_bytes", which no command took.
+    path = _write(tmp_path / "in.tfrecord", _examples(0, 3))  # 31-byte records
+    argv = [a.format(out=str(tmp_path / "out")) for a in argv] + [path]
+    assert main(argv + ["--max-record-bytes", "30"]) == 1
+    std = capfd.readouterr()
+    problem = std.out if argv[0] == "verify" else std.err  # verify lists each problem
+    assert f"{path}, record 0, byte offset 0: the length field says 31 bytes, over max_record_bytes=30" in problem
+    if argv[0] != "verify":
+        assert "pass a larger --max-record-bytes; otherwise the file is damaged (--on-corrupt skip " in std.err \
+            or argv[0] == "index" and "tfrecord-lite cat FILE --on-corrupt skip -o OUT" in std.err
+        assert "max_record_bytes;" not in std.err and "on_corrupt=" not in std.err
+    assert main(argv + ["--max-record-bytes", "31"]) == 0
+    capfd.readouterr()
+
+
+def test_a_length_over_the_default_limit_is_named_in_each_commands_words(backend, tmp_path, capfd):
+    import struct
+
+    from tfrecord_lite._native import framing
+
+    path = tmp_path / "huge.tfrecord"
+    header = struct.pack("<Q", 2**31 + 1)
+    path.write_bytes(header + struct.pack("<I", framing.masked_crc32c(header)) + b"x" * 64)
+    assert main(["count", str(path)]) == 1
+    assert "over max_record_bytes=2147483648. If the file really holds records this large, pass a larger " \
+        "--max-record-bytes; otherwise" in capfd.readouterr().err
+    assert main(["count", str(path), "--max-record-bytes", str(2**32)]) == 1
+    assert "truncated record at 0: it ends at byte 2147483665" in capfd.readouterr().err
+    pytest.importorskip("pyarrow")
+    # to-parquet has no --max-record-bytes: no Example is that large
+    assert main(["to-parquet", str(path), "-o", str(tmp_path / "x.parquet")]) == 1
+    err = capfd.readouterr().err
+    assert err.endswith("The file is damaged: pass --on-corrupt skip to drop bad records\n")
+    assert "max_record_bytes;" not in err

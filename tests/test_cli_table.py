@@ -87,6 +87,9 @@ def test_stats(backend, files, tmp_path, capfd):
     assert main(["stats", files[1], "--format", "json"]) == 0
     report = json.loads(capfd.readouterr().out)
     assert report["records"] == 50 and report["features"]["id"]["values"] == 50
+    # share was the text column's "100.0%"; JSON carries the fraction
+    assert report["features"]["id"]["share"] == 1.0
+    assert report["features"]["tags"]["share"] == report["features"]["tags"]["present"] / 50 < 1
     bad = str(tmp_path / "bad.tfrecord")
     with tfl.TFRecordWriter(bad) as w:
         w.write_many([tfl.encode_example({"a": 1}), b"\xff\xff"])
@@ -103,7 +106,8 @@ def test_to_parquet(backend, files, tmp_path, capfd):
     assert table.equals(read_table(files, tfl.infer_schema(files[0])))
     assert pq.ParquetFile(out).metadata.num_row_groups == 4
     some = str(tmp_path / "some.parquet")
-    assert main(["to-parquet", files[1], "-o", some, "--columns", "name,id", "--codec", "zstd"]) == 0
+    # "name, id" asked for a feature named " id"
+    assert main(["to-parquet", files[1], "-o", some, "--columns", " name, id,", "--codec", "zstd"]) == 0
     picked = pq.read_table(some)
     assert picked.column_names == ["name", "id"] and picked.column("id").to_pylist() == list(range(50, 100))
     assert pq.ParquetFile(some).metadata.row_group(0).column(0).compression == "ZSTD"

@@ -159,3 +159,30 @@ def test_merge_and_split_keep_records_at_buffer_edges(backend, tmp_path_factory,
     if index:
         for path in [s.path for s in shards] + [out.path]:
             assert open(path + ".index").read() == open(build_index(path, path + ".check")).read()
+
+
+@SETTINGS
+@given(records=st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=40), data=st.data(),
+       n=st.integers(1, 5), comp_in=st.sampled_from(COMPRESSIONS), comp_shards=st.sampled_from(COMPRESSIONS),
+       mode=st.sampled_from(["skip", "stop"]), index=st.booleans())
+def test_split_with_on_corrupt_deals_out_the_good_records_as_merge_keeps_them(
+        backend, tmp_path_factory, records, data, n, comp_in, comp_shards, mode, index):
+    # split had no on_corrupt: a damaged input could not be split at all.
+    d = tmp_path_factory.mktemp("oc")
+    bad = data.draw(st.integers(0, len(records) - 1))
+    raw = bytearray(_write(d / "plain.tfrecord", records).read_bytes())
+    at = sum(16 + len(r) for r in records[:bad]) + 12 + data.draw(st.integers(0, len(records[bad]) - 1))
+    raw[at] ^= 0x01
+    damaged = d / "in.tfrecord"
+    with TFRecordWriter(damaged, comp_in) as w:  # the damaged frames, compressed as they are
+        w._write_frames(bytes(raw), lengths=[len(r) for r in records])
+    kept = records[:bad] + records[bad + 1:] if mode == "skip" else records[:bad]
+    with pytest.raises(CorruptRecordError, match=f"record {bad}"):
+        split(damaged, n, d / "raise", verify=True)
+    shards = split(damaged, n, d / "part", compression=comp_shards if not index else None, verify=True,
+                   index=index, on_corrupt=mode)
+    sizes = [len(kept) // n + (i < len(kept) % n) for i in range(n)]
+    assert [s.records for s in shards] == sizes
+    assert [list(TFRecordReader(s)) for s in shards] == [kept[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(n)]
+    merged = merge(damaged, d / "merged.tfrecord", verify=True, on_corrupt=mode)
+    assert merged.records == len(kept) and list(TFRecordReader(merged.path)) == kept

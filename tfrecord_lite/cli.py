@@ -11,6 +11,7 @@ import collections
 import contextlib
 import copy
 import errno
+import inspect
 import json
 import logging
 import os
@@ -26,21 +27,30 @@ from .index import build_index
 from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
-from .reader import ON_CORRUPT, TFRecordReader
+from .reader import DEFAULT_MAX_RECORD_BYTES, ON_CORRUPT, TFRecordReader
 
 
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
 # What a command without --on-corrupt suggests for a damaged file.
 _SALVAGE = "copy the good records with: tfrecord-lite cat FILE --on-corrupt skip -o OUT"
-# An argument as the library's hints spell it: on_corrupt='skip' or 'stop', compression=None.
-_PYTHON_ARGUMENT = re.compile(r"\b(on_corrupt|compression)=(None|'\w+')((?:,? or '\w+')*)")
+# An argument as the library's hints spell it: on_corrupt='skip' or 'stop', compression=None,
+# a larger max_record_bytes.
+_PYTHON_ARGUMENT = re.compile(r"\b(on_corrupt|compression)=(None|'\w+')((?:,? or '\w+')*)|\b(max_record_bytes)\b")
 
 
-def _reader_args(p, on_corrupt=True):
+def _reader_args(p, on_corrupt=True, max_record=True):
     p.add_argument("--compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
                    help="auto (default: detected), none, gzip or zlib")
     if on_corrupt:
         _on_corrupt_args(p)
+    if max_record:
+        _max_record_args(p)
+
+
+def _max_record_args(p, more=""):
+    p.add_argument("--max-record-bytes", type=_count(1), default=DEFAULT_MAX_RECORD_BYTES, metavar="N",
+                   help="a record whose length field says more is an error (default 2 GiB: larger is "
+                   f"seldom real, and usually a damaged length){more}")
 
 
 def _on_corrupt_args(p, more=""):
@@ -63,6 +73,22 @@ def _count(minimum):
     return parse
 
 
+def _path(text):
+    """An argparse type: a path that is not empty (an unset shell variable gives one, which
+    read as ': no such file')."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file (is a shell variable unset?)")
+    return text
+
+
+def _names(text):
+    """An argparse type: comma-separated names ("id, label" too) as a list."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated feature names, not {text!r}")
+    return names
+
+
 def _check(path, compression, storage_options=None):
     """Refuse a file that is not TFRecord at all before reading it as one. A pipe (/dev/stdin,
     <(zcat ...)) can be read only once: the reader checks it."""
@@ -75,6 +101,7 @@ def _check(path, compression, storage_options=None):
 def _open(path, args, **kw):
     _check(path, args.compression, _storage(args))
     kw.setdefault("on_corrupt", getattr(args, "on_corrupt", "raise"))
+    kw.setdefault("max_record_bytes", getattr(args, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES))
     return TFRecordReader(path, compression=normalize_compression(args.compression, allow_auto=True),
                           storage_options=_storage(args), **kw)
 
@@ -121,14 +148,19 @@ def _without_hint(err) -> str:
 def _in_cli_words(exc, args) -> str:
     """exc's message with the Python arguments its hint names spelled as the command's options
     (on_corrupt='skip' as --on-corrupt skip, compression=None as --compression none, or
-    --input-compression where the command has one); a command without --on-corrupt points to
-    cat instead."""
+    --input-compression where the command has one, max_record_bytes as --max-record-bytes); a
+    command without the option says the file is damaged (and one without --on-corrupt points
+    to cat)."""
     if not exc.hint or not _PYTHON_ARGUMENT.search(exc.hint):
         return str(exc)
     if "on_corrupt=" in exc.hint and not hasattr(args, "on_corrupt"):
         exc.hint = f"The file is damaged: {_SALVAGE}"
+    elif "max_record_bytes" in exc.hint and not hasattr(args, "max_record_bytes"):
+        exc.hint = "The file is damaged: pass --on-corrupt skip to drop bad records"
     else:
         def option(m):
+            if m[4]:
+                return "--max-record-bytes"
             name = "input_compression" if m[1] == "compression" and hasattr(args, "input_compression") else m[1]
             values = re.sub(r"'(\w+)'", r"\1", m[2] + m[3]).replace("None", "none")
             return f"--{name.replace('_', '-')} {values}"
@@ -185,6 +217,16 @@ def _progress_args(p):
                    help="show a progress bar on stderr (default: when stderr is a terminal)")
 
 
+def _say(bar, line):
+    """Print line to stdout now, above the progress bar if one is shown."""
+    clear = getattr(bar, "clear", None)  # tqdm's; the silent stand-in has none
+    if clear:
+        clear()
+    print(line, flush=True)
+    if clear:
+        bar.refresh()
+
+
 def _bar(args, desc):
     total = sum(_fs.size(f, _storage(args)) for f in args.files)
     return progress(total, desc=desc, enabled=args.progress, unit="B")
@@ -194,13 +236,11 @@ def cmd_count(args) -> int:
     """Print the record count of each file and the total."""
     total = 0
     with _bar(args, "count") as bar:
-        counts = []
-        for path in args.files:
+        for path in args.files:  # each line as its file is done: an error in a later file keeps it
             with _open(path, args, check_crc=not args.no_crc) as r:
-                counts.append(sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans())))
-    for path, n in zip(args.files, counts):
-        total += n
-        print(f"{n}\t{path}")
+                n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
+            _say(bar, f"{n}\t{path}")
+            total += n
     if len(args.files) > 1:
         print(f"{total}\ttotal")
     return 0
@@ -242,7 +282,7 @@ def cmd_merge(args) -> int:
     out = merge(args.files, args.output, compression=args.compression,
                 input_compression=args.input_compression, verify=args.verify or args.on_corrupt != "raise",
                 index=args.index, progress=args.progress, storage_options=_storage(args),
-                on_corrupt=args.on_corrupt)
+                on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
     return 0
@@ -256,8 +296,9 @@ def cmd_split(args) -> int:
                             hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
-                   verify=args.verify, index=args.index, progress=args.progress,
-                   storage_options=_storage(args))
+                   verify=args.verify or args.on_corrupt != "raise", index=args.index, progress=args.progress,
+                   storage_options=_storage(args), on_corrupt=args.on_corrupt,
+                   max_record_bytes=args.max_record_bytes)
     for s in shards:
         print(f"{s.records}\t{s.path}")
     return 0
@@ -270,7 +311,7 @@ def cmd_index(args) -> int:
         for path in args.files:
             _check(path, "auto", _storage(args))
             sidecars.append(build_index(path, check_crc=not args.no_crc, progress=bar,
-                                        storage_options=_storage(args)))
+                                        storage_options=_storage(args), max_record_bytes=args.max_record_bytes))
     for sidecar in sidecars:
         n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
         print(f"{n}\t{sidecar}")
@@ -289,23 +330,28 @@ def cmd_cat(args) -> int:
         sink = args.output
     merge(args.files, sink, compression=args.compression, input_compression=args.input_compression,
           verify=args.verify or args.on_corrupt != "raise", progress=args.progress,
-          storage_options=_storage(args), on_corrupt=args.on_corrupt)
+          storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
     return 0
 
 
 def cmd_head(args) -> int:
-    """Show the first N records: size, then the features when the record is a
-    tf.train.Example (a SequenceExample's context and feature lists), else a hex preview."""
-    left = args.n
-    with _open(args.file, args) as r, progress(args.n, desc="head", enabled=args.progress) as bar:
-        for batch in r.record_batches() if left else ():
-            for i in range(min(len(batch), left)):  # numbered in the file, records dropped counted
-                print(f"record {batch.locate(i)[2]}: {len(batch[i])} bytes")
-                print(_preview(batch[i], args.width))
-                bar.update()
-            left -= min(len(batch), left)
-            if not left:
-                break
+    """Show the first N records of each FILE: size, then the features when the record is a
+    tf.train.Example (a SequenceExample's context and feature lists), else a hex preview.
+    Records are numbered in their file; with several files each is named as errors name it
+    ("FILE, record 0")."""
+    where = "{}, " if len(args.files) > 1 else ""
+    with progress(args.n * len(args.files), desc="head", enabled=args.progress) as bar:
+        for path in args.files:
+            left = args.n
+            with _open(path, args) as r:
+                for batch in r.record_batches() if left else ():
+                    for i in range(min(len(batch), left)):  # numbered in the file, records dropped counted
+                        print(f"{where.format(path)}record {batch.locate(i)[2]}: {len(batch[i])} bytes")
+                        print(_preview(batch[i], args.width))
+                        bar.update()
+                    left -= min(len(batch), left)
+                    if not left:
+                        break
     return 0
 
 
@@ -539,7 +585,8 @@ def cmd_stats(args) -> int:
                     in_file += len(batch)
             records += in_file
     nbytes = sum(_fs.size(f, _storage(args)) for f in args.files)
-    rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, f"{s.present / records:.1%}" if records else "-",
+    # A feature is held by at least one record, so records > 0; JSON's share is the fraction.
+    rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, s.present / records,
              s.values, s.least if s.least is not None else "-", s.most)
             for name, s in sorted(features.items())]
     if args.format == "json":
@@ -548,7 +595,8 @@ def cmd_stats(args) -> int:
                           "features": {row[0]: dict(zip(keys, row[1:])) for row in rows}}, indent=2))
         return 0
     print(f"{records} records, {nbytes} bytes in {len(args.files)} file(s)")
-    _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"), rows)
+    _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"),
+                 [(*row[:3], f"{row[3]:.1%}", *row[4:]) for row in rows])
     return 0
 
 
@@ -573,8 +621,7 @@ def cmd_to_parquet(args) -> int:
                             "before the conversion", path=piped[0],
                             hint="Pass --spec SPEC.json (tfrecord-lite schema FILE --format json writes one)")
     features = _load_spec(args.spec, _storage(args)) if args.spec else _inferred(_sample_records(args))
-    columns = args.columns.split(",") if args.columns else None
-    rows = write_parquet(args.files, args.output, features, columns=columns, codec=args.codec,
+    rows = write_parquet(args.files, args.output, features, columns=args.columns, codec=args.codec,
                          progress=args.progress, compression=args.compression, batch_size=args.batch_size,
                          storage_options=_storage(args), on_corrupt=args.on_corrupt)
     print(f"{rows} rows, {len(args.files)} file(s) -> {args.output}", file=sys.stderr)
@@ -604,7 +651,7 @@ examples:
 def _add_table_commands(sub, add) -> None:
     """The subcommands that read Examples as a table: schema, stats, to-parquet."""
     p = add("schema", cmd_schema, "print the feature spec inferred from files", _EPILOG_SCHEMA)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     p.add_argument("--format", default="table", choices=["table", "tf", "json", "python"],
                    help="table (default), tf (TensorFlow code), json, python (tfrecord_lite code)")
     p.add_argument("--sample", type=_count(1), default=1000, help="records read per file (default 1000)")
@@ -613,23 +660,24 @@ def _add_table_commands(sub, add) -> None:
 
     p = sub.add_parser("stats", help="records, bytes and per-feature counts of files",
                        description=cmd_stats.__doc__)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     p.add_argument("--format", default="table", choices=["table", "json"], help="table (default) or json")
     _reader_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_stats)
 
     p = add("to-parquet", cmd_to_parquet, "convert files to one Parquet file", _EPILOG_TO_PARQUET)
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file")
-    p.add_argument("--spec", default=None, metavar="SPEC.json",
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT", help="the Parquet file")
+    p.add_argument("--spec", default=None, type=_path, metavar="SPEC.json",
                    help="the feature spec, as schema --format json writes it (default: inferred)")
     p.add_argument("--sample", type=_count(1), default=1000,
                    help="records read per file to infer the spec without --spec (default 1000), as in schema")
-    p.add_argument("--columns", default=None, help="comma-separated features to keep (default: all)")
+    p.add_argument("--columns", default=None, type=_names,
+                   help="comma-separated features to keep, in this order (default: all)")
     p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
     p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
-    _reader_args(p)
+    _reader_args(p, max_record=False)  # the dataset reads with the default
     _progress_args(p)
     p.set_defaults(func=cmd_to_parquet)
 
@@ -649,7 +697,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("count", help="count records in files", description=cmd_count.__doc__)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
     _reader_args(p)
     _progress_args(p)
@@ -657,36 +705,38 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check every record's CRCs; exit 1 on corruption",
                        description=cmd_verify.__doc__)
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
     _reader_args(p, on_corrupt=False)
     _progress_args(p)
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("head", help="show the first records of a file", description=cmd_head.__doc__)
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("-n", type=_count(0), default=5, help="number of records (default 5)")
-    p.add_argument("--width", type=_count(1), default=32, help="bytes of hex preview per record")
+    p = sub.add_parser("head", help="show the first records of files", description=cmd_head.__doc__)
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    p.add_argument("-n", type=_count(0), default=5, help="records per file (default 5)")
+    p.add_argument("--width", type=_count(1), default=32,
+                   help="bytes shown of a record's hex preview and of each bytes value (default 32)")
     _reader_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_head)
 
     def add(name, func, help, epilog):
-        return sub.add_parser(name, help=help, description=func.__doc__, epilog=epilog,
+        return sub.add_parser(name, help=help, description=inspect.cleandoc(func.__doc__), epilog=epilog,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    def writing_args(p, what):
+    def writing_args(p, what, inputs="the inputs (default: detected per file)",
+                     plain="a plain uncompressed copy checks each input's first record header"):
         p.add_argument("--compression", default=None, type=str.lower, choices=_COMPRESSIONS[1:],
                        help=f"compression of {what} (default none)")
         p.add_argument("--input-compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
-                       help="compression of the inputs (default: detected per file)")
+                       help=f"compression of {inputs}")
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
-                       "frame headers are checked, and a plain uncompressed copy checks each "
-                       "input's first record header)")
+                       f"frame headers are checked, and {plain})")
+        _max_record_args(p, "" if what == "the shards" else "; a plain copy (see --verify) reads no lengths")
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
-    p.add_argument("files", nargs="+", metavar="FILE", help="input files, in order")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged file")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="input files, in order")
+    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT", help="the merged file")
     writing_args(p, "OUT")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write OUT.index (uncompressed OUT only)")
@@ -694,32 +744,37 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_merge)
 
     p = add("split", cmd_split, "split a file into N shards of contiguous records", _EPILOG_SPLIT)
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", type=_path, metavar="FILE")
     p.add_argument("-n", "--num-shards", type=_count(1), required=True, metavar="N", help="number of shards")
-    p.add_argument("--prefix", default=None,
+    p.add_argument("--prefix", default=None, type=_path,
                    help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
     p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
-    writing_args(p, "the shards")
+    writing_args(p, "the shards", "FILE (default: detected)",
+                 "a plain uncompressed copy checks them all as it counts FILE's records")
+    _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write an .index sidecar per shard")
     _progress_args(p)
     p.set_defaults(func=cmd_split)
 
     p = add("index", cmd_index, "write FILE.index sidecars for random access", _EPILOG_INDEX)
-    p.add_argument("files", nargs="+", metavar="FILE", help="uncompressed TFRecord files")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="uncompressed TFRecord files")
     p.add_argument("--no-crc", action="store_true", help="skip data CRC checks (faster)")
+    _max_record_args(p)
     _progress_args(p)
     p.set_defaults(func=cmd_index)
 
     p = add("cat", cmd_cat, "write files as one TFRecord stream (decompresses by default)", _EPILOG_CAT)
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("-o", "--output", default=None, metavar="OUT", help="write to OUT (default stdout)")
+    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    p.add_argument("-o", "--output", default=None, type=_path, metavar="OUT", help="write to OUT (default stdout)")
     writing_args(p, "the output")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     _progress_args(p)
     p.set_defaults(func=cmd_cat)
     _add_table_commands(sub, add)
 
-    for p in sub.choices.values():  # every command that takes paths takes fsspec URLs
+    for name, p in sub.choices.items():  # every command that takes paths (all but demo) takes fsspec URLs
+        if name == "demo":
+            continue
         p.add_argument("--storage-option", type=_storage_option, action="append", metavar="KEY=VALUE",
                        help="fsspec storage option for s3://, gs://... paths (repeatable; VALUE is "
                        "JSON or a string; dots nest: client_kwargs.endpoint_url=URL). fsspec's "

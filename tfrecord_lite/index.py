@@ -101,11 +101,13 @@ def write_index(index_file, offsets, lengths, *, storage_options=None) -> None:
 
 
 def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
-                progress: Progress = None, storage_options: StorageOptions = None) -> str:
+                progress: Progress = None, storage_options: StorageOptions = None,
+                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> str:
     """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path.
-    progress: as in scan_index."""
+    progress and max_record_bytes: as in scan_index."""
     index_file = index_file or index_path(path)
-    offsets, lengths = scan_index(path, check_crc=check_crc, progress=progress, storage_options=storage_options)
+    offsets, lengths = scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, progress=progress,
+                                  storage_options=storage_options)
     write_index(index_file, offsets, lengths, storage_options=storage_options)
     return os.fspath(index_file)
 

@@ -18,7 +18,7 @@ from .errors import InvalidArgumentError, TFRecordError
 from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
-from .reader import TFRecordReader
+from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
 from .writer import TFRecordWriter, abort_group, close_group
 
@@ -30,7 +30,7 @@ _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
 def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *, compression: Compression = None,
           input_compression: Compression = "auto", verify: bool = False, index: bool = False,
           fsync: bool = False, progress: Progress = None, storage_options: StorageOptions = None,
-          on_corrupt: str = "raise") -> ShardInfo:
+          on_corrupt: str = "raise", max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ShardInfo:
     """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
     binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
     Inputs and output may be fsspec URLs (``s3://...``, with ``storage_options``), local and
@@ -47,6 +47,7 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     on_corrupt: as in TFRecordReader; "skip" or "stop" copies the good records of damaged
     inputs (frames are then streamed, never byte-copied, and only with verify=True are records
     whose data is damaged found).
+    max_record_bytes: as in TFRecordReader, where frames are streamed.
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -57,11 +58,12 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     with TFRecordWriter(output, compression, fsync=fsync, index=index, storage_options=storage_options) as w, \
             _progress(total, desc="merge", enabled=progress, unit="B") as bar:
         for path in inputs:
-            counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt)
+            counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt,
+                               max_record_bytes)
     return ShardInfo(w.path, w.records_written if counted else None)
 
 
-def _append(writer, path, compression, verify, bar, storage_options, on_corrupt="raise") -> bool:
+def _append(writer, path, compression, verify, bar, storage_options, on_corrupt, max_record_bytes) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
         _refuse_output(writer, f, path)
@@ -73,7 +75,8 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt=
             if compression is None and on_corrupt == "raise" and not verify and writer._raw_copyable():
                 bar.update(writer._copy_raw(f))
                 return False
-        with TFRecordReader(f, compression, check_crc=verify, on_corrupt=on_corrupt) as r:
+        with TFRecordReader(f, compression, check_crc=verify, on_corrupt=on_corrupt,
+                            max_record_bytes=max_record_bytes) as r:
             r.path = path  # errors name the input as given (a URL, not fsspec's key)
             for frames, _, lengths in tracked_blocks(r, bar):
                 writer._write_frames(frames, lengths=lengths)
@@ -112,7 +115,8 @@ def tracked_blocks(reader, bar, blocks=None):
 def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, suffix: str = DEFAULT_SUFFIX,
           compression: Compression = None, input_compression: Compression = "auto", verify: bool = False,
           index: bool = False, fsync: bool = False, progress: Progress = None,
-          storage_options: StorageOptions = None) -> list[ShardInfo]:
+          storage_options: StorageOptions = None, on_corrupt: str = "raise",
+          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[ShardInfo]:
     """Split ``input`` into ``num_shards`` files of contiguous records; return a ShardInfo
     per shard.
 
@@ -127,6 +131,9 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     being parsed a second time. verify=True checks every data CRC first; all shards are
     committed together, or none if anything fails. The input and prefix may be fsspec URLs
     (with ``storage_options``).
+    on_corrupt: as in merge; "skip" or "stop" splits the good records of a damaged input
+    (frames are then streamed in both reads, and each dropped record is logged by both).
+    max_record_bytes: as in TFRecordReader.
     """
     path = os.fspath(input)
     if not isinstance(num_shards, int) or num_shards < 1:
@@ -140,11 +147,14 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
             input_compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
     out_compression = normalize_compression(compression)
 
-    if input_compression is None:
-        offsets, lengths = scan_index(path, check_crc=verify, storage_options=storage_options)
+    ranges = input_compression is None and on_corrupt == "raise"  # a dropped record would break a range
+    if ranges:
+        offsets, lengths = scan_index(path, check_crc=verify, max_record_bytes=max_record_bytes,
+                                      storage_options=storage_options)
         n = len(offsets)
     else:
-        with TFRecordReader(path, input_compression, check_crc=verify, storage_options=storage_options) as r:
+        with TFRecordReader(path, input_compression, check_crc=verify, on_corrupt=on_corrupt,
+                            max_record_bytes=max_record_bytes, storage_options=storage_options) as r:
             n = sum(len(offsets) for offsets, _ in r.record_spans())
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
     paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
@@ -154,10 +164,11 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
             writers.append(TFRecordWriter(p, out_compression, fsync=fsync, index=index,
                                           storage_options=storage_options))
         with _progress(n, desc="split", enabled=progress) as bar:
-            if input_compression is None and writers[0]._raw_copyable():
+            if ranges and writers[0]._raw_copyable():
                 _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options)
-            else:
-                _split_stream(path, input_compression, writers, sizes, bar, storage_options)
+            else:  # the second read drops what the first did: verified, and only then, alike
+                _split_stream(path, input_compression, writers, sizes, bar, storage_options,
+                              verify and on_corrupt != "raise", on_corrupt, max_record_bytes)
         if [w.records_written for w in writers] != sizes:
             raise _changed(path, f"{n} records were counted but {sum(w.records_written for w in writers)} copied")
         close_group(writers)
@@ -184,10 +195,11 @@ def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
             raise _changed(path, f"it has more than the {len(offsets)} records counted")
 
 
-def _split_stream(path, compression, writers, sizes, bar, storage_options):
+def _split_stream(path, compression, writers, sizes, bar, storage_options, check_crc, on_corrupt, max_record_bytes):
     """Deal the frame blocks out in order, cutting a block where a shard fills up."""
     shard, room = 0, sizes[0]
-    with TFRecordReader(path, compression, check_crc=False, storage_options=storage_options) as r:
+    with TFRecordReader(path, compression, check_crc, on_corrupt, max_record_bytes=max_record_bytes,
+                        storage_options=storage_options) as r:
         for frames, starts, lengths in r.frame_blocks():
             start = done = 0  # byte and record where the block's next cut begins
             while done < len(starts):
