@@ -4,8 +4,6 @@ and how it ends on Ctrl-C."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 

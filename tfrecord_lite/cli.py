@@ -1,13 +1,13 @@
 """The ``tfrecord-lite`` command (also ``python -m tfrecord_lite``).
 
-Each subcommand is a ``cmd_<name>(args) -> exit code`` plus its parser in ``_build_parser``.
-Errors print one line saying what went wrong and what to do, and exit non-zero.
+Each subcommand is a ``cmd_<name>(args) -> exit code`` plus its parser in ``_build_parser``
+(schema, stats and to-parquet: ``_cli_table``). Errors print one line saying what went
+wrong and what to do, and exit non-zero.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import copy
 import errno
@@ -18,7 +18,6 @@ import os
 import re
 import sys
 
-from . import _native
 from ._version import __version__
 from . import fs as _fs
 from .errors import NotTFRecordError, TFRecordError
@@ -447,241 +446,6 @@ examples:
 """
 
 
-# -- schema / stats / to-parquet -----------------------------------------------------------
-
-def _sample_records(args):
-    """The first --sample records of each FILE, as one RecordBatch that knows each record's
-    file and index there (for errors)."""
-    from .batch import RecordBatch
-
-    parts = []
-    for path in args.files:
-        with _open(path, args) as r:
-            parts.append(r.head(args.sample))
-    return RecordBatch.concat(parts)
-
-
-_SPEC_TYPES = ("FixedLenFeature", "VarLenFeature")  # what schema --format json writes
-
-
-def _load_spec(path, storage_options):
-    """The feature spec in the JSON file that `schema --format json` writes (a feature per
-    name: {"type", "dtype", "shape"}), edited or not."""
-    from .errors import FeatureSpecError
-    from .features import FixedLenFeature, VarLenFeature
-
-    hint = "Write one with: tfrecord-lite schema FILE --format json > spec.json"
-    try:
-        doc = json.loads(_fs.read_bytes(path, storage_options))
-    except ValueError as exc:  # a UnicodeDecodeError too
-        raise FeatureSpecError(f"--spec {path} is not JSON ({exc})", hint=hint) from None
-    if not isinstance(doc, dict) or set(doc) == {"context", "feature_lists"}:
-        raise FeatureSpecError(f"--spec {path} must map feature names to specs of tf.train.Example "
-                               "features", hint=hint)
-    spec = {}
-    for name, entry in doc.items():
-        kind = entry.get("type") if isinstance(entry, dict) else None
-        if kind not in _SPEC_TYPES or not isinstance(entry.get("dtype"), str):
-            raise FeatureSpecError(f"--spec {path}: feature {name!r} must be an object with \"type\" (one of "
-                                   f"{', '.join(_SPEC_TYPES)}) and \"dtype\", not {entry!r:.80}", hint=hint)
-        try:
-            if kind == "VarLenFeature":
-                spec[name] = VarLenFeature(entry["dtype"])
-            else:
-                spec[name] = FixedLenFeature(entry.get("shape") or [], entry["dtype"])
-        except TFRecordError as exc:  # an unknown dtype, a shape that is not a list of ints
-            raise FeatureSpecError(f"--spec {path}: feature {name!r}: {exc.detail}", hint=exc.hint or hint) from None
-    return spec
-
-
-def _spec_row(spec) -> tuple:
-    """(spec type, dtype, shape as a list or None) of an inferred spec."""
-    shape = getattr(spec, "shape", None)
-    return type(spec).__name__, spec.dtype, None if shape is None else list(shape)
-
-
-def _print_table(header, rows) -> None:
-    rows = [header] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-
-
-def cmd_schema(args) -> int:
-    """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
-    as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code. SequenceExamples
-    give two specs, the context's and the feature lists'."""
-    from .features import SequenceSchema, infer_schema
-
-    records = _sample_records(args)
-    schema = infer_schema(records, sample=len(records))  # its errors name the record's file
-    parts = ({"context": schema.context, "feature_lists": schema.feature_lists}
-             if isinstance(schema, SequenceSchema) else None)
-    if args.format == "tf":
-        print(schema.to_tf_code())
-    elif args.format == "python":
-        print(schema.to_code())
-    elif args.format == "json":
-        def as_json(specs):
-            return {n: dict(zip(("type", "dtype", "shape"), _spec_row(s))) for n, s in specs.items()}
-        print(json.dumps({k: as_json(v) for k, v in parts.items()} if parts else as_json(schema), indent=2))
-    else:
-        for title, specs in (parts or {None: schema}).items():
-            if title:
-                print(f"{title.replace('_', ' ')}:")
-            _print_table(("feature", "spec", "dtype", "shape"),
-                         [(n, kind, dtype, "" if shape is None else shape)
-                          for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in specs.items())])
-    return 0
-
-
-class _FeatureStats:
-    """What stats counts for one feature name."""
-
-    def __init__(self):
-        self.present = 0          # records holding the key (an empty Feature included)
-        self.kinds = set()        # dtype names seen
-        self.values = 0           # values over all records
-        self.least = None         # fewest / most values in a record holding the key
-        self.most = 0
-
-    def add(self, kinds, counts):
-        from .example import ABSENT, _KIND_NAME
-
-        held = kinds != ABSENT
-        if not held.any():
-            return
-        self.present += int(held.sum())
-        self.kinds.update(_KIND_NAME[k] for k in set(kinds[held].tolist()) if k in _KIND_NAME)
-        counts = counts[held]
-        self.values += int(counts.sum())
-        least, most = int(counts.min()), int(counts.max())
-        self.least = least if self.least is None else min(self.least, least)
-        self.most = max(self.most, most)
-
-
-def cmd_stats(args) -> int:
-    """Count the records and bytes of FILEs and, per feature, the records holding it and
-    its values (total, fewest and most per record). Records that are not Examples fail."""
-    from .batch import RecordBatch
-
-    records = 0
-    features: dict = collections.defaultdict(_FeatureStats)
-    with _bar(args, "stats") as bar:
-        for path in args.files:
-            in_file = 0
-            with _open(path, args) as r:
-                for block in tracked_blocks(r, bar):
-                    batch = RecordBatch(*block)
-                    try:
-                        names, columns = _native.example.decode_examples(batch)
-                    except TFRecordError as exc:  # name the file and the record within it
-                        i = exc.index or 0  # the block's frames follow one another from batch_offset
-                        raise type(exc)(exc.detail, path=path, index=r.batch_index + i,
-                                        offset=r.batch_offset + int(block[1][i]) - _native.framing.HEADER_BYTES,
-                                        hint="stats reads tf.train.Example records") from None
-                    for name, column in zip(names, columns):
-                        features[name].add(column.kinds, column.counts)
-                    in_file += len(batch)
-            records += in_file
-    nbytes = sum(_fs.size(f, _storage(args)) for f in args.files)
-    # A feature is held by at least one record, so records > 0; JSON's share is the fraction.
-    rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, s.present / records,
-             s.values, s.least if s.least is not None else "-", s.most)
-            for name, s in sorted(features.items())]
-    if args.format == "json":
-        keys = ("dtype", "present", "share", "values", "min_values", "max_values")
-        print(json.dumps({"files": len(args.files), "records": records, "bytes": nbytes,
-                          "features": {row[0]: dict(zip(keys, row[1:])) for row in rows}}, indent=2))
-        return 0
-    print(f"{records} records, {nbytes} bytes in {len(args.files)} file(s)")
-    _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"),
-                 [(*row[:3], f"{row[3]:.1%}", *row[4:]) for row in rows])
-    return 0
-
-
-def cmd_to_parquet(args) -> int:
-    """Convert FILEs to one Parquet file through Arrow (tfrecord_lite.arrow; needs pyarrow),
-    with the feature spec of --spec, or else the one the schema command infers from the same
-    records; OUT appears only when complete."""
-    try:
-        from .arrow import _inferred, write_parquet
-    except ImportError:
-        raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
-
-    for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
-        _check(path, args.compression, _storage(args))
-        if not _fs.is_url(path) and not _fs.is_url(args.output) and os.path.exists(args.output) \
-                and os.path.samefile(path, args.output):
-            raise TFRecordError("OUT is one of the inputs: the Parquet file would replace its TFRecord data",
-                                path=args.output, hint="write the Parquet file under another name")
-    piped = [p for p in args.files if _fs.is_special(p)]
-    if piped and not args.spec:  # the sample would take the records the conversion needs
-        raise TFRecordError("a pipe can be read only once, but inferring the spec reads the first records "
-                            "before the conversion", path=piped[0],
-                            hint="Pass --spec SPEC.json (tfrecord-lite schema FILE --format json writes one)")
-    features = _load_spec(args.spec, _storage(args)) if args.spec else _inferred(_sample_records(args))
-    rows = write_parquet(args.files, args.output, features, columns=args.columns, codec=args.codec,
-                         progress=args.progress, compression=args.compression, batch_size=args.batch_size,
-                         storage_options=_storage(args), on_corrupt=args.on_corrupt)
-    print(f"{rows} rows, {len(args.files)} file(s) -> {args.output}", file=sys.stderr)
-    return 0
-
-
-_EPILOG_SCHEMA = """\
-Features present in every sampled record with the same number of values become
-FixedLenFeature, the others VarLenFeature.
-
-examples:
-  tfrecord-lite schema train-*.tfrecord
-  tfrecord-lite schema train.tfrecord --format python > spec.py
-"""
-
-_EPILOG_TO_PARQUET = """\
-Lists become Arrow large_list columns and bytes large_binary (see tfrecord_lite.arrow).
-
-examples:
-  tfrecord-lite to-parquet train-*.tfrecord -o train.parquet
-  tfrecord-lite to-parquet data.tfrecord.gz -o small.parquet --columns id,label --codec zstd
-  tfrecord-lite schema train-*.tfrecord --format json > spec.json   # then edit it
-  tfrecord-lite to-parquet train-*.tfrecord -o train.parquet --spec spec.json
-"""
-
-
-def _add_table_commands(sub, add) -> None:
-    """The subcommands that read Examples as a table: schema, stats, to-parquet."""
-    p = add("schema", cmd_schema, "print the feature spec inferred from files", _EPILOG_SCHEMA)
-    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
-    p.add_argument("--format", default="table", choices=["table", "tf", "json", "python"],
-                   help="table (default), tf (TensorFlow code), json, python (tfrecord_lite code)")
-    p.add_argument("--sample", type=_count(1), default=1000, help="records read per file (default 1000)")
-    _reader_args(p)
-    p.set_defaults(func=cmd_schema)
-
-    p = sub.add_parser("stats", help="records, bytes and per-feature counts of files",
-                       description=cmd_stats.__doc__)
-    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
-    p.add_argument("--format", default="table", choices=["table", "json"], help="table (default) or json")
-    _reader_args(p)
-    _progress_args(p)
-    p.set_defaults(func=cmd_stats)
-
-    p = add("to-parquet", cmd_to_parquet, "convert files to one Parquet file", _EPILOG_TO_PARQUET)
-    p.add_argument("files", nargs="+", type=_path, metavar="FILE")
-    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT", help="the Parquet file")
-    p.add_argument("--spec", default=None, type=_path, metavar="SPEC.json",
-                   help="the feature spec, as schema --format json writes it (default: inferred)")
-    p.add_argument("--sample", type=_count(1), default=1000,
-                   help="records read per file to infer the spec without --spec (default 1000), as in schema")
-    p.add_argument("--columns", default=None, type=_names,
-                   help="comma-separated features to keep, in this order (default: all)")
-    p.add_argument("--codec", default="snappy", help="Parquet compression (default snappy; zstd, gzip, none)")
-    p.add_argument("--batch-size", type=_count(1), default=65536, help="rows per Parquet row group (default 65536)")
-    _reader_args(p, max_record=False)  # the dataset reads with the default
-    _progress_args(p)
-    p.set_defaults(func=cmd_to_parquet)
-
-
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecord-lite",
@@ -770,7 +534,9 @@ def _build_parser() -> argparse.ArgumentParser:
     _on_corrupt_args(p, "; skip and stop imply --verify")
     _progress_args(p)
     p.set_defaults(func=cmd_cat)
-    _add_table_commands(sub, add)
+
+    from ._cli_table import add_table_commands  # imported here: it imports this module
+    add_table_commands(sub, add)
 
     for name, p in sub.choices.items():  # every command that takes paths (all but demo) takes fsspec URLs
         if name == "demo":
