@@ -89,6 +89,19 @@ def test_globs_and_directories_resolve_remotely(remote):
         resolve_files(base + "/nothing-*.tfrecord")
 
 
+def test_an_object_named_like_a_glob_is_itself(remote, capsys):
+    """A URL that names an existing object is that object, glob characters and all, in the
+    library and the CLI alike; a pattern that names none still globs."""
+    literal = remote.put("d/a[1].tfrecord", framed([b"literal"]))
+    remote.put("d/a1.tfrecord", framed([b"match"]))
+    assert resolve_files(literal) == [literal]
+    assert list(tfl.TFRecordDataset(literal)) == [b"literal"]
+    assert len(tfl.IndexedDataset(literal)) == 1
+    assert resolve_files(remote.url("d/a[0-9].tfrecord")) == [remote.url("d/a1.tfrecord")]
+    assert cli.main(["count", literal]) == 0
+    assert capsys.readouterr().out == f"1\t{literal}\n"
+
+
 @pytest.mark.parametrize("shards", [3, 8])
 def test_dataset_shards_read_every_record_exactly_once(remote, backend, shards):
     put_shards(remote, 5, 40, compress_every=2)

@@ -429,7 +429,8 @@ def read_range(fs, p, start: int, end: int) -> bytes:
 
 
 def expand(spec: str, storage_options=None) -> list[str]:
-    """The files a remote glob or directory names, sorted, as URLs; a plain file is itself.
+    """The files a remote glob or directory names, sorted, as URLs; a file is itself, even
+    when its name holds glob characters (``s3://b/a[1].tfrecord``, an HTTP URL's query).
     Hidden names and ``.index`` sidecars are left out, as for local directories."""
     fs, p = filesystem(spec, storage_options)
 
@@ -438,6 +439,8 @@ def expand(spec: str, storage_options=None) -> list[str]:
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
     with _naming(spec):  # listing needs credentials too
+        if fs.isfile(p):  # before isdir, which lists (over HTTP, downloads) what it is given
+            return [spec]
         if GLOB_CHARS & set(p):
             found = fs.glob(p, detail=True)
         elif fs.isdir(p):
