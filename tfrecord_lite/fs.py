@@ -36,7 +36,7 @@ import uuid
 
 from .errors import TFRecordError
 
-__all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
+__all__ = ["is_url", "has_query", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
@@ -61,6 +61,13 @@ _HINT_INSTALL = ("install the cloud extra: pip install 'tfrecordkit[cloud]' (or 
 def is_url(path) -> bool:
     """True for an fsspec URL other than ``file://`` (which is a local path)."""
     return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
+
+
+def has_query(path) -> bool:
+    """True for an HTTP(S) URL with a query string, such as a presigned URL: a name that is
+    not a path plus parameters to vary (its signature covers that one object only)."""
+    url = path.rsplit("::", 1)[-1] if isinstance(path, str) else ""
+    return url.startswith(("http://", "https://")) and bool(urllib.parse.urlsplit(url).query)
 
 
 def local_path(path) -> str:
@@ -439,7 +446,7 @@ def expand(spec: str, storage_options=None) -> list[str]:
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
     with _naming(spec):  # listing needs credentials too
-        if fs.isfile(p):  # before isdir, which lists (over HTTP, downloads) what it is given
+        if fs.isfile(p):  # before isdir: over HTTP that GETs the URL to list its links
             return [spec]
         if GLOB_CHARS & set(p):
             found = fs.glob(p, detail=True)

@@ -52,6 +52,13 @@ def index_path(path) -> str:
     return os.fspath(path) + ".index"
 
 
+def _sidecar(path) -> str | None:
+    """The sidecar looked for beside path, or None for a URL with a query string (a presigned
+    URL): ``?X-Amz-Signature=....index`` names nothing, and its signature covers no other
+    object, so such a file is scanned unless its index file is given."""
+    return None if _fs.has_query(os.fspath(path)) else index_path(path)
+
+
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False,
                storage_options=None):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
@@ -104,7 +111,10 @@ def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc
                 progress: Progress = None, storage_options: StorageOptions = None) -> str:
     """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path.
     progress: as in scan_index."""
-    index_file = index_file or index_path(path)
+    index_file = index_file or _sidecar(path)
+    if index_file is None:
+        raise InvalidArgumentError(f"{path} has a query string, so no sidecar can be named after it",
+                                   hint="pass index_file, the path to write the index to")
     offsets, lengths = scan_index(path, check_crc=check_crc, progress=progress, storage_options=storage_options)
     write_index(index_file, offsets, lengths, storage_options=storage_options)
     return os.fspath(index_file)
@@ -143,8 +153,8 @@ def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
     its size, and its last frame's header must state that frame's length: one that does not
     is stale (the file was rewritten or appended to after it was written) and raises, rather
     than hide records or point past the end."""
-    index_file = index_file or index_path(path)
-    if _fs.exists(index_file, storage_options):
+    index_file = index_file or _sidecar(path)
+    if index_file is not None and _fs.exists(index_file, storage_options):
         offsets, lengths = read_index(index_file, storage_options=storage_options)
         size = _fs.size(path, storage_options)
         wrong = _mismatch(path, offsets, lengths, size, storage_options)
@@ -214,8 +224,8 @@ def count_records(path, storage_options=None) -> int:
 
 
 def _count(path, size, storage_options) -> int:
-    sidecar = index_path(path)
-    if _fs.exists(sidecar, storage_options):
+    sidecar = _sidecar(path)
+    if sidecar is not None and _fs.exists(sidecar, storage_options):
         offsets, lengths = read_index(sidecar, storage_options=storage_options)
         if _mismatch(path, offsets, lengths, size, storage_options) is None:
             return len(offsets)
@@ -226,9 +236,10 @@ def _count(path, size, storage_options) -> int:
             return sum(len(offsets) for offsets, _ in reader.record_spans())
     offsets, lengths = scan_index(path, storage_options=storage_options)
     try:
-        write_index(sidecar, offsets, lengths, storage_options=storage_options)
-    except OSError:
-        pass  # a read-only directory: the count in memory is all there is
+        if sidecar is not None:
+            write_index(sidecar, offsets, lengths, storage_options=storage_options)
+    except (OSError, NotImplementedError):
+        pass  # a read-only directory or filesystem (HTTP): the count in memory is all there is
     return len(offsets)
 
 
@@ -257,7 +268,8 @@ class TFRecordFile:
     """Random access to the records of one uncompressed TFRecord file.
 
     ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
-    from the sidecar (``path + '.index'``) when present, else from an in-memory scan. Fetched
+    from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
+    string) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
     CRC). The descriptor opens on first read; the object pickles without it. For an fsspec
     URL (with ``storage_options``) each read is one ranged request instead.

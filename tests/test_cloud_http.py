@@ -1,0 +1,101 @@
+"""HTTP(S) URLs read through fsspec's http filesystem, against a loopback server: URLs with a
+query string (presigned URLs) get no sidecar of their own, and a read-only store still counts."""
+
+import functools
+import http.server
+import io
+import os
+import threading
+
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.errors import InvalidArgumentError
+from tfrecord_lite.index import count_records
+
+pytest.importorskip("aiohttp")  # fsspec's http filesystem
+
+
+def framed(records):
+    buf = bytearray()
+    for r in records:
+        tfl._native.framing.append_frame(buf, r)
+    return bytes(buf)
+
+
+class _Files(http.server.SimpleHTTPRequestHandler):
+    """A static file server that ignores query strings (as most do: tokens, cache busters)
+    and answers byte ranges, logging each request's target."""
+
+    def send_head(self):
+        self.server.requests.append(self.path)
+        path = self.translate_path(self.path)
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return None
+        with open(path, "rb") as f:
+            data = f.read()
+        start, end = 0, len(data)
+        ranged = self.headers.get("Range", "").removeprefix("bytes=")
+        if ranged:
+            first, _, last = ranged.partition("-")
+            start, end = int(first), min(len(data), int(last) + 1 if last else len(data))
+        self.send_response(206 if ranged else 200)
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        self.send_header("Content-Length", str(end - start))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        return io.BytesIO(data[start:end])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_dir(tmp_path):
+    """(directory, base URL, requests made) of a loopback HTTP server of tmp_path."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Files, directory=str(tmp_path)))
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", server.requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_url_with_a_query_is_scanned_and_its_index_only_read_when_given(http_dir):
+    """A presigned URL (``a.tfrecord?X-Amz-Signature=...``) has no sidecar: ``...=abc.index``
+    would be another object its signature does not cover (here: the data file itself, which
+    was read as a broken index). It is scanned; an index file passed explicitly is read."""
+    directory, base, requests = http_dir
+    records = [b"a", b"bb", b"ccc"]
+    (directory / "a.tfrecord").write_bytes(framed(records))
+    url = f"{base}/a.tfrecord?X-Amz-Signature=abc"
+    f = tfl.TFRecordFile(url)
+    assert len(f) == 3 and f[1] == b"bb" and f[::-1] == records[::-1]
+    assert count_records(url) == 3
+    assert tfl.IndexedDataset(url)[[2, 0]] == [b"ccc", b"a"]
+    assert list(tfl.TFRecordDataset(url)) == records
+    assert not [r for r in requests if ".index" in r]
+    with pytest.raises(InvalidArgumentError, match="query string") as info:
+        tfl.build_index(url)
+    assert "pass index_file" in str(info.value)
+
+    tfl.build_index(str(directory / "a.tfrecord"), str(directory / "a.idx"))
+    (directory / "a.tfrecord").write_bytes(framed(records))
+    given = tfl.TFRecordFile(url, f"{base}/a.idx?X-Amz-Signature=def")
+    assert given[2] == b"ccc" and [r for r in requests if ".idx" in r]
+
+
+def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):
+    """count_records keeps a scan as the file's sidecar where it can; HTTP cannot be written
+    (fsspec raises NotImplementedError), which is no reason to fail the count."""
+    directory, base, _ = http_dir
+    (directory / "b.tfrecord").write_bytes(framed([b"x"] * 5))
+    assert count_records(f"{base}/b.tfrecord") == 5
+    assert not (directory / "b.tfrecord.index").exists()
+    tfl.build_index(str(directory / "b.tfrecord"))
+    assert tfl.TFRecordFile(f"{base}/b.tfrecord")[4] == b"x"  # a sidecar beside a plain URL is read
