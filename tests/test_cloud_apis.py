@@ -186,6 +186,20 @@ def test_build_index_and_random_access(remote, backend):
     assert ds[105]["id"] == 5 and ds[[3, 99, 100]]["id"].tolist() == [3, 99, 0]
 
 
+def test_a_count_is_not_kept_past_a_same_size_rewrite(remote):
+    """count_records keeps a count per version of a file: an object rewritten to the same
+    size (a new ETag on S3, a new creation time on memory://) is counted again."""
+    from tfrecord_lite.index import count_records
+
+    one, two = framed([b"x" * 16]), framed([b"", b""])
+    assert len(one) == len(two)
+    url = remote.put("c.tfrecord", one)
+    assert count_records(url) == 1
+    remote.put("c.tfrecord", two)
+    assert count_records(url) == 2
+    assert list(tfl.TFRecordDataset(url)) == [b"", b""]
+
+
 def test_random_access_detects_corruption_and_stale_index(s3):
     records = [example(i) for i in range(20)]
     data = bytearray(framed(records))

@@ -37,7 +37,7 @@ import uuid
 from .errors import TFRecordError
 
 __all__ = ["is_url", "has_query", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
-           "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
+           "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
@@ -50,6 +50,9 @@ _TIMEOUT = 60  # seconds without a byte before a GET counts as dropped (botocore
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
+# fs.info keys that change when an object is rewritten: S3 and HTTP, GCS, Azure, local
+# and memory:// (which keeps a creation time).
+_VERSION_KEYS = ("ETag", "etag", "generation", "LastModified", "last_modified", "updated", "mtime", "created")
 GLOB_CHARS = frozenset("*?[")  # a path with one of these is a pattern
 _HINT_CREDENTIALS = ("Set credentials in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), "
                       "in ~/.aws/credentials, or in storage_options (--storage-option for the CLI): key=... "
@@ -342,6 +345,22 @@ def size(path, storage_options=None) -> int:
             return int(fs.size(p))
     except FileNotFoundError:
         raise _not_found(path) from None
+
+
+def fingerprint(path, storage_options=None) -> tuple:
+    """(size, stamp) of a file, stamp being what changes when it is rewritten, even to the
+    same size: the local mtime, or what the store's info gives of ETag, generation and
+    modification time. Whatever is learnt from a file is kept under it."""
+    if not is_url(path):
+        st = os.stat(local_path(path))
+        return st.st_size, st.st_mtime_ns
+    fs, p = filesystem(path, storage_options)
+    try:
+        with _naming(path):
+            info = fs.info(p)
+    except FileNotFoundError:
+        raise _not_found(path) from None
+    return int(info["size"]), tuple((k, str(info[k])) for k in _VERSION_KEYS if info.get(k) is not None)
 
 
 def exists(path, storage_options=None) -> bool:

@@ -44,7 +44,7 @@ __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index
            "count_records", "count_shard", "TFRecordFile", "IndexedDataset"]
 
 OVERHEAD = _native.framing.OVERHEAD_BYTES  # frame bytes around the data
-_COUNTS: dict = {}  # (path, size, mtime) -> records: each file counted once per process
+_COUNTS: dict = {}  # (path, size, stamp) -> records: each version of a file counted once per process
 
 
 def index_path(path) -> str:
@@ -210,14 +210,10 @@ def count_records(path, storage_options=None) -> int:
     """Records in a TFRecord file, counted once: from its sidecar when that matches the file's
     size, else by scanning. The scan of an uncompressed file is kept as its sidecar (so other
     processes, and random access, read it); a count is kept in memory too, for the file's
-    size (and local mtime)."""
+    size and modification time or ETag (``fs.fingerprint``)."""
     path = os.fspath(path)
-    if _fs.is_url(path):
-        size = _fs.size(path, storage_options)
-        key = (path, size)
-    else:
-        st = os.stat(path)
-        size, key = st.st_size, (path, st.st_size, st.st_mtime_ns)
+    size, stamp = _fs.fingerprint(path, storage_options)
+    key = (path, size, stamp)
     if key not in _COUNTS:
         _COUNTS[key] = _count(path, size, storage_options)
     return _COUNTS[key]
