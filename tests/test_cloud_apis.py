@@ -505,6 +505,27 @@ def test_a_refusal_of_the_object_store_names_the_url(s3, monkeypatch, capsys):
     assert capsys.readouterr().err.startswith(f"tfrecord-lite count: {url}: the object store denied access")
 
 
+def test_a_refusal_while_reading_blocks_names_the_url(s3, monkeypatch):
+    """A refusal after the file opened, of a ranged block's GET (credentials expired or
+    revoked mid-read), is the same named PermissionError, not s3fs's bare one."""
+    from botocore.exceptions import ClientError
+
+    url = s3.put("d/a.tfrecord", framed([b"a"] * 10))
+    store = tfs.filesystem(url)[0]
+    monkeypatch.setattr(tfs, "_signs_urls", lambda fs: False)
+
+    async def denied(method, *args, **kwargs):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, method)
+    for read in (list, lambda r: list(r.record_spans())):
+        with tfl.TFRecordReader(url) as reader, monkeypatch.context() as m:
+            m.setattr(store, "_call_s3", denied)
+            with pytest.raises(PermissionError, match=r"denied access \(Access Denied\); check that the "
+                               "credentials") as info:
+                read(reader)
+        assert info.value.filename == url
+
+
 class _HttpError(Exception):
     """gcsfs's HttpError: what it raises for a 401 (no or bad credentials)."""
 

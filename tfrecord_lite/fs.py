@@ -174,7 +174,18 @@ def open_input(path, storage_options=None):
             f.name = path
         except AttributeError:
             pass
+    cache = getattr(f, "cache", None)
+    if callable(getattr(cache, "fetcher", None)):  # each block's GET is refused as open was
+        cache.fetcher = _named(cache.fetcher, path)
     return f
+
+
+def _named(fetch, url):
+    """fetch(start, end), its errors named by _naming."""
+    def named(*args, **kwargs):
+        with _naming(url):
+            return fetch(*args, **kwargs)
+    return named
 
 
 def _signs_urls(fs) -> bool:
