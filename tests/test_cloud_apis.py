@@ -102,6 +102,20 @@ def test_an_object_named_like_a_glob_is_itself(remote, capsys):
     assert capsys.readouterr().out == f"1\t{literal}\n"
 
 
+def test_a_chained_glob_keeps_its_chain(memfs, tmp_path):
+    """The files of 'simplecache::memory://.../*.tfrecord' are read through simplecache too
+    (and with its storage_options), not as bare memory:// URLs."""
+    for name in ("a.tfrecord", "b.tfrecord"):
+        memfs.fs.pipe_file(f"{memfs.prefix}/d/{name}", framed([name.encode()]))
+    cache = {"simplecache": {"cache_storage": str(tmp_path / "cache")}}
+    for spec in ("simplecache::" + memfs.url("d/*.tfrecord"), "simplecache::" + memfs.url("d")):
+        paths = resolve_files(spec, cache)
+        assert [p.rsplit("/", 1)[1] for p in paths] == ["a.tfrecord", "b.tfrecord"]
+        assert all(p.startswith("simplecache::memory://") for p in paths)
+    assert list(tfl.TFRecordDataset(spec, storage_options=cache)) == [b"a.tfrecord", b"b.tfrecord"]
+    assert len(os.listdir(tmp_path / "cache")) >= 2  # read through the cache
+
+
 @pytest.mark.parametrize("shards", [3, 8])
 def test_dataset_shards_read_every_record_exactly_once(remote, backend, shards):
     put_shards(remote, 5, 40, compress_every=2)

@@ -484,7 +484,9 @@ def expand(spec: str, storage_options=None) -> list[str]:
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
         else:
             return [spec]
-    return sorted(fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
+    head = spec.rpartition("::")[0]  # a chain's leading bare protocols (simplecache::) stay on each file
+    chain = head + "::" if head and "://" not in head else ""
+    return sorted(chain + fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
 
 
 def is_special(path) -> bool:
