@@ -360,11 +360,12 @@ def size(path, storage_options=None) -> int:
 
 def fingerprint(path, storage_options=None) -> tuple:
     """(size, stamp) of a file, stamp being what changes when it is rewritten, even to the
-    same size: the local mtime, or what the store's info gives of ETag, generation and
+    same size: the local inode and change time (which, unlike the mtime, no copy that keeps
+    times can set back), or what the store's info gives of ETag, generation and
     modification time. Whatever is learnt from a file is kept under it."""
     if not is_url(path):
         st = os.stat(local_path(path))
-        return st.st_size, st.st_mtime_ns
+        return st.st_size, (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     fs, p = filesystem(path, storage_options)
     try:
         with _naming(path):

@@ -210,7 +210,7 @@ def count_records(path, storage_options=None) -> int:
     """Records in a TFRecord file, counted once: from its sidecar when that matches the file's
     size, else by scanning. The scan of an uncompressed file is kept as its sidecar (so other
     processes, and random access, read it); a count is kept in memory too, for the file's
-    size and modification time or ETag (``fs.fingerprint``)."""
+    size and change time or ETag (``fs.fingerprint``)."""
     path = os.fspath(path)
     size, stamp = _fs.fingerprint(path, storage_options)
     key = (path, size, stamp)
