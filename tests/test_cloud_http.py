@@ -10,7 +10,7 @@ import threading
 import pytest
 
 import tfrecord_lite as tfl
-from tfrecord_lite.errors import InvalidArgumentError
+from tfrecord_lite.errors import InvalidArgumentError, TFRecordError
 from tfrecord_lite.index import count_records
 
 pytest.importorskip("aiohttp")  # fsspec's http filesystem
@@ -43,7 +43,8 @@ class _Files(http.server.SimpleHTTPRequestHandler):
         self.send_response(206 if ranged else 200)
         if ranged:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
-        self.send_header("Content-Length", str(end - start))
+        if self.server.lengths:
+            self.send_header("Content-Length", str(end - start))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
         return io.BytesIO(data[start:end])
@@ -54,13 +55,14 @@ class _Files(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture
 def http_dir(tmp_path):
-    """(directory, base URL, requests made) of a loopback HTTP server of tmp_path."""
+    """(directory, base URL, server) of a loopback HTTP server of tmp_path; server.requests
+    lists the requests' targets, server.lengths = False leaves out Content-Length."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Files, directory=str(tmp_path)))
-    server.requests = []
+    server.requests, server.lengths = [], True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", server.requests
+        yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", server
     finally:
         server.shutdown()
         server.server_close()
@@ -70,7 +72,8 @@ def test_a_url_with_a_query_is_scanned_and_its_index_only_read_when_given(http_d
     """A presigned URL (``a.tfrecord?X-Amz-Signature=...``) has no sidecar: ``...=abc.index``
     would be another object its signature does not cover (here: the data file itself, which
     was read as a broken index). It is scanned; an index file passed explicitly is read."""
-    directory, base, requests = http_dir
+    directory, base, server = http_dir
+    requests = server.requests
     records = [b"a", b"bb", b"ccc"]
     (directory / "a.tfrecord").write_bytes(framed(records))
     url = f"{base}/a.tfrecord?X-Amz-Signature=abc"
@@ -99,3 +102,19 @@ def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):
     assert not (directory / "b.tfrecord.index").exists()
     tfl.build_index(str(directory / "b.tfrecord"))
     assert tfl.TFRecordFile(f"{base}/b.tfrecord")[4] == b"x"  # a sidecar beside a plain URL is read
+
+
+def test_a_file_of_unknown_size_is_read_and_refused_what_needs_its_size(http_dir):
+    """A response without Content-Length (a dynamic or compressing server) streams; what
+    needs the size (counting, indexing, random access) says so, naming the URL, instead of
+    failing with int(None)'s TypeError."""
+    directory, base, server = http_dir
+    server.lengths = False
+    (directory / "c.tfrecord").write_bytes(framed([b"a", b"bb"]))
+    url = f"{base}/c.tfrecord"
+    assert list(tfl.TFRecordDataset(url)) == [b"a", b"bb"]
+    for call in (lambda: count_records(url), lambda: tfl.TFRecordFile(url),
+                 lambda: tfl.TFRecordDataset(url).num_elements()):
+        with pytest.raises(TFRecordError, match="its size is unknown: the server sends no Content-Length") as info:
+            call()
+        assert info.value.path == url and "read it as a stream" in str(info.value)

@@ -348,14 +348,7 @@ def _tls(fs):
 
 
 def size(path, storage_options=None) -> int:
-    if not is_url(path):
-        return os.path.getsize(local_path(path))
-    fs, p = filesystem(path, storage_options)
-    try:
-        with _naming(path):
-            return int(fs.size(p))
-    except FileNotFoundError:
-        raise _not_found(path) from None
+    return fingerprint(path, storage_options)[0]
 
 
 def fingerprint(path, storage_options=None) -> tuple:
@@ -372,6 +365,10 @@ def fingerprint(path, storage_options=None) -> tuple:
             info = fs.info(p)
     except FileNotFoundError:
         raise _not_found(path) from None
+    if info.get("size") is None:  # an HTTP response without Content-Length
+        raise TFRecordError("its size is unknown: the server sends no Content-Length", path=path,
+                            hint="read it as a stream (TFRecordReader, TFRecordDataset); counting, indexing "
+                            "and random access need its size")
     return int(info["size"]), tuple((k, str(info[k])) for k in _VERSION_KEYS if info.get(k) is not None)
 
 
