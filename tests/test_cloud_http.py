@@ -29,6 +29,9 @@ class _Files(http.server.SimpleHTTPRequestHandler):
 
     def send_head(self):
         self.server.requests.append(self.path)
+        if self.server.refuse:
+            self.send_error(403)
+            return None
         path = self.translate_path(self.path)
         if not os.path.isfile(path):
             self.send_error(404)
@@ -56,9 +59,10 @@ class _Files(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture
 def http_dir(tmp_path):
     """(directory, base URL, server) of a loopback HTTP server of tmp_path; server.requests
-    lists the requests' targets, server.lengths = False leaves out Content-Length."""
+    lists the requests' targets, server.lengths = False leaves out Content-Length, and
+    server.refuse = True answers 403 to everything."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Files, directory=str(tmp_path)))
-    server.requests, server.lengths = [], True
+    server.requests, server.lengths, server.refuse = [], True, False
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -118,3 +122,28 @@ def test_a_file_of_unknown_size_is_read_and_refused_what_needs_its_size(http_dir
         with pytest.raises(TFRecordError, match="its size is unknown: the server sends no Content-Length") as info:
             call()
         assert info.value.path == url and "read it as a stream" in str(info.value)
+
+
+def test_a_refused_or_missing_url_with_a_query_says_so_naming_it(http_dir):
+    """An expired presigned URL (403) is the named PermissionError that S3's refusals are,
+    not 'no such file' (fsspec's http reports any failure so) nor 'no TFRecord files found'
+    (its '?' taken for a glob); a missing one is a FileNotFoundError naming it."""
+    from tfrecord_lite.cli import main
+
+    directory, base, server = http_dir
+    (directory / "a.tfrecord").write_bytes(framed([b"a"]))
+    url = f"{base}/a.tfrecord?X-Amz-Signature=old"
+    calls = (lambda: list(tfl.TFRecordReader(url)), lambda: list(tfl.TFRecordDataset(url)),
+             lambda: tfl.TFRecordFile(url), lambda: count_records(url))
+    server.refuse = True
+    for call in calls:
+        with pytest.raises(PermissionError, match=r"the object store denied access \(403") as info:
+            call()
+        assert info.value.filename == url
+    assert main(["count", url]) == 1
+    server.refuse = False
+    url = f"{base}/none.tfrecord?X-Amz-Signature=abc"
+    for call in calls:
+        with pytest.raises(FileNotFoundError) as info:
+            call()
+        assert info.value.filename == url

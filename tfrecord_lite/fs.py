@@ -111,16 +111,15 @@ def _naming(url):
     except FileNotFoundError as exc:
         if exc.filename is not None:
             raise
+        if _denied(exc.__cause__):  # fsspec's http reports a 401 or 403 (an expired signature) so
+            raise _denial(exc.__cause__, url) from None
         if "NoSuchBucket" in type(exc.__cause__).__name__ or "bucket" in str(exc).lower():
             raise FileNotFoundError(errno.ENOENT, "no such bucket: create the bucket, or check its name in "
                                     "the URL", url) from None
         raise _not_found(url) from None
     except Exception as exc:
         if _denied(exc):
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise PermissionError(errno.EACCES, f"the object store denied access ({reason}); check that the "
-                                  "credentials in use (storage_options, the SDK's environment) may read or "
-                                  "write it", url) from None
+            raise _denial(exc, url) from None
         if not _no_credentials(exc):
             raise
         raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
@@ -129,11 +128,21 @@ def _naming(url):
 
 def _denied(exc) -> bool:
     """A refusal that names no file: s3fs's PermissionError (AccessDenied, a bad key or
-    signature), gcsfs's 403 OSError("Forbidden: ...") and its 401/403 HttpError."""
-    if isinstance(exc, OSError) and exc.filename is not None:
+    signature), gcsfs's 403 OSError("Forbidden: ...") and its 401/403 HttpError, aiohttp's
+    401/403 ClientResponseError (fsspec's http)."""
+    if exc is None or (isinstance(exc, OSError) and exc.filename is not None):
         return False
-    return (isinstance(exc, PermissionError) or getattr(exc, "code", None) in (401, 403)
+    status = getattr(exc, "status", None)
+    status = status if isinstance(status, int) else getattr(exc, "code", None)
+    return (isinstance(exc, PermissionError) or status in (401, 403)
             or (isinstance(exc, OSError) and exc.errno is None and str(exc).startswith("Forbidden")))
+
+
+def _denial(exc, url) -> PermissionError:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return PermissionError(errno.EACCES, f"the object store denied access ({reason}); check that the "
+                           "credentials in use (storage_options, the SDK's environment) may read or "
+                           "write it", url)
 
 
 def _no_credentials(exc) -> bool:
@@ -473,6 +482,8 @@ def expand(spec: str, storage_options=None) -> list[str]:
         base = posixpath.basename(name.rstrip("/"))
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
+    if has_query(spec):  # one object, its query no glob
+        return [spec]
     with _naming(spec):  # listing needs credentials too
         if fs.isfile(p):  # before isdir: over HTTP that GETs the URL to list its links
             return [spec]
