@@ -89,6 +89,33 @@ def test_globs_and_directories_resolve_remotely(remote):
         resolve_files(base + "/nothing-*.tfrecord")
 
 
+def test_an_object_named_like_a_glob_is_itself(remote, capsys):
+    """A URL that names an existing object is that object, glob characters and all, in the
+    library and the CLI alike; a pattern that names none still globs."""
+    literal = remote.put("d/a[1].tfrecord", framed([b"literal"]))
+    remote.put("d/a1.tfrecord", framed([b"match"]))
+    assert resolve_files(literal) == [literal]
+    assert list(tfl.TFRecordDataset(literal)) == [b"literal"]
+    assert len(tfl.IndexedDataset(literal)) == 1
+    assert resolve_files(remote.url("d/a[0-9].tfrecord")) == [remote.url("d/a1.tfrecord")]
+    assert cli.main(["count", literal]) == 0
+    assert capsys.readouterr().out == f"1\t{literal}\n"
+
+
+def test_a_chained_glob_keeps_its_chain(memfs, tmp_path):
+    """The files of 'simplecache::memory://.../*.tfrecord' are read through simplecache too
+    (and with its storage_options), not as bare memory:// URLs."""
+    for name in ("a.tfrecord", "b.tfrecord"):
+        memfs.fs.pipe_file(f"{memfs.prefix}/d/{name}", framed([name.encode()]))
+    cache = {"simplecache": {"cache_storage": str(tmp_path / "cache")}}
+    for spec in ("simplecache::" + memfs.url("d/*.tfrecord"), "simplecache::" + memfs.url("d")):
+        paths = resolve_files(spec, cache)
+        assert [p.rsplit("/", 1)[1] for p in paths] == ["a.tfrecord", "b.tfrecord"]
+        assert all(p.startswith("simplecache::memory://") for p in paths)
+    assert list(tfl.TFRecordDataset(spec, storage_options=cache)) == [b"a.tfrecord", b"b.tfrecord"]
+    assert len(os.listdir(tmp_path / "cache")) >= 2  # read through the cache
+
+
 @pytest.mark.parametrize("shards", [3, 8])
 def test_dataset_shards_read_every_record_exactly_once(remote, backend, shards):
     put_shards(remote, 5, 40, compress_every=2)
@@ -171,6 +198,20 @@ def test_build_index_and_random_access(remote, backend):
     ds = tfl.IndexedDataset([url, remote.url("ra2.tfrecord")], SPEC)
     assert len(ds) == 110
     assert ds[105]["id"] == 5 and ds[[3, 99, 100]]["id"].tolist() == [3, 99, 0]
+
+
+def test_a_count_is_not_kept_past_a_same_size_rewrite(remote):
+    """count_records keeps a count per version of a file: an object rewritten to the same
+    size (a new ETag on S3, a new creation time on memory://) is counted again."""
+    from tfrecord_lite.index import count_records
+
+    one, two = framed([b"x" * 16]), framed([b"", b""])
+    assert len(one) == len(two)
+    url = remote.put("c.tfrecord", one)
+    assert count_records(url) == 1
+    remote.put("c.tfrecord", two)
+    assert count_records(url) == 2
+    assert list(tfl.TFRecordDataset(url)) == [b"", b""]
 
 
 def test_random_access_detects_corruption_and_stale_index(s3):
@@ -476,6 +517,27 @@ def test_a_refusal_of_the_object_store_names_the_url(s3, monkeypatch, capsys):
             assert info.value.filename in (name, name + ".index")  # random access reads the sidecar first
     assert cli.main(["count", url]) == 1
     assert capsys.readouterr().err.startswith(f"tfrecord-lite count: {url}: the object store denied access")
+
+
+def test_a_refusal_while_reading_blocks_names_the_url(s3, monkeypatch):
+    """A refusal after the file opened, of a ranged block's GET (credentials expired or
+    revoked mid-read), is the same named PermissionError, not s3fs's bare one."""
+    from botocore.exceptions import ClientError
+
+    url = s3.put("d/a.tfrecord", framed([b"a"] * 10))
+    store = tfs.filesystem(url)[0]
+    monkeypatch.setattr(tfs, "_signs_urls", lambda fs: False)
+
+    async def denied(method, *args, **kwargs):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, method)
+    for read in (list, lambda r: list(r.record_spans())):
+        with tfl.TFRecordReader(url) as reader, monkeypatch.context() as m:
+            m.setattr(store, "_call_s3", denied)
+            with pytest.raises(PermissionError, match=r"denied access \(Access Denied\); check that the "
+                               "credentials") as info:
+                read(reader)
+        assert info.value.filename == url
 
 
 class _HttpError(Exception):

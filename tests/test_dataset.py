@@ -42,6 +42,20 @@ def test_sources_list_glob_directory(backend, tmp_path, files):
         TFRecordDataset(str(tmp_path / "nothing-*"))
 
 
+def test_a_file_named_like_a_glob_is_itself(tmp_path):
+    """A path that names an existing file is that file, glob characters and all (the CLI
+    reads it so too); a pattern that names no file still globs."""
+    for name, data in (("a[1].tfrecord", b"literal"), ("a1.tfrecord", b"match"), ("b*?.tfrecord", b"star")):
+        with TFRecordWriter(str(tmp_path / name)) as w:
+            w.write(data)
+    assert list(TFRecordDataset(str(tmp_path / "a[1].tfrecord"))) == [b"literal"]
+    assert list(TFRecordDataset("file://" + str(tmp_path / "a[1].tfrecord"))) == [b"literal"]
+    assert list(TFRecordDataset(str(tmp_path / "b*?.tfrecord"))) == [b"star"]
+    assert list(TFRecordDataset(str(tmp_path / "a[0-9].tfrecord"))) == [b"match"]
+    assert list(TFRecordDataset(str(tmp_path / "a*.tfrecord"))) == [b"match", b"literal"]  # sorted
+    assert len(tfl.IndexedDataset(str(tmp_path / "a[1].tfrecord"))) == 1
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("cycle,block", [(1, 1), (2, 1), (3, 2), (4, 3), (6, 1), (8, 5)])
 def test_interleave_order_matches_tf_model(backend, files, threads, cycle, block):

@@ -122,6 +122,21 @@ def test_sidecar_of_part_of_the_file_is_stale(backend, tmp_path):
     assert len(TFRecordFile(path)) == 5 and TFRecordFile(path)[-1] == b"r4"
 
 
+def test_a_count_is_not_kept_past_a_rewrite_that_keeps_the_mtime(backend, tmp_path):
+    """A file replaced by one of the same size with its old mtime (cp -p, rsync -t, tar) is
+    counted again, not by the count kept in memory for it."""
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write(b"x" * 16)
+    assert count_records(path) == 1
+    st = os.stat(path)
+    with open(path, "wb") as f:
+        f.write(backend.framing.encode_frames([b"", b""]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.path.getsize(path) == st.st_size
+    assert count_records(path) == 2 == TFRecordDataset(path).num_elements()
+
+
 @settings(max_examples=100, deadline=None)
 @given(old=st.lists(st.integers(0, 40), min_size=1, max_size=6), data=st.data())
 def test_sidecar_of_a_file_rewritten_to_the_same_size_is_stale(backend, tmp_path_factory, old, data):

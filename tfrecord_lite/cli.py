@@ -202,13 +202,7 @@ def _input_files(args) -> list[str]:
     directory's files, sorted (as TFRecordDataset resolves them), so that a pattern the shell
     did not expand (quoted, or an s3:// URL) reads the same in every command. A file whose
     name holds glob characters is itself."""
-    paths = []
-    for spec in args.files:
-        if not _fs.is_url(spec) and os.path.isfile(_fs.local_path(spec)):
-            paths.append(spec)
-        else:
-            paths.extend(resolve_files(spec, _storage(args)))
-    return paths
+    return [path for spec in args.files for path in resolve_files(spec, _storage(args))]
 
 
 def _progress_args(p):

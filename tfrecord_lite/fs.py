@@ -36,8 +36,8 @@ import uuid
 
 from .errors import TFRecordError
 
-__all__ = ["is_url", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
-           "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
+__all__ = ["is_url", "has_query", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
+           "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
@@ -50,6 +50,9 @@ _TIMEOUT = 60  # seconds without a byte before a GET counts as dropped (botocore
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
+# fs.info keys that change when an object is rewritten: S3 and HTTP, GCS, Azure, local
+# and memory:// (which keeps a creation time).
+_VERSION_KEYS = ("ETag", "etag", "generation", "LastModified", "last_modified", "updated", "mtime", "created")
 GLOB_CHARS = frozenset("*?[")  # a path with one of these is a pattern
 _HINT_CREDENTIALS = ("Set credentials in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), "
                       "in ~/.aws/credentials, or in storage_options (--storage-option for the CLI): key=... "
@@ -61,6 +64,13 @@ _HINT_INSTALL = ("install the cloud extra: pip install 'tfrecordkit[cloud]' (or 
 def is_url(path) -> bool:
     """True for an fsspec URL other than ``file://`` (which is a local path)."""
     return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
+
+
+def has_query(path) -> bool:
+    """True for an HTTP(S) URL with a query string, such as a presigned URL: a name that is
+    not a path plus parameters to vary (its signature covers that one object only)."""
+    url = path.rsplit("::", 1)[-1] if isinstance(path, str) else ""
+    return url.startswith(("http://", "https://")) and bool(urllib.parse.urlsplit(url).query)
 
 
 def local_path(path) -> str:
@@ -101,16 +111,15 @@ def _naming(url):
     except FileNotFoundError as exc:
         if exc.filename is not None:
             raise
+        if _denied(exc.__cause__):  # fsspec's http reports a 401 or 403 (an expired signature) so
+            raise _denial(exc.__cause__, url) from None
         if "NoSuchBucket" in type(exc.__cause__).__name__ or "bucket" in str(exc).lower():
             raise FileNotFoundError(errno.ENOENT, "no such bucket: create the bucket, or check its name in "
                                     "the URL", url) from None
         raise _not_found(url) from None
     except Exception as exc:
         if _denied(exc):
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise PermissionError(errno.EACCES, f"the object store denied access ({reason}); check that the "
-                                  "credentials in use (storage_options, the SDK's environment) may read or "
-                                  "write it", url) from None
+            raise _denial(exc, url) from None
         if not _no_credentials(exc):
             raise
         raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
@@ -119,11 +128,21 @@ def _naming(url):
 
 def _denied(exc) -> bool:
     """A refusal that names no file: s3fs's PermissionError (AccessDenied, a bad key or
-    signature), gcsfs's 403 OSError("Forbidden: ...") and its 401/403 HttpError."""
-    if isinstance(exc, OSError) and exc.filename is not None:
+    signature), gcsfs's 403 OSError("Forbidden: ...") and its 401/403 HttpError, aiohttp's
+    401/403 ClientResponseError (fsspec's http)."""
+    if exc is None or (isinstance(exc, OSError) and exc.filename is not None):
         return False
-    return (isinstance(exc, PermissionError) or getattr(exc, "code", None) in (401, 403)
+    status = getattr(exc, "status", None)
+    status = status if isinstance(status, int) else getattr(exc, "code", None)
+    return (isinstance(exc, PermissionError) or status in (401, 403)
             or (isinstance(exc, OSError) and exc.errno is None and str(exc).startswith("Forbidden")))
+
+
+def _denial(exc, url) -> PermissionError:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return PermissionError(errno.EACCES, f"the object store denied access ({reason}); check that the "
+                           "credentials in use (storage_options, the SDK's environment) may read or "
+                           "write it", url)
 
 
 def _no_credentials(exc) -> bool:
@@ -164,7 +183,18 @@ def open_input(path, storage_options=None):
             f.name = path
         except AttributeError:
             pass
+    cache = getattr(f, "cache", None)
+    if callable(getattr(cache, "fetcher", None)):  # each block's GET is refused as open was
+        cache.fetcher = _named(cache.fetcher, path)
     return f
+
+
+def _named(fetch, url):
+    """fetch(start, end), its errors named by _naming."""
+    def named(*args, **kwargs):
+        with _naming(url):
+            return fetch(*args, **kwargs)
+    return named
 
 
 def _signs_urls(fs) -> bool:
@@ -327,14 +357,28 @@ def _tls(fs):
 
 
 def size(path, storage_options=None) -> int:
+    return fingerprint(path, storage_options)[0]
+
+
+def fingerprint(path, storage_options=None) -> tuple:
+    """(size, stamp) of a file, stamp being what changes when it is rewritten, even to the
+    same size: the local inode and change time (which, unlike the mtime, no copy that keeps
+    times can set back), or what the store's info gives of ETag, generation and
+    modification time. Whatever is learnt from a file is kept under it."""
     if not is_url(path):
-        return os.path.getsize(local_path(path))
+        st = os.stat(local_path(path))
+        return st.st_size, (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     fs, p = filesystem(path, storage_options)
     try:
         with _naming(path):
-            return int(fs.size(p))
+            info = fs.info(p)
     except FileNotFoundError:
         raise _not_found(path) from None
+    if info.get("size") is None:  # an HTTP response without Content-Length
+        raise TFRecordError("its size is unknown: the server sends no Content-Length", path=path,
+                            hint="read it as a stream (TFRecordReader, TFRecordDataset); counting, indexing "
+                            "and random access need its size")
+    return int(info["size"]), tuple((k, str(info[k])) for k in _VERSION_KEYS if info.get(k) is not None)
 
 
 def exists(path, storage_options=None) -> bool:
@@ -429,7 +473,8 @@ def read_range(fs, p, start: int, end: int) -> bytes:
 
 
 def expand(spec: str, storage_options=None) -> list[str]:
-    """The files a remote glob or directory names, sorted, as URLs; a plain file is itself.
+    """The files a remote glob or directory names, sorted, as URLs; a file is itself, even
+    when its name holds glob characters (``s3://b/a[1].tfrecord``, an HTTP URL's query).
     Hidden names and ``.index`` sidecars are left out, as for local directories."""
     fs, p = filesystem(spec, storage_options)
 
@@ -437,14 +482,20 @@ def expand(spec: str, storage_options=None) -> list[str]:
         base = posixpath.basename(name.rstrip("/"))
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
+    if has_query(spec):  # one object, its query no glob
+        return [spec]
     with _naming(spec):  # listing needs credentials too
+        if fs.isfile(p):  # before isdir: over HTTP that GETs the URL to list its links
+            return [spec]
         if GLOB_CHARS & set(p):
             found = fs.glob(p, detail=True)
         elif fs.isdir(p):
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
         else:
             return [spec]
-    return sorted(fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
+    head = spec.rpartition("::")[0]  # a chain's leading bare protocols (simplecache::) stay on each file
+    chain = head + "::" if head and "://" not in head else ""
+    return sorted(chain + fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
 
 
 def is_special(path) -> bool:

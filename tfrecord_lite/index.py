@@ -44,12 +44,19 @@ __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index
            "count_records", "count_shard", "TFRecordFile", "IndexedDataset"]
 
 OVERHEAD = _native.framing.OVERHEAD_BYTES  # frame bytes around the data
-_COUNTS: dict = {}  # (path, size, mtime) -> records: each file counted once per process
+_COUNTS: dict = {}  # (path, size, stamp) -> records: each version of a file counted once per process
 
 
 def index_path(path) -> str:
     """The sidecar path for a TFRecord file."""
     return os.fspath(path) + ".index"
+
+
+def _sidecar(path) -> str | None:
+    """The sidecar looked for beside path, or None for a URL with a query string (a presigned
+    URL): ``?X-Amz-Signature=....index`` names nothing, and its signature covers no other
+    object, so such a file is scanned unless its index file is given."""
+    return None if _fs.has_query(os.fspath(path)) else index_path(path)
 
 
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False,
@@ -105,7 +112,10 @@ def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc
                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> str:
     """Scan path and write its sidecar (default ``path + '.index'``); returns the sidecar path.
     progress and max_record_bytes: as in scan_index."""
-    index_file = index_file or index_path(path)
+    index_file = index_file or _sidecar(path)
+    if index_file is None:
+        raise InvalidArgumentError(f"{path} has a query string, so no sidecar can be named after it",
+                                   hint="pass index_file, the path to write the index to")
     offsets, lengths = scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, progress=progress,
                                   storage_options=storage_options)
     write_index(index_file, offsets, lengths, storage_options=storage_options)
@@ -145,8 +155,8 @@ def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
     its size, and its last frame's header must state that frame's length: one that does not
     is stale (the file was rewritten or appended to after it was written) and raises, rather
     than hide records or point past the end."""
-    index_file = index_file or index_path(path)
-    if _fs.exists(index_file, storage_options):
+    index_file = index_file or _sidecar(path)
+    if index_file is not None and _fs.exists(index_file, storage_options):
         offsets, lengths = read_index(index_file, storage_options=storage_options)
         size = _fs.size(path, storage_options)
         wrong = _mismatch(path, offsets, lengths, size, storage_options)
@@ -202,22 +212,18 @@ def count_records(path, storage_options=None) -> int:
     """Records in a TFRecord file, counted once: from its sidecar when that matches the file's
     size, else by scanning. The scan of an uncompressed file is kept as its sidecar (so other
     processes, and random access, read it); a count is kept in memory too, for the file's
-    size (and local mtime)."""
+    size and change time or ETag (``fs.fingerprint``)."""
     path = os.fspath(path)
-    if _fs.is_url(path):
-        size = _fs.size(path, storage_options)
-        key = (path, size)
-    else:
-        st = os.stat(path)
-        size, key = st.st_size, (path, st.st_size, st.st_mtime_ns)
+    size, stamp = _fs.fingerprint(path, storage_options)
+    key = (path, size, stamp)
     if key not in _COUNTS:
         _COUNTS[key] = _count(path, size, storage_options)
     return _COUNTS[key]
 
 
 def _count(path, size, storage_options) -> int:
-    sidecar = index_path(path)
-    if _fs.exists(sidecar, storage_options):
+    sidecar = _sidecar(path)
+    if sidecar is not None and _fs.exists(sidecar, storage_options):
         offsets, lengths = read_index(sidecar, storage_options=storage_options)
         if _mismatch(path, offsets, lengths, size, storage_options) is None:
             return len(offsets)
@@ -228,9 +234,10 @@ def _count(path, size, storage_options) -> int:
             return sum(len(offsets) for offsets, _ in reader.record_spans())
     offsets, lengths = scan_index(path, storage_options=storage_options)
     try:
-        write_index(sidecar, offsets, lengths, storage_options=storage_options)
-    except OSError:
-        pass  # a read-only directory: the count in memory is all there is
+        if sidecar is not None:
+            write_index(sidecar, offsets, lengths, storage_options=storage_options)
+    except (OSError, NotImplementedError):
+        pass  # a read-only directory or filesystem (HTTP): the count in memory is all there is
     return len(offsets)
 
 
@@ -259,7 +266,8 @@ class TFRecordFile:
     """Random access to the records of one uncompressed TFRecord file.
 
     ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
-    from the sidecar (``path + '.index'``) when present, else from an in-memory scan. Fetched
+    from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
+    string) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
     CRC). The descriptor opens on first read; the object pickles without it. For an fsspec
     URL (with ``storage_options``) each read is one ranged request instead.

@@ -43,7 +43,7 @@ from .files import resolve_files
 from .errors import (ArgumentTypeError, FeatureSpecError, InvalidArgumentError, TFRecordError,
                      TruncatedRecordError)
 from .index import build_index as _build_index
-from .index import index_path, load_index
+from .index import _sidecar, load_index
 from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
@@ -111,10 +111,10 @@ class TFRecordDatasource(Datasource):
         # Records skipped or stopped at are counted by no index, and "stop" ends the whole
         # file: such a read takes each file whole, in one task, as TFRecordReader does.
         if compression is None and self.on_corrupt == "raise":
-            sidecar = index_path(path)
-            if build_index and not _fs.exists(sidecar, self.storage_options):
+            sidecar = _sidecar(path)  # None for a presigned URL: scanned by its read
+            if sidecar is not None and build_index and not _fs.exists(sidecar, self.storage_options):
                 _build_index(path, check_crc=self.check_crc, storage_options=self.storage_options)
-            if _fs.exists(sidecar, self.storage_options):  # a stale one raises
+            if sidecar is not None and _fs.exists(sidecar, self.storage_options):  # a stale one raises
                 index = load_index(path, sidecar, storage_options=self.storage_options)
         return path, size, compression, index
 

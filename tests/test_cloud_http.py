@@ -1,0 +1,149 @@
+"""HTTP(S) URLs read through fsspec's http filesystem, against a loopback server: URLs with a
+query string (presigned URLs) get no sidecar of their own, and a read-only store still counts."""
+
+import functools
+import http.server
+import io
+import os
+import threading
+
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.errors import InvalidArgumentError, TFRecordError
+from tfrecord_lite.index import count_records
+
+pytest.importorskip("aiohttp")  # fsspec's http filesystem
+
+
+def framed(records):
+    buf = bytearray()
+    for r in records:
+        tfl._native.framing.append_frame(buf, r)
+    return bytes(buf)
+
+
+class _Files(http.server.SimpleHTTPRequestHandler):
+    """A static file server that ignores query strings (as most do: tokens, cache busters)
+    and answers byte ranges, logging each request's target."""
+
+    def send_head(self):
+        self.server.requests.append(self.path)
+        if self.server.refuse:
+            self.send_error(403)
+            return None
+        path = self.translate_path(self.path)
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return None
+        with open(path, "rb") as f:
+            data = f.read()
+        start, end = 0, len(data)
+        ranged = self.headers.get("Range", "").removeprefix("bytes=")
+        if ranged:
+            first, _, last = ranged.partition("-")
+            start, end = int(first), min(len(data), int(last) + 1 if last else len(data))
+        self.send_response(206 if ranged else 200)
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        if self.server.lengths:
+            self.send_header("Content-Length", str(end - start))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        return io.BytesIO(data[start:end])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_dir(tmp_path):
+    """(directory, base URL, server) of a loopback HTTP server of tmp_path; server.requests
+    lists the requests' targets, server.lengths = False leaves out Content-Length, and
+    server.refuse = True answers 403 to everything."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Files, directory=str(tmp_path)))
+    server.requests, server.lengths, server.refuse = [], True, False
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_url_with_a_query_is_scanned_and_its_index_only_read_when_given(http_dir):
+    """A presigned URL (``a.tfrecord?X-Amz-Signature=...``) has no sidecar: ``...=abc.index``
+    would be another object its signature does not cover (here: the data file itself, which
+    was read as a broken index). It is scanned; an index file passed explicitly is read."""
+    directory, base, server = http_dir
+    requests = server.requests
+    records = [b"a", b"bb", b"ccc"]
+    (directory / "a.tfrecord").write_bytes(framed(records))
+    url = f"{base}/a.tfrecord?X-Amz-Signature=abc"
+    f = tfl.TFRecordFile(url)
+    assert len(f) == 3 and f[1] == b"bb" and f[::-1] == records[::-1]
+    assert count_records(url) == 3
+    assert tfl.IndexedDataset(url)[[2, 0]] == [b"ccc", b"a"]
+    assert list(tfl.TFRecordDataset(url)) == records
+    assert not [r for r in requests if ".index" in r]
+    with pytest.raises(InvalidArgumentError, match="query string") as info:
+        tfl.build_index(url)
+    assert "pass index_file" in str(info.value)
+
+    tfl.build_index(str(directory / "a.tfrecord"), str(directory / "a.idx"))
+    (directory / "a.tfrecord").write_bytes(framed(records))
+    given = tfl.TFRecordFile(url, f"{base}/a.idx?X-Amz-Signature=def")
+    assert given[2] == b"ccc" and [r for r in requests if ".idx" in r]
+
+
+def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):
+    """count_records keeps a scan as the file's sidecar where it can; HTTP cannot be written
+    (fsspec raises NotImplementedError), which is no reason to fail the count."""
+    directory, base, _ = http_dir
+    (directory / "b.tfrecord").write_bytes(framed([b"x"] * 5))
+    assert count_records(f"{base}/b.tfrecord") == 5
+    assert not (directory / "b.tfrecord.index").exists()
+    tfl.build_index(str(directory / "b.tfrecord"))
+    assert tfl.TFRecordFile(f"{base}/b.tfrecord")[4] == b"x"  # a sidecar beside a plain URL is read
+
+
+def test_a_file_of_unknown_size_is_read_and_refused_what_needs_its_size(http_dir):
+    """A response without Content-Length (a dynamic or compressing server) streams; what
+    needs the size (counting, indexing, random access) says so, naming the URL, instead of
+    failing with int(None)'s TypeError."""
+    directory, base, server = http_dir
+    server.lengths = False
+    (directory / "c.tfrecord").write_bytes(framed([b"a", b"bb"]))
+    url = f"{base}/c.tfrecord"
+    assert list(tfl.TFRecordDataset(url)) == [b"a", b"bb"]
+    for call in (lambda: count_records(url), lambda: tfl.TFRecordFile(url),
+                 lambda: tfl.TFRecordDataset(url).num_elements()):
+        with pytest.raises(TFRecordError, match="its size is unknown: the server sends no Content-Length") as info:
+            call()
+        assert info.value.path == url and "read it as a stream" in str(info.value)
+
+
+def test_a_refused_or_missing_url_with_a_query_says_so_naming_it(http_dir):
+    """An expired presigned URL (403) is the named PermissionError that S3's refusals are,
+    not 'no such file' (fsspec's http reports any failure so) nor 'no TFRecord files found'
+    (its '?' taken for a glob); a missing one is a FileNotFoundError naming it."""
+    from tfrecord_lite.cli import main
+
+    directory, base, server = http_dir
+    (directory / "a.tfrecord").write_bytes(framed([b"a"]))
+    url = f"{base}/a.tfrecord?X-Amz-Signature=old"
+    calls = (lambda: list(tfl.TFRecordReader(url)), lambda: list(tfl.TFRecordDataset(url)),
+             lambda: tfl.TFRecordFile(url), lambda: count_records(url))
+    server.refuse = True
+    for call in calls:
+        with pytest.raises(PermissionError, match=r"the object store denied access \(403") as info:
+            call()
+        assert info.value.filename == url
+    assert main(["count", url]) == 1
+    server.refuse = False
+    url = f"{base}/none.tfrecord?X-Amz-Signature=abc"
+    for call in calls:
+        with pytest.raises(FileNotFoundError) as info:
+            call()
+        assert info.value.filename == url
