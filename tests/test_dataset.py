@@ -588,6 +588,12 @@ def test_shuffle_reproducible_and_differs_per_epoch(files):
     assert first != second
     ds.set_epoch(0)
     assert list(ds) == first
+    # Epochs count from 0: set_epoch(-1) was taken, and the iter() after it raised numpy's
+    # ValueError; set_epoch(1.5) was truncated to 1.
+    with pytest.raises(tfl.InvalidArgumentError, match="epoch must be >= 0"):
+        ds.set_epoch(-1)
+    with pytest.raises(tfl.ArgumentTypeError, match="epoch must be an integer"):
+        ds.set_epoch(1.5)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -501,3 +501,76 @@ def test_resuming_a_worker_that_ran_out_gives_nothing_more(tmp_path, loader_batc
         resumed.load_state_dict(state)
         assert ids(head) + ids(resumed) == ids(full), k
         assert sorted(ids(resumed)) == example_ids(counts)  # the next epoch: all of it
+
+
+def _worker_merge(streams):
+    """What a DataLoader yields from its workers' streams: one item of each in turn, a worker
+    that has run out left out."""
+    out, iters = [], [iter(s) for s in streams]
+    while iters:
+        for it in list(iters):
+            try:
+                out.append(next(it))
+            except StopIteration:
+                iters.remove(it)
+    return out
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("persistent", [True, False])
+def test_set_epoch_reaches_every_worker(tmp_path, method, persistent):
+    """The workers' copies counted epochs themselves: persistent workers ignored a set_epoch()
+    made once they ran, so set_epoch(0), (1), (0) gave a third epoch unlike the first."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+
+    def expected(epoch):  # each worker's shard read without workers, merged as DataLoader does
+        streams = []
+        for worker in range(2):
+            ds = TFRecordIterableDataset(paths, shard=(worker, 2), **opts)
+            ds.set_epoch(epoch)
+            streams.append([b.tolist() for b in torch.utils.data.DataLoader(ds, batch_size=None)])
+        return _worker_merge(streams)
+
+    ds = TFRecordIterableDataset(paths, **opts)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=persistent,
+                                     multiprocessing_context=method)
+    assert len({tuple(map(tuple, expected(e))) for e in range(3)}) == 3
+    for epoch in [0, 2, 0, 1] if method == "spawn" else [0, 1, 0, 3, 3, 2]:
+        ds.set_epoch(epoch)
+        assert [b.tolist() for b in dl] == expected(epoch), epoch
+    if persistent:  # without set_epoch, the count goes on from the last one
+        assert [b.tolist() for b in dl] == expected(epoch + 1)
+
+
+def test_set_epoch_takes_epochs_from_zero(tmp_path):
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    ds = TFRecordIterableDataset(write_files(tmp_path, [3]), shuffle_buffer=2)
+    with pytest.raises(tfl.InvalidArgumentError, match="epoch must be >= 0"):
+        ds.set_epoch(-1)
+    with pytest.raises(tfl.InvalidArgumentError, match="< 2\\*\\*63"):
+        ds.set_epoch(2**63)
+    ds.set_epoch(2**63 - 1)
+    assert ds.epoch == 2**63 - 1
+
+
+def test_copies_outside_workers_have_their_own_epochs(tmp_path):
+    """A pickled or copied dataset is independent: its set_epoch() is not the original's."""
+    import copy
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [20, 20])
+    ds = TFRecordIterableDataset(paths, shuffle_buffer=10, shuffle_files=True, seed=2)
+    ds.set_epoch(3)
+    want = list(ds)
+    for other in (pickle.loads(pickle.dumps(ds)), copy.deepcopy(ds)):
+        ds.set_epoch(3)
+        other.set_epoch(5)
+        assert list(ds) == want
+        other.set_epoch(3)
+        assert list(other) == want

@@ -160,7 +160,7 @@ class TFRecordDataset:
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter()`` start at this epoch (its shuffles depend on it)."""
-        self._next_epoch = int(epoch)
+        self._next_epoch = _epoch(epoch)
         self._resume = None
 
     def num_elements(self) -> int:
@@ -311,6 +311,14 @@ def _integer(name, value) -> int:
         return operator.index(value)
     except TypeError:
         raise ArgumentTypeError(f"{name} must be an integer, not {value!r}") from None
+
+
+def _epoch(value) -> int:
+    """An epoch number: an integer >= 0 (each seeds its shuffles)."""
+    epoch = _integer("epoch", value)
+    if epoch < 0:
+        raise InvalidArgumentError(f"epoch must be >= 0, not {epoch}", hint="count epochs from 0")
+    return epoch
 
 
 def _positive(name, value, allow_none=False):

@@ -16,7 +16,10 @@ Epochs: each ``iter()`` starts the next epoch, so persistent workers reshuffle. 
 are not persistent get a fresh copy each epoch; they reshuffle because, unless
 ``set_epoch`` drives the epochs, the seed is mixed with the loader's per-epoch worker seed
 (reproducible under ``torch.manual_seed`` or ``DataLoader(generator=...)``). After
-``set_epoch(e)`` shuffles depend on ``seed`` and ``e`` only.
+``set_epoch(e)`` shuffles depend on ``seed`` and ``e`` only. The dataset and the copies
+its workers start with share the last ``set_epoch()`` through shared memory, so that
+persistent workers, which keep their copies from epoch to epoch, take it at their next
+``iter()`` too.
 
 ``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
 batches with ``batch_size`` (honouring ``drop_remainder``), of the shard of the worker and
@@ -42,8 +45,8 @@ from typing import Any
 from ._crossing import _packed
 from ._typing import Features, Files
 from .batch import RecordBatch
-from .dataset import TFRecordDataset
-from .errors import TFRecordError
+from .dataset import TFRecordDataset, _epoch
+from .errors import InvalidArgumentError, TFRecordError
 from .example import RaggedValue, SparseTensorValue, native_order
 from .files import resolve_files, shard_plan
 from .index import IndexedDataset
@@ -101,6 +104,15 @@ def _plan(files, shard, storage_options):
         else:
             shard = _compose(shard, level)
     return files, shard
+
+
+def _epoch_cell():
+    """[set_epoch() calls, the epoch of the last], in shared memory: a forked worker inherits
+    it, a spawned one gets it as it starts (see __getstate__). No lock: a worker starts an
+    iter() only once the main process asks it to, after its set_epoch()."""
+    import multiprocessing.sharedctypes
+
+    return multiprocessing.sharedctypes.RawArray("q", 2)
 
 
 def _loader_seed(seed: int) -> int:
@@ -165,6 +177,8 @@ def _build():
             self.shard, self.options = shard, options
             self.epoch = 0  # the epoch the next iter() starts
             self._epoch_set = False  # set_epoch() drives the epochs: shuffles follow seed and epoch only
+            self._epochs = _epoch_cell()  # the last set_epoch(), shared with the workers' copies
+            self._epoch_calls = 0  # the set_epoch() calls this copy has taken
             if options.get("seed") is None:
                 # From torch's generator, as RandomSampler does: torch.manual_seed makes the
                 # shuffles reproducible, and every worker copy shares it.
@@ -176,8 +190,19 @@ def _build():
             self._ended = False  # the newest iter() yielded its last item
 
         def set_epoch(self, epoch: int) -> None:
-            """Make the next iter() start at this epoch (it wins over the automatic count)."""
-            self.epoch = int(epoch)
+            """Make the next iter() start at this epoch (it wins over the automatic count),
+            here and in the DataLoader workers this dataset's copies run in, persistent ones
+            included."""
+            epoch = _epoch(epoch)
+            if epoch >= 2**63:
+                raise InvalidArgumentError(f"epoch must be < 2**63 (it is shared as an int64), not {epoch}")
+            self._epochs[1] = epoch
+            self._epochs[0] += 1
+            self._take_epoch()
+
+        def _take_epoch(self) -> None:
+            """Start the next iter() at the epoch of the last set_epoch() (see set_epoch)."""
+            self._epoch_calls, self.epoch = self._epochs
             self._epoch_set = True
             self._loaded = None
 
@@ -194,6 +219,9 @@ def _build():
             return ds
 
         def __iter__(self):
+            if self._epochs[0] != self._epoch_calls:
+                # set_epoch() in another copy: the main process's, this being a worker's.
+                self._take_epoch()
             state, self._loaded = self._loaded, None
             self._ended = state is not None and state.get("ended", False)
             if self._ended:
@@ -250,9 +278,20 @@ def _build():
             self._loaded = state
 
         def __getstate__(self):
+            from multiprocessing.context import get_spawning_popen
+
             state = self.__dict__.copy()
             state["_current"] = None  # the running iteration stays with this copy
+            if get_spawning_popen() is None:
+                # Not a worker being started (pickle, deepcopy): a dataset of its own, whose
+                # set_epoch() is its own. Shared memory pickles only into a starting process.
+                state["_epochs"] = None
             return state
+
+        def __setstate__(self, state):
+            self.__dict__.update(state)
+            if self.__dict__.get("_epochs") is None:
+                self._epochs, self._epoch_calls = _epoch_cell(), 0
 
     class TFRecordMapDataset(Dataset):
         """Map-style dataset over indexed files: ``ds[i]`` is one record or parsed example."""
