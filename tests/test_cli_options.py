@@ -57,7 +57,7 @@ def test_every_command_reading_files_takes_a_directory_or_a_glob(backend, parts,
     parquet = tmp_path / "all.parquet"
     assert main(["to-parquet", arg, "-o", str(parquet)]) == 0
     assert "12 rows, 3 file(s)" in capfd.readouterr().err
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     assert pq.read_table(parquet).column("id").to_pylist() == list(range(12))
 
 
@@ -115,7 +115,7 @@ def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_pa
         elif argv[0] == "stats":
             assert std.out.startswith(f"{len(ids)} records")
         elif argv[0] == "to-parquet":
-            pq = pytest.importorskip("pyarrow.parquet")
+            import pyarrow.parquet as pq
             assert pq.read_table(out).column("id").to_pylist() == ids
         elif argv[0] == "split":  # split had no --on-corrupt
             shards = [f"{out}-0000{i}-of-00002.tfrecord" for i in range(2)]
@@ -136,7 +136,7 @@ def test_commands_without_on_corrupt_point_to_the_one_that_has_it(backend, damag
 
 
 def test_to_parquet_reads_with_the_spec_of_spec_or_the_sample_of_sample(backend, tmp_path, capfd):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     path = _write(tmp_path / "tags.tfrecord", [tfl.encode_example({"id": i, "tags": [b"t"] * (1 + i % 2)})
                                                for i in range(6)])
     out = str(tmp_path / "out.parquet")
@@ -258,7 +258,7 @@ def test_a_pipe_is_read_once_as_a_stream(backend, tmp_path, capfd, argv):
     if argv[0] in ("cat", "merge"):
         assert list(tfl.TFRecordReader(out)) == records
     elif argv[0] == "to-parquet":
-        pq = pytest.importorskip("pyarrow.parquet")
+        import pyarrow.parquet as pq
         assert pq.read_table(out).column("id").to_pylist() == list(range(5))
     else:
         assert {"count": "5\t", "head": "record 0:", "stats": "5 records", "verify": "OK\t5 good"}[argv[0]] in std.out
@@ -306,7 +306,6 @@ def test_a_length_over_the_default_limit_is_named_in_each_commands_words(backend
         "--max-record-bytes; otherwise" in capfd.readouterr().err
     assert main(["count", str(path), "--max-record-bytes", str(2**32)]) == 1
     assert "truncated record at 0: it ends at byte 2147483665" in capfd.readouterr().err
-    pytest.importorskip("pyarrow")
     # to-parquet has no --max-record-bytes: no Example is that large
     assert main(["to-parquet", str(path), "-o", str(tmp_path / "x.parquet")]) == 1
     err = capfd.readouterr().err

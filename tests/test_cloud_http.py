@@ -7,13 +7,12 @@ import io
 import os
 import threading
 
+import aiohttp  # noqa: F401 (fsspec's http filesystem: the test extras install it, never skipped)
 import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite.errors import InvalidArgumentError, TFRecordError
 from tfrecord_lite.index import count_records
-
-pytest.importorskip("aiohttp")  # fsspec's http filesystem
 
 
 def framed(records):
