@@ -97,6 +97,12 @@ def _check(path, compression, storage_options=None):
         check_tfrecord(f, path, normalize_compression(compression, allow_auto=True))
 
 
+def _verifying(args) -> bool:
+    """merge, split and cat's --verify: implied by --on-corrupt skip or stop, as only a
+    verified copy finds the records whose data is damaged."""
+    return args.verify or args.on_corrupt != "raise"
+
+
 def _open(path, args, **kw):
     _check(path, args.compression, _storage(args))
     kw.setdefault("on_corrupt", getattr(args, "on_corrupt", "raise"))
@@ -273,7 +279,7 @@ def cmd_verify(args) -> int:
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
     out = merge(args.files, args.output, compression=args.compression,
-                input_compression=args.input_compression, verify=args.verify or args.on_corrupt != "raise",
+                input_compression=args.input_compression, verify=_verifying(args),
                 index=args.index, progress=args.progress, storage_options=_storage(args),
                 on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
     counted = "" if out.records is None else f"{out.records} records, "
@@ -289,7 +295,7 @@ def cmd_split(args) -> int:
                             hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
-                   verify=args.verify or args.on_corrupt != "raise", index=args.index, progress=args.progress,
+                   verify=_verifying(args), index=args.index, progress=args.progress,
                    storage_options=_storage(args), on_corrupt=args.on_corrupt,
                    max_record_bytes=args.max_record_bytes)
     for s in shards:
@@ -322,7 +328,7 @@ def cmd_cat(args) -> int:
     else:
         sink = args.output
     merge(args.files, sink, compression=args.compression, input_compression=args.input_compression,
-          verify=args.verify or args.on_corrupt != "raise", progress=args.progress,
+          verify=_verifying(args), progress=args.progress,
           storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
     return 0
 
