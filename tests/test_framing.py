@@ -4,6 +4,7 @@ hostile lengths and random bytes, on both backends."""
 import ctypes
 import io
 import os
+import threading
 import time
 import tracemalloc
 
@@ -775,6 +776,31 @@ def test_input_offset_follows_a_file_read_for_spans(backend, tmp_path):
         reader = TFRecordReader(str(path), chunk_size=1 << 18)
         seen = [reader.input_offset for _ in blocks(reader)]
         assert seen == sorted(seen) and 0 < seen[0] < size and seen[-1] == reader.input_offset == size
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_input_offset_counts_what_came_through_a_pipe(backend, tmp_path, compression):
+    """A pipe has no position to tell: input_offset was None on one, so progress bars stood
+    still and stats reported 0 bytes. It counts the bytes read from it (compressed ones)."""
+    path = tmp_path / "f.tfrecord"
+    with TFRecordWriter(str(path), compression=compression) as w:
+        w.write_many(os.urandom(2000) for _ in range(1000))  # 2 MB: several chunks
+    data = path.read_bytes()
+    rfd, wfd = os.pipe()
+    feeder = threading.Thread(target=lambda: (_write_all(wfd, data), os.close(wfd)))
+    feeder.start()
+    with open(rfd, "rb") as pipe:
+        reader = TFRecordReader(pipe, compression=compression, chunk_size=1 << 18)
+        seen = [reader.input_offset for _ in reader.frame_blocks()]
+        assert len(seen) > 2 and seen == sorted(seen) and reader.records_read == 1000
+        assert reader.input_offset == len(data)
+    feeder.join(10)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 @settings(max_examples=50, deadline=None)

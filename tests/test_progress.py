@@ -58,3 +58,22 @@ def test_progress_on_off(backend, tmp_path, capfd, op, monkeypatch):
     assert capfd.readouterr().err == ""
     run(None)
     assert "%|" in capfd.readouterr().err
+
+
+def test_a_pipe_s_bar_counts_the_bytes_read(backend, tmp_path, capfd):
+    # A pipe's size is 0 and its position unknown: the bar stood at 0 B of 0 B. It counts
+    # the bytes that came through (no total: none is known).
+    import os
+    import threading
+
+    src = tmp_path / "src.tfrecord"
+    with TFRecordWriter(str(src)) as w:
+        w.write_many(os.urandom(1000) for _ in range(3000))  # ~3 MB
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    feeder = threading.Thread(target=lambda: open(fifo, "wb").write(src.read_bytes()), daemon=True)
+    feeder.start()
+    assert main(["count", fifo, "--progress"]) == 0
+    feeder.join(10)
+    err = capfd.readouterr().err
+    assert "%|" not in err and "2.91MB" in err  # 3,048,000 bytes in units of 1024

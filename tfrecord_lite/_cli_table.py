@@ -141,7 +141,7 @@ def cmd_stats(args) -> int:
     its values (total, fewest and most per record). Records that are not Examples fail."""
     from .batch import RecordBatch
 
-    records = 0
+    records = nbytes = 0
     features: dict = collections.defaultdict(_FeatureStats)
     with _bar(args, "stats") as bar:
         for path in args.files:
@@ -159,8 +159,9 @@ def cmd_stats(args) -> int:
                     for name, column in zip(names, columns):
                         features[name].add(column.kinds, column.counts)
                     in_file += len(batch)
+                # A pipe has no size: what came through it is its size.
+                nbytes += r.input_offset if _fs.is_special(path) else _fs.size(path, _storage(args))
             records += in_file
-    nbytes = sum(_fs.size(f, _storage(args)) for f in args.files)
     # A feature is held by at least one record, so records > 0; JSON's share is the fraction.
     rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, s.present / records,
              s.values, s.least if s.least is not None else "-", s.most)

@@ -227,7 +227,8 @@ def _say(bar, line):
 
 
 def _bar(args, desc):
-    total = sum(_fs.size(f, _storage(args)) for f in args.files)
+    # A pipe has no size to show progress against: the bar then counts bytes read.
+    total = None if any(map(_fs.is_special, args.files)) else sum(_fs.size(f, _storage(args)) for f in args.files)
     return progress(total, desc=desc, enabled=args.progress, unit="B")
 
 

@@ -301,6 +301,8 @@ class TFRecordReader:
             # reads of a mapping are guarded against the file being truncated (csrc/guard.h).
             return None, b"", len(self._buffer)
         in_memory = self._buffer is not None
+        if not in_memory and not _seekable(self._file):
+            self._file = _Counted(self._file)  # so input_offset can say how far a pipe was read
         start = self.start_offset
         head = bytes(memoryview(self._buffer)[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
         if self.compression != "auto":
@@ -538,6 +540,35 @@ class _ReadInto:
         data = self._f.read(len(view))
         view[: len(data)] = data
         return len(data)
+
+
+class _Counted(_ReadInto):
+    """An unseekable stream (a pipe, a socket) that counts what was read from it, its tell()."""
+
+    def __init__(self, f):
+        super().__init__(f)
+        self._at = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        self._at += len(data)
+        return data
+
+    def readinto(self, view) -> int:
+        into = getattr(self._f, "readinto", None)
+        got = into(view) if into is not None else super().readinto(view)
+        self._at += got or 0
+        return got
+
+    def tell(self) -> int:
+        return self._at
+
+
+def _seekable(f) -> bool:
+    try:
+        return bool(f.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 class BufferPool:
