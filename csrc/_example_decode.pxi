@@ -2,18 +2,6 @@
 # _example_columns.pxi, of the records _example_records.pxi points at, and the Python entry
 # points decode_examples and decode_sequence_examples.
 
-_ERRORS = {   # Err (csrc/wire.pxd) -> message
-    E_TRUNCATED: "a field runs past the end of its message",
-    E_VARINT: "a varint is longer than 10 bytes or cut short",
-    E_TAG: "invalid field tag (field number 0 or over 32 bits)",
-    E_WIRE: "invalid wire type",
-    E_GROUP: "unmatched end-group tag",
-    E_DEPTH: "nesting deeper than 100 levels",
-    E_PACKED: "packed float data is not a multiple of 4 bytes",
-    E_UTF8: "a feature name is not valid UTF-8",
-}
-
-
 cdef struct Parser:
     Table ctx            # Example features / SequenceExample context
     Table seq            # SequenceExample feature_lists
@@ -590,11 +578,8 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
             lost = recs.first_lost(0, True)
             if lost >= 0:
                 raise recs.lost_record(lost)
-            raise ExampleDecodeError(
-                f"malformed {'SequenceExample' if sequence else 'Example'}: {_ERRORS[p.fault.err]} "
-                f"(at byte {p.fault.at - recs.ptrs[p.record]} of the record)",
-                index=p.record,
-            )
+            raise ExampleDecodeError(malformed(sequence, p.fault.err, p.fault.at - recs.ptrs[p.record]),
+                                     index=p.record)
         raw = raw_sizes or {}
         ctx_keys = list(key_list) if key_list is not None else _table_keys(&p.ctx)
         ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1) if raw else -1, bytes_column,

@@ -124,9 +124,10 @@ def test_empty_feature_empty_list_and_missing(backend):
 def test_malformed_input_names_the_record(backend, data, what):
     with pytest.raises(ExampleDecodeError) as info:
         backend.example.decode_examples([example(), data])
-    assert info.value.index == 1
-    if backend.name == "cython":
-        assert what in str(info.value)
+    assert info.value.index == 1 and what in str(info.value)
+    with _native.use(backend.other), pytest.raises(ExampleDecodeError) as theirs:
+        _native.example.decode_examples([example(), data])
+    assert str(theirs.value) == str(info.value)
 
 
 def test_overread_guard(backend):
@@ -309,12 +310,12 @@ def test_every_short_length_encodes_as_the_twin_does(backend):
 
 def _decoded(data, *more):
     """decode_examples' rows of these records in a comparable form (dtype and bytes of each
-    array, bytes values as a list), or the error's class and record index."""
+    array, bytes values as a list), or the error's class, record index and message."""
     try:
         rows = tfl.decode_examples([data, *more])
     except TFRecordError as exc:
         assert isinstance(exc, ExampleDecodeError) and 0 <= exc.index <= len(more), exc
-        return type(exc).__name__, exc.index
+        return type(exc).__name__, exc.index, str(exc)
     return [{k: (v.dtype.str, v.tobytes()) if isinstance(v, np.ndarray) else list(v) for k, v in row.items()}
             for row in rows]
 
@@ -370,7 +371,7 @@ def test_an_entry_like_the_last_but_cut_short_fails_as_the_twin_does(backend):
         bad = ld(1, features[:cut])
         ours = _decoded(good, good, bad, good)
         if cut < g_entry:
-            assert ours == ("ExampleDecodeError", 2), cut
+            assert ours[:2] == ("ExampleDecodeError", 2), cut
         with _native.use(backend.other):
             assert _decoded(good, good, bad, good) == ours, cut
 

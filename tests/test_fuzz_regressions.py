@@ -287,6 +287,6 @@ def test_group_nesting_counts_the_messages_it_lies_in(backend, sequence, wrap, d
     deepest = [wrap(_groups(100 - depth))]
     ours = repr(decode(deepest))
     assert on_other(backend, lambda: repr(getattr(_native.example, decode.__name__)(deepest))) == ours
-    with pytest.raises(tfl.ExampleDecodeError) as info:
+    with pytest.raises(tfl.ExampleDecodeError, match="nesting deeper than 100 levels") as info:
         decode([b"", wrap(_groups(101 - depth))])
     assert info.value.index == 1
