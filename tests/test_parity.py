@@ -175,3 +175,29 @@ def test_damaged_frames_read_alike(backend, tmp_path_factory, records, damage, a
         on_both(backend, lambda: scan_index(path))
     finally:
         logging.disable(logging.NOTSET)
+
+
+# -- the order of keys found ----------------------------------------------------------------
+
+MANY = ("k", "kk", "z", "a", "é", "b" * 20, "q")
+
+
+def first_seen(*mappings):
+    return list(dict.fromkeys(k for mapping in mappings for k in mapping))
+
+
+@SETTINGS
+@given(rows=st.lists(st.permutations(MANY).flatmap(lambda names: st.sets(st.sampled_from(names)).map(
+    lambda chosen: [n for n in names if n in chosen])), min_size=1, max_size=3))
+def test_keys_found_come_in_order_of_first_appearance(backend, rows):
+    """The core's decoders without keys give the names in the order the records first hold
+    them, as they say; the twin gave protobuf's map order (a hash order) instead."""
+    records = [tfl.encode_example({n: [i] for i, n in enumerate(names)}) for names in rows]
+    sequences = [tfl.encode_sequence_example({n: [1] for n in names}, {n: [[1]] for n in reversed(names)})
+                 for names in rows]
+    want = first_seen(*rows)
+    for name in (backend.name, backend.other):
+        with _native.use(name):
+            assert _native.example.decode_examples(records)[0] == want
+            context_keys, _, list_keys, _ = _native.example.decode_sequence_examples(sequences)
+            assert (context_keys, list_keys) == (want, first_seen(*(names[::-1] for names in rows)))

@@ -197,11 +197,15 @@ class _Table:
         self.sequence = sequence
         self.columns = {k: _Column(sequence, 0) for k in (keys or ())}
 
-    def add(self, record_index, mapping):
+    def add(self, record_index, mapping, walk):
+        """One record's map; walk: a _Walk of the record, for the order of its new keys."""
         if self.discover:
-            for key in mapping:
-                if key not in self.columns:
-                    self.columns[key] = _Column(self.sequence, record_index)
+            new = [key for key in mapping if key not in self.columns]
+            if len(new) > 1:   # protobuf's map order is not the record's, which the core keeps
+                order = walk.keys()[self.sequence]
+                new.sort(key=lambda key: order.get(key, len(order)))
+            for key in new:
+                self.columns[key] = _Column(self.sequence, record_index)
         for key, column in self.columns.items():
             if key not in mapping:
                 column.add_absent()
@@ -221,18 +225,19 @@ class _Table:
 
 
 def _parse(message_class, data, index):
+    """The record's message and a _Walk of it."""
     message = message_class()
     if type(data) is not bytes:  # what the core takes: a contiguous buffer (bytes(3) is 3 NULs)
         data = _framing_py.byte_view(data).tobytes()
+    walk = _Walk(data, message_class is SequenceExample)
     try:
         message.ParseFromString(data)
     except Exception as exc:  # DecodeError, RecursionError, UnicodeDecodeError, ...
         # protobuf says neither what nor where: walk the record as the core does to say both.
-        walk = _Walk(data, message_class is SequenceExample)
         found = walk.fault()
         detail = malformed(walk.sequence, *found) if found else f"malformed {message_class.__name__}: {exc}"
         raise ExampleDecodeError(detail, index=index) from None
-    return message
+    return message, walk
 
 
 # -- the core's walk, for its error messages -----------------------------------------------
@@ -248,12 +253,15 @@ class _Fault(Exception):
 
 class _Walk:
     """A record's wire format checked in the order csrc/_example_decode.pxi parses it,
-    keeping nothing: its first fault is the core's, at the byte the core names. Only a
-    record protobuf refused is walked. Each method takes and returns positions in data."""
+    keeping only the map keys: its first fault is the core's, at the byte the core names, and
+    its keys come in the core's order. Only a record protobuf refused, or one with new keys
+    to order, is walked. Each method takes and returns positions in data."""
 
     def __init__(self, data: bytes, sequence: bool):
         self.data = data
         self.sequence = sequence
+        self.found = ({}, {})   # Features and FeatureLists keys, in order of first appearance
+        self.walked = False
 
     def fault(self):
         """(Err, byte offset) of the record's first fault, or None."""
@@ -262,6 +270,14 @@ class _Walk:
         except _Fault as exc:
             return exc.args
         return None
+
+    def keys(self):
+        """The record's Features keys and FeatureLists keys, each {key: its place in the
+        core's order}."""
+        if not self.walked:
+            self.walked = True
+            self.fault()   # protobuf parsed the record: there is none
+        return [{key: i for i, key in enumerate(found)} for found in self.found]
 
     def varint(self, pos, end, limit=10):
         start, value, shift = pos, 0, 0
@@ -338,16 +354,20 @@ class _Walk:
         if field != 1 or wire != _LEN:
             return None
         start, stop = self.length(pos, end)
+        name, unknown = [""], [False]
 
         def key(field, wire, pos):
             if field == 1 and wire == _LEN:
                 first, last = self.length(pos, stop)
                 try:
-                    self.data[first:last].decode("utf-8")
+                    name[0] = self.data[first:last].decode("utf-8")
                 except UnicodeDecodeError:
                     raise _Fault(_E_UTF8, pos) from None
                 return last
+            unknown[0] = unknown[0] or not (field == 2 and wire == _LEN)
         self.fields(start, stop, 2, key)
+        if not unknown[0]:   # protobuf drops an entry with other fields from the map
+            self.found[lists].setdefault(name[0])
 
         def value(field, wire, pos):
             if field == 2 and wire == _LEN:
@@ -439,7 +459,8 @@ def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False, lean
         raise InvalidArgumentError("lean needs keys and one entry per key")
     table = _Table(keys, sequence=False)
     for i, data in enumerate(_records(records)):
-        table.add(i, _parse(Example, data, i).features.feature)
+        message, walk = _parse(Example, data, i)
+        table.add(i, message.features.feature, walk)
     return table.output(raw_sizes, bytes_column, lean)
 
 
@@ -449,9 +470,9 @@ def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw
     context = _Table(context_keys, sequence=False)
     lists = _Table(sequence_keys, sequence=True)
     for i, data in enumerate(_records(records)):
-        message = _parse(SequenceExample, data, i)
-        context.add(i, message.context.feature)
-        lists.add(i, message.feature_lists.feature_list)
+        message, walk = _parse(SequenceExample, data, i)
+        context.add(i, message.context.feature, walk)
+        lists.add(i, message.feature_lists.feature_list, walk)
     return (*context.output(raw_sizes, bytes_column), *lists.output(None, bytes_column))
 
 
