@@ -662,3 +662,21 @@ def test_feature_names_must_be_str(backend, spec):
     with pytest.raises(FeatureSpecError, match="names must be str"):
         tfl.parse_example([tfl.encode_example({"a": 1})], spec)
     assert backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("call", [
+    lambda spec: tfl.parse_example([tfl.encode_example({"a": 1})], spec),
+    lambda spec: tfl.parse_sequence_example([tfl.encode_example({"a": 1})], spec, {}),
+    lambda spec: tfl.parse_sequence_example([tfl.encode_example({"a": 1})], {}, spec),
+    lambda spec: tfl.encode_example({name: [1] for name in spec}),
+    lambda spec: tfl.encode_sequence_example({}, {name: [[1]] for name in spec}),
+])
+def test_feature_names_with_a_lone_surrogate_are_spec_errors(backend, call):
+    # No record can hold such a name: a bare UnicodeEncodeError escaped, or with the twin a
+    # feature list spec read nothing.
+    with pytest.raises(FeatureSpecError, match="valid UTF-8") as info:
+        call({"\ud800": tfl.VarLenFeature(np.int64)})
+    assert "'\\ud800'" in str(info.value)
+    for keys, error in ((["\ud800"], UnicodeEncodeError), ([b"a"], TypeError)):   # as the core's C API
+        with pytest.raises(error):
+            backend.example.decode_sequence_examples([b""], ["a"], keys)

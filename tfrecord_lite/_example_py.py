@@ -195,6 +195,10 @@ class _Table:
     def __init__(self, keys, sequence):
         self.discover = keys is None
         self.sequence = sequence
+        for key in keys or ():   # the core takes the keys' UTF-8 and raises as it does
+            if not isinstance(key, str):
+                raise TypeError(f"keys must be str, not {type(key).__name__}")
+            key.encode()
         self.columns = {k: _Column(sequence, 0) for k in (keys or ())}
 
     def add(self, record_index, mapping, walk):
