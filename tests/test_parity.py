@@ -15,6 +15,7 @@ import tfrecord_lite as tfl
 from tfrecord_lite import _native
 from tfrecord_lite.errors import TFRecordError
 from tfrecord_lite.index import scan_index
+from tests.test_example import ld, varint
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 NAMES = ("a", "b", "c")
@@ -134,6 +135,50 @@ def test_sequence_examples_parse_alike(backend, rows, context, sequence):
     on_both(backend, lambda: tfl.decode_sequence_examples(records))
     on_both(backend, lambda: tfl.parse_sequence_example(records, context, sequence))
     on_both(backend, lambda: tfl.parse_sequence_example(in_frames(records), context, sequence))
+
+
+# Records of every shape protobuf allows, beyond what the encoders write: unpacked lists,
+# unknown fields of every wire type (groups nested), oneof switches, map entries value first,
+# with a repeated key or an unknown field.
+FIELDS = st.sampled_from([4, 5, 9, 2**28])
+unknown = st.recursive(
+    st.builds(lambda f, v: varint(f << 3) + varint(v), FIELDS, st.integers(0, 2**64 - 1))
+    | st.builds(lambda f, n: varint(f << 3 | (1 if n == 8 else 5)) + bytes(n), FIELDS, st.sampled_from([4, 8]))
+    | st.builds(ld, FIELDS, st.binary(max_size=3)),
+    lambda inner: st.builds(lambda f, body: varint(f << 3 | 3) + b"".join(body) + varint(f << 3 | 4), FIELDS,
+                            st.lists(inner, max_size=2)), max_leaves=4)
+list_values = {   # Feature field -> one value (or run of values) of its list, packed or not
+    1: st.binary(max_size=3).map(lambda b: ld(1, b)),
+    2: st.lists(st.floats(width=32), max_size=2).map(lambda v: ld(1, struct.pack(f"<{len(v)}f", *v)))
+    | st.floats(width=32).map(lambda v: varint(1 << 3 | 5) + struct.pack("<f", v)),
+    3: st.lists(st.integers(0, 2**64 - 1), max_size=2).map(lambda v: ld(1, b"".join(map(varint, v))))
+    | st.integers(0, 2**64 - 1).map(lambda v: varint(1 << 3) + varint(v)),
+}
+feature = st.lists(st.sampled_from([1, 2, 3]).flatmap(
+    lambda k: st.lists(list_values[k] | unknown, max_size=3).map(lambda body: ld(k, b"".join(body)))) | unknown,
+    max_size=3).map(b"".join)
+
+
+def map_entry(value):
+    return st.builds(lambda key, v, order, extra: ld(1, b"".join((ld(1, key), ld(2, v))[::order] + extra)),
+                     st.sampled_from([b"a", b"b", "é".encode(), b"", b"\xff"]), value, st.sampled_from([1, -1]),
+                     st.sampled_from([(), (ld(1, b"b"),)]) | unknown.map(lambda u: (u,)))
+
+
+features_map = st.lists(map_entry(feature), max_size=3).map(lambda e: ld(1, b"".join(e)))
+lists_map = st.lists(map_entry(st.lists(feature.map(lambda f: ld(1, f)), max_size=3).map(b"".join)),
+                     max_size=3).map(lambda e: ld(2, b"".join(e)))
+any_record = st.lists(features_map | lists_map | unknown, max_size=3).map(b"".join)
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(any_record, edits), min_size=1, max_size=3))
+def test_records_of_any_shape_decode_alike(backend, rows):
+    records = [damaged(record, record_edits) for record, record_edits in rows]
+    on_both(backend, lambda: _native.example.decode_examples(records))
+    on_both(backend, lambda: _native.example.decode_examples(records, ["a", "é"], None, True))
+    on_both(backend, lambda: _native.example.decode_sequence_examples(records))
+    on_both(backend, lambda: _native.example.decode_sequence_examples(records, ["b"], ["a"]))
 
 
 # -- frames -------------------------------------------------------------------------------
