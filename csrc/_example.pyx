@@ -70,7 +70,7 @@ from le cimport TFL_LITTLE_ENDIAN, tfl_store_le32, tfl_store_le64
 from wire cimport *
 
 from tfrecord_lite import _framing
-from tfrecord_lite._contract import DecodedColumn
+from tfrecord_lite._contract import DecodedColumn, malformed
 from tfrecord_lite.errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
 from tfrecord_lite.errors import TruncatedRecordError as _TruncatedRecordError  # not a name of the module
 

@@ -2,24 +2,21 @@
 # _example_columns.pxi, of the records _example_records.pxi points at, and the Python entry
 # points decode_examples and decode_sequence_examples.
 
-_ERRORS = {   # Err (csrc/wire.pxd) -> message
-    E_TRUNCATED: "a field runs past the end of its message",
-    E_VARINT: "a varint is longer than 10 bytes or cut short",
-    E_TAG: "invalid field tag (field number 0 or over 32 bits)",
-    E_WIRE: "invalid wire type",
-    E_GROUP: "unmatched end-group tag",
-    E_DEPTH: "nesting deeper than 100 levels",
-    E_PACKED: "packed float data is not a multiple of 4 bytes",
-    E_UTF8: "a feature name is not valid UTF-8",
-}
-
-
 cdef struct Parser:
     Table ctx            # Example features / SequenceExample context
     Table seq            # SequenceExample feature_lists
     Py_ssize_t record    # index of the record being parsed
     const unsigned char *entry_at  # where the map entry being parsed starts (at its tag)
+    int in_steps         # 1 inside a FeatureList: its Features and lists lie one level deeper
     Fault fault          # the first failure, if any
+
+
+cdef enum:   # each message's nesting depth: protobuf counts it with groups toward MAX_DEPTH
+    AT_RECORD = 0        # Example, SequenceExample
+    AT_MAP = 1           # Features, FeatureLists
+    AT_ENTRY = 2         # a map entry
+    AT_FEATURE = 3       # Feature (+ Parser.in_steps), FeatureList
+    AT_LIST = 4          # BytesList, FloatList, Int64List (+ Parser.in_steps)
 
 
 # -- the decoder's cold wire readers -------------------------------------------------------
@@ -28,7 +25,8 @@ cdef struct Parser:
 # are rare, and inlining these at every call site made the hot loops measurably slower.
 
 cdef int skip_field(Fault *p, Cursor *c, uint32_t field, uint32_t wire, int depth) noexcept nogil:
-    """Skip one unknown field of any wire type; a group runs to its matching end-group tag."""
+    """Skip one unknown field of any wire type; a group runs to its matching end-group tag.
+    depth: the field's message's (AT_*), plus the groups it lies in."""
     cdef uint64_t v
     cdef const unsigned char *data
     cdef const unsigned char *at = c.pos
@@ -114,7 +112,7 @@ cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count)
         if read_tag(&p.fault, c, &field, &wire) < 0:
             return -1
         if field != 1:
-            if skip_field(&p.fault, c, field, wire, 0) < 0:
+            if skip_field(&p.fault, c, field, wire, AT_LIST + p.in_steps) < 0:
                 return -1
             continue
         if kind == BYTES and wire == LEN:
@@ -170,7 +168,7 @@ cdef int parse_list(Parser *p, Cursor *c, Column *col, int kind, int64_t *count)
                 if not buf_push64(&col.ints, <int64_t>v):
                     return fail(&p.fault, E_MEMORY, at)
             count[0] += 1
-        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+        elif skip_field(&p.fault, c, field, wire, AT_LIST + p.in_steps) < 0:
             return -1
     return 0
 
@@ -322,7 +320,7 @@ cdef int parse_feature(Parser *p, Cursor *c, Column *col) noexcept nogil:
                     col.spans.len = col.row_spans
             if parse_list(p, &sub, col, kind, &count) < 0:
                 return -1
-        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+        elif skip_field(&p.fault, c, field, wire, AT_FEATURE + p.in_steps) < 0:
             return -1
     if col != NULL:
         row_kind[0] = <char>kind
@@ -347,6 +345,9 @@ cdef int parse_repeated(Parser *p, Cursor *c, Repeated into) noexcept nogil:
     cdef uint32_t field, wire
     cdef Cursor sub
     cdef int done
+    cdef int depth = AT_FEATURE   # a FeatureList's
+    if Repeated is EntriesOf:
+        depth = AT_MAP
     while c.pos < c.end:
         if Repeated is EntriesOf:
             done = entry_as_before(p, c, into)
@@ -368,14 +369,18 @@ cdef int parse_repeated(Parser *p, Cursor *c, Repeated into) noexcept nogil:
                     return fail(&p.fault, E_MEMORY, sub.pos)
                 if parse_feature(p, &sub, into) < 0:
                     return -1
-        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+        elif skip_field(&p.fault, c, field, wire, depth) < 0:
             return -1
     return 0
 
 
 cdef int parse_feature_list(Parser *p, Cursor *c, Column *col) noexcept nogil:
     """A FeatureList body: each field-1 Feature is one more row (step)."""
-    return parse_repeated[StepsOf](p, c, col)
+    cdef int done
+    p.in_steps = 1
+    done = parse_repeated[StepsOf](p, c, col)
+    p.in_steps = 0
+    return done
 
 
 cdef inline int entry_column(Parser *p, Table *t, const unsigned char *key, Py_ssize_t key_len,
@@ -455,7 +460,7 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
                 return fail(&p.fault, E_UTF8, key_at)
         else:
             unknown = unknown or not (field == 2 and wire == LEN)
-            if skip_field(&p.fault, c, field, wire, 0) < 0:
+            if skip_field(&p.fault, c, field, wire, AT_ENTRY) < 0:
                 return -1
     if unknown:
         col = NULL   # dropped, but its values must still parse, as in protobuf
@@ -470,7 +475,7 @@ cdef int parse_entry(Parser *p, Cursor *c, Table *t) noexcept nogil:
                 return -1
             if (parse_feature_list(p, &sub, col) if t.sequence else parse_feature(p, &sub, col)) < 0:
                 return -1
-        elif skip_field(&p.fault, c, field, wire, 0) < 0:
+        elif skip_field(&p.fault, c, field, wire, AT_ENTRY) < 0:
             return -1
     return 0
 
@@ -495,7 +500,7 @@ cdef int parse_record(Parser *p, const unsigned char *data, Py_ssize_t n, bint s
         elif sequence and field == 2 and wire == LEN:
             if read_len(&p.fault, &c, &sub) < 0 or parse_map(p, &sub, &p.seq) < 0:
                 return -1
-        elif skip_field(&p.fault, &c, field, wire, 0) < 0:
+        elif skip_field(&p.fault, &c, field, wire, AT_RECORD) < 0:
             return -1
     return 0
 
@@ -573,11 +578,8 @@ def _decode(records, keys, raw_sizes, sequence_keys, bint sequence, bint bytes_c
             lost = recs.first_lost(0, True)
             if lost >= 0:
                 raise recs.lost_record(lost)
-            raise ExampleDecodeError(
-                f"malformed {'SequenceExample' if sequence else 'Example'}: {_ERRORS[p.fault.err]} "
-                f"(at byte {p.fault.at - recs.ptrs[p.record]} of the record)",
-                index=p.record,
-            )
+            raise ExampleDecodeError(malformed(sequence, p.fault.err, p.fault.at - recs.ptrs[p.record]),
+                                     index=p.record)
         raw = raw_sizes or {}
         ctx_keys = list(key_list) if key_list is not None else _table_keys(&p.ctx)
         ctx = [_column_output(&p.ctx.cols[i], raw.get(ctx_keys[i], -1) if raw else -1, bytes_column,

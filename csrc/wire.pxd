@@ -18,7 +18,7 @@ cdef enum Wire:
     EGROUP = 4
     I32 = 5
 
-cdef enum Err:           # decode failures; messages in _example's _ERRORS
+cdef enum Err:           # decode failures; messages in tfrecord_lite/_contract.py's FAULTS
     E_OK = 0
     E_TRUNCATED = 1
     E_VARINT = 2

@@ -50,12 +50,13 @@ def error_key(exc: TFRecordError):
 
 
 def outcome(call):
-    """("ok", normalized result) or ("error", class, offset, index) for call(); anything
-    outside the TFRecordError family propagates as a finding."""
+    """("ok", normalized result) or ("error", class, offset, index, message) for call();
+    anything outside the TFRecordError family propagates as a finding. The backends' messages
+    agree too (the reading paths' need not: error_key leaves them out)."""
     try:
         return ("ok", normalize(call()))
     except TFRecordError as exc:
-        return ("error",) + error_key(exc)
+        return ("error",) + error_key(exc) + (exc.detail,)
 
 
 def on_both(call):

@@ -12,6 +12,7 @@ import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite import _native
+from tests.test_example import ld
 
 FUZZ = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz")
 HARNESSES = ("framing", "example", "index")
@@ -256,3 +257,36 @@ def test_tags_and_byte_counts_of_5_bytes_or_fewer_still_parse(backend, record):
     want = [{"a": []}] if record.endswith(b"a\x12\x00") else [{}]
     assert tfl.decode_examples([record]) == want
     assert on_other(backend, lambda: tfl.decode_examples([record])) == want
+
+
+# Groups in unknown fields, nested as deep as protobuf allows and one deeper. Protobuf counts
+# the messages a group lies in toward its limit of 100 levels, so a message n levels down
+# holds at most 100 - n nested groups; the core counted the groups alone and accepted up to
+# 100 at every level, where the twin (protobuf) refused the record.
+def _groups(n):
+    return b"\x2b" * n + b"\x2c" * n   # field 5: n start-group tags, then n end-group tags
+
+
+_A = b"\n\x01a"   # a map entry's key "a"
+GROUP_NESTS = [   # (SequenceExample?, record around groups, the message's depth)
+    (False, lambda g: g, 0),
+    (False, lambda g: ld(1, g), 1),                                              # Features
+    (False, lambda g: ld(1, ld(1, _A + g)), 2),                                  # a map entry
+    (False, lambda g: ld(1, ld(1, _A + ld(2, g))), 3),                           # Feature
+    (False, lambda g: ld(1, ld(1, _A + ld(2, ld(3, g)))), 4),                    # Int64List
+    (True, lambda g: ld(2, g), 1),                                               # FeatureLists
+    (True, lambda g: ld(2, ld(1, _A + ld(2, g))), 3),                            # FeatureList
+    (True, lambda g: ld(2, ld(1, _A + ld(2, ld(1, g)))), 4),                     # a step's Feature
+    (True, lambda g: ld(2, ld(1, _A + ld(2, ld(1, ld(1, g))))), 5),              # its BytesList
+]
+
+
+@pytest.mark.parametrize("sequence, wrap, depth", GROUP_NESTS)
+def test_group_nesting_counts_the_messages_it_lies_in(backend, sequence, wrap, depth):
+    decode = backend.example.decode_sequence_examples if sequence else backend.example.decode_examples
+    deepest = [wrap(_groups(100 - depth))]
+    ours = repr(decode(deepest))
+    assert on_other(backend, lambda: repr(getattr(_native.example, decode.__name__)(deepest))) == ours
+    with pytest.raises(tfl.ExampleDecodeError, match="nesting deeper than 100 levels") as info:
+        decode([b"", wrap(_groups(101 - depth))])
+    assert info.value.index == 1

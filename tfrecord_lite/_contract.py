@@ -1,5 +1,6 @@
 """The written contract between the Python layer and the Example core: the Feature ``Kind``
-numbers and the ``DecodedColumn`` each decoder returns per feature name.
+numbers, the ``DecodedColumn`` each decoder returns per feature name, and the message of the
+ExampleDecodeError each raises for a malformed record (``malformed``).
 
 Both backends (the compiled ``tfrecord_lite._example`` and its twin ``_example_py``) export
 ``Kind`` and ``DecodedColumn`` under those names; tests/test_contract.py checks that they
@@ -41,3 +42,24 @@ class DecodedColumn(NamedTuple):
     ints: Any
     values: Any
     uniform: Optional[Tuple[int, int]]
+
+
+# Why a record is malformed, by csrc/wire.pxd's Err number (0 is no fault).
+FAULTS = (
+    None,
+    "a field runs past the end of its message",
+    "a varint is cut short or too long (over 10 bytes, or over 5 for a tag or a length), "
+    "or a length is 2**31 - 1 or more",
+    "invalid field tag (field number 0 or over 32 bits)",
+    "invalid wire type",
+    "unmatched end-group tag",
+    "nesting deeper than 100 levels",
+    "packed float data is not a multiple of 4 bytes",
+    "a feature name is not valid UTF-8",
+)
+
+
+def malformed(sequence: bool, fault: int, at: int) -> str:
+    """The ExampleDecodeError message both decoders give for a record's first fault, at byte
+    ``at`` of the record."""
+    return f"malformed {'SequenceExample' if sequence else 'Example'}: {FAULTS[fault]} (at byte {at} of the record)"

@@ -4,7 +4,8 @@ protobuf package, and the same columnar output and encoders.
 The message classes come from the bundled example.proto, built at import time from a
 descriptor in a private pool under the package ``tfrecord_lite.example``, so they never
 clash with TensorFlow's ``tensorflow.*`` messages whichever is imported first. Every error
-protobuf raises on malformed input becomes ExampleDecodeError naming the record.
+protobuf raises on malformed input becomes ExampleDecodeError naming the record, with the
+core's message: a walk of the record in the core's order (_Walk) finds what and where.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from . import _framing_py
 from .errors import ExampleDecodeError, FeatureSpecError, InvalidArgumentError
 
-from ._contract import DecodedColumn, Kind
+from ._contract import DecodedColumn, Kind, malformed
 
 KIND_ABSENT = Kind.ABSENT.value
 KIND_BYTES = Kind.BYTES.value
@@ -194,13 +195,21 @@ class _Table:
     def __init__(self, keys, sequence):
         self.discover = keys is None
         self.sequence = sequence
+        for key in keys or ():   # the core takes the keys' UTF-8 and raises as it does
+            if not isinstance(key, str):
+                raise TypeError(f"keys must be str, not {type(key).__name__}")
+            key.encode()
         self.columns = {k: _Column(sequence, 0) for k in (keys or ())}
 
-    def add(self, record_index, mapping):
+    def add(self, record_index, mapping, walk):
+        """One record's map; walk: a _Walk of the record, for the order of its new keys."""
         if self.discover:
-            for key in mapping:
-                if key not in self.columns:
-                    self.columns[key] = _Column(self.sequence, record_index)
+            new = [key for key in mapping if key not in self.columns]
+            if len(new) > 1:   # protobuf's map order is not the record's, which the core keeps
+                order = walk.keys()[self.sequence]
+                new.sort(key=lambda key: order.get(key, len(order)))
+            for key in new:
+                self.columns[key] = _Column(self.sequence, record_index)
         for key, column in self.columns.items():
             if key not in mapping:
                 column.add_absent()
@@ -220,14 +229,199 @@ class _Table:
 
 
 def _parse(message_class, data, index):
+    """The record's message and a _Walk of it."""
     message = message_class()
     if type(data) is not bytes:  # what the core takes: a contiguous buffer (bytes(3) is 3 NULs)
         data = _framing_py.byte_view(data).tobytes()
+    walk = _Walk(data, message_class is SequenceExample)
     try:
         message.ParseFromString(data)
     except Exception as exc:  # DecodeError, RecursionError, UnicodeDecodeError, ...
-        raise ExampleDecodeError(f"malformed {message_class.__name__}: {exc}", index=index) from None
-    return message
+        # protobuf says neither what nor where: walk the record as the core does to say both.
+        found = walk.fault()
+        detail = malformed(walk.sequence, *found) if found else f"malformed {message_class.__name__}: {exc}"
+        raise ExampleDecodeError(detail, index=index) from None
+    return message, walk
+
+
+# -- the core's walk, for its error messages -----------------------------------------------
+
+# csrc/wire.pxd's Err numbers, _contract.FAULTS' indices.
+_E_TRUNCATED, _E_VARINT, _E_TAG, _E_WIRE, _E_GROUP, _E_DEPTH, _E_PACKED, _E_UTF8 = range(1, 9)
+_VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = range(6)
+
+
+class _Fault(Exception):
+    pass
+
+
+class _Walk:
+    """A record's wire format checked in the order csrc/_example_decode.pxi parses it,
+    keeping only the map keys: its first fault is the core's, at the byte the core names, and
+    its keys come in the core's order. Only a record protobuf refused, or one with new keys
+    to order, is walked. Each method takes and returns positions in data."""
+
+    def __init__(self, data: bytes, sequence: bool):
+        self.data = data
+        self.sequence = sequence
+        self.found = ({}, {})   # Features and FeatureLists keys, in order of first appearance
+        self.walked = False
+
+    def fault(self):
+        """(Err, byte offset) of the record's first fault, or None."""
+        try:
+            self.message(0, len(self.data), self.sequence)
+        except _Fault as exc:
+            return exc.args
+        return None
+
+    def keys(self):
+        """The record's Features keys and FeatureLists keys, each {key: its place in the
+        core's order}."""
+        if not self.walked:
+            self.walked = True
+            self.fault()   # protobuf parsed the record: there is none
+        return [{key: i for i, key in enumerate(found)} for found in self.found]
+
+    def varint(self, pos, end, limit=10):
+        start, value, shift = pos, 0, 0
+        while pos < end and pos - start < limit:
+            byte = self.data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value & 0xFFFFFFFFFFFFFFFF, pos
+            shift += 7
+        raise _Fault(_E_VARINT, start)
+
+    def tag(self, pos, end, in_group=False):
+        """(field, wire, pos); a tag takes at most 5 bytes, field 0 passes only in a group."""
+        tag, after = self.varint(pos, end, 5)
+        if tag >> 32 or (tag >> 3 == 0 and not in_group):
+            raise _Fault(_E_TAG, pos)
+        return tag >> 3, tag & 7, after
+
+    def length(self, pos, end):
+        """(start, end) of a LEN field's bytes."""
+        n, start = self.varint(pos, end, 5)
+        if n >= 0x7FFFFFFF:
+            raise _Fault(_E_VARINT, pos)
+        if n > end - start:
+            raise _Fault(_E_TRUNCATED, pos)
+        return start, start + n
+
+    def skip(self, pos, end, field, wire, depth):
+        """Past an unknown field of a message at depth (plus the groups it lies in)."""
+        at = pos
+        if wire == _VARINT:
+            return self.varint(pos, end)[1]
+        if wire in (_I64, _I32):
+            size = 8 if wire == _I64 else 4
+            if size > end - pos:
+                raise _Fault(_E_TRUNCATED, at)
+            return pos + size
+        if wire == _LEN:
+            return self.length(pos, end)[1]
+        if wire != _SGROUP:
+            raise _Fault(_E_GROUP if wire == _EGROUP else _E_WIRE, at)
+        if depth >= 100:
+            raise _Fault(_E_DEPTH, at)
+        while True:
+            if pos >= end:
+                raise _Fault(_E_TRUNCATED, at)
+            f2, w2, pos = self.tag(pos, end, in_group=True)
+            if w2 == _EGROUP:
+                if f2 != field:
+                    raise _Fault(_E_GROUP, at)
+                return pos
+            pos = self.skip(pos, end, f2, w2, depth + 1)
+
+    def fields(self, pos, end, depth, on_field):
+        """Each field of a message at depth (its nesting, as the core's AT_*) in turn:
+        on_field(field, wire, pos) returns where the field ends, or None to skip it."""
+        while pos < end:
+            field, wire, pos = self.tag(pos, end)
+            after = on_field(field, wire, pos)
+            pos = self.skip(pos, end, field, wire, depth) if after is None else after
+
+    def message(self, pos, end, sequence):
+        def on_field(field, wire, pos):
+            if wire == _LEN and (field == 1 or (sequence and field == 2)):
+                start, stop = self.length(pos, end)
+                self.fields(start, stop, 1, lambda f, w, p: self.entry(f, w, p, stop, field == 2))
+                return stop
+        self.fields(pos, end, 0, on_field)
+
+    def entry(self, field, wire, pos, end, lists):
+        """A map entry (field 1 of Features or FeatureLists): its framing and every key's
+        UTF-8 first, then its values."""
+        if field != 1 or wire != _LEN:
+            return None
+        start, stop = self.length(pos, end)
+        name, unknown = [""], [False]
+
+        def key(field, wire, pos):
+            if field == 1 and wire == _LEN:
+                first, last = self.length(pos, stop)
+                try:
+                    name[0] = self.data[first:last].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _Fault(_E_UTF8, pos) from None
+                return last
+            unknown[0] = unknown[0] or not (field == 2 and wire == _LEN)
+        self.fields(start, stop, 2, key)
+        if not unknown[0]:   # protobuf drops an entry with other fields from the map
+            self.found[lists].setdefault(name[0])
+
+        def value(field, wire, pos):
+            if field == 2 and wire == _LEN:
+                first, last = self.length(pos, stop)
+                if lists:   # a FeatureList: field 1 repeated, each a Feature one level deeper
+                    self.fields(first, last, 3, lambda f, w, p: self.feature(p, last, 4) if (f, w) == (1, _LEN)
+                                else None)
+                else:
+                    self.feature(first, last, 3, whole=True)
+                return last
+        self.fields(start, stop, 2, value)
+        return stop
+
+    def feature(self, pos, end, depth, whole=False):
+        """A Feature at depth; whole: pos to end is all of it, else pos is at its length."""
+        if not whole:
+            pos, end = self.length(pos, end)
+
+        def on_field(field, wire, at):
+            if 1 <= field <= 3 and wire == _LEN:
+                first, last = self.length(at, end)
+                self.values(first, last, field, depth + 1)
+                return last
+        self.fields(pos, end, depth, on_field)
+        return end
+
+    def values(self, pos, end, kind, depth):
+        """A BytesList (kind 1), FloatList (2) or Int64List (3) at depth."""
+        while pos < end:
+            at = pos
+            field, wire, pos = self.tag(pos, end)
+            if field != 1:
+                pos = self.skip(pos, end, field, wire, depth)
+            elif wire == _LEN:
+                first, pos = self.length(pos, end)
+                if kind == 2 and (pos - first) % 4:
+                    raise _Fault(_E_PACKED, at)
+                while kind == 3 and first < pos:
+                    first = self.varint(first, pos)[1]
+            elif (kind, wire) == (2, _I32):
+                if 4 > end - pos:
+                    raise _Fault(_E_TRUNCATED, at)
+                pos += 4
+            elif (kind, wire) == (3, _VARINT):
+                try:
+                    pos = self.varint(pos, end)[1]
+                except _Fault:
+                    raise _Fault(_E_VARINT, at) from None
+            else:
+                pos = self.skip(pos, end, field, wire, depth)
 
 
 def _records(records):
@@ -269,7 +463,8 @@ def decode_examples(records, keys=None, raw_sizes=None, bytes_column=False, lean
         raise InvalidArgumentError("lean needs keys and one entry per key")
     table = _Table(keys, sequence=False)
     for i, data in enumerate(_records(records)):
-        table.add(i, _parse(Example, data, i).features.feature)
+        message, walk = _parse(Example, data, i)
+        table.add(i, message.features.feature, walk)
     return table.output(raw_sizes, bytes_column, lean)
 
 
@@ -279,9 +474,9 @@ def decode_sequence_examples(records, context_keys=None, sequence_keys=None, raw
     context = _Table(context_keys, sequence=False)
     lists = _Table(sequence_keys, sequence=True)
     for i, data in enumerate(_records(records)):
-        message = _parse(SequenceExample, data, i)
-        context.add(i, message.context.feature)
-        lists.add(i, message.feature_lists.feature_list)
+        message, walk = _parse(SequenceExample, data, i)
+        context.add(i, message.context.feature, walk)
+        lists.add(i, message.feature_lists.feature_list, walk)
     return (*context.output(raw_sizes, bytes_column), *lists.output(None, bytes_column))
 
 

@@ -18,6 +18,7 @@ from . import _native
 from ._contract import Kind
 from .batch import RecordBatch
 from .errors import FeatureSpecError
+from .features import name_utf8
 
 __all__ = ["encode_example", "encode_examples", "encode_sequence_example"]
 
@@ -105,7 +106,7 @@ def _key(name) -> bytes:
     if key is None:
         if not isinstance(name, str):
             raise FeatureSpecError(f"feature names must be str, not {type(name).__name__} ({name!r})")
-        key = name.encode()
+        key = name_utf8(name)
         if len(_KEYS) < 4096:
             _KEYS[name] = key
     return key

@@ -28,6 +28,7 @@ from .features import (
     SparseFeature,
     VarLenFeature,
     check_spec_mapping,
+    name_utf8,
 )
 from .batch import RecordBatch, parse_in_order
 from ._gather import Gathered
@@ -296,6 +297,8 @@ class _Plan:
                 if not isinstance(key, str):  # as the wire's keys: the twin's protobuf maps took bytes too
                     raise FeatureSpecError(f"feature {key!r}: feature names must be str",
                                            hint="name features with str, as tf.train.Example does")
+                if not key.isascii():
+                    name_utf8(key)
                 if key not in keys:
                     keys.append(key)
             if isinstance(spec, RawTensorFeature):

@@ -114,6 +114,17 @@ def _frozen_set(obj, **values):
 
 
 
+def name_utf8(name: str) -> bytes:
+    """A feature name's UTF-8, as records hold it; FeatureSpecError for a name with a lone
+    surrogate, which no record can hold."""
+    try:
+        return name.encode()
+    except UnicodeEncodeError:
+        raise FeatureSpecError(f"feature {name!r}: feature names must be valid UTF-8 (a lone surrogate cannot be "
+                               "encoded)", hint="decode names read as bytes strictly, not with "
+                               "errors='surrogateescape'") from None
+
+
 def check_spec_mapping(features, name="features") -> None:
     """Refuse a spec that is not a mapping of names to feature specs (None, a list of specs)."""
     if not isinstance(features, Mapping):
