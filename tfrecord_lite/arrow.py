@@ -440,7 +440,7 @@ def _leaf(name, arr: pa.Array):
         arr = arr.values.slice(arr.offset * k, len(arr) * k)
         size *= k
     t = arr.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+    if _numeric(t):
         return arr.to_numpy(zero_copy_only=False), size
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return arr.to_pylist(), size
@@ -624,10 +624,14 @@ def _leaf_type(t):
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
+def _numeric(t) -> bool:
+    """Whether values of this Arrow type are numbers or booleans (a numpy array of them)."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
 def _scalar(t) -> bool:
     """Whether a Feature can hold values of this Arrow type: numbers, booleans, bytes, text."""
-    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+    return (_numeric(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
             or pa.types.is_large_string(t))
 
 

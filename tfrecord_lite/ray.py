@@ -255,9 +255,7 @@ def _tensor_shape(t):
     """The shape of a column of nested fixed-size lists of numbers (a FixedLenFeature or
     RawTensorFeature of 2 or more dimensions), or None."""
     shape = _arrow._fixed_sizes(t)
-    leaf = _arrow._leaf_type(t)
-    numeric = pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
-    return tuple(shape) if len(shape) >= 2 and numeric else None
+    return tuple(shape) if len(shape) >= 2 and _arrow._numeric(_arrow._leaf_type(t)) else None
 
 
 def _tensor_schema(features) -> pa.Schema:
