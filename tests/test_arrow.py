@@ -267,6 +267,49 @@ def test_the_spec_is_inferred_past_an_empty_first_file(backend, files, tmp_path)
     assert backend.name == tfl.implementation
 
 
+def test_the_sample_reads_the_files_after_the_first_concurrently_in_order(backend, tmp_path, monkeypatch):
+    """The sample a spec is inferred from (read_table and read_tfrecords without one) read
+    the files one after another: small files on an object store made a thousand sequential
+    opens for 1,000 records. When the first file falls short, up to 16 are now read at
+    once: the same records in the same order, and only a file the sample needs fails it."""
+    import threading
+
+    from tfrecord_lite import arrow as tfl_arrow
+
+    paths = []
+    for k in range(40):  # files 0..17 hold the first 60 records (file 3 none, 17 the last two)
+        paths.append(str(tmp_path / f"f{k:02d}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            w.write_many(tfl.encode_example({"id": 100 * k + j}) for j in range(0 if k == 3 else k % 7 + 1))
+    real, gate, calls = tfl_arrow.TFRecordReader, threading.Condition(), {"now": 0, "peak": 0}
+
+    class SlowStore(real):  # reads wait here until 4 overlap
+        def head(self, n):
+            with gate:
+                calls["now"] += 1
+                calls["peak"] = max(calls["peak"], calls["now"])
+                gate.notify_all()
+                gate.wait_for(lambda: calls["peak"] >= 4, timeout=0.5)
+            try:
+                return super().head(n)
+            finally:
+                with gate:
+                    calls["now"] -= 1
+
+    monkeypatch.setattr(tfl_arrow, "TFRecordReader", SlowStore)
+    want = [r for p in paths for r in TFRecordReader(p)][:60]
+    sample = tfl_arrow._sample(paths, 60)
+    assert calls["peak"] >= 4 and [bytes(r) for r in sample] == want
+    assert sample.locate(59)[0] == paths[17] and sample.locate(0)[0] == paths[0]
+    (tmp_path / "f30.tfrecord").unlink()  # not needed: its failure is not the sample's
+    assert [bytes(r) for r in tfl_arrow._sample(paths, 60)] == want
+    (tmp_path / "f20.tfrecord").unlink()
+    (tmp_path / "f12.tfrecord").unlink()  # needed: the first such failure in file order
+    with pytest.raises(FileNotFoundError) as info:
+        tfl_arrow._sample(paths, 60)
+    assert info.value.filename == paths[12] and backend.name == tfl.implementation
+
+
 def test_a_spec_of_no_features_keeps_the_row_count(backend, files, tmp_path):
     # from_arrays counts rows from the first column: with none, every batch had 0 rows, so
     # read_table(files, columns=[]) of 120 records was empty and a table of no columns did

@@ -34,6 +34,7 @@ The records are byte-identical to TensorFlow's Examples of typed Features (``byt
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from math import prod
 from typing import Any, Iterable, Sequence
 
@@ -292,20 +293,49 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
 
 
 _SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
+_FILE_THREADS = 16  # files opened at once for a sample or a plan: each is a few requests to a store
+
+
+def _in_order(fn, items):
+    """fn(x) for x in items, in order, up to _FILE_THREADS at a time: thousands of remote
+    files are not opened one request after another. The first failure in item order is
+    raised; closing the generator early cancels the calls not yet started."""
+    if len(items) < 2:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(min(_FILE_THREADS, len(items)), thread_name_prefix="tfrecord_lite-files") as pool:
+        futures = [pool.submit(fn, x) for x in items]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None,
             on_corrupt="raise") -> RecordBatch:
     """The first n records of the files, from as many files as it takes (an empty first
     file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
-    them names the record's file. Damage is handled as the read that follows handles it."""
-    parts, left = [], n
-    for path in paths:
+    them names the record's file. Damage is handled as the read that follows handles it.
+    When the first file falls short, the others are read concurrently; a file after those
+    that complete the sample does not count, whatever its reading raised."""
+    def head(path, n):
         with TFRecordReader(path, compression, check_crc, on_corrupt, storage_options=storage_options) as reader:
-            parts.append(reader.head(left))
-        left -= len(parts[-1])
-        if left <= 0:
-            break
+            return reader.head(n)
+
+    parts = [head(paths[0], n)] if paths else []
+    left = n - sum(map(len, parts))
+    if left > 0:
+        rest = _in_order(lambda path: head(path, left), paths[1:])
+        try:
+            for part in rest:
+                parts.append(part[:left])
+                left -= len(parts[-1])
+                if left <= 0:
+                    break
+        finally:
+            rest.close()
     return RecordBatch.concat(parts)
 
 

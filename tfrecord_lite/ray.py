@@ -10,7 +10,8 @@ read by exactly one task. ``build_index=True`` writes missing sidecars first (a 
 uncompressed file), so that a few large files spread over many tasks. With
 ``on_corrupt="skip"`` or ``"stop"`` every file is read whole by one task, as
 ``TFRecordReader`` reads it. Planning, on the driver, looks at up to 16 files at once (size,
-first bytes, sidecar: a few requests each on an object store).
+first bytes, sidecar: a few requests each on an object store), as does the sample a spec is
+inferred from once the first file falls short of it.
 
 Writing gives each write task one shard. The task writes it under a hidden staging name
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
@@ -26,7 +27,6 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -58,7 +58,6 @@ _BLOCK_RECORDS = 65536
 _PIECE_BYTES = 32 << 20  # bytes read at once from an index range
 _COMPRESSION_GUESS = 4  # uncompressed / compressed bytes assumed for the size estimate
 _ROWS_COLUMN = "__bsp_stub"  # holds the rows of a block of no columns: see _TaskReader.block
-_PLAN_THREADS = 16  # files described at once when planning: each is a few requests to a store
 
 
 class TFRecordDatasource(Datasource):
@@ -91,7 +90,7 @@ class TFRecordDatasource(Datasource):
         mean = record_bytes / len(sample) if sample else 1
         self.block_records = int(max(1, min(_BLOCK_RECORDS, _BLOCK_BYTES // max(1, mean))))
         self._expansion = (self._reader(features).block(sample).nbytes / record_bytes) if record_bytes else 1.0
-        self._files = _in_order(lambda p: self._describe(p, build_index), self.paths)
+        self._files = list(_arrow._in_order(lambda p: self._describe(p, build_index), self.paths))
 
     # -- planning (on the driver) ----------------------------------------------------------
 
@@ -277,21 +276,6 @@ def _tensors(arr: pa.Array, shape) -> pa.Array:
     for _ in shape:
         values = values.flatten()  # slicing respected
     return ArrowTensorArray.from_numpy(values.to_numpy(zero_copy_only=False).reshape(len(arr), *shape))
-
-
-def _in_order(fn, items) -> list:
-    """[fn(x) for x in items], up to _PLAN_THREADS at a time: thousands of remote files
-    are not described one request after another. The first failure in item order is raised."""
-    if len(items) < 2:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(min(_PLAN_THREADS, len(items)), thread_name_prefix="tfrecord_lite-plan") as pool:
-        futures = [pool.submit(fn, x) for x in items]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
 
 
 def _pieces(offsets, ends, first):
