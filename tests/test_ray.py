@@ -68,6 +68,12 @@ def files(tmp_path_factory):
     return paths, big
 
 
+def _tensor_type(shape, dtype):
+    from ray.data.extensions import ArrowTensorArray
+
+    return ArrowTensorArray.from_numpy(np.empty((0, *shape), dtype)).type
+
+
 def collect(ds) -> pa.Table:
     return pa.concat_tables([ray.get(ref) for ref in ds.to_arrow_refs()])
 
@@ -110,7 +116,8 @@ def test_read_matches_dataset_and_parse_example_exactly_once(cluster, files):
     records, cols = expected(paths)
     assert table.num_rows == len(records) == 1200
     assert sorted(table.column("id").to_pylist()) == list(range(1200))  # each record exactly once
-    assert table.schema == arrow_schema(SPEC)
+    # arrow_schema(SPEC), but for vec: a tensor column (numpy batches of (n, 3) arrays)
+    assert table.schema == arrow_schema(SPEC).set(2, pa.field("vec", _tensor_type((3,), np.float32), False))
     assert_rows_equal(table, cols)
 
 
@@ -168,7 +175,8 @@ def test_schema_is_inferred_and_columns_are_pushed_down(cluster, files):
     paths, _ = files
     ds = read_tfrecords(paths[:2])
     inferred = tfl.infer_schema(paths[0])
-    assert ds.schema().base_schema == arrow_schema(inferred)
+    want = arrow_schema(inferred)
+    assert ds.schema().base_schema == want.set(3, want.field(3).with_type(_tensor_type((3,), np.float32)))
     assert ds.count() == 600
     picked = read_tfrecords(paths[:2], columns=["name", "id"])
     assert picked.schema().names == ["name", "id"]
@@ -430,15 +438,16 @@ def test_numpy_batches_write_tensor_columns_and_refuse_objects(cluster, files, t
 
 
 @settings(max_examples=30, deadline=None)
-@given(shape=st.lists(st.integers(0, 3), min_size=2, max_size=3), n=st.integers(1, 4),
+@given(shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), n=st.integers(1, 4),
        dtype=st.sampled_from(["float32", "int64", "uint8", "float16", "bool"]))
-def test_multidimensional_columns_are_tensors_that_numpy_batches_write_back(backend, tmp_path_factory, shape,
-                                                                           n, dtype):
+def test_shaped_numeric_columns_are_tensors_that_numpy_batches_write_back(backend, tmp_path_factory, shape,
+                                                                         n, dtype):
     """FixedLenFeature([2, 3]) was read as nested fixed-size lists, which Ray's numpy batches
     hold as (n,) arrays of objects: Ray made them pickled objects again and write_tfrecords
-    refused them ('cannot be held'). Numeric columns of 2 or more dimensions (RawTensorFeature
-    ones too) are now Ray tensors: numpy batches hold (n, 2, 3) arrays, written back as the
-    values read. Bytes keep their nested lists; one dimension keeps its fixed-size list."""
+    refused them ('cannot be held'). FixedLenFeature([3]) kept its fixed-size list too, so
+    numpy batches held (n,) arrays of arrays where a Ray user expects (n, 3). Numeric columns
+    of any shape (RawTensorFeature ones too) are now Ray tensors: numpy batches hold (n, 3)
+    or (n, 2, 3) arrays, written back as the values read. Bytes keep their fixed-size lists."""
     from ray.data.block import BlockAccessor
 
     from tfrecord_lite.ray import TFRecordDatasink
@@ -455,11 +464,11 @@ def test_multidimensional_columns_are_tensors_that_numpy_batches_write_back(back
     (task,) = source.get_read_tasks(1)
     (block,) = task()
     assert block.schema == source._schema(source.features)
-    assert [str(block.schema.field(c).type) for c in "sv"] == [
-        "fixed_size_list<item: fixed_size_list<item: large_binary>[2]>[1]", "fixed_size_list<item: int64>[2]"]
+    assert str(block.schema.field("s").type) == "fixed_size_list<item: fixed_size_list<item: large_binary>[2]>[1]"
     batch = BlockAccessor.for_block(block).to_batch_format("numpy")
     assert batch["t"].shape == values.shape and batch["t"].dtype == values.dtype
     np.testing.assert_array_equal(batch["t"], values)
+    assert batch["v"].dtype == np.int64 and batch["v"].tolist() == [[i, -i] for i in range(n)]
     shards = _write_in_process(TFRecordDatasink(str(d / "out"), columns=["t", "v"]),
                                [BlockAccessor.batch_to_block({k: batch[k] for k in "tv"})])
     written = tfl.FixedLenFeature(shape, "float32" if "float" in dtype else "int64")

@@ -251,16 +251,16 @@ def _stale(path, begin, end, got, count):
 
 
 def _tensor_shape(t):
-    """The shape of a column of nested fixed-size lists of numbers (a FixedLenFeature or
-    RawTensorFeature of 2 or more dimensions), or None."""
+    """The shape of a column of (nested) fixed-size lists of numbers (a shaped FixedLenFeature
+    or RawTensorFeature), or None."""
     shape = _arrow._fixed_sizes(t)
-    return tuple(shape) if len(shape) >= 2 and _arrow._numeric(_arrow._leaf_type(t)) else None
+    return tuple(shape) if shape and _arrow._numeric(_arrow._leaf_type(t)) else None
 
 
 def _tensor_schema(features) -> pa.Schema:
-    """arrow_schema(features) with Ray's tensor type for multi-dimensional numeric columns:
-    numpy batches give nested fixed-size lists as (n,) arrays of objects, which Ray cannot
-    turn back into columns (nor write_tfrecords write), and tensors as (n, a, b) arrays."""
+    """arrow_schema(features) with Ray's tensor type for shaped numeric columns: numpy
+    batches give fixed-size lists as (n,) arrays of objects (nested ones Ray cannot turn back
+    into columns, nor write_tfrecords write), and tensors as (n, k) or (n, a, b) arrays."""
     schema = _arrow.arrow_schema(features)
     for i, field in enumerate(schema):
         shape = _tensor_shape(field.type)
@@ -340,8 +340,9 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
     paths: a path, glob, directory or list of them; fsspec URLs (``s3://``, ``memory://``...)
         with ``storage_options``.
     features: a feature spec (as for ``parse_example``; the Arrow types are those of
-        ``tfrecord_lite.arrow.arrow_schema``); None infers one with ``infer_schema`` from the
-        first 1,000 records (pass a spec when later records differ).
+        ``tfrecord_lite.arrow.arrow_schema``, shaped numeric features as Ray tensors: numpy
+        batches hold (n, k) arrays); None infers one with ``infer_schema`` from the first
+        1,000 records (pass a spec when later records differ).
     columns: feature names to keep; the others are not parsed. ``Dataset.select_columns``
         is pushed down into the read the same way.
     raw: one ``large_binary`` column ``"record"`` holding each record's bytes, unparsed.
