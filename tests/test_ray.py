@@ -410,7 +410,7 @@ def test_write_then_read_round_trip_with_shard_names(cluster, files, tmp_path):
         assert [got[name][i] for i in order_got] == [want[name][i] for i in order_want], name
 
 
-def test_numpy_batches_write_tensor_columns_and_refuse_objects(cluster, files, tmp_path):
+def test_numpy_batches_write_tensor_and_object_columns(cluster, files, tmp_path):
     paths, _ = files
     # A numpy map turns the shaped column into Ray's tensor extension type: it is written as
     # its flat values, as the FixedLenFeature([3]) it came from.
@@ -430,11 +430,58 @@ def test_numpy_batches_write_tensor_columns_and_refuse_objects(cluster, files, t
                              str(tmp_path / "np2" / "part"))
     _, got = expected([s.path for s in shards], {"id": SPEC["id"], "vec": SPEC["vec"]})
     assert sorted(zip(got["id"], got["vec"])) == sorted(zip(want["id"], want["vec"]))
-    # Ragged lists become Python objects in numpy batches, which an Example cannot hold.
+    # Ragged lists, None where a record lacks them, are Python objects in numpy batches:
+    # written as lists, the None rows without the feature.
     ds = read_tfrecords(paths[:1], SPEC).map_batches(lambda b: b, batch_format="numpy")
-    with pytest.raises(Exception, match="column 'tags'.*cannot be held"):
-        write_tfrecords(ds, str(tmp_path / "obj" / "part"))
-    assert os.listdir(tmp_path / "obj") == []
+    shards = write_tfrecords(ds, str(tmp_path / "obj" / "part"))
+    _, got = expected([s.path for s in shards])
+    _, want = expected(paths[:1])
+    assert sorted(zip(got["id"], got["tags"])) == sorted(zip(want["id"], want["tags"]))
+    def complex_numbers(batch):
+        batch["bad"] = np.empty(len(batch["id"]), object)
+        batch["bad"][:] = [np.array([1j])] * len(batch["id"])
+        return batch
+
+    ds = ds.map_batches(complex_numbers, batch_format="numpy")
+    with pytest.raises(Exception, match="column 'bad' holds Python objects"):
+        write_tfrecords(ds, str(tmp_path / "bad" / "part"))
+    assert os.listdir(tmp_path / "bad") == []
+
+
+def test_numpy_batches_of_bytes_and_ragged_columns_write_back(backend, tmp_path):
+    """Ray's numpy batches hold shaped bytes features and ragged features as arrays of
+    arrays, None where a record lacks the feature; Ray stores them as pickled Python objects
+    (or ragged tensors) that write_tfrecords refused: 'column ... cannot be held by a
+    tf.train.Example'. They are written as lists of each row's values, flattened, and read
+    back as they were; objects that are no values are refused by column."""
+    from ray.data.block import BlockAccessor
+
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    spec = {"id": tfl.FixedLenFeature([], "int64"), "b1": tfl.FixedLenFeature([2], "string"),
+            "b2": tfl.FixedLenFeature([2, 1], "string"), "tags": tfl.VarLenFeature("string"),
+            "r": tfl.RaggedFeature("int64"), "f": tfl.VarLenFeature("float32")}
+    path = str(tmp_path / "a.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        for i in range(6):
+            row = {"id": i, "b1": [b"x%d" % i, b""], "b2": [b"y", b"z" * i], "r": list(range(i % 3))}
+            if i % 2:
+                row["tags"] = [b"t"] * (i % 4)
+                row["f"] = np.arange(i, dtype=np.float32) / 4
+            w.write(tfl.encode_example(row))
+    (task,) = TFRecordDatasource(path, spec).get_read_tasks(1)
+    (block,) = task()
+    batch = BlockAccessor.for_block(block).to_batch_format("numpy")
+    assert batch["b2"].shape == (6,) and batch["tags"][0] is None
+    numpy_block = BlockAccessor.batch_to_block(batch)
+    shards = _write_in_process(TFRecordDatasink(str(tmp_path / "out")), [numpy_block, numpy_block.slice(2, 3)])
+    records = [r for s in shards for r in tfl.TFRecordReader(s.path)]
+    source = list(tfl.TFRecordReader(path))
+    assert tfl.arrow.to_arrow(records, spec).equals(tfl.arrow.to_arrow(source + source[2:5], spec))
+    bad = BlockAccessor.batch_to_block({"d": np.array([np.array([1j])], dtype=object)})
+    with pytest.raises(tfl.FeatureSpecError, match="column 'd' holds Python objects"):
+        _write_in_process(TFRecordDatasink(str(tmp_path / "bad")), [bad])
+    assert backend.name == tfl.implementation
 
 
 @settings(max_examples=30, deadline=None)

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
-from ray.data.extensions import ArrowTensorArray
+from ray.data.extensions import ArrowPythonObjectType, ArrowTensorArray, ArrowVariableShapedTensorType
 
 from . import _native
 from . import arrow as _arrow
@@ -429,7 +429,7 @@ class TFRecordDatasink(Datasink):
 
     def write(self, blocks, ctx):
         path = self.staging_path(ctx.task_idx)
-        tables = (self._select(BlockAccessor.for_block(b).to_arrow()) for b in blocks)
+        tables = (_as_lists(self._select(BlockAccessor.for_block(b).to_arrow())) for b in blocks)
         if self.record_column is None:
             count = _arrow.write_arrow((batch for t in tables for batch in t.to_batches()), path,
                                        deterministic=self.deterministic, **self.options)
@@ -514,6 +514,48 @@ class TFRecordDatasink(Datasink):
         return "WriteTFRecordLite"
 
 
+def _as_lists(table: pa.Table) -> pa.Table:
+    """table with the columns numpy batches leave that write_arrow does not take as lists of
+    each row's values, flattened (an Example holds a shaped value so), null where the row is
+    None: ragged numeric rows (Ray's variable-shaped tensors) and Python objects (pickled by
+    Ray: rows of bytes arrays, ragged rows with None among them, arrays of 2+ dimensions)."""
+    for i, field in enumerate(table.schema):
+        if isinstance(field.type, ArrowVariableShapedTensorType):
+            chunks = [chunk.storage.flatten()[chunk.storage.type.get_field_index("data")]
+                      for chunk in table.column(i).chunks]
+        elif isinstance(field.type, ArrowPythonObjectType):
+            chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
+        else:
+            continue
+        column = pa.chunked_array(chunks, chunks[0].type if chunks else pa.large_list(pa.null()))
+        table = table.set_column(i, field.with_type(column.type), column)
+    return table
+
+
+def _object_lists(name, rows) -> pa.Array:
+    """Python objects as Arrow lists of their values, flattened: arrays (nested in object
+    arrays too), lists and tuples are unpacked; None is a null row."""
+    def values(obj, out):
+        if isinstance(obj, np.ndarray) and obj.dtype != object:
+            out.extend(obj.reshape(-1).tolist())
+        elif isinstance(obj, (np.ndarray, list, tuple)):
+            for item in (obj.reshape(-1) if isinstance(obj, np.ndarray) else obj):
+                values(item, out)
+        else:
+            out.append(obj.item() if isinstance(obj, np.generic) else obj)
+        return out
+
+    try:
+        array = pa.array([None if row is None else values(row, []) for row in rows])
+    except (pa.ArrowException, OverflowError) as exc:
+        raise FeatureSpecError(f"column {name!r} holds Python objects an Example cannot hold ({exc})",
+                               hint="make each row an array or list of numbers, bytes or strings "
+                                    "(or None), all of one kind") from None
+    if not _arrow._holdable(array.type) and not _arrow._valueless(array.type):
+        raise _arrow._unsupported(name, array.type)
+    return array
+
+
 def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[str] | None = None,
                     record_column: str | None = None, compression: Compression = None, index: bool = False,
                     deterministic: bool = False, suffix: str = DEFAULT_SUFFIX, storage_options: StorageOptions = None,
@@ -523,7 +565,8 @@ def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[st
     return a ShardInfo (path, records) per shard.
 
     Each row becomes a tf.train.Example with one Feature per column (the column types of
-    ``tfrecord_lite.arrow.write_arrow``; ``columns`` picks and orders them), or, with
+    ``tfrecord_lite.arrow.write_arrow``, and the ragged and object columns numpy batches
+    leave, as lists of each row's values; ``columns`` picks and orders them), or, with
     ``record_column``, that binary column's values are written verbatim as records (the
     column ``read_tfrecords(..., raw=True)`` gives). compression and index are as in
     ``TFRecordWriter``; deterministic sorts features as protobuf does.
