@@ -635,6 +635,32 @@ def test_write_arrow_takes_fixed_shape_tensor_columns(backend, tmp_path):
     assert backend.name == tfl.implementation
 
 
+@pytest.mark.parametrize("shape, permutation", [((3, 2), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4), (1, 2, 0))])
+def test_write_arrow_writes_a_permuted_tensor_in_its_logical_order(backend, tmp_path, shape, permutation):
+    """A fixed_shape_tensor whose permutation is not the identity (from_numpy_ndarray of a
+    transposed array makes one) was written in storage order: each row's values silently
+    transposed. Rows are written in the row-major order of their logical shape (logical
+    dimension i is physical dimension permutation[i], as Arrow's canonical extension
+    defines it), as encode_examples writes the numpy array; a null row omits the feature."""
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(2 * prod(shape))), prod(shape))
+    tensors = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.int64(), shape, permutation=permutation),
+                                             storage)
+    logical = np.arange(2 * prod(shape)).reshape(2, *shape).transpose(0, *(1 + np.array(permutation)))
+    path = str(tmp_path / "t.tfrecord")
+    assert write_arrow(pa.table({"t": tensors}), path) == 2
+    assert list(TFRecordReader(path)) == tfl.encode_examples({"t": logical})
+    if len(shape) == 2:  # a transposed matrix, as a user makes it (pyarrow agrees on 2 dimensions only)
+        np.testing.assert_array_equal(tensors.to_numpy_ndarray(), logical)
+        matrix = np.arange(12).reshape(2, 2, 3).transpose(0, 2, 1)
+        assert write_arrow(pa.table({"t": pa.FixedShapeTensorArray.from_numpy_ndarray(matrix)}), path) == 2
+        assert list(TFRecordReader(path)) == tfl.encode_examples({"t": matrix})
+    with_null = pa.ExtensionArray.from_storage(tensors.type, pa.FixedSizeListArray.from_arrays(
+        storage.values, prod(shape), mask=pa.array([True, False])))
+    write_arrow(pa.table({"t": with_null}), path)
+    assert list(TFRecordReader(path)) == [tfl.encode_example({}), tfl.encode_example({"t": logical[1]})]
+    assert backend.name == tfl.implementation
+
+
 @settings(max_examples=40, deadline=None)
 @given(kinds=BAD_KINDS)
 def test_a_batch_error_names_its_first_bad_record(backend, tmp_path_factory, kinds):

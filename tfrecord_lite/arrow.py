@@ -25,9 +25,10 @@ its index and value keys as VarLenFeature) and raises FeatureSpecError.
 
 Writing (``write_arrow``) takes numeric, bool, binary and string columns (views and
 fixed-size binary too), fixed-size and variable lists of them (list views too; dictionary
-columns are decoded first) and fixed-shape tensors (each row's values flattened), one Feature
-per column and row; a null row omits the feature from that record, and a column of type null
-or list<null> (no value in any row: Ray types a block's all-None column so) from every record.
+columns are decoded first) and fixed-shape tensors (each row's values flattened, in the
+order of its logical shape), one Feature per column and row; a null row omits the feature
+from that record, and a column of type null or list<null> (no value in any row: Ray types a
+block's all-None column so) from every record.
 The records are byte-identical to TensorFlow's Examples of typed Features (``bytes_list``,
 ``float_list``, ``int64_list``) of the same values.
 """
@@ -483,10 +484,10 @@ def _encodable(name, arr: pa.Array):
     """The column as encode_examples takes it: an (n, k) numeric array, or one value per row
     (a list of bytes, or a list of arrays / bytes lists); null rows hold a placeholder.
     Extension columns stored as lists (Arrow's and Ray's fixed-shape tensors: each row's
-    values flattened, as an Example holds a shaped array) are written as that storage;
-    other extension types (Python objects, ragged tensors) are refused by name."""
+    values flattened, as an Example holds a shaped array) are written as that storage, in
+    row-major order of the logical shape; other extension types (Python objects, ragged tensors) are refused by name."""
     if _stored(arr.type) is not arr.type:
-        arr = arr.storage
+        arr = _row_major(arr)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     n = len(arr)
@@ -514,6 +515,24 @@ def _encodable(name, arr: pa.Array):
     if size == 1:
         return values
     return _rows(values, range(0, (n + 1) * size, size))
+
+
+def _row_major(arr: pa.Array) -> pa.Array:
+    """An extension column's storage, a fixed-shape tensor's rows in the row-major order of
+    their logical shape: Arrow's fixed_shape_tensor may store them permuted (logical
+    dimension i is physical dimension permutation[i]; from_numpy_ndarray of a transposed
+    array makes one)."""
+    storage = arr.storage
+    permutation = list(getattr(arr.type, "permutation", None) or ())
+    if permutation == sorted(permutation):
+        return storage
+    shape = arr.type.shape
+    size = prod(shape)
+    order = np.arange(size).reshape(shape).transpose(permutation).reshape(-1)
+    flat = storage.values.slice(storage.offset * size, len(storage) * size)
+    take = (np.arange(len(storage))[:, None] * size + order).reshape(-1)
+    validity = storage.is_valid().buffers()[1] if storage.null_count else None  # from_arrays' mask: pyarrow 15
+    return pa.Array.from_buffers(storage.type, len(storage), [validity], children=[flat.take(pa.array(take))])
 
 
 def _rows(values, bounds):
