@@ -532,13 +532,22 @@ def test_write_arrow_takes_a_null_list_row_whatever_its_slot_holds(backend, tmp_
 ])
 def test_write_arrow_refuses_what_is_not_arrow_data(backend, tmp_path, data, what):
     # a dict or a pandas DataFrame was iterated (their keys) into AttributeError: 'str'
-    # object has no attribute 'schema'; None was a bare TypeError
+    # object has no attribute 'schema'; None was a bare TypeError, and so was a polars
+    # LazyFrame (iterated by __getitem__)
     path = tmp_path / "x.tfrecord"
     with pytest.raises(tfl.ArgumentTypeError, match=f"Table, a RecordBatch.*{what}") as info:
         write_arrow(data, str(path))
     assert "from_pandas" in info.value.hint and not path.exists()
     with pytest.raises(tfl.ArgumentTypeError, match="iterable of str .a DataFrame"):
         write_arrow(pa.table({"a": [1]}).to_pandas(), str(path))
+
+    class Lazy:  # polars' LazyFrame: __getitem__ but no __iter__, which iter() walked into
+        def __getitem__(self, i):  # "TypeError: LazyFrame is not subscriptable"
+            raise TypeError(f"{type(self).__name__} is not subscriptable")
+
+    with pytest.raises(tfl.ArgumentTypeError, match="not Lazy") as info:
+        write_arrow(Lazy(), str(path))
+    assert ".collect()" in info.value.hint and "ds.data.table" in info.value.hint and not path.exists()
     # Tables in an iterable are taken, as a RecordBatchReader is
     assert write_arrow([pa.table({"a": [1, 2]}), pa.record_batch({"a": [3]})], str(path)) == 3
     assert write_arrow(pa.table({"a": [1, 2]}).to_reader(), str(path)) == 2

@@ -688,10 +688,9 @@ def _batches(data):
     """The RecordBatches of a Table, a RecordBatch, or an iterable (a RecordBatchReader) of
     either; anything else (a pandas DataFrame iterates its column names) is refused."""
     items = [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
-    try:
-        items = iter(items)
-    except TypeError:
-        items = iter([data])
+    # Only what defines __iter__: iter() also walks an object by __getitem__(0), (1), ...,
+    # which raised a bare TypeError from inside (polars' LazyFrame: "not subscriptable").
+    items = iter(items) if hasattr(type(items), "__iter__") else iter([data])
     for item in items:
         if isinstance(item, pa.Table):
             yield from item.to_batches()
@@ -703,7 +702,8 @@ def _batches(data):
             raise ArgumentTypeError(f"write_arrow takes a pyarrow Table, a RecordBatch or an iterable of them, "
                                     f"not {what}",
                                     hint="convert first: pyarrow.Table.from_pandas(df), pyarrow.table(mapping), "
-                                         "polars' df.to_arrow()")
+                                         "polars' df.to_arrow() (lazy: .collect() first), a Hugging Face "
+                                         "Dataset's ds.data.table")
 
 
 def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,
