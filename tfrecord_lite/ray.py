@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
-from ray.data.extensions import ArrowPythonObjectType, ArrowTensorArray, ArrowVariableShapedTensorType
+from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorType
 
 from . import _native
 from . import arrow as _arrow
@@ -48,6 +48,11 @@ from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
 from .writer import TFRecordWriter, check_index_compression, drop_kept, keep_replaced, put_back
+
+try:
+    from ray.data.extensions import ArrowPythonObjectType
+except ImportError:  # older Ray does not store objects it cannot convert as pickles
+    ArrowPythonObjectType = ()
 
 __all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordDatasink", "RECORD_COLUMN"]
 
