@@ -431,6 +431,14 @@ def test_write_arrow_shards_and_dictionary_columns(backend, tmp_path):
     back = read_table([str(p) for p in shards], {"k": tfl.VarLenFeature(bytes), "v": tfl.FixedLenFeature([], np.int64)})
     assert sorted(zip(back.column("v").to_pylist(), back.column("k").to_pylist())) == [
         (1, [b"a"]), (2, [b"b"]), (3, [b"a"]), (4, None)]
+    # A null may be a dictionary entry (null_encoding="encode"), which the indices do not
+    # count as null: such rows were written with a placeholder ("", 0) instead of no feature.
+    import pyarrow.compute as pc
+
+    path = str(tmp_path / "encoded.tfrecord")
+    for values in (["a", None, "b"], [1, None, 2]):
+        write_arrow(pa.table({"k": pc.dictionary_encode(pa.array(values), null_encoding="encode")}), path)
+        assert list(TFRecordReader(path)) == [tfl.encode_example({} if v is None else {"k": [v]}) for v in values]
     assert backend.name == tfl.implementation
 
 

@@ -649,10 +649,12 @@ def _plain_type(t):
 
 
 def _plain(arr: pa.Array) -> pa.Array:
-    """arr as _plain_type's type. List views are rebuilt as lists from their logical values
-    (pyarrow's cast of a list view with nulls gives an invalid array)."""
-    if _stored(arr.type) is not arr.type or pa.types.is_dictionary(arr.type):
-        return arr  # read as their storage or decoded later
+    """arr as _plain_type's type, dictionaries decoded. List views are rebuilt as lists from
+    their logical values (pyarrow's cast of a list view with nulls gives an invalid array)."""
+    if _stored(arr.type) is not arr.type:
+        return arr  # read as its storage
+    if pa.types.is_dictionary(arr.type):  # a null in the dictionary is none in the indices' count
+        arr = arr.dictionary_decode()
     target = _plain_type(arr.type)
     if target == arr.type:
         return arr
