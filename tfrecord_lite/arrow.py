@@ -328,7 +328,7 @@ def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_option
     parts = [head(paths[0], n)] if paths else []
     left = n - sum(map(len, parts))
     if left > 0:
-        rest = _in_order(lambda path: head(path, left), paths[1:])
+        rest = _in_order(lambda path, most=left: head(path, most), paths[1:])
         try:
             for part in rest:
                 parts.append(part[:left])
