@@ -452,8 +452,9 @@ def test_numpy_batches_of_bytes_and_ragged_columns_write_back(backend, tmp_path)
     """Ray's numpy batches hold shaped bytes features and ragged features as arrays of
     arrays, None where a record lacks the feature; Ray stores them as pickled Python objects
     (or ragged tensors) that write_tfrecords refused: 'column ... cannot be held by a
-    tf.train.Example'. They are written as lists of each row's values, flattened, and read
-    back as they were; objects that are no values are refused by column."""
+    tf.train.Example'; so was a 2-D array of numpy strings ('fixed_size_binary[8]'). They are
+    written as lists of each row's values, flattened, and read back as they were; objects
+    that are no values are refused by column."""
     from ray.data.block import BlockAccessor
 
     from tfrecord_lite.ray import TFRecordDatasink
@@ -478,6 +479,10 @@ def test_numpy_batches_of_bytes_and_ragged_columns_write_back(backend, tmp_path)
     records = [r for s in shards for r in tfl.TFRecordReader(s.path)]
     source = list(tfl.TFRecordReader(path))
     assert tfl.arrow.to_arrow(records, spec).equals(tfl.arrow.to_arrow(source + source[2:5], spec))
+    # numpy strings of 2 dimensions are a tensor of fixed-width UTF-32 in Ray: written as text
+    text = BlockAccessor.batch_to_block({"u": np.array([["ab", "c"], ["d", "\u00e9"]])})
+    (shard,) = _write_in_process(TFRecordDatasink(str(tmp_path / "text")), [text])
+    assert list(tfl.TFRecordReader(shard.path)) == tfl.encode_examples({"u": [["ab", "c"], ["d", "\u00e9"]]})
     bad = BlockAccessor.batch_to_block({"d": np.array([np.array([1j])], dtype=object)})
     with pytest.raises(tfl.FeatureSpecError, match="column 'd' holds Python objects"):
         _write_in_process(TFRecordDatasink(str(tmp_path / "bad")), [bad])

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
+from ray.data import extensions as _extensions
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorType
 
 from . import _native
@@ -53,6 +54,9 @@ try:
     from ray.data.extensions import ArrowPythonObjectType
 except ImportError:  # older Ray does not store objects it cannot convert as pickles
     ArrowPythonObjectType = ()
+# Ray's fixed-shape tensor types: V2 (64-bit offsets) is newer than Ray 2.9
+_TENSOR_TYPES = tuple(getattr(_extensions, name) for name in ("ArrowTensorType", "ArrowTensorTypeV2")
+                      if hasattr(_extensions, name))
 
 __all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordDatasink", "RECORD_COLUMN"]
 
@@ -522,19 +526,27 @@ class TFRecordDatasink(Datasink):
 def _as_lists(table: pa.Table) -> pa.Table:
     """table with the columns numpy batches leave that write_arrow does not take as lists of
     each row's values, flattened (an Example holds a shaped value so), null where the row is
-    None: ragged numeric rows (Ray's variable-shaped tensors) and Python objects (pickled by
-    Ray: rows of bytes arrays, ragged rows with None among them, arrays of 2+ dimensions)."""
+    None: ragged numeric rows (Ray's variable-shaped tensors), Python objects (pickled by
+    Ray: rows of bytes arrays, ragged rows with None among them, arrays of 2+ dimensions) and
+    tensors of numpy strings (fixed-width UTF-32 in Arrow, written as UTF-8 text)."""
     for i, field in enumerate(table.schema):
         if isinstance(field.type, ArrowVariableShapedTensorType):
             chunks = [chunk.storage.flatten()[chunk.storage.type.get_field_index("data")]
                       for chunk in table.column(i).chunks]
         elif isinstance(field.type, ArrowPythonObjectType):
             chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
+        elif isinstance(field.type, _TENSOR_TYPES) and _is_text(field.type.storage_type):
+            chunks = [_object_lists(field.name, list(chunk.to_numpy())) for chunk in table.column(i).chunks]
         else:
             continue
         column = pa.chunked_array(chunks, chunks[0].type if chunks else pa.large_list(pa.null()))
         table = table.set_column(i, field.with_type(column.type), column)
     return table
+
+
+def _is_text(storage) -> bool:
+    """Whether a tensor's storage holds fixed-width binary: numpy's 'U' (and 'S') values."""
+    return pa.types.is_fixed_size_binary(_arrow._leaf_type(storage.value_type))
 
 
 def _object_lists(name, rows) -> pa.Array:
