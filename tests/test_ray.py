@@ -450,18 +450,19 @@ def test_numpy_batches_write_tensor_and_object_columns(cluster, files, tmp_path)
 
 def test_numpy_batches_of_bytes_and_ragged_columns_write_back(backend, tmp_path):
     """Ray's numpy batches hold shaped bytes features and ragged features as arrays of
-    arrays, None where a record lacks the feature; Ray stores them as pickled Python objects
-    (or ragged tensors) that write_tfrecords refused: 'column ... cannot be held by a
-    tf.train.Example'; so was a 2-D array of numpy strings ('fixed_size_binary[8]'). They are
-    written as lists of each row's values, flattened, and read back as they were; objects
-    that are no values are refused by column."""
+    arrays, None where a record lacks the feature; Ray stores them as pickled Python objects,
+    ragged tensors or lists of lists, which write_tfrecords refused: 'column ... cannot be
+    held by a tf.train.Example'; so was a 2-D array of numpy strings (fixed_size_binary).
+    They are written as lists of each row's values, flattened, and read back as they were;
+    objects that are no values are refused by column."""
     from ray.data.block import BlockAccessor
 
     from tfrecord_lite.ray import TFRecordDatasink
 
     spec = {"id": tfl.FixedLenFeature([], "int64"), "b1": tfl.FixedLenFeature([2], "string"),
             "b2": tfl.FixedLenFeature([2, 1], "string"), "tags": tfl.VarLenFeature("string"),
-            "r": tfl.RaggedFeature("int64"), "f": tfl.VarLenFeature("float32")}
+            "r": tfl.RaggedFeature("int64"), "f": tfl.VarLenFeature("float32"),
+            "q": tfl.FixedLenSequenceFeature([2], "float32", allow_missing=True)}
     path = str(tmp_path / "a.tfrecord")
     with tfl.TFRecordWriter(path) as w:
         for i in range(6):
@@ -469,6 +470,7 @@ def test_numpy_batches_of_bytes_and_ragged_columns_write_back(backend, tmp_path)
             if i % 2:
                 row["tags"] = [b"t"] * (i % 4)
                 row["f"] = np.arange(i, dtype=np.float32) / 4
+                row["q"] = np.arange(2 * i, dtype=np.float32)
             w.write(tfl.encode_example(row))
     (task,) = TFRecordDatasource(path, spec).get_read_tasks(1)
     (block,) = task()

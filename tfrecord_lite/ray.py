@@ -527,8 +527,9 @@ def _as_lists(table: pa.Table) -> pa.Table:
     """table with the columns numpy batches leave that write_arrow does not take as lists of
     each row's values, flattened (an Example holds a shaped value so), null where the row is
     None: ragged numeric rows (Ray's variable-shaped tensors), Python objects (pickled by
-    Ray: rows of bytes arrays, ragged rows with None among them, arrays of 2+ dimensions) and
-    tensors of numpy strings (fixed-width UTF-32 in Arrow, written as UTF-8 text)."""
+    Ray: rows of bytes arrays, ragged rows with None among them, arrays of 2+ dimensions),
+    lists of lists (rows of 2-D arrays, as Ray may convert them) and tensors of numpy
+    strings (fixed-width UTF-32 in Arrow, written as UTF-8 text)."""
     for i, field in enumerate(table.schema):
         if isinstance(field.type, ArrowVariableShapedTensorType):
             chunks = [chunk.storage.flatten()[chunk.storage.type.get_field_index("data")]
@@ -537,6 +538,8 @@ def _as_lists(table: pa.Table) -> pa.Table:
             chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
         elif isinstance(field.type, _TENSOR_TYPES) and _is_text(field.type.storage_type):
             chunks = [_object_lists(field.name, list(chunk.to_numpy())) for chunk in table.column(i).chunks]
+        elif _arrow._is_list(field.type) and not _arrow._holdable(field.type):  # lists of lists
+            chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
         else:
             continue
         column = pa.chunked_array(chunks, chunks[0].type if chunks else pa.large_list(pa.null()))
