@@ -555,10 +555,30 @@ def test_write_arrow_refuses_what_is_not_arrow_data(backend, tmp_path, data, wha
 
     with pytest.raises(tfl.ArgumentTypeError, match="not Lazy") as info:
         write_arrow(Lazy(), str(path))
-    assert ".collect()" in info.value.hint and "ds.data.table" in info.value.hint and not path.exists()
+    assert ".collect()" in info.value.hint and "ds.data" in info.value.hint and not path.exists()
     # Tables in an iterable are taken, as a RecordBatchReader is
     assert write_arrow([pa.table({"a": [1, 2]}), pa.record_batch({"a": [3]})], str(path)) == 3
     assert write_arrow(pa.table({"a": [1, 2]}).to_reader(), str(path)) == 2
+    assert backend.name == tfl.implementation
+
+
+def test_write_arrow_streams_what_has_to_batches(backend, tmp_path):
+    """A pyarrow dataset or scanner (Parquet files, say) and a Hugging Face Dataset's .data
+    were refused ('not FileSystemDataset'; 'an iterable of ChunkedArray (a InMemoryTable)')
+    with a hint that fit neither: their to_batches() is written, a batch at a time."""
+    import datasets
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": [1, 2, 3], "s": ["a", None, "c"]})
+    pq.write_table(table, str(tmp_path / "t.parquet"), row_group_size=2)
+    want = tfl.encode_examples({"id": np.array([1, 2, 3])})
+    want[0], want[2] = (tfl.encode_example({"id": i, "s": [s]}) for i, s in ((1, "a"), (3, "c")))
+    path = str(tmp_path / "x.tfrecord")
+    dataset = pads.dataset(str(tmp_path / "t.parquet"))
+    for data in (dataset, dataset.scanner(columns=["id", "s"]), datasets.Dataset(table).data):
+        assert write_arrow(data, path) == 3
+        assert list(TFRecordReader(path)) == want, type(data).__name__
     assert backend.name == tfl.implementation
 
 

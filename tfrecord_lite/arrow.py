@@ -687,9 +687,15 @@ def _scalar(t) -> bool:
 
 
 def _batches(data):
-    """The RecordBatches of a Table, a RecordBatch, or an iterable (a RecordBatchReader) of
-    either; anything else (a pandas DataFrame iterates its column names) is refused."""
-    items = [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
+    """The RecordBatches of a Table, a RecordBatch, an iterable (a RecordBatchReader) of
+    either, or what has to_batches() (a pyarrow dataset or scanner, a Hugging Face Dataset's
+    .data); anything else (a pandas DataFrame iterates its column names) is refused."""
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        items = [data]
+    elif callable(getattr(data, "to_batches", None)):  # streamed, a batch at a time
+        items = data.to_batches()
+    else:
+        items = data
     # Only what defines __iter__: iter() also walks an object by __getitem__(0), (1), ...,
     # which raised a bare TypeError from inside (polars' LazyFrame: "not subscriptable").
     items = iter(items) if hasattr(type(items), "__iter__") else iter([data])
@@ -705,13 +711,14 @@ def _batches(data):
                                     f"not {what}",
                                     hint="convert first: pyarrow.Table.from_pandas(df), pyarrow.table(mapping), "
                                          "polars' df.to_arrow() (lazy: .collect() first), a Hugging Face "
-                                         "Dataset's ds.data.table")
+                                         "Dataset's ds.data")
 
 
 def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,
                 deterministic: bool = False, **writer_options: Any) -> int:
-    """Write the rows of a ``pyarrow.Table``, a RecordBatch or an iterable of RecordBatches
-    as tf.train.Examples, one Feature per column (see the module docstring for the types);
+    """Write the rows of a ``pyarrow.Table``, a RecordBatch, an iterable of RecordBatches or
+    what has ``to_batches()`` (a pyarrow dataset, a Hugging Face Dataset's ``.data``) as
+    tf.train.Examples, one Feature per column (see the module docstring for the types);
     returns the number of records written.
 
     Without num_shards, one file through ``TFRecordWriter(path, **writer_options)``
