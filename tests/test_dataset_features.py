@@ -319,6 +319,17 @@ def test_no_records_give_empty_arrays_of_every_feature(backend, example_files, t
     assert backend.name == tfrecord_lite.implementation
 
 
+def test_without_a_spec_the_error_says_to_pass_one(backend, example_files, tmp_path):
+    """Without a spec or parse function the first batch, raw records, failed as 'expected a
+    dict of arrays from the parse step, got RecordBatch', with no word of what to pass."""
+    for name, convert in (("to_numpy", lambda: to_numpy(example_files)),
+                          ("to_npy", lambda: to_npy(example_files, out_dir=tmp_path / "no", progress=False))):
+        with pytest.raises(tfrecord_lite.FeatureSpecError, match=f"{name} needs a feature spec") as info:
+            convert()
+        assert "infer_schema" in info.value.hint and not os.path.exists(tmp_path / "no")
+    assert backend.name == tfrecord_lite.implementation
+
+
 def test_to_npy_refuses_a_remote_output_directory(tmp_path):
     """Memory-mapped files need a local directory: s3://bucket/out made a local directory 's3:'."""
     with pytest.raises(tfrecord_lite.InvalidArgumentError, match="s3://bucket/out: .*local directory"):

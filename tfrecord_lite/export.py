@@ -26,6 +26,7 @@ def to_numpy(files: Files, features: Features | None = None, *, parse: ParseFn |
     memory). Each value of ``parse_example``'s output must be an array with a leading batch
     dimension (FixedLenFeature); options go to TFRecordDataset. With a spec, files of no
     records give each feature as an empty array of its shape and dtype."""
+    _need_spec("to_numpy", features, parse)
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
     parts: dict = {}
     for batch in ds:
@@ -48,6 +49,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     names as they were. progress: show a bar (tqdm) — default when stderr is a terminal."""
     import urllib.parse
 
+    _need_spec("to_npy", features, parse)
     if _fs.is_url(out_dir):
         raise InvalidArgumentError("to_npy writes memory-mapped .npy files, which need a local directory",
                                    path=out_dir, hint="convert into a local directory, then copy the files")
@@ -94,6 +96,15 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
         for f in files_out.values():
             f.discard()  # after its commit, a no-op
     return {key: np.load(f.path, mmap_mode="r") for key, f in files_out.items()}
+
+
+def _need_spec(name, features, parse) -> None:
+    """Refuse a call without a spec or parse function, before anything is read: its batches
+    would be raw records, which make no arrays."""
+    if features is None and parse is None:
+        raise FeatureSpecError(f"{name} needs a feature spec (or a parse function) to make arrays of",
+                               hint='pass features={"x": FixedLenFeature(shape, dtype), ...}; '
+                                    "tfrecord_lite.infer_schema(path) suggests one")
 
 
 def _no_records(ds, features, parse) -> list:
