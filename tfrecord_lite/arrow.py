@@ -508,6 +508,10 @@ def _encodable(name, arr: pa.Array):
             leaf = arr.values.slice(first, int(offsets[-1]) - first if n else 0)
             offsets = offsets - first
         values, size = _leaf(name, leaf)
+        widths = np.diff(offsets)
+        if isinstance(values, np.ndarray) and n and (widths == widths[0]).all():
+            # every row as long (a tensor column's storage): one (n, k) array, not n arrays
+            return values.reshape(n, int(widths[0]) * size)
         return _rows(values, (offsets * size).tolist())
     values, size = _leaf(name, arr)
     if isinstance(values, np.ndarray):
