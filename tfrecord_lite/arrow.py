@@ -485,7 +485,8 @@ def _encodable(name, arr: pa.Array):
     (a list of bytes, or a list of arrays / bytes lists); null rows hold a placeholder.
     Extension columns stored as lists (Arrow's and Ray's fixed-shape tensors: each row's
     values flattened, as an Example holds a shaped array) are written as that storage, in
-    row-major order of the logical shape; other extension types (Python objects, ragged tensors) are refused by name."""
+    row-major order of the logical shape; other extension types (Python objects, ragged
+    tensors) are refused by name."""
     if _stored(arr.type) is not arr.type:
         arr = _row_major(arr)
     if pa.types.is_dictionary(arr.type):
