@@ -301,6 +301,35 @@ def test_to_npy_leaves_the_files_of_a_failed_conversion_as_they_were(backend, tm
     assert os.stat(out / "x.npy").st_mode & 0o777 == 0o666 & ~_umask()  # as open() would make it
 
 
+def test_no_records_give_empty_arrays_of_every_feature(backend, example_files, tmp_path):
+    """Files holding no record gave {} and no .npy file: arrays["x"] was a KeyError where a
+    non-empty shard gave (n, 2) floats. With a spec, each feature is an empty array of its
+    shape and dtype, as parse_example gives for no records (a parse function is never called
+    without records: {} still)."""
+    empty = str(tmp_path / "empty.tfrecord")
+    TFRecordWriter(empty).close()
+    arrays = to_numpy([empty, empty], _spec())
+    assert {k: (v.shape, v.dtype) for k, v in arrays.items()} == {"x": ((0, 2), np.float32), "y": ((0,), np.int64)}
+    out = to_npy(empty, _spec(), tmp_path / "npy", progress=False)
+    assert sorted(os.listdir(tmp_path / "npy")) == ["x.npy", "y.npy"] and out["x"].shape == (0, 2)
+    assert np.load(tmp_path / "npy" / "y.npy").dtype == np.int64
+    assert to_numpy(empty, parse=lambda records: {"n": np.array([len(records)])}) == {}
+    full = to_numpy(example_files, _spec())  # records present: unchanged
+    assert full["x"].shape == (21, 2) and full["y"].tolist() == list(range(21))
+    assert backend.name == tfrecord_lite.implementation
+
+
+def test_without_a_spec_the_error_says_to_pass_one(backend, example_files, tmp_path):
+    """Without a spec or parse function the first batch, raw records, failed as 'expected a
+    dict of arrays from the parse step, got RecordBatch', with no word of what to pass."""
+    for name, convert in (("to_numpy", lambda: to_numpy(example_files)),
+                          ("to_npy", lambda: to_npy(example_files, out_dir=tmp_path / "no", progress=False))):
+        with pytest.raises(tfrecord_lite.FeatureSpecError, match=f"{name} needs a feature spec") as info:
+            convert()
+        assert "infer_schema" in info.value.hint and not os.path.exists(tmp_path / "no")
+    assert backend.name == tfrecord_lite.implementation
+
+
 def test_to_npy_refuses_a_remote_output_directory(tmp_path):
     """Memory-mapped files need a local directory: s3://bucket/out made a local directory 's3:'."""
     with pytest.raises(tfrecord_lite.InvalidArgumentError, match="s3://bucket/out: .*local directory"):

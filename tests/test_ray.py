@@ -68,6 +68,12 @@ def files(tmp_path_factory):
     return paths, big
 
 
+def _tensor_type(shape, dtype):
+    from ray.data.extensions import ArrowTensorArray
+
+    return ArrowTensorArray.from_numpy(np.empty((0, *shape), dtype)).type
+
+
 def collect(ds) -> pa.Table:
     return pa.concat_tables([ray.get(ref) for ref in ds.to_arrow_refs()])
 
@@ -110,7 +116,8 @@ def test_read_matches_dataset_and_parse_example_exactly_once(cluster, files):
     records, cols = expected(paths)
     assert table.num_rows == len(records) == 1200
     assert sorted(table.column("id").to_pylist()) == list(range(1200))  # each record exactly once
-    assert table.schema == arrow_schema(SPEC)
+    # arrow_schema(SPEC), but for vec: a tensor column (numpy batches of (n, 3) arrays)
+    assert table.schema == arrow_schema(SPEC).set(2, pa.field("vec", _tensor_type((3,), np.float32), False))
     assert_rows_equal(table, cols)
 
 
@@ -168,7 +175,8 @@ def test_schema_is_inferred_and_columns_are_pushed_down(cluster, files):
     paths, _ = files
     ds = read_tfrecords(paths[:2])
     inferred = tfl.infer_schema(paths[0])
-    assert ds.schema().base_schema == arrow_schema(inferred)
+    want = arrow_schema(inferred)
+    assert ds.schema().base_schema == want.set(3, want.field(3).with_type(_tensor_type((3,), np.float32)))
     assert ds.count() == 600
     picked = read_tfrecords(paths[:2], columns=["name", "id"])
     assert picked.schema().names == ["name", "id"]
@@ -402,7 +410,7 @@ def test_write_then_read_round_trip_with_shard_names(cluster, files, tmp_path):
         assert [got[name][i] for i in order_got] == [want[name][i] for i in order_want], name
 
 
-def test_numpy_batches_write_tensor_columns_and_refuse_objects(cluster, files, tmp_path):
+def test_numpy_batches_write_tensor_and_object_columns(cluster, files, tmp_path):
     paths, _ = files
     # A numpy map turns the shaped column into Ray's tensor extension type: it is written as
     # its flat values, as the FixedLenFeature([3]) it came from.
@@ -422,23 +430,78 @@ def test_numpy_batches_write_tensor_columns_and_refuse_objects(cluster, files, t
                              str(tmp_path / "np2" / "part"))
     _, got = expected([s.path for s in shards], {"id": SPEC["id"], "vec": SPEC["vec"]})
     assert sorted(zip(got["id"], got["vec"])) == sorted(zip(want["id"], want["vec"]))
-    # Ragged lists become Python objects in numpy batches, which an Example cannot hold.
+    # Ragged lists, None where a record lacks them, are Python objects in numpy batches:
+    # written as lists, the None rows without the feature.
     ds = read_tfrecords(paths[:1], SPEC).map_batches(lambda b: b, batch_format="numpy")
-    with pytest.raises(Exception, match="column 'tags'.*cannot be held"):
-        write_tfrecords(ds, str(tmp_path / "obj" / "part"))
-    assert os.listdir(tmp_path / "obj") == []
+    shards = write_tfrecords(ds, str(tmp_path / "obj" / "part"))
+    _, got = expected([s.path for s in shards])
+    _, want = expected(paths[:1])
+    assert sorted(zip(got["id"], got["tags"])) == sorted(zip(want["id"], want["tags"]))
+    def complex_numbers(batch):
+        batch["bad"] = np.empty(len(batch["id"]), object)
+        batch["bad"][:] = [np.array([1j])] * len(batch["id"])
+        return batch
+
+    ds = ds.map_batches(complex_numbers, batch_format="numpy")
+    with pytest.raises(Exception, match="column 'bad' holds Python objects"):
+        write_tfrecords(ds, str(tmp_path / "bad" / "part"))
+    assert os.listdir(tmp_path / "bad") == []
+
+
+def test_numpy_batches_of_bytes_and_ragged_columns_write_back(backend, tmp_path):
+    """Ray's numpy batches hold shaped bytes features and ragged features as arrays of
+    arrays, None where a record lacks the feature; Ray stores them as pickled Python objects,
+    ragged tensors or lists of lists, which write_tfrecords refused: 'column ... cannot be
+    held by a tf.train.Example'; so was a 2-D array of numpy strings (fixed_size_binary).
+    They are written as lists of each row's values, flattened, and read back as they were;
+    objects that are no values are refused by column."""
+    from ray.data.block import BlockAccessor
+
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    spec = {"id": tfl.FixedLenFeature([], "int64"), "b1": tfl.FixedLenFeature([2], "string"),
+            "b2": tfl.FixedLenFeature([2, 1], "string"), "tags": tfl.VarLenFeature("string"),
+            "r": tfl.RaggedFeature("int64"), "f": tfl.VarLenFeature("float32"),
+            "q": tfl.FixedLenSequenceFeature([2], "float32", allow_missing=True)}
+    path = str(tmp_path / "a.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        for i in range(6):
+            row = {"id": i, "b1": [b"x%d" % i, b""], "b2": [b"y", b"z" * i], "r": list(range(i % 3))}
+            if i % 2:
+                row["tags"] = [b"t"] * (i % 4)
+                row["f"] = np.arange(i, dtype=np.float32) / 4
+                row["q"] = np.arange(2 * i, dtype=np.float32)
+            w.write(tfl.encode_example(row))
+    (task,) = TFRecordDatasource(path, spec).get_read_tasks(1)
+    (block,) = task()
+    batch = BlockAccessor.for_block(block).to_batch_format("numpy")
+    assert batch["b2"].shape == (6,) and batch["tags"][0] is None
+    numpy_block = BlockAccessor.batch_to_block(batch)
+    shards = _write_in_process(TFRecordDatasink(str(tmp_path / "out")), [numpy_block, numpy_block.slice(2, 3)])
+    records = [r for s in shards for r in tfl.TFRecordReader(s.path)]
+    source = list(tfl.TFRecordReader(path))
+    assert tfl.arrow.to_arrow(records, spec).equals(tfl.arrow.to_arrow(source + source[2:5], spec))
+    # numpy strings of 2 dimensions are a tensor of fixed-width UTF-32 in Ray: written as text
+    text = BlockAccessor.batch_to_block({"u": np.array([["ab", "c"], ["d", "\u00e9"]])})
+    (shard,) = _write_in_process(TFRecordDatasink(str(tmp_path / "text")), [text])
+    assert list(tfl.TFRecordReader(shard.path)) == tfl.encode_examples({"u": [["ab", "c"], ["d", "\u00e9"]]})
+    bad = BlockAccessor.batch_to_block({"d": np.array([np.array([1j])], dtype=object)})
+    with pytest.raises(tfl.FeatureSpecError, match="column 'd' holds Python objects"):
+        _write_in_process(TFRecordDatasink(str(tmp_path / "bad")), [bad])
+    assert backend.name == tfl.implementation
 
 
 @settings(max_examples=30, deadline=None)
-@given(shape=st.lists(st.integers(0, 3), min_size=2, max_size=3), n=st.integers(1, 4),
+@given(shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), n=st.integers(1, 4),
        dtype=st.sampled_from(["float32", "int64", "uint8", "float16", "bool"]))
-def test_multidimensional_columns_are_tensors_that_numpy_batches_write_back(backend, tmp_path_factory, shape,
-                                                                           n, dtype):
+def test_shaped_numeric_columns_are_tensors_that_numpy_batches_write_back(backend, tmp_path_factory, shape,
+                                                                         n, dtype):
     """FixedLenFeature([2, 3]) was read as nested fixed-size lists, which Ray's numpy batches
     hold as (n,) arrays of objects: Ray made them pickled objects again and write_tfrecords
-    refused them ('cannot be held'). Numeric columns of 2 or more dimensions (RawTensorFeature
-    ones too) are now Ray tensors: numpy batches hold (n, 2, 3) arrays, written back as the
-    values read. Bytes keep their nested lists; one dimension keeps its fixed-size list."""
+    refused them ('cannot be held'). FixedLenFeature([3]) kept its fixed-size list too, so
+    numpy batches held (n,) arrays of arrays where a Ray user expects (n, 3). Numeric columns
+    of any shape (RawTensorFeature ones too) are now Ray tensors: numpy batches hold (n, 3)
+    or (n, 2, 3) arrays, written back as the values read. Bytes keep their fixed-size lists."""
     from ray.data.block import BlockAccessor
 
     from tfrecord_lite.ray import TFRecordDatasink
@@ -455,11 +518,11 @@ def test_multidimensional_columns_are_tensors_that_numpy_batches_write_back(back
     (task,) = source.get_read_tasks(1)
     (block,) = task()
     assert block.schema == source._schema(source.features)
-    assert [str(block.schema.field(c).type) for c in "sv"] == [
-        "fixed_size_list<item: fixed_size_list<item: large_binary>[2]>[1]", "fixed_size_list<item: int64>[2]"]
+    assert str(block.schema.field("s").type) == "fixed_size_list<item: fixed_size_list<item: large_binary>[2]>[1]"
     batch = BlockAccessor.for_block(block).to_batch_format("numpy")
     assert batch["t"].shape == values.shape and batch["t"].dtype == values.dtype
     np.testing.assert_array_equal(batch["t"], values)
+    assert batch["v"].dtype == np.int64 and batch["v"].tolist() == [[i, -i] for i in range(n)]
     shards = _write_in_process(TFRecordDatasink(str(d / "out"), columns=["t", "v"]),
                                [BlockAccessor.batch_to_block({k: batch[k] for k in "tv"})])
     written = tfl.FixedLenFeature(shape, "float32" if "float" in dtype else "int64")

@@ -25,15 +25,17 @@ its index and value keys as VarLenFeature) and raises FeatureSpecError.
 
 Writing (``write_arrow``) takes numeric, bool, binary and string columns (views and
 fixed-size binary too), fixed-size and variable lists of them (list views too; dictionary
-columns are decoded first) and fixed-shape tensors (each row's values flattened), one Feature
-per column and row; a null row omits the feature from that record, and a column of type null
-or list<null> (no value in any row: Ray types a block's all-None column so) from every record.
+columns are decoded first) and fixed-shape tensors (each row's values flattened, in the
+order of its logical shape), one Feature per column and row; a null row omits the feature
+from that record, and a column of type null or list<null> (no value in any row: Ray types a
+block's all-None column so) from every record.
 The records are byte-identical to TensorFlow's Examples of typed Features (``bytes_list``,
 ``float_list``, ``int64_list``) of the same values.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from math import prod
 from typing import Any, Iterable, Sequence
 
@@ -292,20 +294,49 @@ def sequence_to_arrow(records: Records, context_features: Features | None = None
 
 
 _SAMPLE = 1000  # records infer_schema looks at when read_table is given no spec
+_FILE_THREADS = 16  # files opened at once for a sample or a plan: each is a few requests to a store
+
+
+def _in_order(fn, items):
+    """fn(x) for x in items, in order, up to _FILE_THREADS at a time: thousands of remote
+    files are not opened one request after another. The first failure in item order is
+    raised; closing the generator early cancels the calls not yet started."""
+    if len(items) < 2:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(min(_FILE_THREADS, len(items)), thread_name_prefix="tfrecord_lite-files") as pool:
+        futures = [pool.submit(fn, x) for x in items]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 def _sample(paths, n=_SAMPLE, compression="auto", check_crc=True, storage_options=None,
             on_corrupt="raise") -> RecordBatch:
     """The first n records of the files, from as many files as it takes (an empty first
     file must not leave an inferred spec empty): a RecordBatch, so that an error parsing
-    them names the record's file. Damage is handled as the read that follows handles it."""
-    parts, left = [], n
-    for path in paths:
+    them names the record's file. Damage is handled as the read that follows handles it.
+    When the first file falls short, the others are read concurrently; a file after those
+    that complete the sample does not count, whatever its reading raised."""
+    def head(path, n):
         with TFRecordReader(path, compression, check_crc, on_corrupt, storage_options=storage_options) as reader:
-            parts.append(reader.head(left))
-        left -= len(parts[-1])
-        if left <= 0:
-            break
+            return reader.head(n)
+
+    parts = [head(paths[0], n)] if paths else []
+    left = n - sum(map(len, parts))
+    if left > 0:
+        rest = _in_order(lambda path, most=left: head(path, most), paths[1:])
+        try:
+            for part in rest:
+                parts.append(part[:left])
+                left -= len(parts[-1])
+                if left <= 0:
+                    break
+        finally:
+            rest.close()
     return RecordBatch.concat(parts)
 
 
@@ -440,7 +471,7 @@ def _leaf(name, arr: pa.Array):
         arr = arr.values.slice(arr.offset * k, len(arr) * k)
         size *= k
     t = arr.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+    if _numeric(t):
         return arr.to_numpy(zero_copy_only=False), size
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return arr.to_pylist(), size
@@ -453,10 +484,11 @@ def _encodable(name, arr: pa.Array):
     """The column as encode_examples takes it: an (n, k) numeric array, or one value per row
     (a list of bytes, or a list of arrays / bytes lists); null rows hold a placeholder.
     Extension columns stored as lists (Arrow's and Ray's fixed-shape tensors: each row's
-    values flattened, as an Example holds a shaped array) are written as that storage;
-    other extension types (Python objects, ragged tensors) are refused by name."""
+    values flattened, as an Example holds a shaped array) are written as that storage, in
+    row-major order of the logical shape; other extension types (Python objects, ragged
+    tensors) are refused by name."""
     if _stored(arr.type) is not arr.type:
-        arr = arr.storage
+        arr = _row_major(arr)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     n = len(arr)
@@ -477,6 +509,10 @@ def _encodable(name, arr: pa.Array):
             leaf = arr.values.slice(first, int(offsets[-1]) - first if n else 0)
             offsets = offsets - first
         values, size = _leaf(name, leaf)
+        widths = np.diff(offsets)
+        if isinstance(values, np.ndarray) and n and (widths == widths[0]).all():
+            # every row as long (a tensor column's storage): one (n, k) array, not n arrays
+            return values.reshape(n, int(widths[0]) * size)
         return _rows(values, (offsets * size).tolist())
     values, size = _leaf(name, arr)
     if isinstance(values, np.ndarray):
@@ -484,6 +520,24 @@ def _encodable(name, arr: pa.Array):
     if size == 1:
         return values
     return _rows(values, range(0, (n + 1) * size, size))
+
+
+def _row_major(arr: pa.Array) -> pa.Array:
+    """An extension column's storage, a fixed-shape tensor's rows in the row-major order of
+    their logical shape: Arrow's fixed_shape_tensor may store them permuted (logical
+    dimension i is physical dimension permutation[i]; from_numpy_ndarray of a transposed
+    array makes one)."""
+    storage = arr.storage
+    permutation = list(getattr(arr.type, "permutation", None) or ())
+    if permutation == sorted(permutation):
+        return storage
+    shape = arr.type.shape
+    size = prod(shape)
+    order = np.arange(size).reshape(shape).transpose(permutation).reshape(-1)
+    flat = storage.values.slice(storage.offset * size, len(storage) * size)
+    take = (np.arange(len(storage))[:, None] * size + order).reshape(-1)
+    validity = storage.is_valid().buffers()[1] if storage.null_count else None  # from_arrays' mask: pyarrow 15
+    return pa.Array.from_buffers(storage.type, len(storage), [validity], children=[flat.take(pa.array(take))])
 
 
 def _rows(values, bounds):
@@ -600,10 +654,12 @@ def _plain_type(t):
 
 
 def _plain(arr: pa.Array) -> pa.Array:
-    """arr as _plain_type's type. List views are rebuilt as lists from their logical values
-    (pyarrow's cast of a list view with nulls gives an invalid array)."""
-    if _stored(arr.type) is not arr.type or pa.types.is_dictionary(arr.type):
-        return arr  # read as their storage or decoded later
+    """arr as _plain_type's type, dictionaries decoded. List views are rebuilt as lists from
+    their logical values (pyarrow's cast of a list view with nulls gives an invalid array)."""
+    if _stored(arr.type) is not arr.type:
+        return arr  # read as its storage
+    if pa.types.is_dictionary(arr.type):  # a null in the dictionary is none in the indices' count
+        arr = arr.dictionary_decode()
     target = _plain_type(arr.type)
     if target == arr.type:
         return arr
@@ -624,21 +680,30 @@ def _leaf_type(t):
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
+def _numeric(t) -> bool:
+    """Whether values of this Arrow type are numbers or booleans (a numpy array of them)."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
 def _scalar(t) -> bool:
     """Whether a Feature can hold values of this Arrow type: numbers, booleans, bytes, text."""
-    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+    return (_numeric(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
             or pa.types.is_large_string(t))
 
 
 def _batches(data):
-    """The RecordBatches of a Table, a RecordBatch, or an iterable (a RecordBatchReader) of
-    either; anything else (a pandas DataFrame iterates its column names) is refused."""
-    items = [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
-    try:
-        items = iter(items)
-    except TypeError:
-        items = iter([data])
+    """The RecordBatches of a Table, a RecordBatch, an iterable (a RecordBatchReader) of
+    either, or what has to_batches() (a pyarrow dataset or scanner, a Hugging Face Dataset's
+    .data); anything else (a pandas DataFrame iterates its column names) is refused."""
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        items = [data]
+    elif callable(getattr(data, "to_batches", None)):  # streamed, a batch at a time
+        items = data.to_batches()
+    else:
+        items = data
+    # Only what defines __iter__: iter() also walks an object by __getitem__(0), (1), ...,
+    # which raised a bare TypeError from inside (polars' LazyFrame: "not subscriptable").
+    items = iter(items) if hasattr(type(items), "__iter__") else iter([data])
     for item in items:
         if isinstance(item, pa.Table):
             yield from item.to_batches()
@@ -650,13 +715,15 @@ def _batches(data):
             raise ArgumentTypeError(f"write_arrow takes a pyarrow Table, a RecordBatch or an iterable of them, "
                                     f"not {what}",
                                     hint="convert first: pyarrow.Table.from_pandas(df), pyarrow.table(mapping), "
-                                         "polars' df.to_arrow()")
+                                         "polars' df.to_arrow() (lazy: .collect() first), a Hugging Face "
+                                         "Dataset's ds.data")
 
 
 def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,
                 deterministic: bool = False, **writer_options: Any) -> int:
-    """Write the rows of a ``pyarrow.Table``, a RecordBatch or an iterable of RecordBatches
-    as tf.train.Examples, one Feature per column (see the module docstring for the types);
+    """Write the rows of a ``pyarrow.Table``, a RecordBatch, an iterable of RecordBatches or
+    what has ``to_batches()`` (a pyarrow dataset, a Hugging Face Dataset's ``.data``) as
+    tf.train.Examples, one Feature per column (see the module docstring for the types);
     returns the number of records written.
 
     Without num_shards, one file through ``TFRecordWriter(path, **writer_options)``

@@ -24,14 +24,16 @@ def to_numpy(files: Files, features: Features | None = None, *, parse: ParseFn |
              batch_size: int = 4096, **options: Any) -> dict[str, np.ndarray]:
     """Every record of ``files`` parsed into one dict of dense arrays (the data must fit in
     memory). Each value of ``parse_example``'s output must be an array with a leading batch
-    dimension (FixedLenFeature); options go to TFRecordDataset."""
+    dimension (FixedLenFeature); options go to TFRecordDataset. With a spec, files of no
+    records give each feature as an empty array of its shape and dtype."""
+    _need_spec("to_numpy", features, parse)
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
     parts: dict = {}
     for batch in ds:
         for key, value in _dense(batch).items():
             parts.setdefault(key, []).append(value)
     if not parts:
-        return {}
+        return {key: value for batch in _no_records(ds, features, parse) for key, value in _dense(batch).items()}
     return {key: np.concatenate(values) for key, values in parts.items()}
 
 
@@ -47,6 +49,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     names as they were. progress: show a bar (tqdm) — default when stderr is a terminal."""
     import urllib.parse
 
+    _need_spec("to_npy", features, parse)
     if _fs.is_url(out_dir):
         raise InvalidArgumentError("to_npy writes memory-mapped .npy files, which need a local directory",
                                    path=out_dir, hint="convert into a local directory, then copy the files")
@@ -57,7 +60,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     files_out, outs, filled = {}, {}, 0
     bar = progress_bar(total, "to_npy", progress)
     try:
-        for batch in ds:
+        for batch in ds if total else _no_records(ds, features, parse):
             batch = _dense(batch)
             n = len(next(iter(batch.values()))) if batch else 0
             if filled + n > total:
@@ -93,6 +96,22 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
         for f in files_out.values():
             f.discard()  # after its commit, a no-op
     return {key: np.load(f.path, mmap_mode="r") for key, f in files_out.items()}
+
+
+def _need_spec(name, features, parse) -> None:
+    """Refuse a call without a spec or parse function, before anything is read: its batches
+    would be raw records, which make no arrays."""
+    if features is None and parse is None:
+        raise FeatureSpecError(f"{name} needs a feature spec (or a parse function) to make arrays of",
+                               hint='pass features={"x": FixedLenFeature(shape, dtype), ...}; '
+                                    "tfrecord_lite.infer_schema(path) suggests one")
+
+
+def _no_records(ds, features, parse) -> list:
+    """The parsed batch of no records when a spec says which arrays those are (empty ones
+    of each feature's shape and dtype, so that an empty input still gives every feature);
+    none for a parse function, which is never called without records."""
+    return [ds._parse_fn()([])] if parse is None and features is not None else []
 
 
 def _release_pages(out: np.memmap, rows: int) -> None:

@@ -10,7 +10,8 @@ read by exactly one task. ``build_index=True`` writes missing sidecars first (a 
 uncompressed file), so that a few large files spread over many tasks. With
 ``on_corrupt="skip"`` or ``"stop"`` every file is read whole by one task, as
 ``TFRecordReader`` reads it. Planning, on the driver, looks at up to 16 files at once (size,
-first bytes, sidecar: a few requests each on an object store).
+first bytes, sidecar: a few requests each on an object store), as does the sample a spec is
+inferred from once the first file falls short of it.
 
 Writing gives each write task one shard. The task writes it under a hidden staging name
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
@@ -26,14 +27,14 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
-from ray.data.extensions import ArrowTensorArray
+from ray.data import extensions as _extensions
+from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorType
 
 from . import _native
 from . import arrow as _arrow
@@ -49,6 +50,14 @@ from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
 from .writer import TFRecordWriter, check_index_compression, drop_kept, keep_replaced, put_back
 
+try:
+    from ray.data.extensions import ArrowPythonObjectType
+except ImportError:  # older Ray does not store objects it cannot convert as pickles
+    ArrowPythonObjectType = ()
+# Ray's fixed-shape tensor types: V2 (64-bit offsets) is newer than Ray 2.9
+_TENSOR_TYPES = tuple(getattr(_extensions, name) for name in ("ArrowTensorType", "ArrowTensorTypeV2")
+                      if hasattr(_extensions, name))
+
 __all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordDatasink", "RECORD_COLUMN"]
 
 RECORD_COLUMN = "record"  # the one column of raw=True reads
@@ -58,7 +67,6 @@ _BLOCK_RECORDS = 65536
 _PIECE_BYTES = 32 << 20  # bytes read at once from an index range
 _COMPRESSION_GUESS = 4  # uncompressed / compressed bytes assumed for the size estimate
 _ROWS_COLUMN = "__bsp_stub"  # holds the rows of a block of no columns: see _TaskReader.block
-_PLAN_THREADS = 16  # files described at once when planning: each is a few requests to a store
 
 
 class TFRecordDatasource(Datasource):
@@ -91,7 +99,7 @@ class TFRecordDatasource(Datasource):
         mean = record_bytes / len(sample) if sample else 1
         self.block_records = int(max(1, min(_BLOCK_RECORDS, _BLOCK_BYTES // max(1, mean))))
         self._expansion = (self._reader(features).block(sample).nbytes / record_bytes) if record_bytes else 1.0
-        self._files = _in_order(lambda p: self._describe(p, build_index), self.paths)
+        self._files = list(_arrow._in_order(lambda p: self._describe(p, build_index), self.paths))
 
     # -- planning (on the driver) ----------------------------------------------------------
 
@@ -252,18 +260,16 @@ def _stale(path, begin, end, got, count):
 
 
 def _tensor_shape(t):
-    """The shape of a column of nested fixed-size lists of numbers (a FixedLenFeature or
-    RawTensorFeature of 2 or more dimensions), or None."""
+    """The shape of a column of (nested) fixed-size lists of numbers (a shaped FixedLenFeature
+    or RawTensorFeature), or None."""
     shape = _arrow._fixed_sizes(t)
-    leaf = _arrow._leaf_type(t)
-    numeric = pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
-    return tuple(shape) if len(shape) >= 2 and numeric else None
+    return tuple(shape) if shape and _arrow._numeric(_arrow._leaf_type(t)) else None
 
 
 def _tensor_schema(features) -> pa.Schema:
-    """arrow_schema(features) with Ray's tensor type for multi-dimensional numeric columns:
-    numpy batches give nested fixed-size lists as (n,) arrays of objects, which Ray cannot
-    turn back into columns (nor write_tfrecords write), and tensors as (n, a, b) arrays."""
+    """arrow_schema(features) with Ray's tensor type for shaped numeric columns: numpy
+    batches give fixed-size lists as (n,) arrays of objects (nested ones Ray cannot turn back
+    into columns, nor write_tfrecords write), and tensors as (n, k) or (n, a, b) arrays."""
     schema = _arrow.arrow_schema(features)
     for i, field in enumerate(schema):
         shape = _tensor_shape(field.type)
@@ -279,21 +285,6 @@ def _tensors(arr: pa.Array, shape) -> pa.Array:
     for _ in shape:
         values = values.flatten()  # slicing respected
     return ArrowTensorArray.from_numpy(values.to_numpy(zero_copy_only=False).reshape(len(arr), *shape))
-
-
-def _in_order(fn, items) -> list:
-    """[fn(x) for x in items], up to _PLAN_THREADS at a time: thousands of remote files
-    are not described one request after another. The first failure in item order is raised."""
-    if len(items) < 2:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(min(_PLAN_THREADS, len(items)), thread_name_prefix="tfrecord_lite-plan") as pool:
-        futures = [pool.submit(fn, x) for x in items]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
 
 
 def _pieces(offsets, ends, first):
@@ -358,8 +349,9 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
     paths: a path, glob, directory or list of them; fsspec URLs (``s3://``, ``memory://``...)
         with ``storage_options``.
     features: a feature spec (as for ``parse_example``; the Arrow types are those of
-        ``tfrecord_lite.arrow.arrow_schema``); None infers one with ``infer_schema`` from the
-        first 1,000 records (pass a spec when later records differ).
+        ``tfrecord_lite.arrow.arrow_schema``, shaped numeric features as Ray tensors: numpy
+        batches hold (n, k) arrays); None infers one with ``infer_schema`` from the first
+        1,000 records (pass a spec when later records differ).
     columns: feature names to keep; the others are not parsed. ``Dataset.select_columns``
         is pushed down into the read the same way.
     raw: one ``large_binary`` column ``"record"`` holding each record's bytes, unparsed.
@@ -446,7 +438,7 @@ class TFRecordDatasink(Datasink):
 
     def write(self, blocks, ctx):
         path = self.staging_path(ctx.task_idx)
-        tables = (self._select(BlockAccessor.for_block(b).to_arrow()) for b in blocks)
+        tables = (_as_lists(self._select(BlockAccessor.for_block(b).to_arrow())) for b in blocks)
         if self.record_column is None:
             count = _arrow.write_arrow((batch for t in tables for batch in t.to_batches()), path,
                                        deterministic=self.deterministic, **self.options)
@@ -531,6 +523,59 @@ class TFRecordDatasink(Datasink):
         return "WriteTFRecordLite"
 
 
+def _as_lists(table: pa.Table) -> pa.Table:
+    """table with the columns numpy batches leave that write_arrow does not take as lists of
+    each row's values, flattened (an Example holds a shaped value so), null where the row is
+    None: ragged numeric rows (Ray's variable-shaped tensors), Python objects (pickled by
+    Ray: rows of bytes arrays, ragged rows with None among them, arrays of 2+ dimensions),
+    lists of lists (rows of 2-D arrays, as Ray may convert them) and tensors of numpy
+    strings (fixed-width UTF-32 in Arrow, written as UTF-8 text)."""
+    for i, field in enumerate(table.schema):
+        if isinstance(field.type, ArrowVariableShapedTensorType):
+            chunks = [chunk.storage.flatten()[chunk.storage.type.get_field_index("data")]
+                      for chunk in table.column(i).chunks]
+        elif isinstance(field.type, ArrowPythonObjectType):
+            chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
+        elif isinstance(field.type, _TENSOR_TYPES) and _is_text(field.type.storage_type):
+            chunks = [_object_lists(field.name, list(chunk.to_numpy())) for chunk in table.column(i).chunks]
+        elif _arrow._is_list(field.type) and not _arrow._holdable(field.type):  # lists of lists
+            chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
+        else:
+            continue
+        column = pa.chunked_array(chunks, chunks[0].type if chunks else pa.large_list(pa.null()))
+        table = table.set_column(i, field.with_type(column.type), column)
+    return table
+
+
+def _is_text(storage) -> bool:
+    """Whether a tensor's storage holds fixed-width binary: numpy's 'U' (and 'S') values."""
+    return pa.types.is_fixed_size_binary(_arrow._leaf_type(storage.value_type))
+
+
+def _object_lists(name, rows) -> pa.Array:
+    """Python objects as Arrow lists of their values, flattened: arrays (nested in object
+    arrays too), lists and tuples are unpacked; None is a null row."""
+    def values(obj, out):
+        if isinstance(obj, np.ndarray) and obj.dtype != object:
+            out.extend(obj.reshape(-1).tolist())
+        elif isinstance(obj, (np.ndarray, list, tuple)):
+            for item in (obj.reshape(-1) if isinstance(obj, np.ndarray) else obj):
+                values(item, out)
+        else:
+            out.append(obj.item() if isinstance(obj, np.generic) else obj)
+        return out
+
+    try:
+        array = pa.array([None if row is None else values(row, []) for row in rows])
+    except (pa.ArrowException, OverflowError) as exc:
+        raise FeatureSpecError(f"column {name!r} holds Python objects an Example cannot hold ({exc})",
+                               hint="make each row an array or list of numbers, bytes or strings "
+                                    "(or None), all of one kind") from None
+    if not _arrow._holdable(array.type) and not _arrow._valueless(array.type):
+        raise _arrow._unsupported(name, array.type)
+    return array
+
+
 def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[str] | None = None,
                     record_column: str | None = None, compression: Compression = None, index: bool = False,
                     deterministic: bool = False, suffix: str = DEFAULT_SUFFIX, storage_options: StorageOptions = None,
@@ -540,7 +585,8 @@ def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[st
     return a ShardInfo (path, records) per shard.
 
     Each row becomes a tf.train.Example with one Feature per column (the column types of
-    ``tfrecord_lite.arrow.write_arrow``; ``columns`` picks and orders them), or, with
+    ``tfrecord_lite.arrow.write_arrow``, and the ragged and object columns numpy batches
+    leave, as lists of each row's values; ``columns`` picks and orders them), or, with
     ``record_column``, that binary column's values are written verbatim as records (the
     column ``read_tfrecords(..., raw=True)`` gives). compression and index are as in
     ``TFRecordWriter``; deterministic sorts features as protobuf does.
