@@ -149,17 +149,11 @@ def _column_array(col, spec, value_type) -> pa.Array:
         return _nest(_flat(_ex._dense(col, spec), value_type), spec.shape[::-1], col.batch)
     if isinstance(spec, RawTensorFeature):
         return _nest(_flat(_ex._raw(col, spec), value_type), spec.shape[::-1], col.batch)
-    values, counts, _ = col.typed(spec.dtype)
     absent = col.kinds == _ex.ABSENT
     if isinstance(spec, FixedLenSequenceFeature):
-        stride = prod(spec.shape)
-        if stride == 0:
-            col.fail("a FixedLenSequenceFeature needs a shape with at least one value")
-        bad = np.flatnonzero(counts % stride)
-        if bad.size:
-            col.fail(f"{counts[bad[0]]} values is not a multiple of the item size {stride}", bad[0])
-        items = counts // stride
+        values, _, items, _ = _ex._items(col, spec)
         return _lists(_nest(_flat(values, value_type), spec.shape[::-1], int(items.sum())), items, absent)
+    values, counts, _ = col.typed(spec.dtype)
     return _lists(_flat(values, value_type), counts, absent)
 
 

@@ -215,8 +215,9 @@ def _ragged(col, spec):
     return RaggedValue(values, _splits(counts, spec.row_splits_dtype))
 
 
-def _item_sequence(col, spec):
-    """FixedLenSequenceFeature in parse_example: values cut into shape-sized items, padded."""
+def _items(col, spec):
+    """A FixedLenSequenceFeature's (values, counts, items per row, values per item): every
+    row's values must be whole items."""
     values, counts, _ = col.typed(spec.dtype)
     stride = prod(spec.shape)
     if stride == 0:
@@ -224,7 +225,12 @@ def _item_sequence(col, spec):
     bad = np.flatnonzero(counts % stride)
     if bad.size:
         col.fail(f"{counts[bad[0]]} values is not a multiple of the item size {stride}", bad[0])
-    items = counts // stride
+    return values, counts, counts // stride, stride
+
+
+def _item_sequence(col, spec):
+    """FixedLenSequenceFeature in parse_example: values cut into shape-sized items, padded."""
+    values, counts, items, stride = _items(col, spec)
     longest = int(items.max()) if items.size else 0
     shape = (col.batch, longest) + spec.shape
     positions = np.repeat(np.arange(col.batch) * (longest * stride), counts) + _within(counts)
