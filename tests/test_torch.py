@@ -345,9 +345,10 @@ def test_stateful_dataloader_resumes_mid_epoch(tmp_path, workers):
     assert ids(head) + ids(rest) == full  # exactly the remaining elements, in order
     cursors = list(_find(state, "cursor"))
     assert cursors and all(c is not None for c in cursors)  # file positions: resume seeks
-    # The next epoch after a resumed one reshuffles the files.
-    again = ids(resumed)
-    assert again != full and sorted(again) == sorted(full)
+    # The pass after a resumed one is the next epoch, as without resuming.
+    dl = loader()
+    assert ids(dl) == full
+    assert ids(resumed) == ids(dl)
 
 
 def _find(tree, key):
@@ -544,6 +545,72 @@ def test_set_epoch_reaches_every_worker(tmp_path, method, persistent):
         assert [b.tolist() for b in dl] == expected(epoch), epoch
     if persistent:  # without set_epoch, the count goes on from the last one
         assert [b.tolist() for b in dl] == expected(epoch + 1)
+
+
+def _shard_passes(paths, epoch, workers, **opts):
+    """What a DataLoader with this many workers yields at this epoch: each worker's shard read
+    without workers, merged as DataLoader does."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    streams = []
+    for worker in range(workers):
+        ds = TFRecordIterableDataset(paths, shard=(worker, workers) if workers > 1 else None, **opts)
+        ds.set_epoch(epoch)
+        streams.append([b.tolist() for b in torch.utils.data.DataLoader(ds, batch_size=None)])
+    return _worker_merge(streams)
+
+
+@pytest.mark.parametrize("method,workers,persistent", [("fork", 0, False), ("fork", 2, False), ("fork", 2, True),
+                                                       ("spawn", 2, False), ("spawn", 2, True)])
+def test_a_dataloader_pass_advances_the_epoch_as_a_direct_pass_does(tmp_path, method, workers, persistent):
+    """Workers that are not persistent started each pass at the main process's epoch, which
+    their passes never advanced: set_epoch(1) once, then two passes, gave epoch 1 twice."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+    expected = {e: _shard_passes(paths, e, max(workers, 1), **opts) for e in range(4)}
+    assert len({str(v) for v in expected.values()}) == 4
+    ds = TFRecordIterableDataset(paths, **opts)
+    extra = dict(multiprocessing_context=method, persistent_workers=persistent) if workers else {}
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, **extra)
+
+    def one_pass():
+        return [b.tolist() for b in dl]
+
+    assert [one_pass(), one_pass()] == [expected[0], expected[1]]  # no set_epoch: 0, 1, ...
+    assert ds.epoch == 2
+    ds.set_epoch(1)  # once: the count goes on from it
+    assert [one_pass(), one_pass()] == [expected[1], expected[2]]
+    for epoch in [3, 0]:  # each epoch, as for DistributedSampler: exactly that epoch
+        ds.set_epoch(epoch)
+        assert one_pass() == expected[epoch]
+    # A direct pass takes the next epoch of the same count, and the loader's next pass the one after.
+    assert [b.tolist() for b in ds] == _shard_passes(paths, 1, 1, **opts)
+    assert one_pass() == expected[2]
+
+
+def test_loaders_seeded_alike_still_advance_the_epoch(tmp_path):
+    """A new DataLoader each epoch, its generator seeded alike: its workers share the seed of
+    the last pass's, yet each pass takes the next epoch."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+    ds = TFRecordIterableDataset(paths, **opts)
+    for epoch in range(3):
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork",
+                                         generator=torch.Generator().manual_seed(0))
+        assert [b.tolist() for b in dl] == _shard_passes(paths, epoch, 2, **opts), epoch
+
+
+def test_a_dataset_leaves_the_start_method_unset(tmp_path):
+    code = ("import multiprocessing, sys; from tfrecord_lite.torch import TFRecordIterableDataset; "
+            "TFRecordIterableDataset(sys.argv[1]); multiprocessing.set_start_method('spawn')")
+    subprocess.run([sys.executable, "-c", code, write_files(tmp_path, [3])[0]], check=True)
 
 
 def test_set_epoch_takes_epochs_from_zero(tmp_path):
