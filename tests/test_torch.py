@@ -188,6 +188,29 @@ def test_as_tensors_converts_every_numeric_array(backend, tmp_path, batch_size):
         check([TFRecordMapDataset(path, spec, as_tensors=True)[i] for i in range(3)], want)
 
 
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_as_tensors_converts_the_arrays_of_tuples_and_lists(tmp_path, batch_size):
+    """A parse function's (features, label) tuple or list kept NumPy arrays under as_tensors."""
+    import collections
+
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset
+
+    paths = write_files(tmp_path, [6, 4])
+    pair = collections.namedtuple("pair", "x y")
+
+    def parse(records):
+        lengths = np.array([len(r) for r in records], np.int64)
+        return lengths, [lengths * 2.0, {"n": lengths}, [b"raw"] * len(records)], pair(lengths, np.float32(1))
+
+    for ds in (TFRecordIterableDataset(paths, parse=parse, batch_size=batch_size, as_tensors=True),
+               TFRecordMapDataset(paths, parse=parse, as_tensors=True)):
+        item = ds[0] if isinstance(ds, TFRecordMapDataset) else next(iter(ds))
+        lengths, (doubled, named, raw), both = item
+        assert all(type(t) is torch.Tensor for t in (lengths, doubled, named["n"], both.x, both.y))
+        assert type(both) is pair and raw[0] == b"raw" and doubled.tolist() == (lengths * 2).tolist()
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_every_start_method_reads_each_record_once(tmp_path, method):
     import torch

@@ -6,9 +6,10 @@ DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes
 ``torch.distributed`` (rank x world size, when initialized), on top of any ``shard=`` given.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
-into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts and NumPy
-scalars too, a big-endian array copied to native order); raw records stay ``bytes``, a batch of
-them a 1-D object array of ``bytes`` (as a bytes feature is).
+into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts, those in a
+parse function's tuples and lists and NumPy scalars too, a big-endian array copied to
+native order); raw records stay ``bytes``, a batch of them a 1-D object array of ``bytes``
+(as a bytes feature is).
 
 Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
 
@@ -45,7 +46,7 @@ from ._typing import Features, Files
 from .batch import RecordBatch
 from .dataset import TFRecordDataset, _epoch
 from .errors import InvalidArgumentError, TFRecordError
-from .example import RaggedValue, SparseTensorValue, native_order
+from .example import RaggedValue, native_order
 from .files import resolve_files, shard_plan
 from .index import IndexedDataset
 
@@ -202,8 +203,9 @@ def _located_in_workers():
 
 
 def _to_tensors(value):
-    """Numeric arrays as tensors, those of sparse and ragged values and the 0-d ones of
-    unbatched examples (NumPy scalars) too; bytes stay as they are."""
+    """Numeric arrays as tensors, those of sparse and ragged values, of the tuples and lists a
+    parse function returns and the 0-d ones of unbatched examples (NumPy scalars) too; bytes
+    stay as they are."""
     import numpy as np
     import torch
 
@@ -215,8 +217,11 @@ def _to_tensors(value):
         return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
-    if isinstance(value, SparseTensorValue):
-        return SparseTensorValue(*map(_to_tensors, value))
+    if isinstance(value, tuple):  # a parse function's (features, label); SparseTensorValue
+        items = map(_to_tensors, value)
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if type(value) is list:
+        return [_to_tensors(v) for v in value]
     if isinstance(value, RaggedValue):
         return RaggedValue(_to_tensors(value.values), _to_tensors(value.row_splits))
     return value
