@@ -636,6 +636,23 @@ def test_a_dataset_leaves_the_start_method_unset(tmp_path):
     subprocess.run([sys.executable, "-c", code, write_files(tmp_path, [3])[0]], check=True)
 
 
+def test_bad_options_fail_where_the_dataset_is_made(tmp_path):
+    """They failed only as each DataLoader worker started (a TypeError for a misspelt option,
+    raised again from the worker's traceback text), and as_tensors was ignored with arrow."""
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [3])
+    with pytest.raises(TypeError, match="batchsize"):
+        TFRecordIterableDataset(paths, batchsize=2)
+    with pytest.raises(tfl.InvalidArgumentError, match="shuffle_buffer"):
+        TFRecordIterableDataset(paths, shuffle_buffer=-1)
+    with pytest.raises(tfl.TFRecordError, match="no TFRecord files found"):
+        TFRecordIterableDataset(str(tmp_path / "*.nothing"))
+    with pytest.raises(tfl.InvalidArgumentError, match="as_tensors"):
+        TFRecordIterableDataset(paths, SPEC, batch_size=2, output="arrow", as_tensors=True)
+    assert TFRecordIterableDataset(str(tmp_path)).files == paths  # a directory listed once
+
+
 def test_set_epoch_takes_epochs_from_zero(tmp_path):
     from tfrecord_lite.torch import TFRecordIterableDataset
 

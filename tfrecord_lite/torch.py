@@ -247,6 +247,12 @@ def _build():
                 import torch
 
                 self.options["seed"] = int(torch.empty((), dtype=torch.int64).random_().item())
+            if self.as_tensors and options.get("output") == "arrow":
+                raise InvalidArgumentError("as_tensors=True converts NumPy batches; output='arrow' yields "
+                                           "pyarrow RecordBatches", hint="pass one of as_tensors and output='arrow'")
+            # The options are checked here rather than in each worker as it starts, and a glob
+            # or directory is listed once.
+            self.files = TFRecordDataset(files, features, shard=shard, **options).files
             self._loaded = None  # a state_dict() for the next iter()
             self._current = None  # the TFRecordDataset of the newest iter()
             self._ended = False  # the newest iter() yielded its last item
