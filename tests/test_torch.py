@@ -663,6 +663,10 @@ def test_set_epoch_takes_epochs_from_zero(tmp_path):
         ds.set_epoch(2**63)
     ds.set_epoch(2**63 - 1)
     assert ds.epoch == 2**63 - 1
+    ds.epoch = 4  # an attribute once: setting it is set_epoch()
+    other = TFRecordIterableDataset(ds.files, shuffle_buffer=2, seed=ds.options["seed"])
+    other.set_epoch(4)
+    assert ds.epoch == 4 and list(ds) == list(other)
 
 
 def test_copies_outside_workers_have_their_own_epochs(tmp_path):

@@ -262,6 +262,10 @@ def _build():
             """The epoch the next pass starts (module doc)."""
             return self._epochs.next
 
+        @epoch.setter
+        def epoch(self, epoch: int) -> None:
+            self.set_epoch(epoch)
+
         def set_epoch(self, epoch: int) -> None:
             """Make the next pass start at this epoch, here and in the DataLoader workers
             this dataset's copies run in, persistent ones included (module doc)."""
