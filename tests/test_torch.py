@@ -188,6 +188,30 @@ def test_as_tensors_converts_every_numeric_array(backend, tmp_path, batch_size):
         check([TFRecordMapDataset(path, spec, as_tensors=True)[i] for i in range(3)], want)
 
 
+def test_map_dataset_reads_and_parses_a_loader_batch_at_once(backend, tmp_path):
+    """A DataLoader batch of TFRecordMapDataset items was read and parsed one item at a time."""
+    import torch
+    from tfrecord_lite.torch import TFRecordMapDataset
+
+    paths = write_examples(tmp_path, [7, 5])
+    calls = []
+
+    def parse(records):
+        calls.append(len(records))
+        return tfl.parse_example(records, {k: SPEC[k] for k in ("id", "name")})  # splits by record
+
+    for as_tensors in (False, True):
+        ds = TFRecordMapDataset(paths, parse=parse, as_tensors=as_tensors)
+        calls.clear()
+        batches = list(torch.utils.data.DataLoader(ds, batch_size=5, collate_fn=as_list))
+        assert calls == [5, 5, 2]
+        got = [item for b in batches for item in b]
+        assert [str(item) for item in got] == [str(ds[i]) for i in range(12)]
+        assert {type(item["id"]) for item in got} == {torch.Tensor if as_tensors else np.int64}
+    with pytest.raises(IndexError, match="out of range"):
+        ds.__getitems__([3, 12])
+
+
 @pytest.mark.parametrize("batch_size", [None, 4])
 def test_as_tensors_converts_the_arrays_of_tuples_and_lists(tmp_path, batch_size):
     """A parse function's (features, label) tuple or list kept NumPy arrays under as_tensors."""

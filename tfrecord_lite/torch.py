@@ -369,6 +369,13 @@ def _build():
                 item = self.data[i]
             return _to_tensors(item) if self.as_tensors else item
 
+        def __getitems__(self, indices) -> list:
+            """The items of a DataLoader batch (torch calls this with a batch's indices): runs
+            of consecutive records read at once and all parsed as one batch, not one by one."""
+            with _located_in_workers():
+                items = self.data._getitems(indices)
+            return [_to_tensors(item) for item in items] if self.as_tensors else items
+
     classes = {"TFRecordIterableDataset": TFRecordIterableDataset, "TFRecordMapDataset": TFRecordMapDataset}
     for name, cls in classes.items():
         cls.__qualname__ = name  # found again through __getattr__ when pickled (spawned workers)
