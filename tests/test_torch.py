@@ -654,6 +654,45 @@ def test_loaders_seeded_alike_still_advance_the_epoch(tmp_path):
         assert [b.tolist() for b in dl] == _shard_passes(paths, epoch, 2, **opts), epoch
 
 
+def _rank_passes(ds, barrier, results, rank):
+    """A process the dataset was handed to (as torch.multiprocessing.spawn hands one to each
+    rank): passes with and without set_epoch, in step with the other ranks."""
+    import torch
+
+    def one_pass():
+        barrier.wait()
+        return [b.tolist() for b in torch.utils.data.DataLoader(ds, batch_size=None)]
+
+    passes = [one_pass(), one_pass()]
+    ds.set_epoch(3)
+    passes.append(one_pass())
+    results.put((rank, passes))
+
+
+def test_processes_given_the_dataset_count_their_own_epochs(tmp_path):
+    """Spawned processes that were handed the dataset (not DataLoader workers) counted in one
+    shared count: ranks took epochs 0 and 1 between them, and set_epoch(3) in each gave one
+    of them epoch 4."""
+    import multiprocessing
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+    ds = TFRecordIterableDataset(paths, **opts)
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    ranks = [context.Process(target=_rank_passes, args=(ds, barrier, results, r)) for r in range(2)]
+    for p in ranks:
+        p.start()
+    got = dict(results.get(timeout=120) for _ in ranks)
+    for p in ranks:
+        p.join()
+    want = [_shard_passes(paths, e, 1, **opts) for e in (0, 1, 3)]
+    assert got == {0: want, 1: want}
+    assert ds.epoch == 0  # the ranks' passes are theirs
+
+
 def test_a_dataset_leaves_the_start_method_unset(tmp_path):
     code = ("import multiprocessing, sys; from tfrecord_lite.torch import TFRecordIterableDataset; "
             "TFRecordIterableDataset(sys.argv[1]); multiprocessing.set_start_method('spawn')")

@@ -18,7 +18,8 @@ Epochs: each pass starts the next epoch, so shuffles differ from pass to pass an
 pass of a DataLoader over it, whatever its workers (none, persistent or not; any start
 method): the dataset and its workers' copies share one count. ``set_epoch(e)`` makes the next
 pass epoch ``e``, and the count goes on from there; calling it each epoch (as for
-DistributedSampler) gives exactly the epochs set.
+DistributedSampler) gives exactly the epochs set. A process the dataset is handed to
+otherwise (a spawned rank) counts apart.
 
 ``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
 batches with ``batch_size`` (honouring ``drop_remainder``), of the shard of the worker and
@@ -39,6 +40,8 @@ JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes ke
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import os
 from typing import Any
 
 from ._crossing import _packed
@@ -105,76 +108,97 @@ def _plan(files, shard, storage_options):
     return files, shard
 
 
+_ROWS = 64  # processes that iterate the dataset or run DataLoaders over it, each its own count
 _SLOTS = 8  # passes whose workers may still be joining: a fast persistent worker can start
 # the next pass before a slow one has started this one
+_MAX = 2**63 - 1
 
 
 class _EpochCount:
     """The epoch the next pass starts, shared by a dataset and the copies its DataLoader
     workers run (a forked worker inherits the memory, a spawned one gets it as it starts).
 
-    A pass is an iter() in the main process, or one DataLoader pass: its workers each call
-    iter() once, and the first of them takes the epoch for all. The workers of a pass know it
-    by the loader's base seed and their copy's count of iter() calls (persistent workers keep
-    their copies); a pass whose workers have all joined is done, so a later one under the
-    same key (a loader seeded alike) is a new pass. Layout: [next epoch, clock], then per slot
-    (seed, count, workers joined, epoch, clock at its start)."""
+    A pass is an iter() in a process, or one pass of a DataLoader that process runs: its
+    workers each call iter() once, and the first of them takes the epoch for all. The workers
+    of a pass know it by their loader's process, its base seed and their copy's count of
+    iter() calls (persistent workers keep their copies); a pass whose workers have all joined
+    is done, so a later one under the same key (a loader seeded alike) is a new pass. Each
+    process has a count of its own, which starts at the creating process's: processes that got
+    the dataset otherwise than as DataLoader workers (spawned ranks, one per GPU) count apart.
+    Layout: [clock], per row (pid, next epoch, clock), per slot (pid, seed, count, workers
+    joined, epoch, clock at its start)."""
 
-    def __init__(self, epoch: int = 0, cell=None, lock=None):
+    def __init__(self, epoch: int = 0, cell=None, lock=None, owner: int | None = None):
         import multiprocessing.sharedctypes
 
-        self.cell = cell if cell is not None else multiprocessing.sharedctypes.RawArray("q", 2 + 5 * _SLOTS)
-        if lock is None:
+        self._fork_lock, self._spawn_lock = False, None  # for workers started by spawn (__reduce__)
+        if cell is None:
+            cell = multiprocessing.sharedctypes.RawArray("q", 1 + 3 * _ROWS + 6 * _SLOTS)
+            cell[1:4] = os.getpid(), epoch, 0
             # The start method in force, or the default one without fixing it (get_context()
             # would, and a later set_start_method() would fail).
             method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
             lock, self._fork_lock = multiprocessing.get_context(method).Lock(), method == "fork"
-        else:
-            self._fork_lock = False
-        self.lock = lock
-        self._spawn_lock = None  # for workers started by spawn or forkserver (__reduce__)
-        if cell is None:
-            self.cell[0] = epoch
+        self.cell, self.lock = cell, lock
+        self.owner = os.getpid() if owner is None else owner
+
+    def _row(self) -> int:
+        """Where the calling loader process's count is (a new row: the owner's count)."""
+        from torch.utils.data import get_worker_info
+
+        parent = multiprocessing.parent_process() if get_worker_info() is not None else None
+        pid = os.getpid() if parent is None else parent.pid  # a worker's loader, also under forkserver
+        cell, rows = self.cell, range(1, 1 + 3 * _ROWS, 3)
+        cell[0] += 1
+        for at in rows:
+            if cell[at] == pid:
+                cell[at + 2] = cell[0]
+                return at
+        start = next((cell[at + 1] for at in rows if cell[at] == self.owner), 0)
+        at = min((at for at in rows if cell[at] != self.owner), key=lambda at: cell[at + 2])
+        cell[at:at + 3] = pid, start, cell[0]
+        return at
 
     @property
     def next(self) -> int:
-        return self.cell[0]
+        with self.lock:
+            return self.cell[self._row() + 1]
 
     def set(self, epoch: int) -> None:
-        self.cell[0] = epoch
+        with self.lock:
+            self.cell[self._row() + 1] = epoch
 
     def take(self, key, workers: int, step: int) -> int:
         """The epoch of the pass this iter() belongs to; the count goes on by step."""
         cell = self.cell
         with self.lock:
-            at = None
+            row = self._row()
+            slots = range(1 + 3 * _ROWS, len(cell), 6)
             if key is not None:
-                for at in range(2, len(cell), 5):
-                    if cell[at] == key[0] and cell[at + 1] == key[1] and 0 < cell[at + 2] < workers:
-                        cell[at + 2] += 1
-                        return cell[at + 3]
-                at = min(range(2, len(cell), 5), key=lambda a: cell[a + 4])  # the oldest pass
-            epoch = cell[0]
-            cell[0] = min(epoch + step, 2**63 - 1)
-            if at is not None:
-                cell[1] += 1
-                cell[at:at + 5] = key[0], key[1], 1, epoch, cell[1]
+                key = (cell[row], *key)
+                for at in slots:
+                    if tuple(cell[at:at + 3]) == key and 0 < cell[at + 3] < workers:
+                        cell[at + 3] += 1
+                        return cell[at + 4]
+            epoch = cell[row + 1]
+            cell[row + 1] = min(epoch + step, _MAX)
+            if key is not None:
+                at = min(slots, key=lambda at: cell[at + 5])  # the oldest pass
+                cell[at:at + 6] = *key, 1, epoch, cell[0]
             return epoch
 
     def __reduce__(self):
         from multiprocessing.context import get_spawning_popen
 
         if get_spawning_popen() is None:
-            # Not a worker being started (pickle, deepcopy): a count of its own from here.
+            # Not a process being started (pickle, deepcopy): a count of its own from here.
             return _EpochCount, (self.next,)
         lock = self.lock
         if self._fork_lock:  # a fork context's lock does not cross into a spawned process
             if self._spawn_lock is None:
-                import multiprocessing
-
                 self._spawn_lock = multiprocessing.get_context("spawn").Lock()
             lock = self._spawn_lock
-        return _EpochCount, (0, self.cell, lock)
+        return _EpochCount, (0, self.cell, lock, self.owner)
 
 
 def _loader_seed():
