@@ -277,7 +277,7 @@ def _build():
             # The options are checked here rather than in each worker as it starts, and a glob
             # or directory is listed once.
             self.files = TFRecordDataset(files, features, shard=shard, **options).files
-            self._loaded = None  # a state_dict() for the next iter()
+            self._loaded: dict | None = None  # a state_dict() for the next iter()
             self._current = None  # the TFRecordDataset of the newest iter()
             self._ended = False  # the newest iter() yielded its last item
 
