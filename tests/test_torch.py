@@ -188,6 +188,53 @@ def test_as_tensors_converts_every_numeric_array(backend, tmp_path, batch_size):
         check([TFRecordMapDataset(path, spec, as_tensors=True)[i] for i in range(3)], want)
 
 
+def test_map_dataset_reads_and_parses_a_loader_batch_at_once(backend, tmp_path):
+    """A DataLoader batch of TFRecordMapDataset items was read and parsed one item at a time."""
+    import torch
+    from tfrecord_lite.torch import TFRecordMapDataset
+
+    paths = write_examples(tmp_path, [7, 5])
+    calls = []
+
+    def parse(records):
+        calls.append(len(records))
+        return tfl.parse_example(records, {k: SPEC[k] for k in ("id", "name")})  # splits by record
+
+    for as_tensors in (False, True):
+        ds = TFRecordMapDataset(paths, parse=parse, as_tensors=as_tensors)
+        calls.clear()
+        batches = list(torch.utils.data.DataLoader(ds, batch_size=5, collate_fn=as_list))
+        assert calls == [5, 5, 2]
+        got = [item for b in batches for item in b]
+        assert [str(item) for item in got] == [str(ds[i]) for i in range(12)]
+        assert {type(item["id"]) for item in got} == {torch.Tensor if as_tensors else np.int64}
+    with pytest.raises(IndexError, match="out of range"):
+        ds.__getitems__([3, 12])
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_as_tensors_converts_the_arrays_of_tuples_and_lists(tmp_path, batch_size):
+    """A parse function's (features, label) tuple or list kept NumPy arrays under as_tensors."""
+    import collections
+
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset
+
+    paths = write_files(tmp_path, [6, 4])
+    pair = collections.namedtuple("pair", "x y")
+
+    def parse(records):
+        lengths = np.array([len(r) for r in records], np.int64)
+        return lengths, [lengths * 2.0, {"n": lengths}, [b"raw"] * len(records)], pair(lengths, np.float32(1))
+
+    for ds in (TFRecordIterableDataset(paths, parse=parse, batch_size=batch_size, as_tensors=True),
+               TFRecordMapDataset(paths, parse=parse, as_tensors=True)):
+        item = ds[0] if isinstance(ds, TFRecordMapDataset) else next(iter(ds))
+        lengths, (doubled, named, raw), both = item
+        assert all(type(t) is torch.Tensor for t in (lengths, doubled, named["n"], both.x, both.y))
+        assert type(both) is pair and raw[0] == b"raw" and doubled.tolist() == (lengths * 2).tolist()
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_every_start_method_reads_each_record_once(tmp_path, method):
     import torch
@@ -345,9 +392,10 @@ def test_stateful_dataloader_resumes_mid_epoch(tmp_path, workers):
     assert ids(head) + ids(rest) == full  # exactly the remaining elements, in order
     cursors = list(_find(state, "cursor"))
     assert cursors and all(c is not None for c in cursors)  # file positions: resume seeks
-    # The next epoch after a resumed one reshuffles the files.
-    again = ids(resumed)
-    assert again != full and sorted(again) == sorted(full)
+    # The pass after a resumed one is the next epoch, as without resuming.
+    dl = loader()
+    assert ids(dl) == full
+    assert ids(resumed) == ids(dl)
 
 
 def _find(tree, key):
@@ -546,6 +594,128 @@ def test_set_epoch_reaches_every_worker(tmp_path, method, persistent):
         assert [b.tolist() for b in dl] == expected(epoch + 1)
 
 
+def _shard_passes(paths, epoch, workers, **opts):
+    """What a DataLoader with this many workers yields at this epoch: each worker's shard read
+    without workers, merged as DataLoader does."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    streams = []
+    for worker in range(workers):
+        ds = TFRecordIterableDataset(paths, shard=(worker, workers) if workers > 1 else None, **opts)
+        ds.set_epoch(epoch)
+        streams.append([b.tolist() for b in torch.utils.data.DataLoader(ds, batch_size=None)])
+    return _worker_merge(streams)
+
+
+@pytest.mark.parametrize("method,workers,persistent", [("fork", 0, False), ("fork", 2, False), ("fork", 2, True),
+                                                       ("spawn", 2, False), ("spawn", 2, True)])
+def test_a_dataloader_pass_advances_the_epoch_as_a_direct_pass_does(tmp_path, method, workers, persistent):
+    """Workers that are not persistent started each pass at the main process's epoch, which
+    their passes never advanced: set_epoch(1) once, then two passes, gave epoch 1 twice."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+    expected = {e: _shard_passes(paths, e, max(workers, 1), **opts) for e in range(4)}
+    assert len({str(v) for v in expected.values()}) == 4
+    ds = TFRecordIterableDataset(paths, **opts)
+    extra = dict(multiprocessing_context=method, persistent_workers=persistent) if workers else {}
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, **extra)
+
+    def one_pass():
+        return [b.tolist() for b in dl]
+
+    assert [one_pass(), one_pass()] == [expected[0], expected[1]]  # no set_epoch: 0, 1, ...
+    assert ds.epoch == 2
+    ds.set_epoch(1)  # once: the count goes on from it
+    assert [one_pass(), one_pass()] == [expected[1], expected[2]]
+    for epoch in [3, 0]:  # each epoch, as for DistributedSampler: exactly that epoch
+        ds.set_epoch(epoch)
+        assert one_pass() == expected[epoch]
+    # A direct pass takes the next epoch of the same count, and the loader's next pass the one after.
+    assert [b.tolist() for b in ds] == _shard_passes(paths, 1, 1, **opts)
+    assert one_pass() == expected[2]
+
+
+def test_loaders_seeded_alike_still_advance_the_epoch(tmp_path):
+    """A new DataLoader each epoch, its generator seeded alike: its workers share the seed of
+    the last pass's, yet each pass takes the next epoch."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+    ds = TFRecordIterableDataset(paths, **opts)
+    for epoch in range(3):
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork",
+                                         generator=torch.Generator().manual_seed(0))
+        assert [b.tolist() for b in dl] == _shard_passes(paths, epoch, 2, **opts), epoch
+
+
+def _rank_passes(ds, barrier, results, rank):
+    """A process the dataset was handed to (as torch.multiprocessing.spawn hands one to each
+    rank): passes with and without set_epoch, in step with the other ranks."""
+    import torch
+
+    def one_pass():
+        barrier.wait()
+        return [b.tolist() for b in torch.utils.data.DataLoader(ds, batch_size=None)]
+
+    passes = [one_pass(), one_pass()]
+    ds.set_epoch(3)
+    passes.append(one_pass())
+    results.put((rank, passes))
+
+
+def test_processes_given_the_dataset_count_their_own_epochs(tmp_path):
+    """Spawned processes that were handed the dataset (not DataLoader workers) counted in one
+    shared count: ranks took epochs 0 and 1 between them, and set_epoch(3) in each gave one
+    of them epoch 4."""
+    import multiprocessing
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+    ds = TFRecordIterableDataset(paths, **opts)
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    ranks = [context.Process(target=_rank_passes, args=(ds, barrier, results, r)) for r in range(2)]
+    for p in ranks:
+        p.start()
+    got = dict(results.get(timeout=120) for _ in ranks)
+    for p in ranks:
+        p.join()
+    want = [_shard_passes(paths, e, 1, **opts) for e in (0, 1, 3)]
+    assert got == {0: want, 1: want}
+    assert ds.epoch == 0  # the ranks' passes are theirs
+
+
+def test_a_dataset_leaves_the_start_method_unset(tmp_path):
+    code = ("import multiprocessing, sys; from tfrecord_lite.torch import TFRecordIterableDataset; "
+            "TFRecordIterableDataset(sys.argv[1]); multiprocessing.set_start_method('spawn')")
+    subprocess.run([sys.executable, "-c", code, write_files(tmp_path, [3])[0]], check=True)
+
+
+def test_bad_options_fail_where_the_dataset_is_made(tmp_path):
+    """They failed only as each DataLoader worker started (a TypeError for a misspelt option,
+    raised again from the worker's traceback text), and as_tensors was ignored with arrow."""
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [3])
+    with pytest.raises(TypeError, match="batchsize"):
+        TFRecordIterableDataset(paths, batchsize=2)
+    with pytest.raises(tfl.InvalidArgumentError, match="shuffle_buffer"):
+        TFRecordIterableDataset(paths, shuffle_buffer=-1)
+    with pytest.raises(tfl.TFRecordError, match="no TFRecord files found"):
+        TFRecordIterableDataset(str(tmp_path / "*.nothing"))
+    with pytest.raises(tfl.InvalidArgumentError, match="as_tensors"):
+        TFRecordIterableDataset(paths, SPEC, batch_size=2, output="arrow", as_tensors=True)
+    assert TFRecordIterableDataset(str(tmp_path)).files == paths  # a directory listed once
+
+
 def test_set_epoch_takes_epochs_from_zero(tmp_path):
     from tfrecord_lite.torch import TFRecordIterableDataset
 
@@ -556,6 +726,10 @@ def test_set_epoch_takes_epochs_from_zero(tmp_path):
         ds.set_epoch(2**63)
     ds.set_epoch(2**63 - 1)
     assert ds.epoch == 2**63 - 1
+    ds.epoch = 4  # an attribute once: setting it is set_epoch()
+    other = TFRecordIterableDataset(ds.files, shuffle_buffer=2, seed=ds.options["seed"])
+    other.set_epoch(4)
+    assert ds.epoch == 4 and list(ds) == list(other)
 
 
 def test_copies_outside_workers_have_their_own_epochs(tmp_path):

@@ -6,20 +6,20 @@ DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes
 ``torch.distributed`` (rank x world size, when initialized), on top of any ``shard=`` given.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
-into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts and NumPy
-scalars too, a big-endian array copied to native order); raw records stay ``bytes``, a batch of
-them a 1-D object array of ``bytes`` (as a bytes feature is).
+into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts, those in a
+parse function's tuples and lists and NumPy scalars too, a big-endian array copied to
+native order); raw records stay ``bytes``, a batch of them a 1-D object array of ``bytes``
+(as a bytes feature is).
 
 Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
 
-Epochs: each ``iter()`` starts the next epoch, so persistent workers reshuffle. Workers that
-are not persistent get a fresh copy each epoch; they reshuffle because, unless
-``set_epoch`` drives the epochs, the seed is mixed with the loader's per-epoch worker seed
-(reproducible under ``torch.manual_seed`` or ``DataLoader(generator=...)``). After
-``set_epoch(e)`` shuffles depend on ``seed`` and ``e`` only. The dataset and the copies
-its workers start with share the last ``set_epoch()`` through shared memory, so that
-persistent workers, which keep their copies from epoch to epoch, take it at their next
-``iter()`` too.
+Epochs: each pass starts the next epoch, so shuffles differ from pass to pass and depend on
+``seed`` and the epoch only. A pass is an ``iter()`` of the dataset in the main process, or one
+pass of a DataLoader over it, whatever its workers (none, persistent or not; any start
+method): the dataset and its workers' copies share one count. ``set_epoch(e)`` makes the next
+pass epoch ``e``, and the count goes on from there; calling it each epoch (as for
+DistributedSampler) gives exactly the epochs set. A process the dataset is handed to
+otherwise (a spawned rank) counts apart.
 
 ``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
 batches with ``batch_size`` (honouring ``drop_remainder``), of the shard of the worker and
@@ -40,6 +40,8 @@ JAX: ``tfrecord_lite.jax.device_put`` moves parsed batches to a device, bytes ke
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import os
 from typing import Any
 
 from ._crossing import _packed
@@ -47,7 +49,7 @@ from ._typing import Features, Files
 from .batch import RecordBatch
 from .dataset import TFRecordDataset, _epoch
 from .errors import InvalidArgumentError, TFRecordError
-from .example import RaggedValue, SparseTensorValue, native_order
+from .example import RaggedValue, native_order
 from .files import resolve_files, shard_plan
 from .index import IndexedDataset
 
@@ -106,27 +108,108 @@ def _plan(files, shard, storage_options):
     return files, shard
 
 
-def _epoch_cell():
-    """[set_epoch() calls, the epoch of the last], in shared memory: a forked worker inherits
-    it, a spawned one gets it as it starts (see __getstate__). No lock: a worker starts an
-    iter() only once the main process asks it to, after its set_epoch()."""
-    import multiprocessing.sharedctypes
-
-    return multiprocessing.sharedctypes.RawArray("q", 2)
+_ROWS = 64  # processes that iterate the dataset or run DataLoaders over it, each its own count
+_SLOTS = 8  # passes whose workers may still be joining: a fast persistent worker can start
+# the next pass before a slow one has started this one
+_MAX = 2**63 - 1
 
 
-def _loader_seed(seed: int) -> int:
-    """seed mixed with this DataLoader iterator's base seed, which torch draws anew for each
-    epoch's workers: so workers that are not persistent reshuffle each epoch too."""
+class _EpochCount:
+    """The epoch the next pass starts, shared by a dataset and the copies its DataLoader
+    workers run (a forked worker inherits the memory, a spawned one gets it as it starts).
+
+    A pass is an iter() in a process, or one pass of a DataLoader that process runs: its
+    workers each call iter() once, and the first of them takes the epoch for all. The workers
+    of a pass know it by their loader's process, its base seed and their copy's count of
+    iter() calls (persistent workers keep their copies); a pass whose workers have all joined
+    is done, so a later one under the same key (a loader seeded alike) is a new pass. Each
+    process has a count of its own, which starts at the creating process's: processes that got
+    the dataset otherwise than as DataLoader workers (spawned ranks, one per GPU) count apart.
+    Layout: [clock], per row (pid, next epoch, clock), per slot (pid, seed, count, workers
+    joined, epoch, clock at its start)."""
+
+    def __init__(self, epoch: int = 0, cell=None, lock=None, owner: int | None = None):
+        import multiprocessing.sharedctypes
+
+        self._fork_lock, self._spawn_lock = False, None  # for workers started by spawn (__reduce__)
+        if cell is None:
+            cell = multiprocessing.sharedctypes.RawArray("q", 1 + 3 * _ROWS + 6 * _SLOTS)
+            cell[1:4] = os.getpid(), epoch, 0
+            # The start method in force, or the default one without fixing it (get_context()
+            # would, and a later set_start_method() would fail).
+            method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+            lock, self._fork_lock = multiprocessing.get_context(method).Lock(), method == "fork"
+        self.cell, self.lock = cell, lock
+        self.owner = os.getpid() if owner is None else owner
+
+    def _row(self) -> int:
+        """Where the calling loader process's count is (a new row: the owner's count)."""
+        from torch.utils.data import get_worker_info
+
+        parent = multiprocessing.parent_process() if get_worker_info() is not None else None
+        pid = os.getpid() if parent is None else parent.pid  # a worker's loader, also under forkserver
+        cell, rows = self.cell, range(1, 1 + 3 * _ROWS, 3)
+        cell[0] += 1
+        for at in rows:
+            if cell[at] == pid:
+                cell[at + 2] = cell[0]
+                return at
+        start = next((cell[at + 1] for at in rows if cell[at] == self.owner), 0)
+        at = min((at for at in rows if cell[at] != self.owner), key=lambda at: cell[at + 2])
+        cell[at:at + 3] = pid, start, cell[0]
+        return at
+
+    @property
+    def next(self) -> int:
+        with self.lock:
+            return self.cell[self._row() + 1]
+
+    def set(self, epoch: int) -> None:
+        with self.lock:
+            self.cell[self._row() + 1] = epoch
+
+    def take(self, key, workers: int, step: int) -> int:
+        """The epoch of the pass this iter() belongs to; the count goes on by step."""
+        cell = self.cell
+        with self.lock:
+            row = self._row()
+            slots = range(1 + 3 * _ROWS, len(cell), 6)
+            if key is not None:
+                key = (cell[row], *key)
+                for at in slots:
+                    if tuple(cell[at:at + 3]) == key and 0 < cell[at + 3] < workers:
+                        cell[at + 3] += 1
+                        return cell[at + 4]
+            epoch = cell[row + 1]
+            cell[row + 1] = min(epoch + step, _MAX)
+            if key is not None:
+                at = min(slots, key=lambda at: cell[at + 5])  # the oldest pass
+                cell[at:at + 6] = *key, 1, epoch, cell[0]
+            return epoch
+
+    def __reduce__(self):
+        from multiprocessing.context import get_spawning_popen
+
+        if get_spawning_popen() is None:
+            # Not a process being started (pickle, deepcopy): a count of its own from here.
+            return _EpochCount, (self.next,)
+        lock = self.lock
+        if self._fork_lock:  # a fork context's lock does not cross into a spawned process
+            if self._spawn_lock is None:
+                self._spawn_lock = multiprocessing.get_context("spawn").Lock()
+            lock = self._spawn_lock
+        return _EpochCount, (0, self.cell, lock, self.owner)
+
+
+def _loader_seed():
+    """(base seed of this DataLoader iterator's workers, as an int64; workers), or (None, 1)
+    outside workers: torch draws the base seed anew for each iterator (see _EpochCount)."""
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()
     if info is None:
-        return seed
-    import numpy as np
-
-    base = (info.seed - info.id) % 2**64
-    return int(np.random.SeedSequence([seed, base]).generate_state(1, np.uint64)[0] >> 1)
+        return None, 1
+    return (info.seed - info.id) % 2**64 - 2**63, info.num_workers
 
 
 @contextlib.contextmanager
@@ -144,8 +227,9 @@ def _located_in_workers():
 
 
 def _to_tensors(value):
-    """Numeric arrays as tensors, those of sparse and ragged values and the 0-d ones of
-    unbatched examples (NumPy scalars) too; bytes stay as they are."""
+    """Numeric arrays as tensors, those of sparse and ragged values, of the tuples and lists a
+    parse function returns and the 0-d ones of unbatched examples (NumPy scalars) too; bytes
+    stay as they are."""
     import numpy as np
     import torch
 
@@ -157,8 +241,11 @@ def _to_tensors(value):
         return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
-    if isinstance(value, SparseTensorValue):
-        return SparseTensorValue(*map(_to_tensors, value))
+    if isinstance(value, tuple):  # a parse function's (features, label); SparseTensorValue
+        items = map(_to_tensors, value)
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if type(value) is list:
+        return [_to_tensors(v) for v in value]
     if isinstance(value, RaggedValue):
         return RaggedValue(_to_tensors(value.values), _to_tensors(value.row_splits))
     return value
@@ -175,53 +262,54 @@ def _build():
             super().__init__()
             self.files, self.features, self.as_tensors = files, features, bool(as_tensors)
             self.shard, self.options = shard, options
-            self.epoch = 0  # the epoch the next iter() starts
-            self._epoch_set = False  # set_epoch() drives the epochs: shuffles follow seed and epoch only
-            self._epochs = _epoch_cell()  # the last set_epoch(), shared with the workers' copies
-            self._epoch_calls = 0  # the set_epoch() calls this copy has taken
+            self._epochs = _EpochCount()  # the epoch the next pass starts, shared with the workers
+            self._iters = 0  # iter() calls of this copy: with the loader's seed, its pass
+            self._next = None  # the epoch after this copy's newest iteration, for state_dict()
             if options.get("seed") is None:
                 # From torch's generator, as RandomSampler does: torch.manual_seed makes the
                 # shuffles reproducible, and every worker copy shares it.
                 import torch
 
                 self.options["seed"] = int(torch.empty((), dtype=torch.int64).random_().item())
-            self._loaded = None  # a state_dict() for the next iter()
+            if self.as_tensors and options.get("output") == "arrow":
+                raise InvalidArgumentError("as_tensors=True converts NumPy batches; output='arrow' yields "
+                                           "pyarrow RecordBatches", hint="pass one of as_tensors and output='arrow'")
+            # The options are checked here rather than in each worker as it starts, and a glob
+            # or directory is listed once.
+            self.files = TFRecordDataset(files, features, shard=shard, **options).files
+            self._loaded: dict | None = None  # a state_dict() for the next iter()
             self._current = None  # the TFRecordDataset of the newest iter()
             self._ended = False  # the newest iter() yielded its last item
 
+        @property
+        def epoch(self) -> int:
+            """The epoch the next pass starts (module doc)."""
+            return self._epochs.next
+
+        @epoch.setter
+        def epoch(self, epoch: int) -> None:
+            self.set_epoch(epoch)
+
         def set_epoch(self, epoch: int) -> None:
-            """Make the next iter() start at this epoch (it wins over the automatic count),
-            here and in the DataLoader workers this dataset's copies run in, persistent ones
-            included."""
+            """Make the next pass start at this epoch, here and in the DataLoader workers
+            this dataset's copies run in, persistent ones included (module doc)."""
             epoch = _epoch(epoch)
             if epoch >= 2**63:
                 raise InvalidArgumentError(f"epoch must be < 2**63 (it is shared as an int64), not {epoch}")
-            self._epochs[1] = epoch
-            self._epochs[0] += 1
-            self._take_epoch()
-
-        def _take_epoch(self) -> None:
-            """Start the next iter() at the epoch of the last set_epoch() (see set_epoch)."""
-            self._epoch_calls, self.epoch = self._epochs
-            self._epoch_set = True
-            self._loaded = None
+            self._epochs.set(epoch)
+            self._loaded = self._next = None
 
         def dataset(self) -> TFRecordDataset:
             """A TFRecordDataset over this worker's shard, at the next epoch."""
-            options = dict(self.options)
-            if not self._epoch_set:
-                options["seed"] = _loader_seed(options["seed"])
-            files, shard = _plan(self.files, self.shard, options.get("storage_options"))
-            ds = TFRecordDataset(files, self.features, shard=shard, **options)
+            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"))
+            ds = TFRecordDataset(files, self.features, shard=shard, **self.options)
             ds.set_epoch(self.epoch)
             if self._current is not None:
                 ds._reuse(self._current)  # the last epoch's read buffers and mappings
             return ds
 
         def __iter__(self):
-            if self._epochs[0] != self._epoch_calls:
-                # set_epoch() in another copy: the main process's, this being a worker's.
-                self._take_epoch()
+            count, self._iters = self._iters, self._iters + 1
             state, self._loaded = self._loaded, None
             self._ended = state is not None and state.get("ended", False)
             if self._ended:
@@ -233,11 +321,17 @@ def _build():
                 ds = self.dataset()
                 if state is not None and state["dataset"] is not None:
                     ds.load_state_dict(state["dataset"])
+                elif state is None:
+                    seed, workers = _loader_seed()
+                    key = None if seed is None else (seed, count)
+                    ds.set_epoch(self._epochs.take(key, workers, self.options.get("num_epochs") or 1))
                 # StatefulDataLoader asks for states only once the epoch runs: track positions
                 # from its start, so that any state resumes by seeking.
                 ds._track_positions = True
                 it = iter(ds)
-            self.epoch = ds._next_epoch  # each iter() continues the count: a new shuffle
+            self._next = ds._next_epoch
+            if state is not None:
+                self._epochs.set(self._next)  # a resumed pass: the count goes on after it
             self._current = ds
             return self._items(ds, it)
 
@@ -270,28 +364,18 @@ def _build():
             if self._loaded is not None:
                 return self._loaded
             current = None if self._current is None or self._ended else self._current.state_dict()
-            return {"epoch": self.epoch, "dataset": current, "ended": self._ended}
+            epoch = self.epoch if self._next is None else self._next
+            return {"epoch": epoch, "dataset": current, "ended": self._ended}
 
         def load_state_dict(self, state: dict) -> None:
             """Make the next iter() resume from a state_dict()."""
-            self.epoch = int(state["epoch"])
-            self._loaded = state
+            self._epochs.set(_epoch(state["epoch"]))
+            self._loaded, self._next = state, None
 
         def __getstate__(self):
-            from multiprocessing.context import get_spawning_popen
-
             state = self.__dict__.copy()
             state["_current"] = None  # the running iteration stays with this copy
-            if get_spawning_popen() is None:
-                # Not a worker being started (pickle, deepcopy): a dataset of its own, whose
-                # set_epoch() is its own. Shared memory pickles only into a starting process.
-                state["_epochs"] = None
             return state
-
-        def __setstate__(self, state):
-            self.__dict__.update(state)
-            if self.__dict__.get("_epochs") is None:
-                self._epochs, self._epoch_calls = _epoch_cell(), 0
 
     class TFRecordMapDataset(Dataset):
         """Map-style dataset over indexed files: ``ds[i]`` is one record or parsed example."""
@@ -308,6 +392,13 @@ def _build():
             with _located_in_workers():
                 item = self.data[i]
             return _to_tensors(item) if self.as_tensors else item
+
+        def __getitems__(self, indices) -> list:
+            """The items of a DataLoader batch (torch calls this with a batch's indices): runs
+            of consecutive records read at once and all parsed as one batch, not one by one."""
+            with _located_in_workers():
+                items = self.data._getitems(indices)
+            return [_to_tensors(item) for item in items] if self.as_tensors else items
 
     classes = {"TFRecordIterableDataset": TFRecordIterableDataset, "TFRecordMapDataset": TFRecordMapDataset}
     for name, cls in classes.items():
