@@ -17,7 +17,8 @@ from hypothesis import given, settings, strategies as st
 import tfrecord_lite as tfl
 from tfrecord_lite import fs as tfs
 from tfrecord_lite.cli import main
-from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
+from tfrecord_lite.errors import CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
+from tfrecord_lite.index import count_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 records_st = st.lists(st.binary(max_size=300), max_size=40)
@@ -69,6 +70,10 @@ def test_url_detection():
     assert not tfs.is_url("file:///tmp/x") and not tfs.is_url("/tmp/x") and not tfs.is_url("a/b:c")
     assert not tfs.is_url(b"s3://b") and not tfs.is_url(os.path.join("x", "y"))
     assert tfs.local_path("file:///tmp/x") == "/tmp/x" and tfs.local_path("file://localhost/tmp/x") == "/tmp/x"
+    pinned = ["s3://b/k?versionId=v", "simplecache::s3://b/k?versionId=v", "gs://b/k#1", "gcs://b/k?generation=1",
+              "https://h/k?X-Amz-Signature=s"]
+    assert all(map(tfs.pinned, pinned))
+    assert not any(map(tfs.pinned, ["s3://b/k?x", "s3://b/k#1", "gs://b/k?x", "memory://k?versionId=v", "/k?versionId=v"]))
 
 
 @pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
@@ -354,6 +359,32 @@ def test_committing_replaces_a_stale_sidecar(s3):
     with tfl.TFRecordWriter(s3.url("x.tfrecord")) as w:
         w.write(b"new")
     assert s3.ls() == ["x.tfrecord"]
+
+
+def test_an_object_version_is_read_has_no_sidecar_and_is_never_written(s3_versioned, backend):
+    """s3://b/k?versionId=v reads that version. ".index" appended to it names version
+    "v.index" of k, so counting it wrote its scan over k as a new current version; the bare
+    name's sidecar describes another version. Such a URL is scanned (no sidecar), is no
+    glob, and cannot be written."""
+    store = s3_versioned
+    url = store.url("d.tfrecord")
+    with tfl.TFRecordWriter(url) as w:
+        w.write_many([b"old0", b"old1"])
+    old = f"{url}?versionId={store.version('d.tfrecord')}"
+    with tfl.TFRecordWriter(url, index=True) as w:
+        w.write(b"new")
+    assert count_records(old) == 2
+    assert list(tfl.TFRecordReader(old)) == list(tfl.TFRecordDataset(old)) == [b"old0", b"old1"]
+    assert tfl.TFRecordFile(old)[1] == b"old1" and len(tfl.IndexedDataset(old)) == 2
+    with pytest.raises(InvalidArgumentError, match="object version") as info:
+        tfl.build_index(old)
+    assert "pass index_file" in str(info.value)
+    for atomic in (True, False):
+        with pytest.raises(InvalidArgumentError, match="cannot be written") as info:
+            tfl.TFRecordWriter(old, atomic=atomic)
+        assert info.value.path == old
+    assert store.get("d.tfrecord") == frames([b"new"])  # the current version is untouched
+    assert store.ls() == ["d.tfrecord", "d.tfrecord.index"]
 
 
 def test_file_urls_and_local_paths_never_import_fsspec(tmp_path):

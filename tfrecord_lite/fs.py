@@ -34,9 +34,9 @@ import time
 import urllib.parse
 import uuid
 
-from .errors import TFRecordError
+from .errors import InvalidArgumentError, TFRecordError
 
-__all__ = ["is_url", "has_query", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
+__all__ = ["is_url", "pinned", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
@@ -66,11 +66,33 @@ def is_url(path) -> bool:
     return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
 
 
-def has_query(path) -> bool:
-    """True for an HTTP(S) URL with a query string, such as a presigned URL: a name that is
-    not a path plus parameters to vary (its signature covers that one object only)."""
+def pinned(path) -> bool:
+    """True for a URL that names one fixed object rather than a path: an HTTP(S) URL with a
+    query string (a presigned URL, whose signature covers that object only), an S3 URL with
+    ``?versionId=`` or a GCS URL with ``#<generation>`` or ``?generation=`` (one version of an
+    object, as s3fs and gcsfs read them). Nothing is named after it by appending to it (no
+    sidecar: ``k?versionId=v.index`` is version ``v.index`` of ``k``), no glob is expanded in
+    it, and it cannot be written (the store writes a new version of the bare key)."""
     url = path.rsplit("::", 1)[-1] if isinstance(path, str) else ""
-    return url.startswith(("http://", "https://")) and bool(urllib.parse.urlsplit(url).query)
+    scheme, _, rest = url.partition("://")
+    parts = urllib.parse.urlsplit(url)
+    if scheme in ("http", "https"):
+        return bool(parts.query)
+    if scheme in ("s3", "s3a"):
+        return "?versionId=" in rest
+    if scheme in ("gs", "gcs"):
+        return bool(parts.fragment) or "generation" in urllib.parse.parse_qs(parts.query)
+    return False
+
+
+def _check_writable(url, name=None) -> None:
+    """Refuse to write or delete through a pinned URL (naming ``name``, by default url): the
+    store would act on the bare name's current version."""
+    if pinned(url):
+        raise InvalidArgumentError("names one version of an object (or a signed URL), which cannot be "
+                                   "written: the store would write a new version of the bare name",
+                                   path=name or url, hint="write to the URL without its version (?versionId=, "
+                                   "#generation) or query")
 
 
 def local_path(path) -> str:
@@ -392,6 +414,8 @@ def exists(path, storage_options=None) -> bool:
 def remove(path, storage_options=None, name=None) -> None:
     """Delete a file if it exists; an object store's errors name ``name`` (by default path:
     a writer names its data file for its sidecar too)."""
+    if is_url(path):
+        _check_writable(path, name)
     try:
         if not is_url(path):
             os.unlink(local_path(path))
@@ -482,7 +506,7 @@ def expand(spec: str, storage_options=None) -> list[str]:
         base = posixpath.basename(name.rstrip("/"))
         return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
 
-    if has_query(spec):  # one object, its query no glob
+    if pinned(spec):  # one object, its query no glob
         return [spec]
     with _naming(spec):  # listing needs credentials too
         if fs.isfile(p):  # before isdir: over HTTP that GETs the URL to list its links
@@ -534,6 +558,7 @@ def open_plain_output(path, storage_options=None):
         # Buffered: write takes everything or raises, naming the path.
         return NamedWriter(open(path, "wb", buffering=0), lambda: path)
     check_output_name(path, url=True)
+    _check_writable(path)
     fs, p = filesystem(path, storage_options)
     with _naming(path):
         return _NamingFile(fs.open(p, "wb"), path)
@@ -589,6 +614,7 @@ class RemoteAtomicFile:
         from .io import check_output_name
 
         check_output_name(path, url=True)
+        _check_writable(path)
         self.path = path
         self._storage_options = storage_options
         self._fs, target = filesystem(path, storage_options)

@@ -53,10 +53,12 @@ def index_path(path) -> str:
 
 
 def _sidecar(path) -> str | None:
-    """The sidecar looked for beside path, or None for a URL with a query string (a presigned
-    URL): ``?X-Amz-Signature=....index`` names nothing, and its signature covers no other
-    object, so such a file is scanned unless its index file is given."""
-    return None if _fs.has_query(os.fspath(path)) else index_path(path)
+    """The sidecar looked for beside path, or None for a URL that names one fixed object
+    (``_fs.pinned``: a presigned URL, an object version): ``?versionId=v.index`` names another
+    version of the same object, ``?X-Amz-Signature=....index`` nothing, and the sidecar of the
+    bare name describes another version, so such a file is scanned unless its index file is
+    given."""
+    return None if _fs.pinned(os.fspath(path)) else index_path(path)
 
 
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False,
@@ -114,7 +116,8 @@ def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc
     progress and max_record_bytes: as in scan_index."""
     index_file = index_file or _sidecar(path)
     if index_file is None:
-        raise InvalidArgumentError(f"{path} has a query string, so no sidecar can be named after it",
+        raise InvalidArgumentError(f"{path} has a query string or an object version, so no sidecar can be "
+                                   "named after it",
                                    hint="pass index_file, the path to write the index to")
     offsets, lengths = scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, progress=progress,
                                   storage_options=storage_options)
@@ -267,7 +270,7 @@ class TFRecordFile:
 
     ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
     from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
-    string) when present, else from an in-memory scan. Fetched
+    string or an object version) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
     CRC). The descriptor opens on first read; the object pickles without it. For an fsspec
     URL (with ``storage_options``) each read is one ranged request instead.
