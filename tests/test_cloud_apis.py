@@ -89,6 +89,32 @@ def test_globs_and_directories_resolve_remotely(remote):
         resolve_files(base + "/nothing-*.tfrecord")
 
 
+@pytest.mark.parametrize("where", ["local", "s3", "memory"])
+def test_double_star_matches_any_depth_everywhere_and_skips_hidden(request, tmp_path, where):
+    """``**`` matches any number of directories on local disk as on object stores (a local
+    glob read it as ``*``, so data/**/*.tfrecord found only data/*/*.tfrecord there), and a
+    file under a hidden directory is left out remotely as locally, unless the pattern names
+    that directory."""
+    names = ["top.tfrecord", "a/x.tfrecord", "a/x.tfrecord.index", "a/b/y.tfrecord", ".tmp/z.tfrecord",
+             "a/.w.tfrecord"]
+    if where == "local":
+        for name in names:
+            (tmp_path / "data" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "data" / name).write_bytes(framed([b"x"]))
+        base = str(tmp_path / "data")
+    else:
+        store = request.getfixturevalue("s3") if where == "s3" else Mem(request.getfixturevalue("memfs"))
+        for name in names:
+            store.put(f"data/{name}", framed([b"x"]))
+        base = resolve_files(store.url("data/top.tfrecord"))[0].rsplit("/", 1)[0]
+    found = lambda pattern: [p[len(base) + 1:] for p in resolve_files(f"{base}/{pattern}")]  # noqa: E731
+    assert found("**/*.tfrecord") == found("**") == ["a/b/y.tfrecord", "a/x.tfrecord", "top.tfrecord"]
+    assert found("*/*.tfrecord") == ["a/x.tfrecord"]
+    assert found("**/b/*") == ["a/b/y.tfrecord"]
+    assert found(".tmp/*") == found(".*/*.tfrecord") == [".tmp/z.tfrecord"]
+    assert len(list(tfl.TFRecordDataset(f"{base}/**/*.tfrecord"))) == 3
+
+
 def test_an_object_named_like_a_glob_is_itself(remote, capsys):
     """A URL that names an existing object is that object, glob characters and all, in the
     library and the CLI alike; a pattern that names none still globs."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import http.client
 import io
 import os
@@ -499,12 +500,12 @@ def read_range(fs, p, start: int, end: int) -> bytes:
 def expand(spec: str, storage_options=None) -> list[str]:
     """The files a remote glob or directory names, sorted, as URLs; a file is itself, even
     when its name holds glob characters (``s3://b/a[1].tfrecord``, an HTTP URL's query).
-    Hidden names and ``.index`` sidecars are left out, as for local directories."""
+    ``**`` matches any number of directories, as a local glob's does. Hidden names (and
+    files under hidden directories) and ``.index`` sidecars are left out, as locally."""
     fs, p = filesystem(spec, storage_options)
 
     def wanted(name, info):
-        base = posixpath.basename(name.rstrip("/"))
-        return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
+        return info.get("type") == "file" and not name.endswith(".index") and not _hidden(name.rstrip("/"), p)
 
     if pinned(spec):  # one object, its query no glob
         return [spec]
@@ -520,6 +521,14 @@ def expand(spec: str, storage_options=None) -> list[str]:
     head = spec.rpartition("::")[0]  # a chain's leading bare protocols (simplecache::) stay on each file
     chain = head + "::" if head and "://" not in head else ""
     return sorted(chain + fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
+
+
+def _hidden(name: str, pattern: str) -> bool:
+    """Whether name, a match of pattern, passes through a hidden name (a file or directory
+    starting with ".") that no component of pattern starting with "." asked for: left out,
+    as Python's glob and local directory listings leave them out (``**`` included)."""
+    dotted = [c for c in pattern.split("/") if c.startswith(".")]
+    return any(c.startswith(".") and not any(fnmatch.fnmatchcase(c, d) for d in dotted) for c in name.split("/"))
 
 
 def is_special(path) -> bool:
