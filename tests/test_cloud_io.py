@@ -3,12 +3,14 @@ loopback, through s3fs) and fsspec's memory://; file:// and local paths stay loc
 
 import gzip
 import http.client
+import io
 import itertools
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import zipfile
 import zlib
 
 import pytest
@@ -276,6 +278,19 @@ def test_s3_corrupt_data_names_url_offset_and_record(s3, s3_reads, tmp_path, bac
     with pytest.raises(tfl.DataLossError, match="gzip stream") as err:
         list(tfl.TFRecordReader(s3.url("bad.tfrecord.gz")))
     assert err.value.path == s3.url("bad.tfrecord.gz")
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_a_file_inside_an_archive_on_s3_reads(s3, backend, compression):
+    """zip://a.tfrecord::s3://b/x.zip: the zip filesystem that opens the member owns the
+    archive's S3 handle and closes it when it is collected, which left the member's reads on
+    a closed file ("I/O operation on closed file")."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.tfrecord", frames([b"a0", b"a1"], compression))
+    url = "zip://a.tfrecord::" + s3.put("x.zip", archive.getvalue())
+    assert list(tfl.TFRecordReader(url, compression)) == [b"a0", b"a1"]
+    assert list(tfl.TFRecordDataset(url)) == [b"a0", b"a1"]
 
 
 def test_missing_remote_file_names_the_url(s3, memfs):

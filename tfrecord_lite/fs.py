@@ -206,6 +206,10 @@ def open_input(path, storage_options=None):
             f.name = path
         except AttributeError:
             pass
+    try:  # an archive's member reads through fs's handle on the archive, closed with fs
+        f._tfrecord_lite_fs = fs
+    except AttributeError:
+        pass
     cache = getattr(f, "cache", None)
     if callable(getattr(cache, "fetcher", None)):  # each block's GET is refused as open was
         cache.fetcher = _named(cache.fetcher, path)
