@@ -3,9 +3,11 @@ bound), random access, merge/split between S3 and local disk, sharded and parall
 to_numpy/to_npy and the CLI, against the loopback S3 server and memory://."""
 
 import gzip
+import io
 import os
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from tfrecord_lite import cli
 from tfrecord_lite import fs as tfs
 from tfrecord_lite.files import resolve_files
 from tfrecord_lite.errors import CorruptRecordError, EncodeError, TFRecordError
+from tfrecord_lite.index import count_records
 
 SPEC = {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.FixedLenFeature([3], np.float32)}
 
@@ -140,6 +143,26 @@ def test_a_chained_glob_keeps_its_chain(memfs, tmp_path):
         assert all(p.startswith("simplecache::memory://") for p in paths)
     assert list(tfl.TFRecordDataset(spec, storage_options=cache)) == [b"a.tfrecord", b"b.tfrecord"]
     assert len(os.listdir(tmp_path / "cache")) >= 2  # read through the cache
+
+
+def test_a_glob_inside_an_archive_keeps_the_archive(s3, backend):
+    """zip://*.tfrecord::s3://b/x.zip expands to files that still name the archive (they were
+    bare zip://a.tfrecord, read from the working directory), and a file's sidecar is looked
+    for beside it inside the archive, not at the archive's URL plus ".index"."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.tfrecord", framed([b"a0", b"a1"]))
+        z.writestr("sub/b.tfrecord", framed([b"b0"]))
+        z.writestr("sub/b.tfrecord.index", "0 99\n")  # stale
+    tail = "::" + s3.put("x.zip", archive.getvalue())
+    assert resolve_files("zip://**/*.tfrecord" + tail) == ["zip://a.tfrecord" + tail, "zip://sub/b.tfrecord" + tail]
+    assert list(tfl.TFRecordDataset("zip://*.tfrecord" + tail)) == [b"a0", b"a1"]
+    assert tfl.TFRecordFile("zip://a.tfrecord" + tail)[1] == b"a1"
+    assert count_records("zip://a.tfrecord" + tail) == 2
+    with pytest.raises(TFRecordError, match="stale") as info:
+        tfl.TFRecordFile("zip://sub/b.tfrecord" + tail)
+    assert info.value.path == "zip://sub/b.tfrecord.index" + tail
+    assert s3.ls() == ["x.zip"]
 
 
 @pytest.mark.parametrize("shards", [3, 8])

@@ -37,7 +37,7 @@ import uuid
 
 from .errors import InvalidArgumentError, TFRecordError
 
-__all__ = ["is_url", "pinned", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
+__all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
@@ -74,7 +74,7 @@ def pinned(path) -> bool:
     object, as s3fs and gcsfs read them). Nothing is named after it by appending to it (no
     sidecar: ``k?versionId=v.index`` is version ``v.index`` of ``k``), no glob is expanded in
     it, and it cannot be written (the store writes a new version of the bare key)."""
-    url = path.rsplit("::", 1)[-1] if isinstance(path, str) else ""
+    url = _links(path)[1] if isinstance(path, str) else ""
     scheme, _, rest = url.partition("://")
     parts = urllib.parse.urlsplit(url)
     if scheme in ("http", "https"):
@@ -84,6 +84,25 @@ def pinned(path) -> bool:
     if scheme in ("gs", "gcs"):
         return bool(parts.fragment) or "generation" in urllib.parse.parse_qs(parts.query)
     return False
+
+
+def _links(url: str) -> tuple[str, str, str]:
+    """(before, link, after) of a URL, link being the link of its chain that holds the path
+    (its first with "://"): ``zip://a.tfrecord`` of ``zip://a.tfrecord::s3://b/x.zip``,
+    ``s3://b/k`` of ``simplecache::s3://b/k``. before and after keep their "::"."""
+    links = url.split("::")
+    for i, link in enumerate(links):
+        if "://" in link:
+            return "".join(x + "::" for x in links[:i]), link, "".join("::" + x for x in links[i + 1:])
+    return "", url, ""
+
+
+def beside(url: str, suffix: str) -> str:
+    """The URL of the file named like url's plus suffix (its sidecar): suffix goes on the
+    link that holds the path, not on a chain's last link (``zip://a.tfrecord.index::s3://b/x.zip``,
+    not ``zip://a.tfrecord::s3://b/x.zip.index``, an archive that does not exist)."""
+    before, link, after = _links(url)
+    return before + link + suffix + after
 
 
 def _check_writable(url, name=None) -> None:
@@ -522,9 +541,10 @@ def expand(spec: str, storage_options=None) -> list[str]:
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
         else:
             return [spec]
-    head = spec.rpartition("::")[0]  # a chain's leading bare protocols (simplecache::) stay on each file
-    chain = head + "::" if head and "://" not in head else ""
-    return sorted(chain + fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
+    # A chain's other links stay on each file: leading bare protocols (simplecache::) and
+    # the targets after the globbed link (zip://*.tfrecord::s3://b/x.zip).
+    before, _, after = _links(spec)
+    return sorted(before + fs.unstrip_protocol(name) + after for name, info in found.items() if wanted(name, info))
 
 
 def _hidden(name: str, pattern: str) -> bool:

@@ -48,8 +48,10 @@ _COUNTS: dict = {}  # (path, size, stamp) -> records: each version of a file cou
 
 
 def index_path(path) -> str:
-    """The sidecar path for a TFRecord file."""
-    return os.fspath(path) + ".index"
+    """The sidecar path for a TFRecord file (for a chained URL, beside the file inside the
+    chain: ``zip://a.tfrecord.index::s3://b/x.zip``)."""
+    path = os.fspath(path)
+    return _fs.beside(path, ".index") if _fs.is_url(path) else path + ".index"
 
 
 def _sidecar(path) -> str | None:
