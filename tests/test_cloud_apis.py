@@ -92,6 +92,23 @@ def test_globs_and_directories_resolve_remotely(remote):
         resolve_files(base + "/nothing-*.tfrecord")
 
 
+def test_s3_directory_markers_are_no_files(s3, capsys):
+    """A folder made in the S3 console (or by Hadoop, rclone...) is a zero-byte "dir/" key:
+    listed as a file, it made every read of the folder fail with "no such file", and an
+    empty folder was no such file instead of one holding no TFRecord files."""
+    s3.put("empty/", b"")
+    with pytest.raises(TFRecordError, match="no TFRecord files found"):
+        resolve_files(s3.url("empty/"))
+    s3.put("dir/", b"")
+    s3.put("dir/sub/", b"")
+    url = s3.put("dir/a.tfrecord", framed([b"x"]))
+    for spec in ("dir", "dir/", "dir/**"):
+        assert resolve_files(s3.url(spec)) == [url]
+    assert list(tfl.TFRecordDataset(s3.url("dir/"))) == [b"x"]
+    assert cli.main(["count", s3.url("dir/")]) == 0
+    assert capsys.readouterr().out == f"1\t{url}\n"
+
+
 @pytest.mark.parametrize("where", ["local", "s3", "memory"])
 def test_double_star_matches_any_depth_everywhere_and_skips_hidden(request, tmp_path, where):
     """``**`` matches any number of directories on local disk as on object stores (a local

@@ -527,8 +527,9 @@ def expand(spec: str, storage_options=None) -> list[str]:
     files under hidden directories) and ``.index`` sidecars are left out, as locally."""
     fs, p = filesystem(spec, storage_options)
 
-    def wanted(name, info):
-        return info.get("type") == "file" and not name.endswith(".index") and not _hidden(name.rstrip("/"), p)
+    def wanted(name, info):  # "dir/" is a directory marker (an S3 console folder), no file
+        return (info.get("type") == "file" and not name.endswith(("/", ".index"))
+                and not _hidden(name, p))
 
     if pinned(spec):  # one object, its query no glob
         return [spec]
