@@ -98,7 +98,7 @@ def test_a_url_with_a_query_is_scanned_and_its_index_only_read_when_given(http_d
 
 def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):
     """count_records keeps a scan as the file's sidecar where it can; HTTP cannot be written
-    (fsspec raises NotImplementedError), which is no reason to fail the count."""
+    (a read-only file system error), which is no reason to fail the count."""
     directory, base, _ = http_dir
     (directory / "b.tfrecord").write_bytes(framed([b"x"] * 5))
     assert count_records(f"{base}/b.tfrecord") == 5
@@ -146,3 +146,25 @@ def test_a_refused_or_missing_url_with_a_query_says_so_naming_it(http_dir):
         with pytest.raises(FileNotFoundError) as info:
             call()
         assert info.value.filename == url
+
+
+def test_writing_to_http_says_it_cannot_be_written_naming_the_url(http_dir, capfd):
+    """fsspec's http filesystem cannot write: it raised a bare NotImplementedError (no message,
+    no URL), at open or, through simplecache::, at close. It is now a read-only file system
+    error naming the URL, and nothing is left behind."""
+    import errno
+
+    from tfrecord_lite.cli import main
+
+    directory, base, _ = http_dir
+    src = directory / "in.tfrecord"
+    src.write_bytes(framed([b"a"]))
+    for url in (f"{base}/out.tfrecord", f"simplecache::{base}/out.tfrecord"):
+        for atomic in (True, False):
+            with pytest.raises(OSError, match="http:// URLs cannot be written: write to a local path") as info:
+                with tfl.TFRecordWriter(url, atomic=atomic) as w:
+                    w.write(b"x")
+            assert info.value.errno == errno.EROFS and info.value.filename == url
+        assert main(["cat", str(src), "-o", url]) == 1
+        assert f"{url}: http:// URLs cannot be written" in capfd.readouterr().err
+    assert sorted(os.listdir(directory)) == ["in.tfrecord"]

@@ -445,7 +445,7 @@ def remove(path, storage_options=None, name=None) -> None:
             os.unlink(local_path(path))
         else:
             fs, p = filesystem(path, storage_options)
-            with _naming(name or path):
+            with _opening_output(name or path):
                 fs.rm_file(p)
     except FileNotFoundError:
         pass
@@ -594,8 +594,21 @@ def open_plain_output(path, storage_options=None):
     check_output_name(path, url=True)
     _check_writable(path)
     fs, p = filesystem(path, storage_options)
-    with _naming(path):
+    with _opening_output(path):
         return _NamingFile(fs.open(p, "wb"), path)
+
+
+@contextlib.contextmanager
+def _opening_output(url):
+    """_naming, and a filesystem that cannot write (fsspec's http raises a bare
+    NotImplementedError) is a read-only file system error naming url."""
+    try:
+        with _naming(url):
+            yield
+    except NotImplementedError:
+        protocol = url.split("://", 1)[0].rsplit("::", 1)[-1]
+        raise OSError(errno.EROFS, f"{protocol}:// URLs cannot be written: write to a local path or an "
+                      "object store (s3://, gs://, ...), then upload it", url) from None
 
 
 class _InPlace:
@@ -628,7 +641,7 @@ class _NamingFile:
             self._f.flush()
 
     def close(self):
-        with _naming(self._url):
+        with _opening_output(self._url):
             self._f.close()
 
     def __getattr__(self, name):
@@ -655,7 +668,7 @@ class RemoteAtomicFile:
         protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
         self._transactional = bool(protocols & _TRANSACTIONAL)
         self._leftover = None  # an upload completed under a name that is not the final one
-        with _naming(path):
+        with _opening_output(path):
             if self._transactional:
                 self._key = target
                 self._raw = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
@@ -671,7 +684,7 @@ class RemoteAtomicFile:
     def commit(self) -> None:
         placed = None  # the final name, once a copy has put the data there
         try:
-            with _naming(self.path):
+            with _opening_output(self.path):
                 target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
                 self._raw.close()
                 if self._transactional:
@@ -709,5 +722,5 @@ class RemoteAtomicFile:
             # that its move to the final name did not take away.
             try:
                 self._fs.rm_file(self._key if self._leftover is None else self._leftover)
-            except (FileNotFoundError, OSError):
+            except (OSError, NotImplementedError):  # gone, or a filesystem that cannot delete
                 pass
