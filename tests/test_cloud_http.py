@@ -96,6 +96,16 @@ def test_a_url_with_a_query_is_scanned_and_its_index_only_read_when_given(http_d
     assert given[2] == b"ccc" and [r for r in requests if ".idx" in r]
 
 
+def test_a_url_with_a_fragment_has_no_sidecar(http_dir):
+    """A fragment is never sent to the server: ``a.tfrecord#part.index`` fetched a.tfrecord
+    itself, read as a broken index, so counting and random access failed."""
+    directory, base, server = http_dir
+    (directory / "a.tfrecord").write_bytes(framed([b"a", b"bb"]))
+    url = f"{base}/a.tfrecord#part"
+    assert count_records(url) == 2 and tfl.TFRecordFile(url)[1] == b"bb"
+    assert not [r for r in server.requests if ".index" in r]
+
+
 def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):
     """count_records keeps a scan as the file's sidecar where it can; HTTP cannot be written
     (a read-only file system error), which is no reason to fail the count."""

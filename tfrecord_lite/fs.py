@@ -69,16 +69,16 @@ def is_url(path) -> bool:
 
 def pinned(path) -> bool:
     """True for a URL that names one fixed object rather than a path: an HTTP(S) URL with a
-    query string (a presigned URL, whose signature covers that object only), an S3 URL with
-    ``?versionId=`` or a GCS URL with ``#<generation>`` or ``?generation=`` (one version of an
-    object, as s3fs and gcsfs read them). Nothing is named after it by appending to it (no
+    query string (a presigned URL, whose signature covers that object only) or a fragment,
+    an S3 URL with ``?versionId=`` or a GCS URL with ``#<generation>`` or ``?generation=``
+    (one version of an object, as s3fs and gcsfs read them). Nothing is named after it by appending to it (no
     sidecar: ``k?versionId=v.index`` is version ``v.index`` of ``k``), no glob is expanded in
     it, and it cannot be written (the store writes a new version of the bare key)."""
     url = _links(path)[1] if isinstance(path, str) else ""
     scheme, _, rest = url.partition("://")
     parts = urllib.parse.urlsplit(url)
-    if scheme in ("http", "https"):
-        return bool(parts.query)
+    if scheme in ("http", "https"):  # a fragment is never sent: "a#x.index" would GET a itself
+        return bool(parts.query or parts.fragment)
     if scheme in ("s3", "s3a"):
         return "?versionId=" in rest
     if scheme in ("gs", "gcs"):
