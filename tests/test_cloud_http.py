@@ -12,6 +12,7 @@ import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite.errors import InvalidArgumentError, TFRecordError
+from tfrecord_lite.files import resolve_files
 from tfrecord_lite.index import count_records
 
 
@@ -32,6 +33,8 @@ class _Files(http.server.SimpleHTTPRequestHandler):
             self.send_error(403)
             return None
         path = self.translate_path(self.path)
+        if os.path.isdir(path):
+            return super().send_head()  # its listing page (or a redirect to its name with "/")
         if not os.path.isfile(path):
             self.send_error(404)
             return None
@@ -104,6 +107,23 @@ def test_a_url_with_a_fragment_has_no_sidecar(http_dir):
     url = f"{base}/a.tfrecord#part"
     assert count_records(url) == 2 and tfl.TFRecordFile(url)[1] == b"bb"
     assert not [r for r in server.requests if ".index" in r]
+
+
+def test_a_directory_url_lists_its_files(http_dir):
+    """http://h/d/ names a directory: its listing page's files are read (that page was taken
+    for the one file, "not a TFRecord file: it looks like text"), leaving out sidecars,
+    subdirectories and the sort links of the page itself."""
+    directory, base, _ = http_dir
+    for name in ("d/a.tfrecord", "d/b.tfrecord", "d/sub/c.tfrecord"):
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(framed([name.encode()]))
+    tfl.build_index(str(directory / "d" / "a.tfrecord"))
+    links = ["?C=N;O=D", "?C=M;O=A", "../", "a.tfrecord", "a.tfrecord.index", "b.tfrecord", "sub/"]
+    (directory / "d" / "index.html").write_text("".join(f'<a href="{link}">{link}</a>\n' for link in links))  # Apache's
+    assert resolve_files(f"{base}/d/") == [f"{base}/d/a.tfrecord", f"{base}/d/b.tfrecord"]
+    assert list(tfl.TFRecordDataset(f"{base}/d/")) == [b"d/a.tfrecord", b"d/b.tfrecord"]
+    assert resolve_files(f"{base}/d/**") == [f"{base}/d/a.tfrecord", f"{base}/d/b.tfrecord",
+                                             f"{base}/d/sub/c.tfrecord"]
 
 
 def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):

@@ -527,14 +527,18 @@ def expand(spec: str, storage_options=None) -> list[str]:
     files under hidden directories) and ``.index`` sidecars are left out, as locally."""
     fs, p = filesystem(spec, storage_options)
 
-    def wanted(name, info):  # "dir/" is a directory marker (an S3 console folder), no file
-        return (info.get("type") == "file" and not name.endswith(("/", ".index"))
-                and not _hidden(name, p))
+    def wanted(name, info):
+        # "dir/" is a directory marker (an S3 console folder); an HTTP listing's links with
+        # a query ("?C=N;O=D") sort the listing itself
+        return (info.get("type") == "file" and not name.endswith(("/", ".index")) and not _hidden(name, p)
+                and not (name.startswith(("http://", "https://")) and "?" in name))
 
     if pinned(spec):  # one object, its query no glob
         return [spec]
     with _naming(spec):  # listing needs credentials too
-        if fs.isfile(p):  # before isdir: over HTTP that GETs the URL to list its links
+        # A name ending with "/" is a directory (over HTTP its listing page is no file);
+        # isfile goes first otherwise: over HTTP isdir GETs the URL to list its links.
+        if not spec.endswith("/") and fs.isfile(p):
             return [spec]
         if GLOB_CHARS & set(p):
             found = fs.glob(p, detail=True)
