@@ -182,6 +182,25 @@ def test_a_glob_inside_an_archive_keeps_the_archive(s3, backend):
     assert s3.ls() == ["x.zip"]
 
 
+def test_a_file_inside_a_tar_archive_is_counted_and_cannot_be_written(s3):
+    """tar:// is read-only, and says so with a ValueError: count_records, which keeps its scan
+    as a sidecar where it can, failed with it, and a writer raised it bare."""
+    import errno
+    import tarfile
+
+    archive, data = io.BytesIO(), framed([b"a", b"bb"])
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        member = tarfile.TarInfo("d/b.tfrecord")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    url = "tar://d/b.tfrecord::" + s3.put("x.tar.gz", archive.getvalue())
+    assert count_records(url) == 2 and tfl.TFRecordFile(url)[1] == b"bb"
+    with pytest.raises(OSError, match=r"tar:// URLs cannot be written \(Read-only") as info:
+        tfl.TFRecordWriter("tar://d/c.tfrecord::" + s3.url("x.tar.gz"))
+    assert info.value.errno == errno.EROFS
+    assert s3.ls() == ["x.tar.gz"]
+
+
 @pytest.mark.parametrize("shards", [3, 8])
 def test_dataset_shards_read_every_record_exactly_once(remote, backend, shards):
     put_shards(remote, 5, 40, compress_every=2)

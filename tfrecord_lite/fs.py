@@ -598,21 +598,25 @@ def open_plain_output(path, storage_options=None):
     check_output_name(path, url=True)
     _check_writable(path)
     fs, p = filesystem(path, storage_options)
-    with _opening_output(path):
+    with _opening_output(path, opening=True):
         return _NamingFile(fs.open(p, "wb"), path)
 
 
 @contextlib.contextmanager
-def _opening_output(url):
+def _opening_output(url, opening=False):
     """_naming, and a filesystem that cannot write (fsspec's http raises a bare
-    NotImplementedError) is a read-only file system error naming url."""
+    NotImplementedError; when opening, tar:// a ValueError) is a read-only file system error
+    naming url."""
     try:
         with _naming(url):
             yield
-    except NotImplementedError:
-        protocol = url.split("://", 1)[0].rsplit("::", 1)[-1]
-        raise OSError(errno.EROFS, f"{protocol}:// URLs cannot be written: write to a local path or an "
-                      "object store (s3://, gs://, ...), then upload it", url) from None
+    except (NotImplementedError, ValueError) as exc:
+        if isinstance(exc, ValueError) and not opening:
+            raise
+        protocol = _links(url)[1].split("://", 1)[0]
+        reason = f" ({exc})" if str(exc) else ""
+        raise OSError(errno.EROFS, f"{protocol}:// URLs cannot be written{reason}: write to a local path or "
+                      "an object store (s3://, gs://, ...), then upload it", url) from None
 
 
 class _InPlace:
@@ -672,7 +676,7 @@ class RemoteAtomicFile:
         protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
         self._transactional = bool(protocols & _TRANSACTIONAL)
         self._leftover = None  # an upload completed under a name that is not the final one
-        with _opening_output(path):
+        with _opening_output(path, opening=True):
             if self._transactional:
                 self._key = target
                 self._raw = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
