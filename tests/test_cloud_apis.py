@@ -92,6 +92,17 @@ def test_globs_and_directories_resolve_remotely(remote):
         resolve_files(base + "/nothing-*.tfrecord")
 
 
+def test_a_glob_in_a_missing_bucket_says_so(s3):
+    """A glob or directory in a bucket that does not exist (a typo) found nothing and said
+    'no TFRecord files found'; it names the missing bucket. One that exists still finds none."""
+    for spec in ("s3://no-such-bucket-7f3a/d/*.tfrecord", "s3://no-such-bucket-7f3a/**"):
+        with pytest.raises(FileNotFoundError, match="no such bucket") as info:
+            resolve_files(spec)
+        assert info.value.filename == spec
+    with pytest.raises(TFRecordError, match="no TFRecord files found"):
+        resolve_files(s3.url("nothing-*.tfrecord"))
+
+
 def test_s3_directory_markers_are_no_files(s3, capsys):
     """A folder made in the S3 console (or by Hadoop, rclone...) is a zero-byte "dir/" key:
     listed as a file, it made every read of the folder fail with "no such file", and an

@@ -546,10 +546,20 @@ def expand(spec: str, storage_options=None) -> list[str]:
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
         else:
             return [spec]
+        if not found and _in_missing_bucket(fs, p):  # a glob finds nothing there, silently
+            raise FileNotFoundError(errno.ENOENT, "no such bucket, or none these credentials may reach: check "
+                                    "the bucket's name in the URL", spec)
     # A chain's other links stay on each file: leading bare protocols (simplecache::) and
     # the targets after the globbed link (zip://*.tfrecord::s3://b/x.zip).
     before, _, after = _links(spec)
     return sorted(before + fs.unstrip_protocol(name) + after for name, info in found.items() if wanted(name, info))
+
+
+def _in_missing_bucket(fs, p: str) -> bool:
+    """Whether p is on an object store (S3, GCS), in a bucket that does not exist (or that
+    the store's exists() cannot probe: s3fs says False on a refusal too)."""
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    return bool(protocols & _TRANSACTIONAL) and not fs.exists(p.lstrip("/").split("/", 1)[0])
 
 
 def _hidden(name: str, pattern: str) -> bool:
