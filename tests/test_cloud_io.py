@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 import tfrecord_lite as tfl
 from tfrecord_lite import fs as tfs
 from tfrecord_lite.cli import main
+from tfrecord_lite.files import resolve_files
 from tfrecord_lite.errors import CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from tfrecord_lite.index import count_records
 
@@ -294,6 +295,28 @@ def test_a_file_inside_an_archive_on_s3_reads(s3, backend, compression):
     url = "zip://a.tfrecord::" + s3.put("x.zip", archive.getvalue())
     assert list(tfl.TFRecordReader(url, compression)) == [b"a0", b"a1"]
     assert list(tfl.TFRecordDataset(url)) == [b"a0", b"a1"]
+
+
+def test_storage_options_the_filesystem_refuses_are_named(s3, s3_versioned):
+    """A misspelt storage option surfaced at the first request as the SDK's TypeError
+    ("AioSession.__init__() got an unexpected keyword argument 'anonn'"), and version_aware=False
+    beside a URL naming a version as fsspec's ("dict() got multiple values for keyword
+    argument"), naming neither the URL nor storage_options."""
+    url = s3.put("a.tfrecord", frames([b"a"]))
+    calls = (lambda so: list(tfl.TFRecordReader(url, storage_options=so)),
+             lambda so: resolve_files(s3.url("*.tfrecord"), so),
+             lambda so: count_records(url, storage_options=so))
+    for call in calls:
+        with pytest.raises(InvalidArgumentError, match="does not take these storage_options .*'anonn'") as info:
+            call({"anonn": True})
+        assert "check storage_options" in str(info.value)
+    with tfl.TFRecordWriter(s3_versioned.url("v.tfrecord")) as w:
+        w.write(b"v")
+    pinned = f"{s3_versioned.url('v.tfrecord')}?versionId={s3_versioned.version('v.tfrecord')}"
+    assert list(tfl.TFRecordReader(pinned, storage_options={"version_aware": True})) == [b"v"]
+    with pytest.raises(InvalidArgumentError, match="leave it out of storage_options") as info:
+        tfl.TFRecordReader(pinned, storage_options={"version_aware": False})
+    assert info.value.path == pinned
 
 
 def test_missing_remote_file_names_the_url(s3, memfs):

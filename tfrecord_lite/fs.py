@@ -138,6 +138,15 @@ def filesystem(url: str, storage_options=None):
     except ValueError as exc:
         raise TFRecordError(f"cannot open {url}: {exc}", path=url,
                             hint="check the URL's scheme (s3://, gs://, memory://, ...)") from None
+    except TypeError as exc:  # version_aware=False given for a URL that names a version
+        raise _bad_options(exc, url) from None
+
+
+def _bad_options(exc, url) -> InvalidArgumentError:
+    hint = ("a URL that names an object version sets version_aware itself: leave it out of storage_options"
+            if "version_aware" in str(exc) else "check storage_options (--storage-option) against the "
+            "parameters of the filesystem (s3fs.S3FileSystem, gcsfs.GCSFileSystem, ...)")
+    return InvalidArgumentError(f"the filesystem does not take these storage_options ({exc})", path=url, hint=hint)
 
 
 def _not_found(url):
@@ -162,6 +171,8 @@ def _naming(url):
     except Exception as exc:
         if _denied(exc):
             raise _denial(exc, url) from None
+        if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+            raise _bad_options(exc, url) from None  # the SDK's session refused an option (a typo)
         if not _no_credentials(exc):
             raise
         raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
