@@ -79,7 +79,8 @@ def test_url_detection():
     assert not tfs.pinned("zip://a.tfrecord::https://h/x.zip?X-Amz-Signature=s")  # a file inside it
     assert tfs.beside("zip://a.tfrecord::s3://b/x.zip", ".index") == "zip://a.tfrecord.index::s3://b/x.zip"
     assert tfs.beside("simplecache::s3://b/k", ".index") == "simplecache::s3://b/k.index"
-    assert not any(map(tfs.pinned, ["s3://b/k?x", "s3://b/k#1", "gs://b/k?x", "memory://k?versionId=v", "/k?versionId=v"]))
+    assert not any(map(tfs.pinned, ["s3://b/k?x", "s3://b/k#1", "gs://b/k?x", "memory://k?versionId=v",
+                                    "/k?versionId=v"]))
 
 
 @pytest.mark.parametrize("compression", [None, "gzip", "zlib"])

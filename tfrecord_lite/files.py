@@ -21,9 +21,10 @@ def resolve_files(files, storage_options=None) -> list[str]:
 
     A list keeps its order (as TensorFlow does); glob matches and directory entries are
     sorted. ``**`` in a glob matches any number of directories (``data/**/*.tfrecord`` finds
-    the files at every depth under data/), locally and remotely alike. Directories list their regular, non-hidden files, ignoring ``.index`` sidecars.
-    A file that exists under the name given is itself, glob characters and all
-    (``a[1].tfrecord``), as a shell leaves a pattern that names a file."""
+    the files at every depth under data/), locally and remotely alike. Directories list
+    their regular, non-hidden files, ignoring ``.index`` sidecars. A file that exists under
+    the name given is itself, glob characters and all (``a[1].tfrecord``), as a shell leaves
+    a pattern that names a file."""
     if isinstance(files, (str, os.PathLike)):
         spec = os.fspath(files)
         paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
