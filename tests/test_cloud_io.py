@@ -320,6 +320,23 @@ def test_storage_options_the_filesystem_refuses_are_named(s3, s3_versioned):
     assert info.value.path == pinned
 
 
+def test_an_index_file_that_was_given_must_exist(s3, tmp_path):
+    """TFRecordFile(path, index_file) with a misspelt or missing index file scanned the whole
+    file in silence; it raises FileNotFoundError naming the index file, locally and remotely.
+    Without index_file, a missing sidecar still means a scan."""
+    local = tmp_path / "a.tfrecord"
+    with tfl.TFRecordWriter(local) as w:
+        w.write_many([b"a", b"b"])
+    remote = s3.put("a.tfrecord", local.read_bytes())
+    for path, index in ((str(local), str(tmp_path / "typo.idx")), (remote, s3.url("typo.idx"))):
+        assert len(tfl.TFRecordFile(path)) == 2
+        with pytest.raises(FileNotFoundError) as info:
+            tfl.TFRecordFile(path, index)
+        assert info.value.filename == index
+    tfl.build_index(remote, s3.url("a.idx"))
+    assert tfl.TFRecordFile(remote, s3.url("a.idx"))[1] == b"b"
+
+
 def test_missing_remote_file_names_the_url(s3, memfs):
     for url in (s3.url("nope.tfrecord"), memfs.url("nope.tfrecord")):
         with pytest.raises(FileNotFoundError, match="nope.tfrecord") as err:

@@ -155,13 +155,15 @@ def read_index(index_file, *, storage_options=None):
 
 
 def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
-    """(offsets, frame_lengths) from the sidecar when it exists, else by scanning the file
-    (in memory; nothing is written). The sidecar must cover the file exactly, from byte 0 to
-    its size, and its last frame's header must state that frame's length: one that does not
-    is stale (the file was rewritten or appended to after it was written) and raises, rather
-    than hide records or point past the end."""
-    index_file = index_file or _sidecar(path)
-    if index_file is not None and _fs.exists(index_file, storage_options):
+    """(offsets, frame_lengths) from index_file (which must exist), else from the sidecar when
+    it exists, else by scanning the file (in memory; nothing is written). The index must
+    cover the file exactly, from byte 0 to its size, and its last frame's header must state
+    that frame's length: one that does not is stale (the file was rewritten or appended to
+    after it was written) and raises, rather than hide records or point past the end."""
+    given, index_file = bool(index_file), index_file or _sidecar(path)
+    # An index file that was given must be there (a typo would cost a silent scan); a
+    # sidecar is used when present.
+    if index_file is not None and (given or _fs.exists(index_file, storage_options)):
         offsets, lengths = read_index(index_file, storage_options=storage_options)
         size = _fs.size(path, storage_options)
         wrong = _mismatch(path, offsets, lengths, size, storage_options)
