@@ -209,6 +209,39 @@ def test_s3_stream_survives_drops_anywhere(s3, records, gaps, chunk):
         assert list(tfl.TFRecordReader(url, chunk_size=chunk)) == records
 
 
+def test_a_stream_from_a_store_that_ignores_range_reads_the_right_bytes(tmp_path, monkeypatch):
+    """A resumed or seeking GET asks for bytes=N-; an S3-compatible store (or a proxy) that
+    ignores Range answers 200 with the whole object, which was read as if it started at N:
+    the bytes of the object's start, spliced in. Here a plain HTTP server that ignores Range
+    serves what the signer points at."""
+    import functools
+    import http.server
+    import threading
+
+    data = os.urandom(300_000)
+    (tmp_path / "obj").write_bytes(data)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))  # answers 200 to every Range
+    server.RequestHandlerClass.log_message = lambda *args: None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    class Signer:  # what SignedStream asks of s3fs: a URL for the object
+        def sign(self, path, expiration):
+            return f"http://127.0.0.1:{server.server_address[1]}/{path}"
+
+    try:
+        stream = tfs.SignedStream(Signer(), "obj", "s3://b/obj")
+        assert stream.read(1000) == data[:1000]
+        stream.seek(200_000)
+        assert stream.read(1000) == data[200_000:201_000]
+        drop_connection(monkeypatch, after_calls=0)
+        assert stream.read() == data[201_000:]
+        stream.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_s3_object_replaced_during_a_read_is_an_error(s3, monkeypatch):
     records = [os.urandom(1000) for _ in range(3000)]
     url = s3.put("moving.tfrecord", frames(records))
