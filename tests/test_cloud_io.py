@@ -1,8 +1,10 @@
 """Remote paths for TFRecordReader and TFRecordWriter: a real S3 API (moto's server on
 loopback, through s3fs) and fsspec's memory://; file:// and local paths stay local."""
 
+import functools
 import gzip
 import http.client
+import http.server
 import io
 import itertools
 import os
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import zipfile
 import zlib
 
@@ -209,37 +212,55 @@ def test_s3_stream_survives_drops_anywhere(s3, records, gaps, chunk):
         assert list(tfl.TFRecordReader(url, chunk_size=chunk)) == records
 
 
-def test_a_stream_from_a_store_that_ignores_range_reads_the_right_bytes(tmp_path, monkeypatch):
-    """A resumed or seeking GET asks for bytes=N-; an S3-compatible store (or a proxy) that
-    ignores Range answers 200 with the whole object, which was read as if it started at N:
-    the bytes of the object's start, spliced in. Here a plain HTTP server that ignores Range
-    serves what the signer points at."""
-    import functools
-    import http.server
-    import threading
+@pytest.fixture
+def signed_by_http(tmp_path):
+    """(signer, handler class) for a SignedStream served by a loopback HTTP server of tmp_path
+    (SimpleHTTPRequestHandler: it ignores Range, answering 200 with the whole file), as an
+    S3-compatible store or a proxy might; the signer is what SignedStream asks of s3fs."""
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
 
-    data = os.urandom(300_000)
-    (tmp_path / "obj").write_bytes(data)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
-        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))  # answers 200 to every Range
-    server.RequestHandlerClass.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
-    class Signer:  # what SignedStream asks of s3fs: a URL for the object
+    class Signer:
         def sign(self, path, expiration):
             return f"http://127.0.0.1:{server.server_address[1]}/{path}"
 
-    try:
-        stream = tfs.SignedStream(Signer(), "obj", "s3://b/obj")
-        assert stream.read(1000) == data[:1000]
-        stream.seek(200_000)
-        assert stream.read(1000) == data[200_000:201_000]
-        drop_connection(monkeypatch, after_calls=0)
-        assert stream.read() == data[201_000:]
-        stream.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield Signer(), Handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_stream_from_a_store_that_ignores_range_reads_the_right_bytes(signed_by_http, tmp_path, monkeypatch):
+    """A resumed or seeking GET asks for bytes=N-; a store that ignores Range answers 200 with
+    the whole object, which was read as if it started at N: the object's first bytes,
+    spliced in."""
+    data = os.urandom(300_000)
+    (tmp_path / "obj").write_bytes(data)
+    stream = tfs.SignedStream(signed_by_http[0], "obj", "s3://b/obj")
+    assert stream.read(1000) == data[:1000]
+    stream.seek(200_000)
+    assert stream.read(1000) == data[200_000:201_000]
+    drop_connection(monkeypatch, after_calls=0)
+    assert stream.read() == data[201_000:]
+    stream.close()
+
+
+def test_a_stream_refused_when_it_resumes_is_a_denial(signed_by_http, tmp_path, monkeypatch):
+    """Credentials that expire during a long read make the resuming GET fail with 403: that
+    was reported as a network failure ('failed after 4 attempts: HTTPException'); it is the
+    named PermissionError that a refusal at open is."""
+    signer, handler = signed_by_http
+    (tmp_path / "obj").write_bytes(os.urandom(100_000))
+    monkeypatch.setattr(handler, "send_head", lambda self: self.send_error(403) if "Range" in self.headers
+                        else http.server.SimpleHTTPRequestHandler.send_head(self), raising=False)
+    stream = tfs.SignedStream(signer, "obj", "s3://b/obj")
+    stream.seek(10)
+    with pytest.raises(PermissionError, match=r"the object store denied access \(HTTP 403") as info:
+        stream.read(100)
+    assert info.value.filename == "s3://b/obj"
 
 
 def test_s3_object_replaced_during_a_read_is_an_error(s3, monkeypatch):

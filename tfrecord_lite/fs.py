@@ -338,6 +338,8 @@ class SignedStream(io.RawIOBase):
                 failure = exc
             self._drop()
             time.sleep(0.1 * attempt)
+        if isinstance(failure, PermissionError):  # refused each time (credentials expired): say so
+            raise failure
         raise TFRecordError(f"reading {self.name} failed at byte {self._pos} after {_STREAM_ATTEMPTS} "
                             f"attempts: {failure!r}", path=self.name, offset=self._pos,
                             hint="check the network and the object store, then read it again")
@@ -388,6 +390,8 @@ class SignedStream(io.RawIOBase):
         if response.status == 412:
             raise TFRecordError(f"{self.name} changed while it was read (at byte {self._pos})",
                                 path=self.name, offset=self._pos, hint="read it again from the start")
+        if response.status in (401, 403):  # retried (signed anew), then reported as a denial
+            raise _denial(http.client.HTTPException(f"HTTP {response.status} {response.reason}"), self.name)
         raise http.client.HTTPException(f"HTTP {response.status}")  # retried, then reported
 
 
