@@ -543,6 +543,31 @@ def test_s3_failed_sidecar_upload_leaves_no_object(s3, monkeypatch):
     assert s3.multipart_uploads() == []
 
 
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_s3_upload_failing_half_way_names_the_url_and_leaves_nothing(s3, monkeypatch, compression):
+    """A part upload that fails (the network) raised the SDK's OSError naming no file, where
+    a local write's error names the path; it names the URL, and nothing is published."""
+    import s3fs
+
+    real, parts = s3fs.core.S3File._call_s3, []
+
+    def failing(self, method, *args, **kwargs):
+        if method == "upload_part":
+            parts.append(1)
+            if len(parts) == 2:
+                raise OSError(5, "injected network failure")
+        return real(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.core.S3File, "_call_s3", failing)
+    url = s3.url("x.tfrecord")
+    with pytest.raises(OSError, match="injected network failure") as info:
+        with tfl.TFRecordWriter(url, compression, index=compression is None) as w:
+            for _ in range(60):  # past three upload parts
+                w.write(os.urandom(1 << 20))
+    assert info.value.filename == url
+    assert s3.ls() == [] and s3.multipart_uploads() == []
+
+
 @pytest.mark.parametrize("atomic", [True, False])
 def test_an_output_url_ending_with_a_slash_is_refused_up_front(s3, memfs, capfd, tmp_path, atomic):
     """A URL ending with "/" names a directory: the object store would keep the data under

@@ -155,8 +155,8 @@ def _not_found(url):
 
 @contextlib.contextmanager
 def _naming(url):
-    """Re-raise the cloud SDK's errors that name no URL (a missing bucket, no credentials)
-    naming url and saying what to do."""
+    """Re-raise the cloud SDK's errors that name no URL (a missing bucket, no credentials, an
+    OS error such as a failed upload) naming url and saying what to do."""
     try:
         yield
     except FileNotFoundError as exc:
@@ -173,6 +173,8 @@ def _naming(url):
             raise _denial(exc, url) from None
         if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
             raise _bad_options(exc, url) from None  # the SDK's session refused an option (a typo)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None and exc.strerror:
+            raise OSError(exc.errno, exc.strerror, url) from exc  # a failed upload: name its file
         if not _no_credentials(exc):
             raise
         raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
