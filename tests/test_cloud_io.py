@@ -568,6 +568,19 @@ def test_s3_upload_failing_half_way_names_the_url_and_leaves_nothing(s3, monkeyp
     assert s3.ls() == [] and s3.multipart_uploads() == []
 
 
+def test_a_url_naming_a_bucket_is_no_file(s3_server):
+    """s3://my-bucket (no key) as a writer's output said 's3:// URLs cannot be written' (s3fs's
+    'non key-like path', or botocore's ParamValidationError without the atomic write), and as
+    a reader's input botocore's ParamValidationError: it names a bucket, so it is a directory."""
+    url = "s3://my-bucket"
+    for call in (lambda: tfl.TFRecordWriter(url), lambda: tfl.TFRecordWriter(url, atomic=False),
+                 lambda: tfl.TFRecordReader(url)):
+        with pytest.raises(IsADirectoryError, match="names a bucket, not a file: give a file in it, such as "
+                                                     "s3://my-bucket/data.tfrecord") as info:
+            call()
+        assert info.value.filename == url
+
+
 @pytest.mark.parametrize("atomic", [True, False])
 def test_an_output_url_ending_with_a_slash_is_refused_up_front(s3, memfs, capfd, tmp_path, atomic):
     """A URL ending with "/" names a directory: the object store would keep the data under

@@ -105,9 +105,22 @@ def beside(url: str, suffix: str) -> str:
     return before + link + suffix + after
 
 
+def _bucket_only(url: str) -> bool:
+    """Whether url names an S3 or GCS bucket (no key): a directory, not a file."""
+    scheme, _, rest = _links(url)[1].partition("://")
+    return scheme in ("s3", "s3a", "gs", "gcs") and not rest.strip("/").partition("/")[2]
+
+
+def _not_a_file(url) -> IsADirectoryError:
+    return IsADirectoryError(errno.EISDIR, "names a bucket, not a file: give a file in it, such as "
+                             f"{url.rstrip('/')}/data.tfrecord", url)
+
+
 def _check_writable(url, name=None) -> None:
     """Refuse to write or delete through a pinned URL (naming ``name``, by default url): the
-    store would act on the bare name's current version."""
+    store would act on the bare name's current version; or one that names a bucket."""
+    if _bucket_only(url):
+        raise _not_a_file(name or url)
     if pinned(url):
         raise InvalidArgumentError("names one version of an object (or a signed URL), which cannot be "
                                    "written: the store would write a new version of the bare name",
@@ -213,6 +226,8 @@ def open_input(path, storage_options=None):
     an fsspec file read in blocks of BLOCK_BYTES (the next one fetched in the background)."""
     if not is_url(path):
         return open(local_path(path), "rb", buffering=0)
+    if _bucket_only(path):
+        raise _not_a_file(path)
     import fsspec.caching
 
     fs, p = filesystem(path, storage_options)
@@ -639,13 +654,13 @@ def open_plain_output(path, storage_options=None):
 @contextlib.contextmanager
 def _opening_output(url, opening=False):
     """_naming, and a filesystem that cannot write (fsspec's http raises a bare
-    NotImplementedError; when opening, tar:// a ValueError) is a read-only file system error
-    naming url."""
+    NotImplementedError; when opening, tar:// a "Read-only" ValueError) is a read-only file
+    system error naming url."""
     try:
         with _naming(url):
             yield
     except (NotImplementedError, ValueError) as exc:
-        if isinstance(exc, ValueError) and not opening:
+        if isinstance(exc, ValueError) and not (opening and "read-only" in str(exc).lower()):
             raise
         protocol = _links(url)[1].split("://", 1)[0]
         reason = f" ({exc})" if str(exc) else ""
