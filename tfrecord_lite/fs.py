@@ -71,9 +71,10 @@ def pinned(path) -> bool:
     """True for a URL that names one fixed object rather than a path: an HTTP(S) URL with a
     query string (a presigned URL, whose signature covers that object only) or a fragment,
     an S3 URL with ``?versionId=`` or a GCS URL with ``#<generation>`` or ``?generation=``
-    (one version of an object, as s3fs and gcsfs read them). Nothing is named after it by appending to it (no
-    sidecar: ``k?versionId=v.index`` is version ``v.index`` of ``k``), no glob is expanded in
-    it, and it cannot be written (the store writes a new version of the bare key)."""
+    (one version of an object, as s3fs and gcsfs read them). Nothing is named after it by
+    appending to it (no sidecar: ``k?versionId=v.index`` is version ``v.index`` of ``k``), no
+    glob is expanded in it, and it cannot be written (the store writes a new version of the
+    bare key)."""
     url = _links(path)[1] if isinstance(path, str) else ""
     scheme, _, rest = url.partition("://")
     parts = urllib.parse.urlsplit(url)
@@ -117,8 +118,8 @@ def _not_a_file(url) -> IsADirectoryError:
 
 
 def _check_writable(url, name=None) -> None:
-    """Refuse to write or delete through a pinned URL (naming ``name``, by default url): the
-    store would act on the bare name's current version; or one that names a bucket."""
+    """Refuse to write or delete through a URL that names a bucket, or a pinned one (the
+    store would act on the bare name's current version); errors name ``name`` (default url)."""
     if _bucket_only(url):
         raise _not_a_file(name or url)
     if pinned(url):
