@@ -41,7 +41,7 @@ class _Files(http.server.SimpleHTTPRequestHandler):
         with open(path, "rb") as f:
             data = f.read()
         start, end = 0, len(data)
-        ranged = self.headers.get("Range", "").removeprefix("bytes=")
+        ranged = self.headers.get("Range", "").removeprefix("bytes=") if self.server.ranges else ""
         if ranged:
             first, _, last = ranged.partition("-")
             start, end = int(first), min(len(data), int(last) + 1 if last else len(data))
@@ -61,10 +61,11 @@ class _Files(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture
 def http_dir(tmp_path):
     """(directory, base URL, server) of a loopback HTTP server of tmp_path; server.requests
-    lists the requests' targets, server.lengths = False leaves out Content-Length, and
+    lists the requests' targets, server.lengths = False leaves out Content-Length,
+    server.ranges = False ignores Range headers (answering 200 with the whole file), and
     server.refuse = True answers 403 to everything."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Files, directory=str(tmp_path)))
-    server.requests, server.lengths, server.refuse = [], True, False
+    server.requests, server.lengths, server.refuse, server.ranges = [], True, False, True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -124,6 +125,20 @@ def test_a_directory_url_lists_its_files(http_dir):
     assert list(tfl.TFRecordDataset(f"{base}/d/")) == [b"d/a.tfrecord", b"d/b.tfrecord"]
     assert resolve_files(f"{base}/d/**") == [f"{base}/d/a.tfrecord", f"{base}/d/b.tfrecord",
                                              f"{base}/d/sub/c.tfrecord"]
+
+
+def test_random_access_on_a_server_that_ignores_range(http_dir):
+    """A server that ignores Range (python -m http.server) answers each ranged read with the
+    whole file, which was taken for the range: the sidecar's first header looked wrong
+    ('the index is stale'), and a record read past it would be the file's start."""
+    directory, base, server = http_dir
+    server.ranges = False
+    records = [b"r%d" % i for i in range(10)]
+    (directory / "s.tfrecord").write_bytes(framed(records))
+    tfl.build_index(str(directory / "s.tfrecord"))
+    f = tfl.TFRecordFile(f"{base}/s.tfrecord")
+    assert f[5] == b"r5" and f[2:4] == records[2:4] and f[-1] == b"r9"
+    assert tfl.IndexedDataset(f"{base}/s.tfrecord")[[7, 3]] == [b"r7", b"r3"]
 
 
 def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):
