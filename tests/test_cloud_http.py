@@ -2,6 +2,7 @@
 query string (presigned URLs) get no sidecar of their own, and a read-only store still counts."""
 
 import functools
+import gzip
 import http.server
 import io
 import os
@@ -139,6 +140,26 @@ def test_random_access_on_a_server_that_ignores_range(http_dir):
     f = tfl.TFRecordFile(f"{base}/s.tfrecord")
     assert f[5] == b"r5" and f[2:4] == records[2:4] and f[-1] == b"r9"
     assert tfl.IndexedDataset(f"{base}/s.tfrecord")[[7, 3]] == [b"r7", b"r3"]
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_streaming_from_a_server_that_ignores_range(http_dir, monkeypatch, compression):
+    """fsspec reads an HTTP file in ranged blocks and refuses every block after the first
+    from a server that ignores Range ("doesn't appear to support range requests"), so a file
+    larger than one block could not be read at all; it reads on through one plain GET."""
+    from tfrecord_lite import fs as tfs
+
+    directory, base, server = http_dir
+    server.ranges = False
+    monkeypatch.setattr(tfs, "BLOCK_BYTES", 1 << 16)
+    records = [os.urandom(5000) for _ in range(60)]  # 300 kB: several blocks
+    data = framed(records)
+    (directory / "big.tfrecord").write_bytes(gzip.compress(data) if compression else data)
+    url = f"{base}/big.tfrecord"
+    assert list(tfl.TFRecordReader(url)) == list(tfl.TFRecordDataset(url)) == records
+    if compression is None:
+        offset = len(framed(records[:40]))
+        assert list(tfl.TFRecordReader(url, start_offset=offset)) == records[40:]
 
 
 def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):

@@ -261,7 +261,60 @@ def open_input(path, storage_options=None):
     cache = getattr(f, "cache", None)
     if callable(getattr(cache, "fetcher", None)):  # each block's GET is refused as open was
         cache.fetcher = _named(cache.fetcher, path)
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if protocols & {"http", "https"} and isinstance(getattr(f, "size", None), int):
+        return _RangeFallback(fs, p, f)
     return f
+
+
+class _RangeFallback(io.RawIOBase):
+    """An HTTP file read in ranged blocks that, once the server shows it ignores Range (fsspec
+    then refuses every block after the first), reads on through one plain GET from the byte
+    reached; a seek then starts a GET anew and skips to its target."""
+
+    def __init__(self, fs, p, f):
+        super().__init__()
+        self._fs, self._p, self._f, self._streaming = fs, p, f, False
+        self.name, self.size = f.name, f.size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def readinto(self, view) -> int:
+        try:
+            return self._f.readinto(view)
+        except ValueError as exc:
+            if self._streaming or "range requests" not in str(exc):
+                raise
+        self._stream_from(self._f.tell())
+        return self._f.readinto(view)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if not self._streaming:
+            return self._f.seek(offset, whence)
+        target = {io.SEEK_SET: 0, io.SEEK_CUR: self._f.tell(), io.SEEK_END: self.size}[whence] + offset
+        if target != self._f.tell():
+            self._stream_from(target)
+        return target
+
+    def _stream_from(self, pos: int) -> None:
+        self._f.close()
+        self._f, self._streaming = self._fs.open(self._p, "rb", block_size=0), True
+        while pos:
+            got = len(self._f.read(min(pos, 1 << 20)))
+            if not got:
+                break  # past the end: reads find nothing, as after a seek past a file's end
+            pos -= got
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
 
 
 def _named(fetch, url):
