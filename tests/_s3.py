@@ -3,7 +3,8 @@
 ``s3_server`` (session) starts it on 127.0.0.1 on a free port, points the AWS SDK at it
 through the environment (``AWS_ENDPOINT_URL`` and fake credentials), so plain ``s3://``
 URLs work in tests, subprocesses and README snippets alike, and creates the bucket
-``my-bucket``. ``s3`` (per test) hands each test its own empty prefix in that bucket."""
+``my-bucket``. ``s3`` (per test) hands each test its own empty prefix in that bucket;
+``s3_versioned`` one in a bucket with versioning."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import uuid
 import pytest
 
 BUCKET = "my-bucket"
+VERSIONED_BUCKET = "versioned-bucket"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -55,6 +57,11 @@ class S3Prefix:
         self.fs.invalidate_cache()
         return sorted(p.rsplit("/", 1)[1] for p in self.fs.find(self.prefix))
 
+    def version(self, name) -> str:
+        """The current version id of an object (in a bucket with versioning)."""
+        bucket, key = f"{self.prefix}/{name}".split("/", 1)
+        return self.fs.call_s3("head_object", Bucket=bucket, Key=key)["VersionId"]
+
     def multipart_uploads(self):
         """Uploads begun and neither completed nor aborted under the prefix."""
         client = self.fs.call_s3  # s3fs's synchronous wrapper around the real client
@@ -93,6 +100,17 @@ def s3(s3_server, request):
     """A fresh prefix in the test bucket for one test."""
     name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")[:40]
     return S3Prefix(s3_server, f"{BUCKET}/{name}-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def s3_versioned(s3_server, request):
+    """A fresh prefix in a second bucket, one with versioning enabled."""
+    fs = s3_server.filesystem()
+    if not fs.exists(VERSIONED_BUCKET):
+        fs.call_s3("create_bucket", Bucket=VERSIONED_BUCKET)
+        fs.call_s3("put_bucket_versioning", Bucket=VERSIONED_BUCKET,
+                   VersioningConfiguration={"Status": "Enabled"})
+    return S3Prefix(s3_server, f"{VERSIONED_BUCKET}/{uuid.uuid4().hex[:12]}")
 
 
 @pytest.fixture

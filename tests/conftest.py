@@ -61,4 +61,4 @@ def core():
 
 
 # The loopback S3 server (moto) and memory:// prefixes for the remote-path tests.
-from tests._s3 import memfs, s3, s3_reads, s3_server  # noqa: E402,F401
+from tests._s3 import memfs, s3, s3_reads, s3_server, s3_versioned  # noqa: E402,F401

@@ -3,9 +3,11 @@ bound), random access, merge/split between S3 and local disk, sharded and parall
 to_numpy/to_npy and the CLI, against the loopback S3 server and memory://."""
 
 import gzip
+import io
 import os
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from tfrecord_lite import cli
 from tfrecord_lite import fs as tfs
 from tfrecord_lite.files import resolve_files
 from tfrecord_lite.errors import CorruptRecordError, EncodeError, TFRecordError
+from tfrecord_lite.index import count_records
 
 SPEC = {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.FixedLenFeature([3], np.float32)}
 
@@ -89,6 +92,60 @@ def test_globs_and_directories_resolve_remotely(remote):
         resolve_files(base + "/nothing-*.tfrecord")
 
 
+def test_a_glob_in_a_missing_bucket_says_so(s3):
+    """A glob or directory in a bucket that does not exist (a typo) found nothing and said
+    'no TFRecord files found'; it names the missing bucket. One that exists still finds none."""
+    for spec in ("s3://no-such-bucket-7f3a/d/*.tfrecord", "s3://no-such-bucket-7f3a/**"):
+        with pytest.raises(FileNotFoundError, match="no such bucket") as info:
+            resolve_files(spec)
+        assert info.value.filename == spec
+    with pytest.raises(TFRecordError, match="no TFRecord files found"):
+        resolve_files(s3.url("nothing-*.tfrecord"))
+
+
+def test_s3_directory_markers_are_no_files(s3, capsys):
+    """A folder made in the S3 console (or by Hadoop, rclone...) is a zero-byte "dir/" key:
+    listed as a file, it made every read of the folder fail with "no such file", and an
+    empty folder was no such file instead of one holding no TFRecord files."""
+    s3.put("empty/", b"")
+    with pytest.raises(TFRecordError, match="no TFRecord files found"):
+        resolve_files(s3.url("empty/"))
+    s3.put("dir/", b"")
+    s3.put("dir/sub/", b"")
+    url = s3.put("dir/a.tfrecord", framed([b"x"]))
+    for spec in ("dir", "dir/", "dir/**"):
+        assert resolve_files(s3.url(spec)) == [url]
+    assert list(tfl.TFRecordDataset(s3.url("dir/"))) == [b"x"]
+    assert cli.main(["count", s3.url("dir/")]) == 0
+    assert capsys.readouterr().out == f"1\t{url}\n"
+
+
+@pytest.mark.parametrize("where", ["local", "s3", "memory"])
+def test_double_star_matches_any_depth_everywhere_and_skips_hidden(request, tmp_path, where):
+    """``**`` matches any number of directories on local disk as on object stores (a local
+    glob read it as ``*``, so data/**/*.tfrecord found only data/*/*.tfrecord there), and a
+    file under a hidden directory is left out remotely as locally, unless the pattern names
+    that directory."""
+    names = ["top.tfrecord", "a/x.tfrecord", "a/x.tfrecord.index", "a/b/y.tfrecord", ".tmp/z.tfrecord",
+             "a/.w.tfrecord"]
+    if where == "local":
+        for name in names:
+            (tmp_path / "data" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "data" / name).write_bytes(framed([b"x"]))
+        base = str(tmp_path / "data")
+    else:
+        store = request.getfixturevalue("s3") if where == "s3" else Mem(request.getfixturevalue("memfs"))
+        for name in names:
+            store.put(f"data/{name}", framed([b"x"]))
+        base = resolve_files(store.url("data/top.tfrecord"))[0].rsplit("/", 1)[0]
+    found = lambda pattern: [p[len(base) + 1:] for p in resolve_files(f"{base}/{pattern}")]  # noqa: E731
+    assert found("**/*.tfrecord") == found("**") == ["a/b/y.tfrecord", "a/x.tfrecord", "top.tfrecord"]
+    assert found("*/*.tfrecord") == ["a/x.tfrecord"]
+    assert found("**/b/*") == ["a/b/y.tfrecord"]
+    assert found(".tmp/*") == found(".*/*.tfrecord") == [".tmp/z.tfrecord"]
+    assert len(list(tfl.TFRecordDataset(f"{base}/**/*.tfrecord"))) == 3
+
+
 def test_an_object_named_like_a_glob_is_itself(remote, capsys):
     """A URL that names an existing object is that object, glob characters and all, in the
     library and the CLI alike; a pattern that names none still globs."""
@@ -114,6 +171,45 @@ def test_a_chained_glob_keeps_its_chain(memfs, tmp_path):
         assert all(p.startswith("simplecache::memory://") for p in paths)
     assert list(tfl.TFRecordDataset(spec, storage_options=cache)) == [b"a.tfrecord", b"b.tfrecord"]
     assert len(os.listdir(tmp_path / "cache")) >= 2  # read through the cache
+
+
+def test_a_glob_inside_an_archive_keeps_the_archive(s3, backend):
+    """zip://*.tfrecord::s3://b/x.zip expands to files that still name the archive (they were
+    bare zip://a.tfrecord, read from the working directory), and a file's sidecar is looked
+    for beside it inside the archive, not at the archive's URL plus ".index"."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.tfrecord", framed([b"a0", b"a1"]))
+        z.writestr("sub/b.tfrecord", framed([b"b0"]))
+        z.writestr("sub/b.tfrecord.index", "0 99\n")  # stale
+    tail = "::" + s3.put("x.zip", archive.getvalue())
+    assert resolve_files("zip://**/*.tfrecord" + tail) == ["zip://a.tfrecord" + tail, "zip://sub/b.tfrecord" + tail]
+    assert list(tfl.TFRecordDataset("zip://*.tfrecord" + tail)) == [b"a0", b"a1"]
+    assert tfl.TFRecordFile("zip://a.tfrecord" + tail)[1] == b"a1"
+    assert count_records("zip://a.tfrecord" + tail) == 2
+    with pytest.raises(TFRecordError, match="stale") as info:
+        tfl.TFRecordFile("zip://sub/b.tfrecord" + tail)
+    assert info.value.path == "zip://sub/b.tfrecord.index" + tail
+    assert s3.ls() == ["x.zip"]
+
+
+def test_a_file_inside_a_tar_archive_is_counted_and_cannot_be_written(s3):
+    """tar:// is read-only, and says so with a ValueError: count_records, which keeps its scan
+    as a sidecar where it can, failed with it, and a writer raised it bare."""
+    import errno
+    import tarfile
+
+    archive, data = io.BytesIO(), framed([b"a", b"bb"])
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        member = tarfile.TarInfo("d/b.tfrecord")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    url = "tar://d/b.tfrecord::" + s3.put("x.tar.gz", archive.getvalue())
+    assert count_records(url) == 2 and tfl.TFRecordFile(url)[1] == b"bb"
+    with pytest.raises(OSError, match=r"tar:// URLs cannot be written \(Read-only") as info:
+        tfl.TFRecordWriter("tar://d/c.tfrecord::" + s3.url("x.tar.gz"))
+    assert info.value.errno == errno.EROFS
+    assert s3.ls() == ["x.tar.gz"]
 
 
 @pytest.mark.parametrize("shards", [3, 8])

@@ -2,6 +2,7 @@
 query string (presigned URLs) get no sidecar of their own, and a read-only store still counts."""
 
 import functools
+import gzip
 import http.server
 import io
 import os
@@ -12,6 +13,7 @@ import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite.errors import InvalidArgumentError, TFRecordError
+from tfrecord_lite.files import resolve_files
 from tfrecord_lite.index import count_records
 
 
@@ -32,13 +34,15 @@ class _Files(http.server.SimpleHTTPRequestHandler):
             self.send_error(403)
             return None
         path = self.translate_path(self.path)
+        if os.path.isdir(path):
+            return super().send_head()  # its listing page (or a redirect to its name with "/")
         if not os.path.isfile(path):
             self.send_error(404)
             return None
         with open(path, "rb") as f:
             data = f.read()
         start, end = 0, len(data)
-        ranged = self.headers.get("Range", "").removeprefix("bytes=")
+        ranged = self.headers.get("Range", "").removeprefix("bytes=") if self.server.ranges else ""
         if ranged:
             first, _, last = ranged.partition("-")
             start, end = int(first), min(len(data), int(last) + 1 if last else len(data))
@@ -58,10 +62,11 @@ class _Files(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture
 def http_dir(tmp_path):
     """(directory, base URL, server) of a loopback HTTP server of tmp_path; server.requests
-    lists the requests' targets, server.lengths = False leaves out Content-Length, and
+    lists the requests' targets, server.lengths = False leaves out Content-Length,
+    server.ranges = False ignores Range headers (answering 200 with the whole file), and
     server.refuse = True answers 403 to everything."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Files, directory=str(tmp_path)))
-    server.requests, server.lengths, server.refuse = [], True, False
+    server.requests, server.lengths, server.refuse, server.ranges = [], True, False, True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -96,9 +101,70 @@ def test_a_url_with_a_query_is_scanned_and_its_index_only_read_when_given(http_d
     assert given[2] == b"ccc" and [r for r in requests if ".idx" in r]
 
 
+def test_a_url_with_a_fragment_has_no_sidecar(http_dir):
+    """A fragment is never sent to the server: ``a.tfrecord#part.index`` fetched a.tfrecord
+    itself, read as a broken index, so counting and random access failed."""
+    directory, base, server = http_dir
+    (directory / "a.tfrecord").write_bytes(framed([b"a", b"bb"]))
+    url = f"{base}/a.tfrecord#part"
+    assert count_records(url) == 2 and tfl.TFRecordFile(url)[1] == b"bb"
+    assert not [r for r in server.requests if ".index" in r]
+
+
+def test_a_directory_url_lists_its_files(http_dir):
+    """http://h/d/ names a directory: its listing page's files are read (that page was taken
+    for the one file, "not a TFRecord file: it looks like text"), leaving out sidecars,
+    subdirectories and the sort links of the page itself."""
+    directory, base, _ = http_dir
+    for name in ("d/a.tfrecord", "d/b.tfrecord", "d/sub/c.tfrecord"):
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(framed([name.encode()]))
+    tfl.build_index(str(directory / "d" / "a.tfrecord"))
+    links = ["?C=N;O=D", "?C=M;O=A", "../", "a.tfrecord", "a.tfrecord.index", "b.tfrecord", "sub/"]
+    (directory / "d" / "index.html").write_text("".join(f'<a href="{link}">{link}</a>\n' for link in links))  # Apache's
+    assert resolve_files(f"{base}/d/") == [f"{base}/d/a.tfrecord", f"{base}/d/b.tfrecord"]
+    assert list(tfl.TFRecordDataset(f"{base}/d/")) == [b"d/a.tfrecord", b"d/b.tfrecord"]
+    assert resolve_files(f"{base}/d/**") == [f"{base}/d/a.tfrecord", f"{base}/d/b.tfrecord",
+                                             f"{base}/d/sub/c.tfrecord"]
+
+
+def test_random_access_on_a_server_that_ignores_range(http_dir):
+    """A server that ignores Range (python -m http.server) answers each ranged read with the
+    whole file, which was taken for the range: the sidecar's first header looked wrong
+    ('the index is stale'), and a record read past it would be the file's start."""
+    directory, base, server = http_dir
+    server.ranges = False
+    records = [b"r%d" % i for i in range(10)]
+    (directory / "s.tfrecord").write_bytes(framed(records))
+    tfl.build_index(str(directory / "s.tfrecord"))
+    f = tfl.TFRecordFile(f"{base}/s.tfrecord")
+    assert f[5] == b"r5" and f[2:4] == records[2:4] and f[-1] == b"r9"
+    assert tfl.IndexedDataset(f"{base}/s.tfrecord")[[7, 3]] == [b"r7", b"r3"]
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_streaming_from_a_server_that_ignores_range(http_dir, monkeypatch, compression):
+    """fsspec reads an HTTP file in ranged blocks and refuses every block after the first
+    from a server that ignores Range ("doesn't appear to support range requests"), so a file
+    larger than one block could not be read at all; it reads on through one plain GET."""
+    from tfrecord_lite import fs as tfs
+
+    directory, base, server = http_dir
+    server.ranges = False
+    monkeypatch.setattr(tfs, "BLOCK_BYTES", 1 << 16)
+    records = [os.urandom(5000) for _ in range(60)]  # 300 kB: several blocks
+    data = framed(records)
+    (directory / "big.tfrecord").write_bytes(gzip.compress(data) if compression else data)
+    url = f"{base}/big.tfrecord"
+    assert list(tfl.TFRecordReader(url)) == list(tfl.TFRecordDataset(url)) == records
+    if compression is None:
+        offset = len(framed(records[:40]))
+        assert list(tfl.TFRecordReader(url, start_offset=offset)) == records[40:]
+
+
 def test_a_read_only_store_is_counted_without_writing_a_sidecar(http_dir):
     """count_records keeps a scan as the file's sidecar where it can; HTTP cannot be written
-    (fsspec raises NotImplementedError), which is no reason to fail the count."""
+    (a read-only file system error), which is no reason to fail the count."""
     directory, base, _ = http_dir
     (directory / "b.tfrecord").write_bytes(framed([b"x"] * 5))
     assert count_records(f"{base}/b.tfrecord") == 5
@@ -146,3 +212,25 @@ def test_a_refused_or_missing_url_with_a_query_says_so_naming_it(http_dir):
         with pytest.raises(FileNotFoundError) as info:
             call()
         assert info.value.filename == url
+
+
+def test_writing_to_http_says_it_cannot_be_written_naming_the_url(http_dir, capfd):
+    """fsspec's http filesystem cannot write: it raised a bare NotImplementedError (no message,
+    no URL), at open or, through simplecache::, at close. It is now a read-only file system
+    error naming the URL, and nothing is left behind."""
+    import errno
+
+    from tfrecord_lite.cli import main
+
+    directory, base, _ = http_dir
+    src = directory / "in.tfrecord"
+    src.write_bytes(framed([b"a"]))
+    for url in (f"{base}/out.tfrecord", f"simplecache::{base}/out.tfrecord"):
+        for atomic in (True, False):
+            with pytest.raises(OSError, match="http:// URLs cannot be written: write to a local path") as info:
+                with tfl.TFRecordWriter(url, atomic=atomic) as w:
+                    w.write(b"x")
+            assert info.value.errno == errno.EROFS and info.value.filename == url
+        assert main(["cat", str(src), "-o", url]) == 1
+        assert f"{url}: http:// URLs cannot be written" in capfd.readouterr().err
+    assert sorted(os.listdir(directory)) == ["in.tfrecord"]

@@ -1,14 +1,19 @@
 """Remote paths for TFRecordReader and TFRecordWriter: a real S3 API (moto's server on
 loopback, through s3fs) and fsspec's memory://; file:// and local paths stay local."""
 
+import functools
 import gzip
 import http.client
+import http.server
+import io
 import itertools
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import zipfile
 import zlib
 
 import pytest
@@ -17,7 +22,9 @@ from hypothesis import given, settings, strategies as st
 import tfrecord_lite as tfl
 from tfrecord_lite import fs as tfs
 from tfrecord_lite.cli import main
-from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
+from tfrecord_lite.files import resolve_files
+from tfrecord_lite.errors import CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
+from tfrecord_lite.index import count_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 records_st = st.lists(st.binary(max_size=300), max_size=40)
@@ -69,6 +76,14 @@ def test_url_detection():
     assert not tfs.is_url("file:///tmp/x") and not tfs.is_url("/tmp/x") and not tfs.is_url("a/b:c")
     assert not tfs.is_url(b"s3://b") and not tfs.is_url(os.path.join("x", "y"))
     assert tfs.local_path("file:///tmp/x") == "/tmp/x" and tfs.local_path("file://localhost/tmp/x") == "/tmp/x"
+    pinned = ["s3://b/k?versionId=v", "simplecache::s3://b/k?versionId=v", "gs://b/k#1", "gcs://b/k?generation=1",
+              "https://h/k?X-Amz-Signature=s"]
+    assert all(map(tfs.pinned, pinned))
+    assert not tfs.pinned("zip://a.tfrecord::https://h/x.zip?X-Amz-Signature=s")  # a file inside it
+    assert tfs.beside("zip://a.tfrecord::s3://b/x.zip", ".index") == "zip://a.tfrecord.index::s3://b/x.zip"
+    assert tfs.beside("simplecache::s3://b/k", ".index") == "simplecache::s3://b/k.index"
+    assert not any(map(tfs.pinned, ["s3://b/k?x", "s3://b/k#1", "gs://b/k?x", "memory://k?versionId=v",
+                                    "/k?versionId=v"]))
 
 
 @pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
@@ -197,6 +212,57 @@ def test_s3_stream_survives_drops_anywhere(s3, records, gaps, chunk):
         assert list(tfl.TFRecordReader(url, chunk_size=chunk)) == records
 
 
+@pytest.fixture
+def signed_by_http(tmp_path):
+    """(signer, handler class) for a SignedStream served by a loopback HTTP server of tmp_path
+    (SimpleHTTPRequestHandler: it ignores Range, answering 200 with the whole file), as an
+    S3-compatible store or a proxy might; the signer is what SignedStream asks of s3fs."""
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    class Signer:
+        def sign(self, path, expiration):
+            return f"http://127.0.0.1:{server.server_address[1]}/{path}"
+
+    yield Signer(), Handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_stream_from_a_store_that_ignores_range_reads_the_right_bytes(signed_by_http, tmp_path, monkeypatch):
+    """A resumed or seeking GET asks for bytes=N-; a store that ignores Range answers 200 with
+    the whole object, which was read as if it started at N: the object's first bytes,
+    spliced in."""
+    data = os.urandom(300_000)
+    (tmp_path / "obj").write_bytes(data)
+    stream = tfs.SignedStream(signed_by_http[0], "obj", "s3://b/obj")
+    assert stream.read(1000) == data[:1000]
+    stream.seek(200_000)
+    assert stream.read(1000) == data[200_000:201_000]
+    drop_connection(monkeypatch, after_calls=0)
+    assert stream.read() == data[201_000:]
+    stream.close()
+
+
+def test_a_stream_refused_when_it_resumes_is_a_denial(signed_by_http, tmp_path, monkeypatch):
+    """Credentials that expire during a long read make the resuming GET fail with 403: that
+    was reported as a network failure ('failed after 4 attempts: HTTPException'); it is the
+    named PermissionError that a refusal at open is."""
+    signer, handler = signed_by_http
+    (tmp_path / "obj").write_bytes(os.urandom(100_000))
+    monkeypatch.setattr(handler, "send_head", lambda self: self.send_error(403) if "Range" in self.headers
+                        else http.server.SimpleHTTPRequestHandler.send_head(self), raising=False)
+    stream = tfs.SignedStream(signer, "obj", "s3://b/obj")
+    stream.seek(10)
+    with pytest.raises(PermissionError, match=r"the object store denied access \(HTTP 403") as info:
+        stream.read(100)
+    assert info.value.filename == "s3://b/obj"
+
+
 def test_s3_object_replaced_during_a_read_is_an_error(s3, monkeypatch):
     records = [os.urandom(1000) for _ in range(3000)]
     url = s3.put("moving.tfrecord", frames(records))
@@ -271,6 +337,58 @@ def test_s3_corrupt_data_names_url_offset_and_record(s3, s3_reads, tmp_path, bac
     with pytest.raises(tfl.DataLossError, match="gzip stream") as err:
         list(tfl.TFRecordReader(s3.url("bad.tfrecord.gz")))
     assert err.value.path == s3.url("bad.tfrecord.gz")
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_a_file_inside_an_archive_on_s3_reads(s3, backend, compression):
+    """zip://a.tfrecord::s3://b/x.zip: the zip filesystem that opens the member owns the
+    archive's S3 handle and closes it when it is collected, which left the member's reads on
+    a closed file ("I/O operation on closed file")."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.tfrecord", frames([b"a0", b"a1"], compression))
+    url = "zip://a.tfrecord::" + s3.put("x.zip", archive.getvalue())
+    assert list(tfl.TFRecordReader(url, compression)) == [b"a0", b"a1"]
+    assert list(tfl.TFRecordDataset(url)) == [b"a0", b"a1"]
+
+
+def test_storage_options_the_filesystem_refuses_are_named(s3, s3_versioned):
+    """A misspelt storage option surfaced at the first request as the SDK's TypeError
+    ("AioSession.__init__() got an unexpected keyword argument 'anonn'"), and version_aware=False
+    beside a URL naming a version as fsspec's ("dict() got multiple values for keyword
+    argument"), naming neither the URL nor storage_options."""
+    url = s3.put("a.tfrecord", frames([b"a"]))
+    calls = (lambda so: list(tfl.TFRecordReader(url, storage_options=so)),
+             lambda so: resolve_files(s3.url("*.tfrecord"), so),
+             lambda so: count_records(url, storage_options=so))
+    for call in calls:
+        with pytest.raises(InvalidArgumentError, match="does not take these storage_options .*'anonn'") as info:
+            call({"anonn": True})
+        assert "check storage_options" in str(info.value)
+    with tfl.TFRecordWriter(s3_versioned.url("v.tfrecord")) as w:
+        w.write(b"v")
+    pinned = f"{s3_versioned.url('v.tfrecord')}?versionId={s3_versioned.version('v.tfrecord')}"
+    assert list(tfl.TFRecordReader(pinned, storage_options={"version_aware": True})) == [b"v"]
+    with pytest.raises(InvalidArgumentError, match="leave it out of storage_options") as info:
+        tfl.TFRecordReader(pinned, storage_options={"version_aware": False})
+    assert info.value.path == pinned
+
+
+def test_an_index_file_that_was_given_must_exist(s3, tmp_path):
+    """TFRecordFile(path, index_file) with a misspelt or missing index file scanned the whole
+    file in silence; it raises FileNotFoundError naming the index file, locally and remotely.
+    Without index_file, a missing sidecar still means a scan."""
+    local = tmp_path / "a.tfrecord"
+    with tfl.TFRecordWriter(local) as w:
+        w.write_many([b"a", b"b"])
+    remote = s3.put("a.tfrecord", local.read_bytes())
+    for path, index in ((str(local), str(tmp_path / "typo.idx")), (remote, s3.url("typo.idx"))):
+        assert len(tfl.TFRecordFile(path)) == 2
+        with pytest.raises(FileNotFoundError) as info:
+            tfl.TFRecordFile(path, index)
+        assert info.value.filename == index
+    tfl.build_index(remote, s3.url("a.idx"))
+    assert tfl.TFRecordFile(remote, s3.url("a.idx"))[1] == b"b"
 
 
 def test_missing_remote_file_names_the_url(s3, memfs):
@@ -356,6 +474,32 @@ def test_committing_replaces_a_stale_sidecar(s3):
     assert s3.ls() == ["x.tfrecord"]
 
 
+def test_an_object_version_is_read_has_no_sidecar_and_is_never_written(s3_versioned, backend):
+    """s3://b/k?versionId=v reads that version. ".index" appended to it names version
+    "v.index" of k, so counting it wrote its scan over k as a new current version; the bare
+    name's sidecar describes another version. Such a URL is scanned (no sidecar), is no
+    glob, and cannot be written."""
+    store = s3_versioned
+    url = store.url("d.tfrecord")
+    with tfl.TFRecordWriter(url) as w:
+        w.write_many([b"old0", b"old1"])
+    old = f"{url}?versionId={store.version('d.tfrecord')}"
+    with tfl.TFRecordWriter(url, index=True) as w:
+        w.write(b"new")
+    assert count_records(old) == 2
+    assert list(tfl.TFRecordReader(old)) == list(tfl.TFRecordDataset(old)) == [b"old0", b"old1"]
+    assert tfl.TFRecordFile(old)[1] == b"old1" and len(tfl.IndexedDataset(old)) == 2
+    with pytest.raises(InvalidArgumentError, match="object version") as info:
+        tfl.build_index(old)
+    assert "pass index_file" in str(info.value)
+    for atomic in (True, False):
+        with pytest.raises(InvalidArgumentError, match="cannot be written") as info:
+            tfl.TFRecordWriter(old, atomic=atomic)
+        assert info.value.path == old
+    assert store.get("d.tfrecord") == frames([b"new"])  # the current version is untouched
+    assert store.ls() == ["d.tfrecord", "d.tfrecord.index"]
+
+
 def test_file_urls_and_local_paths_never_import_fsspec(tmp_path):
     script = textwrap.dedent(f"""
         import sys
@@ -397,6 +541,44 @@ def test_s3_failed_sidecar_upload_leaves_no_object(s3, monkeypatch):
             w.write_many([b"a", b"b"])
     assert s3.ls() == []
     assert s3.multipart_uploads() == []
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_s3_upload_failing_half_way_names_the_url_and_leaves_nothing(s3, monkeypatch, compression):
+    """A part upload that fails (the network) raised the SDK's OSError naming no file, where
+    a local write's error names the path; it names the URL, and nothing is published."""
+    import s3fs
+
+    real, parts = s3fs.core.S3File._call_s3, []
+
+    def failing(self, method, *args, **kwargs):
+        if method == "upload_part":
+            parts.append(1)
+            if len(parts) == 2:
+                raise OSError(5, "injected network failure")
+        return real(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.core.S3File, "_call_s3", failing)
+    url = s3.url("x.tfrecord")
+    with pytest.raises(OSError, match="injected network failure") as info:
+        with tfl.TFRecordWriter(url, compression, index=compression is None) as w:
+            for _ in range(60):  # past three upload parts
+                w.write(os.urandom(1 << 20))
+    assert info.value.filename == url
+    assert s3.ls() == [] and s3.multipart_uploads() == []
+
+
+def test_a_url_naming_a_bucket_is_no_file(s3_server):
+    """s3://my-bucket (no key) as a writer's output said 's3:// URLs cannot be written' (s3fs's
+    'non key-like path', or botocore's ParamValidationError without the atomic write), and as
+    a reader's input botocore's ParamValidationError: it names a bucket, so it is a directory."""
+    url = "s3://my-bucket"
+    for call in (lambda: tfl.TFRecordWriter(url), lambda: tfl.TFRecordWriter(url, atomic=False),
+                 lambda: tfl.TFRecordReader(url)):
+        with pytest.raises(IsADirectoryError, match="names a bucket, not a file: give a file in it, such as "
+                                                     "s3://my-bucket/data.tfrecord") as info:
+            call()
+        assert info.value.filename == url
 
 
 @pytest.mark.parametrize("atomic", [True, False])

@@ -168,3 +168,20 @@ def test_an_output_that_is_a_pipe_or_a_device_is_written_into_not_replaced(backe
         assert got[0][:4] == b"PAR1"
     else:
         assert list(tfl.TFRecordReader(got[0])) == list(tfl.TFRecordReader(src))
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o664])
+def test_a_rewrite_keeps_the_file_permissions(tmp_path, mode):
+    """An atomic rewrite replaces the file with a new one: it took the default permissions, so
+    a private (0600) file became readable by everyone. It keeps the old file's, as a write
+    in place (TensorFlow's) does; a new file gets what open() gives."""
+    path = tmp_path / "a.tfrecord"
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write(b"old")
+    os.chmod(path, mode)
+    with tfl.TFRecordWriter(path, index=True) as w:
+        w.write(b"new")
+    assert stat.S_IMODE(os.stat(path).st_mode) == mode and list(tfl.TFRecordReader(path)) == [b"new"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(str(path) + ".index").st_mode) == 0o666 & ~mask

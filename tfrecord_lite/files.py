@@ -20,9 +20,11 @@ def resolve_files(files, storage_options=None) -> list[str]:
     ``storage_options``. ``file://`` URLs become local paths.
 
     A list keeps its order (as TensorFlow does); glob matches and directory entries are
-    sorted. Directories list their regular, non-hidden files, ignoring ``.index`` sidecars.
-    A file that exists under the name given is itself, glob characters and all
-    (``a[1].tfrecord``), as a shell leaves a pattern that names a file."""
+    sorted. ``**`` in a glob matches any number of directories (``data/**/*.tfrecord`` finds
+    the files at every depth under data/), locally and remotely alike. Directories list
+    their regular, non-hidden files, ignoring ``.index`` sidecars. A file that exists under
+    the name given is itself, glob characters and all (``a[1].tfrecord``), as a shell leaves
+    a pattern that names a file."""
     if isinstance(files, (str, os.PathLike)):
         spec = os.fspath(files)
         paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
@@ -47,7 +49,9 @@ def _local_files(spec: str) -> list[str]:
             and os.path.isfile(os.path.join(spec, name))
         )
     if _fs.GLOB_CHARS & set(spec) and not os.path.exists(spec):
-        return sorted(p for p in glob.glob(spec) if not p.endswith(".index") and os.path.isfile(p))
+        # "**" matches any number of directories, as fsspec's does for URLs (TensorFlow's
+        # gfile reads it as "*"); hidden names are left out, at any depth.
+        return sorted(p for p in glob.glob(spec, recursive=True) if not p.endswith(".index") and os.path.isfile(p))
     return [spec]
 
 

@@ -9,9 +9,10 @@ its config files) and the cloud SDKs' (``AWS_ENDPOINT_URL``, credentials) apply 
 
 What this module owns for remote paths:
 - inputs: never a request per record. An S3 object streams through one presigned GET
-  (``SignedStream``), its bytes received straight into the reader's buffer without the GIL;
-  other filesystems (and S3 settings a presigned URL cannot carry) read through fsspec in
-  large ranged blocks (``BLOCK_BYTES``), the next fetched in the background;
+  (``_streams.SignedStream``), its bytes received straight into the reader's buffer without
+  the GIL; other filesystems (and S3 settings a presigned URL cannot carry) read through
+  fsspec in large ranged blocks (``BLOCK_BYTES``), the next fetched in the background (over
+  HTTP, through one plain GET once the server shows it ignores Range);
 - resolution of globs and directories (sorted; ``.index`` sidecars and hidden names left out);
 - sizes, existence, small whole reads (sidecars) and ranged reads (random access);
 - atomic outputs: an object appears under its final name only when complete. S3 and GCS
@@ -24,19 +25,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import http.client
-import io
+import fnmatch
 import os
 import posixpath
 import re
 import stat
-import time
 import urllib.parse
 import uuid
 
-from .errors import TFRecordError
+from ._streams import SignedStream, _NotSigned, _RangeFallback
+from .errors import InvalidArgumentError, TFRecordError
 
-__all__ = ["is_url", "has_query", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
+__all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
            "GLOB_CHARS"]
 
@@ -44,9 +44,6 @@ BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to th
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
 _READ_AHEAD_BLOCKS = 2  # blocks kept per open input (fsspec re-fetches with fewer); one more in flight
 _SIGNED_PROTOCOLS = frozenset({"s3", "s3a"})  # presigning is local computation there
-_SIGNED_SECONDS = 3600  # a presigned URL is checked when a GET starts, not while it streams
-_STREAM_ATTEMPTS = 4  # GETs per read before a dropped connection is an error
-_TIMEOUT = 60  # seconds without a byte before a GET counts as dropped (botocore's default)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
@@ -66,11 +63,66 @@ def is_url(path) -> bool:
     return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
 
 
-def has_query(path) -> bool:
-    """True for an HTTP(S) URL with a query string, such as a presigned URL: a name that is
-    not a path plus parameters to vary (its signature covers that one object only)."""
-    url = path.rsplit("::", 1)[-1] if isinstance(path, str) else ""
-    return url.startswith(("http://", "https://")) and bool(urllib.parse.urlsplit(url).query)
+def pinned(path) -> bool:
+    """True for a URL that names one fixed object rather than a path: an HTTP(S) URL with a
+    query string (a presigned URL, whose signature covers that object only) or a fragment,
+    an S3 URL with ``?versionId=`` or a GCS URL with ``#<generation>`` or ``?generation=``
+    (one version of an object, as s3fs and gcsfs read them). Nothing is named after it by
+    appending to it (no sidecar: ``k?versionId=v.index`` is version ``v.index`` of ``k``), no
+    glob is expanded in it, and it cannot be written (the store writes a new version of the
+    bare key)."""
+    url = _links(path)[1] if isinstance(path, str) else ""
+    scheme, _, rest = url.partition("://")
+    parts = urllib.parse.urlsplit(url)
+    if scheme in ("http", "https"):  # a fragment is never sent: "a#x.index" would GET a itself
+        return bool(parts.query or parts.fragment)
+    if scheme in ("s3", "s3a"):
+        return "?versionId=" in rest
+    if scheme in ("gs", "gcs"):
+        return bool(parts.fragment) or "generation" in urllib.parse.parse_qs(parts.query)
+    return False
+
+
+def _links(url: str) -> tuple[str, str, str]:
+    """(before, link, after) of a URL, link being the link of its chain that holds the path
+    (its first with "://"): ``zip://a.tfrecord`` of ``zip://a.tfrecord::s3://b/x.zip``,
+    ``s3://b/k`` of ``simplecache::s3://b/k``. before and after keep their "::"."""
+    links = url.split("::")
+    for i, link in enumerate(links):
+        if "://" in link:
+            return "".join(x + "::" for x in links[:i]), link, "".join("::" + x for x in links[i + 1:])
+    return "", url, ""
+
+
+def beside(url: str, suffix: str) -> str:
+    """The URL of the file named like url's plus suffix (its sidecar): suffix goes on the
+    link that holds the path, not on a chain's last link (``zip://a.tfrecord.index::s3://b/x.zip``,
+    not ``zip://a.tfrecord::s3://b/x.zip.index``, an archive that does not exist)."""
+    before, link, after = _links(url)
+    return before + link + suffix + after
+
+
+def _bucket_only(url: str) -> bool:
+    """Whether url names an S3 or GCS bucket (no key): a directory, not a file."""
+    scheme, _, rest = _links(url)[1].partition("://")
+    return scheme in ("s3", "s3a", "gs", "gcs") and not rest.strip("/").partition("/")[2]
+
+
+def _not_a_file(url) -> IsADirectoryError:
+    return IsADirectoryError(errno.EISDIR, "names a bucket, not a file: give a file in it, such as "
+                             f"{url.rstrip('/')}/data.tfrecord", url)
+
+
+def _check_writable(url, name=None) -> None:
+    """Refuse to write or delete through a URL that names a bucket, or a pinned one (the
+    store would act on the bare name's current version); errors name ``name`` (default url)."""
+    if _bucket_only(url):
+        raise _not_a_file(name or url)
+    if pinned(url):
+        raise InvalidArgumentError("names one version of an object (or a signed URL), which cannot be "
+                                   "written: the store would write a new version of the bare name",
+                                   path=name or url, hint="write to the URL without its version (?versionId=, "
+                                   "#generation) or query")
 
 
 def local_path(path) -> str:
@@ -96,6 +148,15 @@ def filesystem(url: str, storage_options=None):
     except ValueError as exc:
         raise TFRecordError(f"cannot open {url}: {exc}", path=url,
                             hint="check the URL's scheme (s3://, gs://, memory://, ...)") from None
+    except TypeError as exc:  # version_aware=False given for a URL that names a version
+        raise _bad_options(exc, url) from None
+
+
+def _bad_options(exc, url) -> InvalidArgumentError:
+    hint = ("a URL that names an object version sets version_aware itself: leave it out of storage_options"
+            if "version_aware" in str(exc) else "check storage_options (--storage-option) against the "
+            "parameters of the filesystem (s3fs.S3FileSystem, gcsfs.GCSFileSystem, ...)")
+    return InvalidArgumentError(f"the filesystem does not take these storage_options ({exc})", path=url, hint=hint)
 
 
 def _not_found(url):
@@ -104,8 +165,8 @@ def _not_found(url):
 
 @contextlib.contextmanager
 def _naming(url):
-    """Re-raise the cloud SDK's errors that name no URL (a missing bucket, no credentials)
-    naming url and saying what to do."""
+    """Re-raise the cloud SDK's errors that name no URL (a missing bucket, no credentials, an
+    OS error such as a failed upload) naming url and saying what to do."""
     try:
         yield
     except FileNotFoundError as exc:
@@ -120,6 +181,10 @@ def _naming(url):
     except Exception as exc:
         if _denied(exc):
             raise _denial(exc, url) from None
+        if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+            raise _bad_options(exc, url) from None  # the SDK's session refused an option (a typo)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None and exc.strerror:
+            raise OSError(exc.errno, exc.strerror, url) from exc  # a failed upload: name its file
         if not _no_credentials(exc):
             raise
         raise TFRecordError(f"found no credentials for the object store ({exc})", path=url,
@@ -158,6 +223,8 @@ def open_input(path, storage_options=None):
     an fsspec file read in blocks of BLOCK_BYTES (the next one fetched in the background)."""
     if not is_url(path):
         return open(local_path(path), "rb", buffering=0)
+    if _bucket_only(path):
+        raise _not_a_file(path)
     import fsspec.caching
 
     fs, p = filesystem(path, storage_options)
@@ -183,9 +250,16 @@ def open_input(path, storage_options=None):
             f.name = path
         except AttributeError:
             pass
+    try:  # an archive's member reads through fs's handle on the archive, closed with fs
+        f._tfrecord_lite_fs = fs
+    except AttributeError:
+        pass
     cache = getattr(f, "cache", None)
     if callable(getattr(cache, "fetcher", None)):  # each block's GET is refused as open was
         cache.fetcher = _named(cache.fetcher, path)
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if protocols & {"http", "https"} and isinstance(getattr(f, "size", None), int):
+        return _RangeFallback(fs, p, f)
     return f
 
 
@@ -211,149 +285,6 @@ def _signs_urls(fs) -> bool:
 
     proxies = urllib.request.getproxies()
     return not (proxies.get("http") or proxies.get("https"))  # proxies are the SDK's to honour
-
-
-class _NotSigned(Exception):
-    """The first presigned GET was refused: read through the filesystem instead."""
-
-
-class SignedStream(io.RawIOBase):
-    """A seekable remote file read through one presigned GET from the current position to
-    the end. ``readinto`` receives straight into the caller's buffer (the socket read
-    releases the GIL), so the transfer runs beside the parsing threads instead of through
-    an event loop shared with them.
-
-    A dropped connection is resumed with a ranged GET at the same byte, up to
-    ``_STREAM_ATTEMPTS`` times; resumed GETs carry the first response's ETag
-    (``If-Match``), so a file replaced meanwhile is an error, never a splice of two."""
-
-    def __init__(self, fs, path: str, name: str):
-        super().__init__()
-        self._fs, self._path, self.name = fs, path, name
-        self._pos, self._etag, self._response = 0, None, None
-        self.size = None
-        self._retrying(lambda: self._open(first=True))
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        if base + offset < 0:
-            raise ValueError(f"negative seek position {base + offset}")
-        if base + offset != self._pos:
-            self._pos = base + offset
-            self._drop()
-        return self._pos
-
-    def readinto(self, view) -> int:
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
-        if self._pos >= self.size or not len(view):
-            return 0
-        n = self._retrying(lambda: self._receive(view))
-        self._pos += n
-        return n
-
-    def _receive(self, view) -> int:
-        if self._response is None:
-            self._open()
-        n = self._response.readinto(view)
-        if not n:
-            raise http.client.IncompleteRead(b"", self.size - self._pos)
-        return n
-
-    def _retrying(self, action):
-        """action(), again on a fresh GET from the same byte when the connection fails."""
-        failure = None
-        for attempt in range(_STREAM_ATTEMPTS):
-            try:
-                return action()
-            except FileNotFoundError:
-                raise
-            except (http.client.HTTPException, OSError) as exc:
-                failure = exc
-            self._drop()
-            time.sleep(0.1 * attempt)
-        raise TFRecordError(f"reading {self.name} failed at byte {self._pos} after {_STREAM_ATTEMPTS} "
-                            f"attempts: {failure!r}", path=self.name, offset=self._pos,
-                            hint="check the network and the object store, then read it again")
-
-    def close(self) -> None:
-        self._drop()
-        super().close()
-
-    def _drop(self) -> None:
-        if self._response is not None:
-            self._response.close()  # not drained: the rest of the object is never wanted
-            self._connection.close()
-            self._response = None
-
-    def _open(self, first: bool = False) -> None:
-        """GET from self._pos to the end; the first one also learns the size and ETag."""
-        headers = {"Range": f"bytes={self._pos}-"} if self._pos else {}
-        if self._etag:
-            headers["If-Match"] = self._etag
-        with _naming(self.name):
-            url = urllib.parse.urlsplit(self._fs.sign(self._path, expiration=_SIGNED_SECONDS))
-        if url.scheme == "https":
-            connection = http.client.HTTPSConnection(url.hostname, url.port, timeout=_TIMEOUT,
-                                                     context=_tls(self._fs))
-        else:
-            connection = http.client.HTTPConnection(url.hostname, url.port, timeout=_TIMEOUT)
-        connection.request("GET", f"{url.path}?{url.query}" if url.query else url.path, headers=headers)
-        response = connection.getresponse()
-        if response.status in (200, 206):
-            self._connection, self._response = connection, response
-            if first:
-                self._etag = response.getheader("ETag")
-                self.size = _total_size(response)
-            return
-        response.close()
-        connection.close()
-        if response.status == 404:
-            raise _not_found(self.name)
-        if first:
-            raise _NotSigned(response.status)
-        if response.status == 412:
-            raise TFRecordError(f"{self.name} changed while it was read (at byte {self._pos})",
-                                path=self.name, offset=self._pos, hint="read it again from the start")
-        raise http.client.HTTPException(f"HTTP {response.status}")  # retried, then reported
-
-
-def _total_size(response) -> int:
-    """The object's size from a 200's Content-Length or a 206's Content-Range."""
-    content_range = response.getheader("Content-Range")
-    if content_range:
-        return int(content_range.rsplit("/", 1)[1])
-    return int(response.getheader("Content-Length"))
-
-
-_tls_contexts: dict = {}
-
-
-def _tls(fs):
-    """An SSL context that verifies certificates as the filesystem's own client does."""
-    verify = (getattr(fs, "client_kwargs", None) or {}).get("verify", os.environ.get("AWS_CA_BUNDLE", True))
-    context = _tls_contexts.get(verify)
-    if context is None:
-        import ssl
-
-        if verify is False:
-            context = ssl.create_default_context()
-            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-        else:
-            from botocore.httpsession import get_cert_path
-
-            context = ssl.create_default_context(cafile=get_cert_path(verify))
-        _tls_contexts[verify] = context
-    return context
 
 
 def size(path, storage_options=None) -> int:
@@ -392,12 +323,14 @@ def exists(path, storage_options=None) -> bool:
 def remove(path, storage_options=None, name=None) -> None:
     """Delete a file if it exists; an object store's errors name ``name`` (by default path:
     a writer names its data file for its sidecar too)."""
+    if is_url(path):
+        _check_writable(path, name)
     try:
         if not is_url(path):
             os.unlink(local_path(path))
         else:
             fs, p = filesystem(path, storage_options)
-            with _naming(name or path):
+            with _opening_output(name or path):
                 fs.rm_file(p)
     except FileNotFoundError:
         pass
@@ -469,23 +402,30 @@ def read_bytes(path, storage_options=None) -> bytes:
 
 def read_range(fs, p, start: int, end: int) -> bytes:
     """Bytes [start, end) of a remote file: one ranged request."""
-    return fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
+    data = fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
+    # A server that ignores Range (python -m http.server, some static hosts) sends it all.
+    return data[start:end] if len(data) > end - start else data
 
 
 def expand(spec: str, storage_options=None) -> list[str]:
     """The files a remote glob or directory names, sorted, as URLs; a file is itself, even
     when its name holds glob characters (``s3://b/a[1].tfrecord``, an HTTP URL's query).
-    Hidden names and ``.index`` sidecars are left out, as for local directories."""
+    ``**`` matches any number of directories, as a local glob's does. Hidden names (and
+    files under hidden directories) and ``.index`` sidecars are left out, as locally."""
     fs, p = filesystem(spec, storage_options)
 
     def wanted(name, info):
-        base = posixpath.basename(name.rstrip("/"))
-        return info.get("type") == "file" and not base.startswith(".") and not base.endswith(".index")
+        # "dir/" is a directory marker (an S3 console folder); an HTTP listing's links with
+        # a query ("?C=N;O=D") sort the listing itself
+        return (info.get("type") == "file" and not name.endswith(("/", ".index")) and not _hidden(name, p)
+                and not (name.startswith(("http://", "https://")) and "?" in name))
 
-    if has_query(spec):  # one object, its query no glob
+    if pinned(spec):  # one object, its query no glob
         return [spec]
     with _naming(spec):  # listing needs credentials too
-        if fs.isfile(p):  # before isdir: over HTTP that GETs the URL to list its links
+        # A name ending with "/" is a directory (over HTTP its listing page is no file);
+        # isfile goes first otherwise: over HTTP isdir GETs the URL to list its links.
+        if not spec.endswith("/") and fs.isfile(p):
             return [spec]
         if GLOB_CHARS & set(p):
             found = fs.glob(p, detail=True)
@@ -493,9 +433,28 @@ def expand(spec: str, storage_options=None) -> list[str]:
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
         else:
             return [spec]
-    head = spec.rpartition("::")[0]  # a chain's leading bare protocols (simplecache::) stay on each file
-    chain = head + "::" if head and "://" not in head else ""
-    return sorted(chain + fs.unstrip_protocol(name) for name, info in found.items() if wanted(name, info))
+        if not found and _in_missing_bucket(fs, p):  # a glob finds nothing there, silently
+            raise FileNotFoundError(errno.ENOENT, "no such bucket, or none these credentials may reach: check "
+                                    "the bucket's name in the URL", spec)
+    # A chain's other links stay on each file: leading bare protocols (simplecache::) and
+    # the targets after the globbed link (zip://*.tfrecord::s3://b/x.zip).
+    before, _, after = _links(spec)
+    return sorted(before + fs.unstrip_protocol(name) + after for name, info in found.items() if wanted(name, info))
+
+
+def _in_missing_bucket(fs, p: str) -> bool:
+    """Whether p is on an object store (S3, GCS), in a bucket that does not exist (or that
+    the store's exists() cannot probe: s3fs says False on a refusal too)."""
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    return bool(protocols & _TRANSACTIONAL) and not fs.exists(p.lstrip("/").split("/", 1)[0])
+
+
+def _hidden(name: str, pattern: str) -> bool:
+    """Whether name, a match of pattern, passes through a hidden name (a file or directory
+    starting with ".") that no component of pattern starting with "." asked for: left out,
+    as Python's glob and local directory listings leave them out (``**`` included)."""
+    dotted = [c for c in pattern.split("/") if c.startswith(".")]
+    return any(c.startswith(".") and not any(fnmatch.fnmatchcase(c, d) for d in dotted) for c in name.split("/"))
 
 
 def is_special(path) -> bool:
@@ -534,9 +493,27 @@ def open_plain_output(path, storage_options=None):
         # Buffered: write takes everything or raises, naming the path.
         return NamedWriter(open(path, "wb", buffering=0), lambda: path)
     check_output_name(path, url=True)
+    _check_writable(path)
     fs, p = filesystem(path, storage_options)
-    with _naming(path):
+    with _opening_output(path, opening=True):
         return _NamingFile(fs.open(p, "wb"), path)
+
+
+@contextlib.contextmanager
+def _opening_output(url, opening=False):
+    """_naming, and a filesystem that cannot write (fsspec's http raises a bare
+    NotImplementedError; when opening, tar:// a "Read-only" ValueError) is a read-only file
+    system error naming url."""
+    try:
+        with _naming(url):
+            yield
+    except (NotImplementedError, ValueError) as exc:
+        if isinstance(exc, ValueError) and not (opening and "read-only" in str(exc).lower()):
+            raise
+        protocol = _links(url)[1].split("://", 1)[0]
+        reason = f" ({exc})" if str(exc) else ""
+        raise OSError(errno.EROFS, f"{protocol}:// URLs cannot be written{reason}: write to a local path or "
+                      "an object store (s3://, gs://, ...), then upload it", url) from None
 
 
 class _InPlace:
@@ -569,7 +546,7 @@ class _NamingFile:
             self._f.flush()
 
     def close(self):
-        with _naming(self._url):
+        with _opening_output(self._url):
             self._f.close()
 
     def __getattr__(self, name):
@@ -589,13 +566,14 @@ class RemoteAtomicFile:
         from .io import check_output_name
 
         check_output_name(path, url=True)
+        _check_writable(path)
         self.path = path
         self._storage_options = storage_options
         self._fs, target = filesystem(path, storage_options)
         protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
         self._transactional = bool(protocols & _TRANSACTIONAL)
         self._leftover = None  # an upload completed under a name that is not the final one
-        with _naming(path):
+        with _opening_output(path, opening=True):
             if self._transactional:
                 self._key = target
                 self._raw = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
@@ -611,7 +589,7 @@ class RemoteAtomicFile:
     def commit(self) -> None:
         placed = None  # the final name, once a copy has put the data there
         try:
-            with _naming(self.path):
+            with _opening_output(self.path):
                 target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
                 self._raw.close()
                 if self._transactional:
@@ -649,5 +627,5 @@ class RemoteAtomicFile:
             # that its move to the final name did not take away.
             try:
                 self._fs.rm_file(self._key if self._leftover is None else self._leftover)
-            except (FileNotFoundError, OSError):
+            except (OSError, NotImplementedError):  # gone, or a filesystem that cannot delete
                 pass

@@ -48,15 +48,19 @@ _COUNTS: dict = {}  # (path, size, stamp) -> records: each version of a file cou
 
 
 def index_path(path) -> str:
-    """The sidecar path for a TFRecord file."""
-    return os.fspath(path) + ".index"
+    """The sidecar path for a TFRecord file (for a chained URL, beside the file inside the
+    chain: ``zip://a.tfrecord.index::s3://b/x.zip``)."""
+    path = os.fspath(path)
+    return _fs.beside(path, ".index") if _fs.is_url(path) else path + ".index"
 
 
 def _sidecar(path) -> str | None:
-    """The sidecar looked for beside path, or None for a URL with a query string (a presigned
-    URL): ``?X-Amz-Signature=....index`` names nothing, and its signature covers no other
-    object, so such a file is scanned unless its index file is given."""
-    return None if _fs.has_query(os.fspath(path)) else index_path(path)
+    """The sidecar looked for beside path, or None for a URL that names one fixed object
+    (``_fs.pinned``: a presigned URL, an object version): ``?versionId=v.index`` names another
+    version of the same object, ``?X-Amz-Signature=....index`` nothing, and the sidecar of the
+    bare name describes another version, so such a file is scanned unless its index file is
+    given."""
+    return None if _fs.pinned(os.fspath(path)) else index_path(path)
 
 
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False,
@@ -114,7 +118,8 @@ def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc
     progress and max_record_bytes: as in scan_index."""
     index_file = index_file or _sidecar(path)
     if index_file is None:
-        raise InvalidArgumentError(f"{path} has a query string, so no sidecar can be named after it",
+        raise InvalidArgumentError(f"{path} has a query string or an object version, so no sidecar can be "
+                                   "named after it",
                                    hint="pass index_file, the path to write the index to")
     offsets, lengths = scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, progress=progress,
                                   storage_options=storage_options)
@@ -150,13 +155,15 @@ def read_index(index_file, *, storage_options=None):
 
 
 def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
-    """(offsets, frame_lengths) from the sidecar when it exists, else by scanning the file
-    (in memory; nothing is written). The sidecar must cover the file exactly, from byte 0 to
-    its size, and its last frame's header must state that frame's length: one that does not
-    is stale (the file was rewritten or appended to after it was written) and raises, rather
-    than hide records or point past the end."""
-    index_file = index_file or _sidecar(path)
-    if index_file is not None and _fs.exists(index_file, storage_options):
+    """(offsets, frame_lengths) from index_file (which must exist), else from the sidecar when
+    it exists, else by scanning the file (in memory; nothing is written). The index must
+    cover the file exactly, from byte 0 to its size, and its last frame's header must state
+    that frame's length: one that does not is stale (the file was rewritten or appended to
+    after it was written) and raises, rather than hide records or point past the end."""
+    given, index_file = bool(index_file), index_file or _sidecar(path)
+    # An index file that was given must be there (a typo would cost a silent scan); a
+    # sidecar is used when present.
+    if index_file is not None and (given or _fs.exists(index_file, storage_options)):
         offsets, lengths = read_index(index_file, storage_options=storage_options)
         size = _fs.size(path, storage_options)
         wrong = _mismatch(path, offsets, lengths, size, storage_options)
@@ -267,7 +274,7 @@ class TFRecordFile:
 
     ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
     from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
-    string) when present, else from an in-memory scan. Fetched
+    string or an object version) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
     CRC). The descriptor opens on first read; the object pickles without it. For an fsspec
     URL (with ``storage_options``) each read is one ranged request instead.

@@ -12,6 +12,7 @@ import errno
 import io
 import os
 import posixpath
+import stat
 import tempfile
 import zlib
 from typing import TypeVar
@@ -372,7 +373,7 @@ class AtomicFile:
                 self.file.flush()
                 os.fsync(self.file.fileno())
             self.file.close()
-            os.chmod(self.temp_path, 0o666 & ~_UMASK)
+            os.chmod(self.temp_path, _mode_for(target))
             os.replace(self.temp_path, target)
         except OSError as exc:
             self.discard()
@@ -400,6 +401,15 @@ def _temp_stem(name: str) -> str:
     while len(os.fsencode(name)) > _TEMP_STEM_BYTES:
         name = name[:-1]
     return name
+
+
+def _mode_for(target: str) -> int:
+    """The permissions of the file that replaces target: target's own when it exists (as a
+    write in place keeps them: a private file stays private), else what open() gives."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        return 0o666 & ~_UMASK
 
 
 def _read_umask() -> int:
