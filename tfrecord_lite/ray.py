@@ -44,7 +44,7 @@ from .files import resolve_files
 from .errors import (ArgumentTypeError, FeatureSpecError, InvalidArgumentError, TFRecordError,
                      TruncatedRecordError)
 from .index import build_index as _build_index
-from .index import _sidecar, load_index
+from .index import _sidecar, index_path, load_index
 from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
@@ -469,17 +469,17 @@ class TFRecordDatasink(Datasink):
             done = [{"task": 0, "path": writer.path, "records": 0}]
         finals = [shard_path(self.prefix, i, len(done), self.suffix) for i in range(len(done))]
         # Files of the same names (an earlier run's) are kept until every rename stands.
-        kept = keep_replaced([p for f in finals for p in (f, f + ".index")], self.storage_options)
+        kept = keep_replaced([p for f in finals for p in (f, index_path(f))], self.storage_options)
         moved = []
         try:
             for r, final in zip(done, finals):
                 # The old sidecar goes before the data is renamed, the new one comes after, as
                 # TFRecordWriter commits: no reader finds a sidecar beside other data.
-                _fs.remove(final + ".index", self.storage_options)
+                _fs.remove(index_path(final), self.storage_options)
                 self._rename(r["path"], final)
                 moved.append(final)  # from here a failure removes it, sidecar and all
                 if self.options["index"]:
-                    self._rename(r["path"] + ".index", final + ".index")
+                    self._rename(index_path(r["path"]), index_path(final))
         except BaseException:
             for final in moved:
                 self._remove(final)
@@ -516,7 +516,7 @@ class TFRecordDatasink(Datasink):
             os.replace(src, dst)
 
     def _remove(self, path):
-        for p in (path, path + ".index"):
+        for p in (path, index_path(path)):
             _fs.remove(p, self.storage_options)
 
     def get_name(self) -> str:

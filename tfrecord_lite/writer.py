@@ -20,6 +20,7 @@ from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
 from .io import CommitOnExit, compressor, normalize_compression
 from .batch import RecordBatch
+from .index import index_path
 
 __all__ = ["TFRecordWriter"]
 
@@ -80,7 +81,7 @@ class TFRecordWriter(CommitOnExit):
                 raise InvalidArgumentError("index=True needs a path to put the sidecar beside; pass "
                                            "index='<sidecar path>' when writing to a file object", path=self.path)
             self._index_path = None if index is True else os.fspath(index)
-            self._index = _fs.open_output(self._index_path or self.path + ".index", storage_options, fsync=fsync)
+            self._index = _fs.open_output(self._index_path or index_path(self.path), storage_options, fsync=fsync)
         try:
             if isinstance(path_or_fileobj, (str, os.PathLike)):
                 if atomic and not _fs.is_special(self.path):  # /dev/null is written, never replaced
@@ -89,7 +90,7 @@ class TFRecordWriter(CommitOnExit):
                 else:
                     # The file changes from here on: a sidecar of its old records must go, or
                     # a rewrite of the same size would be counted and indexed by it.
-                    self._unlink(self.path + ".index")
+                    self._unlink(index_path(self.path))
                     self._file = _fs.open_plain_output(self.path, storage_options)
                 self._owned = True
             else:
@@ -262,11 +263,11 @@ class TFRecordWriter(CommitOnExit):
             # stores) until the commit stands: a failure, here or in a later shard of the group,
             # puts them back.
             if self._index is not None:
-                self._index.path = self._index_path or self._atomic.path + ".index"
-            self._kept = keep_replaced([getattr(self._atomic, "target", self.path), self.path + ".index"]
+                self._index.path = self._index_path or index_path(self._atomic.path)
+            self._kept = keep_replaced([getattr(self._atomic, "target", self.path), index_path(self.path)]
                                        + ([self._index.path] if self._index is not None else []),
                                        self._storage_options)
-            self._unlink(self.path + ".index")
+            self._unlink(index_path(self.path))
             if self._index is not None:
                 self._unlink(self._index.path)
             self._atomic.commit()
