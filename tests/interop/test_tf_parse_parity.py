@@ -52,29 +52,77 @@ def feature(draw, kind, count, empty=True):
     return (kind, draw(st.lists(ELEMENTS[kind], min_size=count, max_size=count)))
 
 
+def _features(draw, name, kinds, empty=True):
+    """A spec of one of kinds for name, and a function drawing one record's features for it
+    ({key: (kind, values)}, or {} when missing)."""
+    dtype = draw(dtypes)
+    kind, wire = draw(st.sampled_from(kinds)), KINDS[dtype]
+    count = st.integers(0, 3)
+    if kind == "fixed":
+        shape = draw(st.sampled_from([(), (2,), (1, 2), (0,)]))
+        size = prod(shape)
+        default = None
+        if size and draw(st.booleans()):
+            values = draw(st.lists(ELEMENTS[wire], min_size=size, max_size=size))
+            default = np.array(values, dtype=object).reshape(shape).tolist()
+        spec, count = tfl.FixedLenFeature(shape, dtype, default_value=default), st.just(size)
+    elif kind == "var":
+        spec = tfl.VarLenFeature(dtype)
+    elif kind == "ragged":
+        key = draw(st.sampled_from([None, f"{name}_v"]))  # value_key: another name's values
+        spec = tfl.RaggedFeature(dtype, value_key=key, row_splits_dtype=draw(st.sampled_from(["int32", "int64"])))
+    elif kind == "items":  # FixedLenSequenceFeature in parse_example: items of the shape, padded
+        shape = draw(st.sampled_from([(), (2,)]))
+        default = draw(st.one_of(st.none(), ELEMENTS[wire]))
+        spec = tfl.FixedLenSequenceFeature(shape, dtype, allow_missing=True, default_value=default)
+        count = st.integers(0, 2).map(lambda n: n * prod(shape))
+    else:  # sparse, over one or two index features, indices out of range sometimes
+        sizes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=2))
+        keys = [f"{name}_i{d}" for d in range(len(sizes))]
+        spec = tfl.SparseFeature(keys if len(keys) > 1 else keys[0], f"{name}_v", dtype,
+                                 sizes if len(sizes) > 1 else sizes[0], already_sorted=draw(st.booleans()))
+
+        def sparse(draw):
+            n = draw(st.integers(0, 3))
+            out = {key: ("i", draw(st.lists(st.integers(-1, size), min_size=n, max_size=n)))
+                   for key, size in zip(keys, sizes) if draw(st.integers(0, 9))}
+            return out | ({f"{name}_v": draw(feature(wire, n, False))} if draw(st.integers(0, 9)) else {})
+        return spec, sparse
+    key = getattr(spec, "value_key", None) or name
+
+    def one(draw):
+        if draw(st.integers(0, 4)) == 0:  # missing
+            return {}
+        return {key: draw(feature(wire, draw(count), empty and kind != "fixed"))}
+    return spec, one
+
+
+@st.composite
+def example_batches(draw):
+    """parse_example specs of every kind, and 1-4 records that mostly fit them."""
+    specs, makers = {}, []
+    for i in range(draw(st.integers(1, 4))):
+        specs[f"k{i}"], maker = _features(draw, f"k{i}", ["fixed", "var", "ragged", "items", "sparse"])
+        makers.append(maker)
+    records = []
+    for _ in range(draw(st.integers(1, 4))):
+        mapping = {}
+        for maker in makers:
+            mapping |= maker(draw)
+        records.append(mapping)
+    return specs, records
+
+
 @st.composite
 def sequence_batches(draw):
-    """Context and sequence specs, and 1-4 records that mostly fit them."""
-    context, lists, makers = {}, {}, []
+    """Context and sequence specs, and 1-4 records that mostly fit them. A context
+    FixedLenFeature is never an empty Feature: TensorFlow's two parsers differ there
+    (test_a_context_feature_of_no_kind_is_missing)."""
+    context, makers = {}, []
     for i in range(draw(st.integers(0, 3))):
-        name, dtype = f"c{i}", draw(dtypes)
-        kind = draw(st.sampled_from(["fixed", "var", "ragged"]))
-        count, empty = st.integers(0, 3), True
-        if kind == "fixed":
-            shape = draw(st.sampled_from([(), (2,), (1, 2), (0,)]))
-            size = prod(shape)
-            default = None
-            if size and draw(st.booleans()):
-                values = draw(st.lists(ELEMENTS[KINDS[dtype]], min_size=size, max_size=size))
-                default = np.array(values, dtype=object).reshape(shape).tolist()
-            context[name] = tfl.FixedLenFeature(shape, dtype, default_value=default)
-            count = st.just(size)
-            empty = False  # TensorFlow's two parsers differ there: test_a_context_feature_of_no_kind
-        elif kind == "var":
-            context[name] = tfl.VarLenFeature(dtype)
-        else:
-            context[name] = tfl.RaggedFeature(dtype, row_splits_dtype=draw(st.sampled_from(["int32", "int64"])))
-        makers.append(("context", name, KINDS[dtype], count, empty))
+        context[f"c{i}"], maker = _features(draw, f"c{i}", ["fixed", "var", "ragged"])
+        makers.append(maker)
+    lists, steps = {}, []
     for i in range(draw(st.integers(0 if context else 1, 3))):
         name, dtype = f"s{i}", draw(dtypes)
         kind = draw(st.sampled_from(["fixed", "var", "ragged"]))
@@ -87,17 +135,15 @@ def sequence_batches(draw):
             lists[name] = tfl.VarLenFeature(dtype)
         else:
             lists[name] = tfl.RaggedFeature(dtype)
-        makers.append(("lists", name, KINDS[dtype], count, True))
+        steps.append((name, KINDS[dtype], count))
     records = []
     for _ in range(draw(st.integers(1, 4))):
         parts = {"context": {}, "lists": {}}
-        for where, name, kind, count, empty in makers:
-            if draw(st.integers(0, 4)) == 0:  # missing
-                continue
-            if where == "context":
-                parts[where][name] = draw(feature(kind, draw(count), empty))
-            else:
-                parts[where][name] = [draw(feature(kind, draw(count))) for _ in range(draw(st.integers(0, 3)))]
+        for maker in makers:
+            parts["context"] |= maker(draw)
+        for name, kind, count in steps:
+            if draw(st.integers(0, 4)):  # else missing
+                parts["lists"][name] = [draw(feature(kind, draw(count))) for _ in range(draw(st.integers(0, 3)))]
         records.append(parts)
     return context, lists, records
 
@@ -150,6 +196,52 @@ def test_parse_sequence_example_matches_tf(tf, backend, batch):
         assert g.keys() == e.keys()
         for name in e:
             _same_single(g[name], e[name])
+
+
+@SETTINGS
+@given(batch=example_batches())
+def test_parse_example_matches_tf_or_fails_where_it_does(tf, backend, batch):
+    """As test_tf_example's, with defaults, SparseFeature (indices out of range too),
+    RaggedFeature value_key, padded FixedLenSequenceFeature items, and records that do not
+    fit: ours fails at the first record TensorFlow fails at."""
+    specs, mappings = batch
+    records = [tf_example(tf, m).SerializeToString() for m in mappings]
+
+    def tf_parse(n):
+        return tf.io.parse_example(tf.constant(records[:n], tf.string, shape=[n]), tf_specs(tf, specs))
+    try:
+        expected = tf_parse(len(records))
+    except (tf.errors.InvalidArgumentError, ValueError):  # ValueError: SparseFeature's shape checks
+        with pytest.raises(FeatureSpecError) as info:
+            tfl.parse_example(records, specs)
+        k = info.value.index
+        tf_parse(k)
+        with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+            tf_parse(k + 1)
+        return
+    try:
+        got = tfl.parse_example(records, specs)
+    except FeatureSpecError as exc:  # counts that even out over the batch: test_sparse_counts_...
+        assert "index feature" in str(exc)
+        return
+    for name in specs:
+        assert_same(got[name], expected[name])
+
+
+def test_sparse_counts_are_checked_per_record(tf, backend):
+    """A SparseFeature's index and value counts must agree in each record. TensorFlow checks
+    them over the whole batch only, so one record's values missing and another's indices
+    missing pair the first record's value with the second's index (a bug); ours names
+    the first record whose counts differ."""
+    spec = {"s": tfl.SparseFeature("i", "v", np.float32, 5)}
+    records = [tfl.encode_example({"v": [7.0]}), tfl.encode_example({"i": [3]})]
+    paired = tf.io.parse_example(records, tf_specs(tf, spec))["s"]
+    assert paired.indices.numpy().tolist() == [[1, 3]] and paired.values.numpy().tolist() == [7.0]
+    with pytest.raises(ValueError):
+        tf.io.parse_example(records[:1], tf_specs(tf, spec))
+    with pytest.raises(FeatureSpecError, match="1 values but index feature 'i' has 0") as info:
+        tfl.parse_example(records, spec)
+    assert info.value.index == 0
 
 
 DEFAULTED = {
