@@ -19,6 +19,9 @@ pytestmark = pytest.mark.interop
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 KINDS = {"float32": "f", "int64": "i", "string": "b"}
 ELEMENTS = {"f": st.floats(width=32, allow_nan=False), "i": st.integers(-2**63, 2**63 - 1), "b": st.binary(max_size=3)}
+# TensorFlow keeps a default's constant by value, and 0.0 == -0.0: whichever zero a process
+# used first is the default of every later spec of the other. Defaults hold no -0.0.
+DEFAULTS = dict(ELEMENTS, f=ELEMENTS["f"].map(lambda x: x + 0.0))
 dtypes = st.sampled_from(sorted(KINDS))
 
 
@@ -52,9 +55,10 @@ def feature(draw, kind, count, empty=True):
     return (kind, draw(st.lists(ELEMENTS[kind], min_size=count, max_size=count)))
 
 
-def _features(draw, name, kinds, empty=True):
+def _features(draw, name, kinds, empty_fixed=True):
     """A spec of one of kinds for name, and a function drawing one record's features for it
-    ({key: (kind, values)}, or {} when missing)."""
+    ({key: (kind, values)}, or {} when missing); empty_fixed: a FixedLenFeature's may be an
+    empty Feature."""
     dtype = draw(dtypes)
     kind, wire = draw(st.sampled_from(kinds)), KINDS[dtype]
     count = st.integers(0, 3)
@@ -63,7 +67,7 @@ def _features(draw, name, kinds, empty=True):
         size = prod(shape)
         default = None
         if size and draw(st.booleans()):
-            values = draw(st.lists(ELEMENTS[wire], min_size=size, max_size=size))
+            values = draw(st.lists(DEFAULTS[wire], min_size=size, max_size=size))
             default = np.array(values, dtype=object).reshape(shape).tolist()
         spec, count = tfl.FixedLenFeature(shape, dtype, default_value=default), st.just(size)
     elif kind == "var":
@@ -73,7 +77,7 @@ def _features(draw, name, kinds, empty=True):
         spec = tfl.RaggedFeature(dtype, value_key=key, row_splits_dtype=draw(st.sampled_from(["int32", "int64"])))
     elif kind == "items":  # FixedLenSequenceFeature in parse_example: items of the shape, padded
         shape = draw(st.sampled_from([(), (2,)]))
-        default = draw(st.one_of(st.none(), ELEMENTS[wire]))
+        default = draw(st.one_of(st.none(), DEFAULTS[wire]))
         spec = tfl.FixedLenSequenceFeature(shape, dtype, allow_missing=True, default_value=default)
         count = st.integers(0, 2).map(lambda n: n * prod(shape))
     else:  # sparse, over one or two index features, indices out of range sometimes
@@ -93,7 +97,7 @@ def _features(draw, name, kinds, empty=True):
     def one(draw):
         if draw(st.integers(0, 4)) == 0:  # missing
             return {}
-        return {key: draw(feature(wire, draw(count), empty and kind != "fixed"))}
+        return {key: draw(feature(wire, draw(count), empty_fixed or kind != "fixed"))}
     return spec, one
 
 
@@ -120,7 +124,7 @@ def sequence_batches(draw):
     (test_a_context_feature_of_no_kind_is_missing)."""
     context, makers = {}, []
     for i in range(draw(st.integers(0, 3))):
-        context[f"c{i}"], maker = _features(draw, f"c{i}", ["fixed", "var", "ragged"])
+        context[f"c{i}"], maker = _features(draw, f"c{i}", ["fixed", "var", "ragged"], empty_fixed=False)
         makers.append(maker)
     lists, steps = {}, []
     for i in range(draw(st.integers(0 if context else 1, 3))):
@@ -372,3 +376,16 @@ def test_a_scalar_default_fills_the_shape(tf, backend, dtype, default):
     got = tfl.parse_example(records, spec)["a"]
     assert got.shape == (2, 2, 3) and (got[0] == default).all()
     assert_same(got, tf.io.parse_example(records, tf_specs(tf, spec))["a"])
+
+
+def test_zero_defaults_keep_their_sign(tf, backend):
+    """TensorFlow keeps a default's constant by value, and 0.0 == -0.0: a spec defaulting to
+    one zero gets whichever zero the process used first (a bug). Ours keeps each sign."""
+    records = [tfl.encode_example({"b": 1})]
+    signs = []
+    for zero in (-0.0, 0.0):
+        tf_spec = {"a": tf.io.FixedLenFeature([], tf.float32, default_value=zero)}
+        signs.append(tf.io.parse_example(records, tf_spec)["a"].numpy().view(np.uint32).tolist())
+        got = tfl.parse_example(records, {"a": tfl.FixedLenFeature([], np.float32, default_value=zero)})["a"]
+        assert got.view(np.uint32).tolist() == [np.float32(zero).view(np.uint32)]
+    assert signs[0] == signs[1]
