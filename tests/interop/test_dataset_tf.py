@@ -280,11 +280,12 @@ def test_shards_match_tensorflow(tf, backend, tmp_path_factory, layout, count, c
 @pytest.mark.interop
 @DATA
 @given(layout=layouts, cycle=st.integers(1, 4), block=st.integers(1, 3), batch=st.one_of(st.none(), st.integers(1, 3)),
-       data=st.data())
+       tracked=st.booleans(), data=st.data())
 def test_resuming_after_k_elements_is_tensorflows_skip(tf, backend, tmp_path_factory, layout, cycle, block, batch,
-                                                       data):
+                                                       tracked, data):
     # No take/skip methods: take k is islice, and a state saved after k elements resumes
-    # at TensorFlow's .skip(k) (a fresh dataset that loads it, as after a restart).
+    # at TensorFlow's .skip(k) (a fresh dataset that loads it, as after a restart), whether
+    # it holds the file positions (state_dict() called before the epoch) or reads again.
     import itertools
 
     files, types = _write(tmp_path_factory.mktemp("rs"), layout)
@@ -296,6 +297,8 @@ def test_resuming_after_k_elements_is_tensorflows_skip(tf, backend, tmp_path_fac
     def make():
         return TFRecordDataset(files, batch_size=batch, cycle_length=cycle, block_length=block, max_open_files=cycle)
     first = make()
+    if tracked:
+        first.state_dict()
     taken = list(itertools.islice(iter(first), k))
     state = first.state_dict()
     second = make()
