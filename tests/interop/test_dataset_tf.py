@@ -169,7 +169,8 @@ COMPRESSIONS = [None, "gzip", "zlib"]
 layouts = st.lists(st.tuples(st.integers(0, 6), st.sampled_from(COMPRESSIONS)), min_size=1, max_size=5)
 SPEC = {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.VarLenFeature(np.float32), "r": tfl.RaggedFeature(bytes),
         "m": tfl.FixedLenFeature([2], np.float32, default_value=[1, 2]),
-        "s": tfl.SparseFeature("si", "sv", np.int64, 6), "q": tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True)}
+        "s": tfl.SparseFeature("si", "sv", np.int64, 6),
+        "q": tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True)}
 
 
 def _example(f, j):
