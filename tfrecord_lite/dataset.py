@@ -73,7 +73,8 @@ class TFRecordDataset:
         Raw records are read ahead one piece per open file whatever this is; batched raw
         output is made as it is taken (it is index arrays over the read blocks).
     num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
-        epoch count (or call ``set_epoch``), so a new pass reshuffles.
+        epoch count (or call ``set_epoch``), so a new pass reshuffles. Each epoch is batched
+        on its own (TensorFlow's ``.batch(...).repeat(num_epochs)``): no batch spans two.
 
     Worker errors are raised by the consumer's ``next()`` with their path/offset/index, after
     every record before the bad one (whole batches; parsed), as TensorFlow delivers them.

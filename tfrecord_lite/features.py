@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import MISSING, dataclass, fields
-from math import prod
+from math import isfinite, prod
 from typing import Any, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
@@ -104,6 +104,16 @@ def _default(value, shape, dtype, owner):
     raise FeatureSpecError(f"{owner}: default_value has {arr.size} values, the shape {list(shape)} needs {size}")
 
 
+def _literal(value) -> str:
+    """A default's ``tolist()`` as source text: repr, but inf and nan (bare names in a
+    repr) as float('inf') and float('nan')."""
+    if isinstance(value, list):
+        return f"[{', '.join(map(_literal, value))}]"
+    if isinstance(value, float) and not isfinite(value):
+        return f"float('{value}')"
+    return repr(value)
+
+
 def _tf_dtype(dtype: str) -> str:
     return {"float32": "tf.float32", "int64": "tf.int64", "string": "tf.string"}[dtype]
 
@@ -149,7 +159,7 @@ class FixedLenFeature:
         _frozen_set(self, dtype=dtype, shape=shape, default_value=default)
 
     def to_tf(self) -> str:
-        default = "" if self.default_value is None else f", default_value={self.default_value.tolist()!r}"
+        default = "" if self.default_value is None else f", default_value={_literal(self.default_value.tolist())}"
         return f"tf.io.FixedLenFeature({list(self.shape)}, {_tf_dtype(self.dtype)}{default})"
 
 
@@ -251,8 +261,9 @@ class FixedLenSequenceFeature:
         _frozen_set(self, dtype=dtype, shape=shape, default_value=default)
 
     def to_tf(self) -> str:
+        default = "" if self.default_value is None else f", default_value={_literal(self.default_value.tolist())}"
         return (f"tf.io.FixedLenSequenceFeature({list(self.shape)}, {_tf_dtype(self.dtype)}, "
-                f"allow_missing={self.allow_missing})")
+                f"allow_missing={self.allow_missing}{default})")
 
 
 @dataclass(frozen=True)
@@ -339,7 +350,7 @@ def spec_code(spec) -> str:
         elif field.name == "shape":
             text = repr(list(value))
         else:
-            text = repr(value.tolist() if isinstance(value, np.ndarray) else value)
+            text = _literal(value.tolist()) if isinstance(value, np.ndarray) else repr(value)
         if field.default is MISSING:
             args.append(text)
         elif not (value is field.default or (not isinstance(value, np.ndarray) and value == field.default)):

@@ -2,11 +2,16 @@
 exactly what Dataset.from_tensor_slices(files).interleave(TFRecordDataset, cycle_length,
 block_length) yields."""
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+import tfrecord_lite as tfl
 from tfrecord_lite import TFRecordDataset, TFRecordWriter
 
 from .._records import interleave
+from .test_tf_example import assert_same
 
 COUNTS = [5, 0, 9, 1, 13, 4, 7]
 
@@ -46,10 +51,8 @@ def test_a_bad_record_stops_the_interleave_where_tensorflow_does(backend, tmp_pa
     # DataLossError; so does TFRecordDataset, in every output (whole batches when batched),
     # with the error of the bad record reached (TensorFlow's message names no file: the
     # interleave model of the other tests, checked against TensorFlow here, tells which).
-    import numpy as np
     import tensorflow as tf
 
-    import tfrecord_lite as tfl
     from tfrecord_lite.errors import DataLossError
 
     files = []
@@ -157,3 +160,155 @@ def test_file_shards_under_stop_are_tensorflows_shards_of_the_file_list(backend,
                                            num_threads=3, shard=(i, count), deterministic=deterministic))
                 same = got == want if deterministic else collections.Counter(got) == collections.Counter(want)
                 assert same, (trial, files, count, i, cycle, block, deterministic)
+
+
+# -- generated layouts against tf.data ----------------------------------------------------
+
+DATA = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+COMPRESSIONS = [None, "gzip", "zlib"]
+layouts = st.lists(st.tuples(st.integers(0, 6), st.sampled_from(COMPRESSIONS)), min_size=1, max_size=5)
+SPEC = {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.VarLenFeature(np.float32), "r": tfl.RaggedFeature(bytes),
+        "m": tfl.FixedLenFeature([2], np.float32, default_value=[1, 2]),
+        "s": tfl.SparseFeature("si", "sv", np.int64, 6),
+        "q": tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True)}
+
+
+def _example(f, j):
+    """Record j of file f: an Example whose features vary with (f, j), some missing."""
+    k = f + j
+    mapping = {"id": 100 * f + j, "v": np.arange(k % 3, dtype=np.float32), "r": [b"x"] * (k % 3),
+               "si": [(3 * k + i) % 6 for i in range(k % 2 * 2)], "sv": list(range(k % 2 * 2)), "q": list(range(j % 3))}
+    if k % 2:
+        mapping["m"] = [3.0, 4.0]
+    return tfl.encode_example(mapping)
+
+
+def _write(directory, layout):
+    """Files of a layout [(records, compression)], and their TensorFlow compression types."""
+    files = []
+    for f, (n, compression) in enumerate(layout):
+        path = str(directory / f"{f}.tfrecord")
+        with TFRecordWriter(path, compression=compression) as w:
+            w.write_many(_example(f, j) for j in range(n))
+        files.append(path)
+    return files, [(c or "").upper() for _, c in layout]
+
+
+def _tf_records(tf, files, types, cycle, block, per_file=lambda ds, f: ds):
+    """TensorFlow's interleave of the files; per_file(dataset, file position) edits each file's."""
+    pairs = tf.data.Dataset.from_tensor_slices((files, types, tf.range(len(files), dtype=tf.int64)))
+    return pairs.interleave(lambda p, t, f: per_file(tf.data.TFRecordDataset(p, compression_type=t), f),
+                            cycle_length=cycle, block_length=block)
+
+
+def _ids(records):
+    return [int(i) for i in tfl.parse_example(list(records), {"id": SPEC["id"]})["id"]] if len(records) else []
+
+
+@pytest.mark.interop
+@DATA
+@given(counts=st.lists(st.integers(0, 6), min_size=1, max_size=5), compression=st.sampled_from(COMPRESSIONS),
+       reads=st.one_of(st.none(), st.integers(1, 7)), auto=st.booleans())
+def test_num_parallel_reads_is_cycle_length(tf, backend, tmp_path_factory, counts, compression, reads, auto):
+    # TFRecordDataset(files, num_parallel_reads=n) interleaves n files a record at a time;
+    # None reads them one after the other, as our default of one thread does.
+    files, types = _write(tmp_path_factory.mktemp("npr"), [(n, compression) for n in counts])
+    want = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type=types[0], num_parallel_reads=reads)]
+    options = {} if reads is None else {"cycle_length": reads}
+    got = list(TFRecordDataset(files, compression="auto" if auto else compression, **options))
+    assert got == want
+
+
+@pytest.mark.interop
+@DATA
+@given(layout=layouts, cycle=st.integers(1, 7), block=st.integers(1, 8), threads=st.integers(1, 3),
+       batch=st.one_of(st.none(), st.integers(1, 5)), drop=st.booleans(), epochs=st.integers(1, 2),
+       parsed=st.booleans(), memory_map=st.booleans())
+def test_interleave_batch_and_epochs_match_tensorflow(tf, backend, tmp_path_factory, layout, cycle, block, threads,
+                                                      batch, drop, epochs, parsed, memory_map):
+    # cycle_length past the number of files and block_length past a file's records included.
+    # Each epoch is batched on its own: TensorFlow's .batch(size, drop_remainder).repeat(epochs).
+    files, types = _write(tmp_path_factory.mktemp("il"), layout)
+    ds = _tf_records(tf, files, types, cycle, block)
+    if batch is not None:
+        ds = ds.batch(batch, drop_remainder=drop)
+    if parsed:
+        spec = {k: eval(s.to_tf(), {"tf": tf}) for k, s in SPEC.items()}
+        ds = ds.map(lambda r: (tf.io.parse_example if batch else tf.io.parse_single_example)(r, spec))
+    want = list(ds.repeat(epochs))
+    dataset = TFRecordDataset(files, SPEC if parsed else None, batch_size=batch, drop_remainder=drop,
+                              cycle_length=cycle, block_length=block, num_threads=threads, max_open_files=cycle + 1,
+                              num_epochs=epochs, memory_map=memory_map)
+    got = list(dataset)
+    assert len(got) == len(want) == dataset.num_elements() * epochs
+    for g, w in zip(got, want):
+        if not parsed:
+            assert _plain(g) == _plain(w.numpy())
+            continue
+        for name, spec in SPEC.items():
+            if batch or not isinstance(spec, tfl.RaggedFeature):
+                assert_same(g[name], w[name])
+            else:
+                assert g[name].tolist() == w[name].numpy().tolist()
+
+
+@pytest.mark.interop
+@DATA
+@given(layout=layouts, count=st.integers(1, 7), cycle=st.integers(1, 4), block=st.integers(1, 3),
+       threads=st.integers(1, 3))
+def test_shards_match_tensorflow(tf, backend, tmp_path_factory, layout, count, cycle, block, threads):
+    # shard=(i, n) with at least n files: Dataset.from_tensor_slices(files).shard(n, i) before
+    # the interleave. With fewer: record j of file f when (f + j) % n == i, that is each
+    # file's TFRecordDataset(file).shard(n, (i - f) % n) inside the interleave.
+    files, types = _write(tmp_path_factory.mktemp("sh"), layout)
+    every = []
+    for i in range(count):
+        if count <= len(files):
+            pairs = tf.data.Dataset.from_tensor_slices((files, types)).shard(count, i)
+            want = pairs.interleave(lambda p, t: tf.data.TFRecordDataset(p, compression_type=t),
+                                    cycle_length=cycle, block_length=block)
+        else:
+            want = _tf_records(tf, files, types, cycle, block, lambda ds, f: ds.shard(count, (i - f) % count))
+        want = [r.numpy() for r in want]
+        dataset = TFRecordDataset(files, shard=(i, count), cycle_length=cycle, block_length=block,
+                                  num_threads=threads, max_open_files=cycle)
+        assert list(dataset) == want
+        assert dataset.num_elements() == len(want)
+        every += _ids(want)
+    assert sorted(every) == sorted(100 * f + j for f, (n, _) in enumerate(layout) for j in range(n))
+
+
+@pytest.mark.interop
+@DATA
+@given(layout=layouts, cycle=st.integers(1, 4), block=st.integers(1, 3), batch=st.one_of(st.none(), st.integers(1, 3)),
+       tracked=st.booleans(), data=st.data())
+def test_resuming_after_k_elements_is_tensorflows_skip(tf, backend, tmp_path_factory, layout, cycle, block, batch,
+                                                       tracked, data):
+    # No take/skip methods: take k is islice, and a state saved after k elements resumes
+    # at TensorFlow's .skip(k) (a fresh dataset that loads it, as after a restart), whether
+    # it holds the file positions (state_dict() called before the epoch) or reads again.
+    import itertools
+
+    files, types = _write(tmp_path_factory.mktemp("rs"), layout)
+    ds = _tf_records(tf, files, types, cycle, block)
+    if batch:
+        ds = ds.batch(batch)
+    k = data.draw(st.integers(0, len(list(ds))))
+
+    def make():
+        return TFRecordDataset(files, batch_size=batch, cycle_length=cycle, block_length=block, max_open_files=cycle)
+    first = make()
+    if tracked:
+        first.state_dict()
+    taken = list(itertools.islice(iter(first), k))
+    state = first.state_dict()
+    second = make()
+    second.load_state_dict(state)
+    rest = list(second)
+    assert [_plain(x) for x in taken] == [_plain(w.numpy()) for w in ds.take(k)]
+    assert [_plain(x) for x in rest] == [_plain(w.numpy()) for w in ds.skip(k)]
+
+
+def _plain(element):
+    """A record as bytes, a batch (RecordBatch or TensorFlow's array) as a list of them."""
+    return element if isinstance(element, bytes) else list(element)
