@@ -93,8 +93,8 @@ def cmd_schema(args) -> int:
     schema = infer_schema(records, sample=len(records))  # its errors name the record's file
     parts = ({"context": schema.context, "feature_lists": schema.feature_lists}
              if isinstance(schema, SequenceSchema) else None)
-    if args.format == "tf":
-        print(schema.to_tf_code())
+    if args.format == "tf":  # a program to save and run, as --format python prints
+        print("import tensorflow as tf\n\n" + schema.to_tf_code())
     elif args.format == "python":
         print(schema.to_code())
     elif args.format == "json":
