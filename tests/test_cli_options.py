@@ -277,6 +277,45 @@ def test_to_parquet_without_a_spec_and_split_refuse_a_pipe(backend, tmp_path, ca
     assert "a pipe can be read only once" in capfd.readouterr().err
 
 
+def test_index_refuses_a_pipe_and_merge_index_one_as_out(backend, tmp_path, capfd):
+    # index opened a FIFO more than once, and hung (/dev/stdin: "corrupted record at 0");
+    # merge --index -o /dev/stdout wrote /dev/stdout.index
+    import contextlib
+    import threading
+    import time
+
+    src = _write(tmp_path / "src.tfrecord", _examples(0, 5))
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def feed():  # the file to each reader that opens the FIFO, until done
+        while not done.is_set():
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader yet
+                time.sleep(0.01)
+                continue
+            with contextlib.suppress(BrokenPipeError):  # a reader that closed early
+                os.write(fd, open(src, "rb").read())
+            os.close(fd)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        assert main(["index", src, fifo]) == 1
+    finally:
+        done.set()
+        feeder.join(10)
+    assert "tfrecord-lite index: " + fifo + ": an index holds byte offsets" in capfd.readouterr().err
+    drain = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so that a writer's open returns
+    try:
+        assert main(["merge", src, "-o", fifo, "--index"]) == 1
+    finally:
+        os.close(drain)
+    assert "OUT is a pipe or a device" in capfd.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "src.tfrecord"]
+
+
 @pytest.mark.parametrize("argv", [["count"], ["verify"], ["head"], ["schema"], ["stats"], ["index"],
                                   ["merge", "-o", "{out}", "--verify"], ["cat", "-o", "{out}", "--verify"],
                                   ["split", "-n", "2", "--prefix", "{out}"]])

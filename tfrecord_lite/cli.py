@@ -277,8 +277,18 @@ def cmd_verify(args) -> int:
     return 1 if bad or foreign else 0
 
 
+def _not_a_file(path) -> bool:
+    """Whether path is a pipe or a device (/dev/stdin, /dev/stdout, a FIFO, even one that
+    leads to a file): an index of it gives offsets nothing can seek to, and its sidecar would
+    be written into /dev."""
+    return _fs.is_special(path) or (not _fs.is_url(path) and os.path.abspath(path).startswith(("/dev/", "/proc/")))
+
+
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
+    if args.index and _not_a_file(args.output):
+        raise TFRecordError("--index writes OUT.index beside OUT, but OUT is a pipe or a device",
+                            path=args.output, hint="Leave out --index, or write OUT to a file")
     out = merge(args.files, args.output, compression=args.compression,
                 input_compression=args.input_compression, verify=_verifying(args),
                 index=args.index, progress=args.progress, storage_options=_storage(args),
@@ -306,6 +316,11 @@ def cmd_split(args) -> int:
 
 def cmd_index(args) -> int:
     """Write the index sidecar (FILE.index: "offset length" per record) of each file."""
+    for path in args.files:  # before any sidecar is written
+        if _not_a_file(path):
+            raise TFRecordError("an index holds byte offsets to seek to in a file, but this is a pipe or a device",
+                                path=path, hint="Copy it to a file first (tfrecord-lite cat FILE -o copy.tfrecord) "
+                                "and index the copy")
     with _bar(args, "index") as bar:
         sidecars = []
         for path in args.files:
