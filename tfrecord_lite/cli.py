@@ -159,7 +159,11 @@ def _in_cli_words(exc, args) -> str:
     if not exc.hint or not _PYTHON_ARGUMENT.search(exc.hint):
         return str(exc)
     if "on_corrupt=" in exc.hint and not hasattr(args, "on_corrupt"):
-        exc.hint = f"The file is damaged: {_SALVAGE}"
+        if "max_record_bytes" in exc.hint and hasattr(args, "max_record_bytes"):  # index: the record may be real
+            exc.hint = re.sub(r"\(on_corrupt=[^)]*\)", f"({_SALVAGE})", exc.hint)
+            exc.hint = _PYTHON_ARGUMENT.sub("--max-record-bytes", exc.hint)
+        else:
+            exc.hint = f"The file is damaged: {_SALVAGE}"
     elif "max_record_bytes" in exc.hint and not hasattr(args, "max_record_bytes"):
         exc.hint = "The file is damaged: pass --on-corrupt skip to drop bad records"
     else:
