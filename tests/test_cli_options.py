@@ -61,6 +61,17 @@ def test_every_command_reading_files_takes_a_directory_or_a_glob(backend, parts,
     assert pq.read_table(parquet).column("id").to_pylist() == list(range(12))
 
 
+def test_files_may_follow_options(backend, parts, tmp_path, capfd):
+    # argparse took the FILEs before the first option only: "unrecognized arguments: b"
+    a, b, c = parts[1]
+    assert main(["count", a, "--no-crc", b]) == 0
+    assert capfd.readouterr().out.splitlines() == [f"3\t{a}", f"4\t{b}", "7\ttotal"]
+    assert main(["count", "--no-crc", "--", c]) == 0 and capfd.readouterr().out == f"5\t{c}\n"
+    out = str(tmp_path / "ab.tfrecord")
+    assert main(["merge", a, "-o", out, b]) == 0
+    assert list(tfl.TFRecordReader(out)) == _examples(0, 7) and backend.name == tfl.implementation
+
+
 def test_a_file_named_like_a_glob_is_itself_and_an_empty_match_is_an_error(backend, tmp_path, capfd):
     literal = _write(tmp_path / "x[1].tfrecord", [b"r"] * 2)
     assert main(["count", literal]) == 0

@@ -466,13 +466,31 @@ examples:
 """
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: FILEs may come after options too (count a.tfrecord --no-crc
+    b.tfrecord), which plain argparse refuses as unrecognized arguments."""
+
+    _mixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        # parse_known_intermixed_args calls back here (before Python 3.12), and loses the
+        # FILEs after a "--" (Python 3.11)
+        if self._mixing or "--" in (args or ()):
+            return super().parse_known_args(args, namespace)
+        self._mixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._mixing = False
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecord-lite",
         description="Read, write and check TFRecord files without TensorFlow.",
     )
     parser.add_argument("--version", action="version", version=f"tfrecord_lite {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
 
     p = sub.add_parser("demo", help="write, read back and verify a sample sharded dataset",
                        description=cmd_demo.__doc__)
