@@ -116,6 +116,29 @@ def test_stats(backend, files, tmp_path, capfd):
     assert f"{bad}, record 1" in err and backend.name == tfl.implementation
 
 
+def test_stats_counts_a_sequence_examples_feature_lists(backend, tmp_path, capfd):
+    # A SequenceExample decodes as an Example of its context: its feature lists went uncounted
+    path = str(tmp_path / "seq.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        for i in range(4):
+            lists = {"frames": [[1.0, 2.0]] * i}
+            if i % 2:
+                lists["ids"] = [[i]] * i
+            w.write(tfl.encode_sequence_example({"label": i}, lists))
+    assert main(["stats", path]) == 0
+    assert [line.split() for line in capfd.readouterr().out.splitlines()[1:]] == [
+        ["context:"], ["feature", "dtype", "present", "share", "values", "min/rec", "max/rec"],
+        ["label", "int64", "4", "100.0%", "4", "1", "1"],
+        ["feature", "lists:"], ["feature", "dtype", "present", "share", "values", "min/rec", "max/rec"],
+        ["frames", "float32", "4", "100.0%", "12", "0", "6"], ["ids", "int64", "2", "50.0%", "4", "1", "3"]]
+    assert main(["stats", path, "--format", "json"]) == 0
+    report = json.loads(capfd.readouterr().out)
+    assert report["features"]["label"]["values"] == 4
+    assert report["feature_lists"]["ids"] == {"dtype": "int64", "present": 2, "share": 0.5, "values": 4,
+                                              "min_values": 1, "max_values": 3}
+    assert backend.name == tfl.implementation
+
+
 def test_to_parquet(backend, files, tmp_path, capfd):
     out = str(tmp_path / "all.parquet")
     assert main(["to-parquet", *files, "-o", out, "--batch-size", "30"]) == 0

@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+import numpy as np
+
 from . import _native
 from . import fs as _fs
 from .cli import (
@@ -122,27 +124,56 @@ class _FeatureStats:
         self.most = 0
 
     def add(self, kinds, counts):
-        from .example import ABSENT, _KIND_NAME
+        """A feature's column: each record's kind (ABSENT where it lacks the key) and count."""
+        from .example import ABSENT
 
         held = kinds != ABSENT
+        self._add(held, kinds[held], counts[held])
+
+    def add_list(self, steps, kinds, counts):
+        """A feature list's column: each record's steps (negative where it lacks the list),
+        then each step's kind and count; a record's values are its steps' values."""
+        held = steps >= 0
+        steps = np.maximum(steps, 0)
+        ends = np.cumsum(steps)
+        sums = np.concatenate([[0], np.cumsum(counts)])
+        self._add(held, kinds, (sums[ends] - sums[ends - steps])[held])
+
+    def _add(self, held, kinds, counts):
+        """held: the records holding the feature; kinds: the kinds seen; counts: the values
+        of each record holding it."""
+        from .example import _KIND_NAME
+
         if not held.any():
             return
         self.present += int(held.sum())
-        self.kinds.update(_KIND_NAME[k] for k in set(kinds[held].tolist()) if k in _KIND_NAME)
-        counts = counts[held]
+        self.kinds.update(_KIND_NAME[k] for k in set(kinds.tolist()) if k in _KIND_NAME)
         self.values += int(counts.sum())
         least, most = int(counts.min()), int(counts.max())
         self.least = least if self.least is None else min(self.least, least)
         self.most = max(self.most, most)
 
 
+def _decode_records(batch):
+    """Examples and SequenceExamples: an Example decodes as a SequenceExample without lists
+    (same field 1). Records that are neither are named malformed Examples, as they mostly are."""
+    try:
+        return _native.example.decode_sequence_examples(batch)
+    except TFRecordError:
+        _native.example.decode_examples(batch)  # raises in an Example's words if not one either
+        raise
+
+
 def cmd_stats(args) -> int:
     """Count the records and bytes of FILEs and, per feature, the records holding it and
-    its values (total, fewest and most per record). Records that are not Examples fail."""
+    its values (total, fewest and most per record). A SequenceExample's feature lists are
+    listed after its context, a list's values summed over its steps. Records that are not
+    Examples or SequenceExamples fail."""
     from .batch import RecordBatch
 
     records = nbytes = 0
     features: dict = collections.defaultdict(_FeatureStats)
+    lists: dict = collections.defaultdict(_FeatureStats)
     with _bar(args, "stats") as bar:
         for path in args.files:
             in_file = 0
@@ -150,30 +181,39 @@ def cmd_stats(args) -> int:
                 for block in tracked_blocks(r, bar):
                     batch = RecordBatch(*block)
                     try:
-                        names, columns = _native.example.decode_examples(batch)
+                        names, columns, list_names, list_columns = _decode_records(batch)
                     except TFRecordError as exc:  # name the file and the record within it
                         i = exc.index or 0  # the block's frames follow one another from batch_offset
                         raise type(exc)(exc.detail, path=path, index=r.batch_index + i,
                                         offset=r.batch_offset + int(block[1][i]) - _native.framing.HEADER_BYTES,
-                                        hint="stats reads tf.train.Example records") from None
+                                        hint="stats reads tf.train.Example and SequenceExample records") from None
                     for name, column in zip(names, columns):
                         features[name].add(column.kinds, column.counts)
+                    for name, column in zip(list_names, list_columns):
+                        lists[name].add_list(column.steps, column.kinds, column.counts)
                     in_file += len(batch)
                 # A pipe has no size: what came through it is its size.
                 nbytes += r.input_offset if _fs.is_special(path) else _fs.size(path, _storage(args))
             records += in_file
     # A feature is held by at least one record, so records > 0; JSON's share is the fraction.
-    rows = [(name, "/".join(sorted(s.kinds)) or "-", s.present, s.present / records,
-             s.values, s.least if s.least is not None else "-", s.most)
-            for name, s in sorted(features.items())]
+    def rows(specs):
+        return [(name, "/".join(sorted(s.kinds)) or "-", s.present, s.present / records,
+                 s.values, s.least if s.least is not None else "-", s.most)
+                for name, s in sorted(specs.items())]
+
     if args.format == "json":
         keys = ("dtype", "present", "share", "values", "min_values", "max_values")
         print(json.dumps({"files": len(args.files), "records": records, "bytes": nbytes,
-                          "features": {row[0]: dict(zip(keys, row[1:])) for row in rows}}, indent=2))
+                          **{part: {row[0]: dict(zip(keys, row[1:])) for row in rows(specs)}
+                             for part, specs in (("features", features), ("feature_lists", lists))}},
+                         indent=2))
         return 0
     print(f"{records} records, {nbytes} bytes in {len(args.files)} file(s)")
-    _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"),
-                 [(*row[:3], f"{row[3]:.1%}", *row[4:]) for row in rows])
+    for title, specs in ((("context", features), ("feature lists", lists)) if lists else ((None, features),)):
+        if title:
+            print(f"{title}:")
+        _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"),
+                     [(*row[:3], f"{row[3]:.1%}", *row[4:]) for row in rows(specs)])
     return 0
 
 
