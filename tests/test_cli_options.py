@@ -344,6 +344,8 @@ def test_every_command_reading_records_takes_max_record_bytes(backend, tmp_path,
         salvage = "--on-corrupt skip " if argv[0] != "index" else "copy the good records with: tfrecord-lite cat"
         assert "pass a larger --max-record-bytes; otherwise the file is damaged (" + salvage in std.err
         assert "max_record_bytes;" not in std.err and "on_corrupt=" not in std.err
+    else:  # verify called each such record corrupt, and said only to re-create the file
+        assert "pass a larger --max-record-bytes to read it" in std.err
     assert main(argv + ["--max-record-bytes", "31"]) == 0
     capfd.readouterr()
 

@@ -20,7 +20,7 @@ import sys
 
 from ._version import __version__
 from . import fs as _fs
-from .errors import NotTFRecordError, TFRecordError
+from .errors import NotTFRecordError, RecordTooLargeError, TFRecordError
 from .files import resolve_files
 from .index import build_index
 from .io import check_tfrecord, normalize_compression
@@ -278,6 +278,9 @@ def cmd_verify(args) -> int:
         print(f"{foreign} file(s) are not TFRecord files.", file=sys.stderr)
     if bad:
         print(f"{bad} corrupt record(s) found. Re-create the damaged files, or {_SALVAGE}.", file=sys.stderr)
+    if any(isinstance(err, RecordTooLargeError) for _, _, problems in results for err in problems):
+        print("A length over --max-record-bytes may be a real record that large: pass a larger "
+              "--max-record-bytes to read it.", file=sys.stderr)
     return 1 if bad or foreign else 0
 
 
