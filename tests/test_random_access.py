@@ -302,3 +302,15 @@ def test_a_file_damaged_after_its_index_was_read_fails_as_the_reader_fails(backe
             assert fields(info.value) == want, data.hex()
         assert f[:k] == records[:k]
         f.close()
+
+
+def test_build_index_refuses_a_pipe(backend, tmp_path):
+    # scan_index opened its file twice (a look at the first bytes, then the read): a FIFO's
+    # second open waited for a writer forever, /dev/stdin's read came up "corrupted at 0".
+    from tfrecord_lite.errors import TFRecordError
+
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    with pytest.raises(TFRecordError, match="byte offsets to seek to in a file, but this is a pipe") as info:
+        build_index(fifo)
+    assert info.value.path == fifo and not os.path.exists(fifo + ".index")

@@ -71,6 +71,9 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
     DataLossError, naming the record and offset. progress: a bool (see tfrecord_lite.progress)
     or an open bar to advance by the bytes scanned."""
     path = os.fspath(path)
+    if _fs.is_special(path):  # read twice below: a FIFO's second open waited for a writer forever
+        raise TFRecordError("an index holds byte offsets to seek to in a file, but this is a pipe or a device",
+                            path=path, hint="copy it to a file first and index the copy")
     with _fs.open_input(path, storage_options) as f:
         if detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None:
             raise TFRecordError(
