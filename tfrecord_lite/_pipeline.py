@@ -191,7 +191,12 @@ class Run:
         self._buffers = ds._buffers
         # Mapped files likewise (MappedFiles): on 2 cores, mapped epochs of W1 images took 0.59x
         # the time at one thread and 0.43x at two, of W2 records 0.5x raw and 0.8x parsed.
-        if ds.memory_map and ds._maps is None:
+        # Not where each mapping keeps a descriptor while it lives (the pure-Python backend's
+        # before Python 3.13): the records of a batch, a parse task or the shuffle buffer keep
+        # their files' mappings, and batches spanning many small files held one descriptor each,
+        # past max_open_files (EMFILE under a ulimit of 64). Those files are read instead.
+        self._memory_map = ds.memory_map and not _maps_hold_descriptors()
+        if self._memory_map and ds._maps is None:
             ds._maps = MappedFiles(_MAPS_KEPT)
         if self._blocks and self._parse is None:
             self._parse = _raw_batch
@@ -527,7 +532,7 @@ class Run:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
                                          start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk,
-                                         buffers=self._buffers, memory_map=ds.memory_map, maps=ds._maps)
+                                         buffers=self._buffers, memory_map=self._memory_map, maps=ds._maps)
             if slot.reader.mapped and self._blocks:
                 slot.reader.chunk_size = self._mapped_chunk
             slot.iter = slot.reader.blocks_in_place() if self._blocks else slot.reader.batches()
@@ -629,6 +634,11 @@ def _rounds(slots, index, block):
     chunk = Gathered.rounds([slots[c].piece[slots[c].at:slots[c].at + n] for c, n in moved], block, rounds, extra)
     last = order[extra - 1] if extra else order[-1]
     return chunk, moved, (last + 1) % len(slots)
+
+
+def _maps_hold_descriptors() -> bool:
+    """Whether the active backend's mappings each keep a duplicate descriptor while they live."""
+    return getattr(getattr(_native.framing, "_MappedFile", None), "holds_descriptor", False)
 
 
 def _cut(n, want, keep) -> int:

@@ -64,7 +64,8 @@ class TFRecordDataset:
     ``memory_map=True`` scans local files in the page cache, with no read calls or copies:
     raw batches are then views of the files' pages, and the pages read count as the
     process's resident memory for as long as the dataset keeps the mappings (from epoch to
-    epoch, up to 1,024 files).
+    epoch, up to 1,024 files). Not under the pure-Python backend before Python 3.13, whose
+    mappings each keep a descriptor while records of theirs live: the files are read.
     prefetch: parse tasks kept ready ahead of the consumer (default 2 x num_threads), fewer
         where they would hold over 128 MiB of records (large records). A task is one batch;
         small batches of a spec of only FixedLenFeature / RawTensorFeature are parsed
