@@ -241,7 +241,10 @@ class TFRecordDataset:
 
     def _rng(self, epoch, stage):
         # One independent stream per (seed, epoch, stage): reproducible, and epochs differ.
-        state = np.random.SeedSequence([self.seed, epoch, stage]).generate_state(2, np.uint64)
+        # SeedSequence takes no negative entropy: a negative seed (hash() of a name) gets
+        # words of its own, apart from every other seed's.
+        words = [self.seed, epoch, stage] if self.seed >= 0 else [-self.seed, epoch, stage, 1]
+        state = np.random.SeedSequence(words).generate_state(2, np.uint64)
         return random.Random(int(state[0]) << 64 | int(state[1]))
 
     def _epoch_files(self, epoch):
