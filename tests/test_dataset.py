@@ -775,3 +775,29 @@ def test_a_negative_seed_shuffles(backend, files):
     fresh = TFRecordDataset(files, shuffle_buffer=8)
     fresh.load_state_dict(state)
     assert head + list(fresh) == list(TFRecordDataset(files, shuffle_buffer=8, seed=-(2**63)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_unbatched_parse_error_comes_after_the_records_before_it(backend, tmp_path, threads):
+    # Unbatched output is parsed in groups of records: an error in a group lost the group's
+    # records before the bad one (up to 63), where TensorFlow's map(parse_single_example)
+    # delivers each of them first.
+    paths = write_files(tmp_path, [4, 10], make=lambda f, j: b"\xff\xff" if (f, j) == (1, 5)
+                        else tfl.encode_example({"id": 100 * f + j}))
+    spec = {"id": tfl.FixedLenFeature([], np.int64)}
+
+    def custom(records):
+        if b"\xff\xff" in list(records):
+            raise ValueError("not an Example")
+        return {"id": tfl.parse_example(records, spec)["id"]}
+
+    want = [0, 100, 1, 101, 2, 102, 3, 103, 104]
+    for parse, error in (({"features": spec}, tfl.ExampleDecodeError), ({"parse": custom}, ValueError)):
+        got = []
+        with pytest.raises(error) as info:
+            for item in TFRecordDataset(paths, cycle_length=2, num_threads=threads, **parse):
+                got.append(int(item["id"]))
+        assert got == want, parse
+    assert (info.type, str(info.value)) == (ValueError, "not an Example")
+    exc = pytest.raises(tfl.ExampleDecodeError, list, TFRecordDataset(paths, spec, cycle_length=2)).value
+    assert (exc.path, exc.index) == (paths[1], 5)

@@ -672,12 +672,22 @@ def _held_bytes(records) -> int:
 def _parse_task(parse, records, sizes):
     """Worker: parse records into (outputs, error): one output per record when sizes is
     None, else one batch per size, split from one parse of them all (as views). When that
-    parse fails, the batches are parsed one by one so that the good ones before the bad
-    one are delivered, then its error, which names the record's file, offset and index
-    where the records know them (RecordBatch, Gathered), else its position in its batch."""
+    parse fails, the batches (unbatched: the records) are parsed one by one so that the good
+    ones before the bad one are delivered, then its error, which names the record's file,
+    offset and index where the records know them (RecordBatch, Gathered), else its position
+    in its batch."""
     parse = LocatedParse(parse)
     if sizes is None:
-        return unbatch(parse(records), len(records), parse, records), None
+        try:
+            return unbatch(parse(records), len(records), parse, records), None
+        except Exception:  # the records before the bad one are delivered first, one by one
+            outputs = []
+        for a in range(len(records)):
+            try:
+                outputs += unbatch(parse(records[a:a + 1]), 1, parse, records[a:a + 1])
+            except Exception as exc:
+                return outputs, exc
+        return outputs, None
     if len(sizes) == 1:
         return [parse(records)], None
     starts = list(itertools.accumulate(sizes, initial=0))
