@@ -227,6 +227,10 @@ class Run:
         self._slots, self._early = [], {}
         self._buffers.drop_held()
 
+    def in_worker(self) -> bool:
+        """Whether the calling thread is one of the run's workers."""
+        return threading.current_thread() in self._pool._threads
+
     def _open_slots(self):
         return [s for s in (*self._slots, *self._early.values()) if s is not None]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 import random
 import sys
+import threading
 from typing import Any, Iterator
 
 import numpy as np
@@ -307,6 +308,14 @@ class _Iterator:
         # and the resume position need may be gone (numpy imports some methods on first use).
         if self._finalizing():
             return
+        if self._run.in_worker():
+            # Garbage collection in one of the run's own workers collected this iterator (a
+            # reference cycle): a thread cannot join itself, so another one stops the run.
+            threading.Thread(target=self._stop, name="tfrecord_lite-close", daemon=True).start()
+            return
+        self._stop()
+
+    def _stop(self):
         self._run.close()
         self._gen.close()
 
