@@ -717,3 +717,70 @@ def test_a_bad_record_stops_the_interleave_where_tensorflow_does(backend, tmp_pa
         fresh.load_state_dict(state)
         rest, raised = run(fresh)
         assert (head + rest, raised) == (want, error), (features, size, k)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_unbatched_parse_error_comes_after_the_records_before_it(backend, tmp_path, threads):
+    # Unbatched output is parsed in groups of records: an error in a group lost the group's
+    # records before the bad one (up to 63), where TensorFlow's map(parse_single_example)
+    # delivers each of them first.
+    paths = write_files(tmp_path, [4, 10], make=lambda f, j: b"\xff\xff" if (f, j) == (1, 5)
+                        else tfl.encode_example({"id": 100 * f + j}))
+    spec = {"id": tfl.FixedLenFeature([], np.int64)}
+
+    def custom(records):
+        if b"\xff\xff" in list(records):
+            raise ValueError("not an Example")
+        return {"id": tfl.parse_example(records, spec)["id"]}
+
+    want = [0, 100, 1, 101, 2, 102, 3, 103, 104]
+    for parse, error in (({"features": spec}, tfl.ExampleDecodeError), ({"parse": custom}, ValueError)):
+        got = []
+        with pytest.raises(error) as info:
+            for item in TFRecordDataset(paths, cycle_length=2, num_threads=threads, **parse):
+                got.append(int(item["id"]))
+        assert got == want, parse
+    assert (info.type, str(info.value)) == (ValueError, "not an Example")
+    exc = pytest.raises(tfl.ExampleDecodeError, list, TFRecordDataset(paths, spec, cycle_length=2)).value
+    assert (exc.path, exc.index) == (paths[1], 5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_iterator_collected_in_its_own_worker_stops(backend, tmp_path, monkeypatch, threads):
+    # An iterator in a reference cycle (a trainer holding itself) is freed by whichever thread
+    # runs the garbage collection, one of its own workers too: close() there tried to join
+    # that thread ("RuntimeError: cannot join current thread", ignored), and left the files open.
+    paths = write_files(tmp_path, [5000, 5000], size=100)
+    go, calls, unraisable = threading.Event(), [], []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+
+    def parse(records):
+        calls.append(threading.current_thread())
+        if len(calls) > 1:
+            assert go.wait(10)
+            gc.collect()  # as an allocation in this worker may
+        return len(records)
+
+    def held():
+        return [path for path in paths for fd in os.listdir("/proc/self/fd")
+                if os.path.exists(f"/proc/self/fd/{fd}") and os.path.samefile(f"/proc/self/fd/{fd}", path)]
+
+    class Trainer:
+        def __init__(self):
+            self.me = self
+            self.it = iter(TFRecordDataset(paths, batch_size=2, parse=parse, num_threads=threads, cycle_length=2))
+
+    gc.disable()
+    try:
+        trainer = Trainer()
+        assert next(trainer.it) == 2
+        del trainer
+        go.set()
+        deadline = time.monotonic() + 10
+        while (held() or any(t.name.startswith("tfrecord_lite") for t in threading.enumerate())) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        gc.enable()
+    assert len(calls) > 1 and unraisable == [] and held() == []
+    assert not any(t.name.startswith("tfrecord_lite") for t in threading.enumerate())

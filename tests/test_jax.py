@@ -100,3 +100,26 @@ def _check_helper_moves_big_endian_arrays(tmp_path):
     moved = device_put(batch)
     assert isinstance(moved["r"], jax.Array) and moved["r"].dtype == np.float32
     assert moved["r"].tolist() == values.tolist()
+
+
+def test_jax_helper_keeps_named_tuples(tmp_path):
+    _isolated("_check_helper_keeps_named_tuples", tmp_path)
+
+
+def _check_helper_keeps_named_tuples(tmp_path):
+    # A parse function's batch as a named tuple (a common pytree) raised TypeError: it was
+    # rebuilt from one generator argument. It stays its type; a field of bytes "drop" leaves
+    # out becomes None, as a named tuple cannot lose a field.
+    import collections
+
+    import jax
+
+    from tfrecord_lite.jax import device_put
+
+    Batch = collections.namedtuple("Batch", "x names y")
+    batch = Batch(np.arange(3), np.array([b"a", b"b", b"c"], object), np.ones(2, np.float32))
+    kept = device_put(batch)
+    assert type(kept) is Batch and isinstance(kept.x, jax.Array) and kept.names is batch.names
+    assert kept.x.tolist() == [0, 1, 2] and isinstance(kept.y, jax.Array)
+    dropped = device_put(batch, bytes="drop")
+    assert type(dropped) is Batch and dropped.names is None and dropped.y.tolist() == [1.0, 1.0]

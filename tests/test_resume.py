@@ -1,6 +1,7 @@
 """Resuming TFRecordDataset: the state holds file positions, so resume seeks instead of
 re-reading; every mode (raw, parsed in place, record sharding, compressed) resumes exactly."""
 
+import json
 import threading
 from unittest import mock
 
@@ -197,3 +198,23 @@ def test_repeating_nothing_ends(backend, tmp_path, counts, opts):
     assert not reading.is_alive(), "num_epochs=None over epochs of no records never ended"
     assert got == [[]]
     assert backend.name in ("cython", "python")
+
+
+@pytest.mark.parametrize("change", [{"epoch": "1"}, {"elements": -3}, {"elements": 2.5}, {"stop_epoch": "2"},
+                                    {"seed": None}, {"cursor": 5}, {"cursor": {"slots": [[0, 1]]}},
+                                    {"cursor": {"opened": 1, "index": 0, "taken": 0, "slots": [[0, "7", 0]]}}])
+def test_a_damaged_state_is_refused_at_load(raw_files, change):
+    # A state edited or damaged on its way (a JSON file) raised ValueError, KeyError or TypeError
+    # at the first next(), or (negative elements) resumed at a wrong position.
+    files = raw_files[None]
+    ds = TFRecordDataset(files, batch_size=4)
+    ds.state_dict()
+    it = iter(ds)
+    next(it)
+    state = ds.state_dict()
+    assert state["cursor"] is not None
+    fresh = TFRecordDataset(files, batch_size=4)
+    with pytest.raises(tfl.InvalidArgumentError, match="not a dataset state"):
+        fresh.load_state_dict({**state, **change})
+    fresh.load_state_dict(json.loads(json.dumps(state)))  # as saved to a JSON file
+    assert [list(b) for b in it] == [list(b) for b in fresh]

@@ -191,7 +191,12 @@ class Run:
         self._buffers = ds._buffers
         # Mapped files likewise (MappedFiles): on 2 cores, mapped epochs of W1 images took 0.59x
         # the time at one thread and 0.43x at two, of W2 records 0.5x raw and 0.8x parsed.
-        if ds.memory_map and ds._maps is None:
+        # Not where each mapping keeps a descriptor while it lives (the pure-Python backend's
+        # before Python 3.13): the records of a batch, a parse task or the shuffle buffer keep
+        # their files' mappings, and batches spanning many small files held one descriptor each,
+        # past max_open_files (EMFILE under a ulimit of 64). Those files are read instead.
+        self._memory_map = ds.memory_map and not _maps_hold_descriptors()
+        if self._memory_map and ds._maps is None:
             ds._maps = MappedFiles(_MAPS_KEPT)
         if self._blocks and self._parse is None:
             self._parse = _raw_batch
@@ -221,6 +226,10 @@ class Run:
             slot.close()
         self._slots, self._early = [], {}
         self._buffers.drop_held()
+
+    def in_worker(self) -> bool:
+        """Whether the calling thread is one of the run's workers."""
+        return threading.current_thread() in self._pool._threads
 
     def _open_slots(self):
         return [s for s in (*self._slots, *self._early.values()) if s is not None]
@@ -527,7 +536,7 @@ class Run:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
                                          storage_options=ds.storage_options,
                                          start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk,
-                                         buffers=self._buffers, memory_map=ds.memory_map, maps=ds._maps)
+                                         buffers=self._buffers, memory_map=self._memory_map, maps=ds._maps)
             if slot.reader.mapped and self._blocks:
                 slot.reader.chunk_size = self._mapped_chunk
             slot.iter = slot.reader.blocks_in_place() if self._blocks else slot.reader.batches()
@@ -631,6 +640,11 @@ def _rounds(slots, index, block):
     return chunk, moved, (last + 1) % len(slots)
 
 
+def _maps_hold_descriptors() -> bool:
+    """Whether the active backend's mappings each keep a duplicate descriptor while they live."""
+    return getattr(getattr(_native.framing, "_MappedFile", None), "holds_descriptor", False)
+
+
 def _cut(n, want, keep) -> int:
     """Records of a read batch of n to take for ``want`` kept ones (keep: the record sharding
     rule's (first kept, step) in the batch, or None for every record)."""
@@ -662,12 +676,22 @@ def _held_bytes(records) -> int:
 def _parse_task(parse, records, sizes):
     """Worker: parse records into (outputs, error): one output per record when sizes is
     None, else one batch per size, split from one parse of them all (as views). When that
-    parse fails, the batches are parsed one by one so that the good ones before the bad
-    one are delivered, then its error, which names the record's file, offset and index
-    where the records know them (RecordBatch, Gathered), else its position in its batch."""
+    parse fails, the batches (unbatched: the records) are parsed one by one so that the good
+    ones before the bad one are delivered, then its error, which names the record's file,
+    offset and index where the records know them (RecordBatch, Gathered), else its position
+    in its batch."""
     parse = LocatedParse(parse)
     if sizes is None:
-        return unbatch(parse(records), len(records), parse, records), None
+        try:
+            return unbatch(parse(records), len(records), parse, records), None
+        except Exception:  # the records before the bad one are delivered first, one by one
+            outputs = []
+        for a in range(len(records)):
+            try:
+                outputs += unbatch(parse(records[a:a + 1]), 1, parse, records[a:a + 1])
+            except Exception as exc:
+                return outputs, exc
+        return outputs, None
     if len(sizes) == 1:
         return [parse(records)], None
     starts = list(itertools.accumulate(sizes, initial=0))

@@ -20,6 +20,7 @@ the epoch up to the position again (without parsing), as version 1 states do.
 from __future__ import annotations
 
 import collections
+import numbers
 from collections.abc import Mapping
 
 from . import _native
@@ -49,11 +50,33 @@ def check_state(state: dict, version: int, fingerprint, cycle_length: int):
                                    hint="build the dataset with the same files, shard, batching, "
                                    "interleave and shuffle options before loading its state")
     cursor = state.get("cursor")
+    stop = state["stop_epoch"]
+    # A state edited or damaged on the way (a JSON file) is refused here, not by a bare
+    # ValueError, KeyError or TypeError of the first next().
+    if not (all(_count(state[key]) for key in ("epoch", "elements")) and _integer(state["seed"])
+            and (stop is None or _count(stop)) and (cursor is None or _cursor_fits(cursor))):
+        raise not_a_state
     if cursor is not None and len(cursor["slots"]) != cycle_length:
         raise InvalidArgumentError("the state's file positions do not fit this dataset's cycle_length",
                                    hint="build the dataset with the cycle_length that saved the state")
-    stop = state["stop_epoch"]
     return int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor
+
+
+def _integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _count(value) -> bool:
+    return _integer(value) and value >= 0
+
+
+def _cursor_fits(cursor) -> bool:
+    """Whether a state's "cursor" has the form Cursor.snapshot gives it."""
+    if not isinstance(cursor, Mapping) or not all(_count(cursor.get(key)) for key in ("opened", "index", "taken")):
+        return False
+    slots = cursor.get("slots")
+    return isinstance(slots, (list, tuple)) and all(
+        s is None or (isinstance(s, (list, tuple)) and len(s) == 3 and all(map(_count, s))) for s in slots)
 
 
 def start_state(cycle_length: int) -> dict:

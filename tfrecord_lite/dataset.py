@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 import random
 import sys
+import threading
 from typing import Any, Iterator
 
 import numpy as np
@@ -64,7 +65,8 @@ class TFRecordDataset:
     ``memory_map=True`` scans local files in the page cache, with no read calls or copies:
     raw batches are then views of the files' pages, and the pages read count as the
     process's resident memory for as long as the dataset keeps the mappings (from epoch to
-    epoch, up to 1,024 files).
+    epoch, up to 1,024 files). Not under the pure-Python backend before Python 3.13, whose
+    mappings each keep a descriptor while records of theirs live: the files are read.
     prefetch: parse tasks kept ready ahead of the consumer (default 2 x num_threads), fewer
         where they would hold over 128 MiB of records (large records). A task is one batch;
         small batches of a spec of only FixedLenFeature / RawTensorFeature are parsed
@@ -240,7 +242,10 @@ class TFRecordDataset:
 
     def _rng(self, epoch, stage):
         # One independent stream per (seed, epoch, stage): reproducible, and epochs differ.
-        state = np.random.SeedSequence([self.seed, epoch, stage]).generate_state(2, np.uint64)
+        # SeedSequence takes no negative entropy: a negative seed (hash() of a name) gets
+        # words of its own, apart from every other seed's.
+        words = [self.seed, epoch, stage] if self.seed >= 0 else [-self.seed, epoch, stage, 1]
+        state = np.random.SeedSequence(words).generate_state(2, np.uint64)
         return random.Random(int(state[0]) << 64 | int(state[1]))
 
     def _epoch_files(self, epoch):
@@ -303,6 +308,14 @@ class _Iterator:
         # and the resume position need may be gone (numpy imports some methods on first use).
         if self._finalizing():
             return
+        if self._run.in_worker():
+            # Garbage collection in one of the run's own workers collected this iterator (a
+            # reference cycle): a thread cannot join itself, so another one stops the run.
+            threading.Thread(target=self._stop, name="tfrecord_lite-close", daemon=True).start()
+            return
+        self._stop()
+
+    def _stop(self):
         self._run.close()
         self._gen.close()
 

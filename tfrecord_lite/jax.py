@@ -36,7 +36,7 @@ def device_put(batch: Any, device: Any = None, *, bytes: str = "host") -> Any:
     sequence example's (context, feature_lists, lengths), or a list or tuple of those.
     bytes: "host" keeps bytes values (object arrays, bytes, lists of bytes) as they are;
     "drop" leaves them out (a dict loses the key; a sparse or ragged feature of bytes goes
-    whole)."""
+    whole; a named tuple's field becomes None)."""
     if bytes not in ("host", "drop"):
         raise InvalidArgumentError(f"bytes must be 'host' or 'drop', not {bytes!r}",
                                    hint="'host' keeps bytes features as NumPy object arrays, 'drop' leaves them out")
@@ -63,6 +63,8 @@ def _put(value, put, drop):
         return _DROP if drop else value
     if isinstance(value, (list, tuple)):
         moved = [_put(v, put, drop) for v in value]
+        if hasattr(type(value), "_fields"):  # a named tuple: its fields, a dropped one as None
+            return type(value)(*(None if v is _DROP else v for v in moved))
         return type(value)(v for v in moved if v is not _DROP)
     return put(value)  # scalars and anything else jax takes
 
