@@ -325,6 +325,26 @@ def test_rolling_limits_hold_under_threads(backend, tmp_path, monkeypatch, limit
     assert sorted(r for s in shards for r in s) == sorted(r for rs in records for r in rs)
 
 
+def test_a_write_racing_close_lands_or_fails(backend, tmp_path, monkeypatch):
+    """A write that reached a shard after close() had finished it, but before the group
+    committed it, returned and was counted, yet never reached the file; it now fails."""
+    w = ShardedWriter(tmp_path / "x", 2)
+    w.write_many([b"a", b"b"])
+    first, second = w._writers
+    finish, late = second._finish, []
+
+    def finish_while_another_thread_writes():
+        finish()  # shard 0 is finished already, its commit still to come
+        t = threading.Thread(target=lambda: late.append(pytest.raises(TFRecordError, first.write, b"late")))
+        t.start()
+        t.join()
+
+    monkeypatch.setattr(second, "_finish", finish_while_another_thread_writes)
+    shards = w.close()
+    assert len(late) == 1 and "closed" in str(late[0].value)
+    assert _read(shards) == [[b"a"], [b"b"]] and [s.records for s in shards] == [1, 1]
+
+
 def test_write_parallel_failing_to_open_a_shard_aborts_those_before_it(backend, tmp_path, recwarn):
     """A shard that cannot be opened (a directory stands under its name) fails write_parallel
     before anything is encoded, and the shards opened before it are aborted then, not left to

@@ -327,24 +327,27 @@ def close_group(writers, paths=None) -> None:
     """Commit a group of writers all or nothing: every file is finished first, then renamed
     into place (under ``paths[i]`` if given). If anything fails, every writer is discarded
     and the files already renamed are removed again, so no member of the group remains."""
-    committed = []
+    finished, committed = [], []
     try:
         for w in writers:
             with w._lock:
                 if w.closed:
                     raise TFRecordError(f"{w.path}: a shard writer was closed outside its group")
                 w._finish()
+                # Closed as it is finished: a record another thread writes before the commit
+                # would be counted but never reach the file; it fails instead.
+                w.closed = True
+                finished.append(w)
         for i, w in enumerate(writers):
             with w._lock:
-                w.closed = True
                 committed.append(w)
                 w._commit(None if paths is None else paths[i])
     except BaseException:
         for w in writers:
-            if w not in committed:
-                w.abort()
-            else:
+            if w in finished:
                 w._discard()  # the temporary files of a half-done commit
+            else:
+                w.abort()
         for w in committed:
             w._uncommit()
         raise
