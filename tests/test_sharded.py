@@ -198,8 +198,16 @@ def test_write_parallel_rejects_unpicklable_encode_for_processes(tmp_path):
 
 
 def test_write_parallel_bad_return_value(backend, tmp_path):
-    with pytest.raises(EncodeError, match=r"item 0 \(shard 0 of 2\).*TypeError"):
+    """encode did not raise but returned what is no record: the error says so (not "encode
+    raised"), and for a batched encode names which of the records it returned is wrong."""
+    with pytest.raises(EncodeError, match=r"item 0 \(shard 0 of 2\): encode returned a value of type str, "
+                       "not a bytes-like record"):
         write_parallel(range(10), str, tmp_path / "p", 2, num_workers=1)
+    with pytest.raises(EncodeError, match=r"items 4..7 \(shard 1 of 2\): encode returned a value of type int "
+                       "as record 2 of the 3 it returned, not a bytes-like record") as info:
+        write_parallel(range(10), lambda chunk: [b"a", b"b", 0] if chunk[0] == 4 else [b"c"], tmp_path / "p", 2,
+                       num_workers=1, chunk_size=4, batched=True)
+    assert (info.value.item, info.value.shard) == (4, 1)
     assert os.listdir(tmp_path) == []
 
 

@@ -423,6 +423,7 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
     their data lengths (so that a shard's index needs no second look at them), or as the
     RecordBatch that a batched encode returned."""
     j, records = 0, []
+    what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first}"
     try:
         if batched:
             records = encode(chunk)
@@ -431,22 +432,41 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
             records = list(records)
         else:
             for j, item in enumerate(chunk):
+                what = f"item {first + j}"
                 records.append(encode(item))
                 if type(records[-1]) is not bytes:  # not a record encode_frames takes: this item's error
-                    _native.framing.check_buffer(records[-1])
+                    _check_record(records[-1], "")
         # One core call frames them all, without the GIL for all but the smallest chunks.
-        out = _native.framing.encode_frames(records)
+        try:
+            out = _native.framing.encode_frames(records)
+        except _native.BUFFER_ERRORS:
+            for k, record in enumerate(records):  # name the record that is not one
+                _check_record(record, f" as record {k} of the {len(records)} it returned")
+            raise
         lengths = _native.spans.value_lengths(records)
         if lengths is None:  # not all bytes: other buffers
             lengths = np.array([memoryview(r).nbytes for r in records], np.int64)
     except Exception as exc:
-        what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first + j}"
+        returned = isinstance(exc, _NotARecord)  # encode did not raise: what it gave is no record
         raise EncodeError(
-            f"{what} (shard {shard} of {num_shards}): encode raised {type(exc).__name__}: {exc}",
+            f"{what} (shard {shard} of {num_shards}): "
+            + (str(exc) if returned else f"encode raised {type(exc).__name__}: {exc}"),
             item=first + j, shard=shard, path=path,
             hint="No shard was written; fix encode or the item and run again",
-        ) from exc
+        ) from (exc.__cause__ if returned else exc)
     return out, len(lengths), lengths
+
+
+class _NotARecord(Exception):
+    """encode returned something that is not a bytes-like record (it did not raise)."""
+
+
+def _check_record(record, where) -> None:
+    try:
+        _native.framing.check_buffer(record)
+    except _native.BUFFER_ERRORS as exc:
+        raise _NotARecord(f"encode returned a value of type {type(record).__name__}{where}, "
+                          f"not a bytes-like record ({exc})") from exc
 
 
 def _shard_loop(writers, q, failure):
