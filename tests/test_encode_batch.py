@@ -99,6 +99,19 @@ def test_unsigned_values_past_int64_are_refused(backend):
     assert tfl.encode_examples({"u": np.array([2**63 - 1], np.uint64)}) == [tfl.encode_example({"u": 2**63 - 1})]
 
 
+@pytest.mark.parametrize("ints", [[-1, 2**63], [[1], [2**63]], (2**63, 3), [2**64], [-2**63 - 1, 5]])
+def test_int_lists_past_int64_are_refused_not_rounded_to_floats(backend, ints):
+    """numpy makes float64 of [-1, 2**63]: the ints were written as a float_list, rounded,
+    where TensorFlow's Int64List refuses them."""
+    bad = next(v for v in np.ravel(np.array(ints, dtype=object)) if not -2**63 <= v < 2**63)
+    with pytest.raises(FeatureSpecError, match=f"'i'.*value {bad} does not fit int64"):
+        tfl.encode_example({"i": ints})
+    with pytest.raises(FeatureSpecError, match=f"'i'.*value {bad} does not fit int64"):
+        tfl.encode_examples({"i": [ints]}, as_batch=True)
+    # a list with a float in it is a float_list, large values and all
+    assert tfl.encode_example({"f": [1.5, 2**63]}) == tfl.encode_example({"f": np.array([1.5, 2.0**63], np.float32)})
+
+
 def test_as_batch_errors_and_empty(backend):
     assert len(tfl.encode_examples({}, as_batch=True)) == 0
     with pytest.raises(FeatureSpecError, match="'s'.*bytes"):

@@ -57,11 +57,15 @@ def _normalize(name, value):
     except (ValueError, TypeError) as exc:
         raise FeatureSpecError(f"feature {name!r}: cannot encode {type(value).__name__}: {exc}") from None
     if arr.dtype.kind in "fiub":
+        if arr.dtype == np.float64 and arr.size and np.abs(arr).max() >= 2.0**63:
+            _check_int64(name, value)
         return _numeric(name, arr, -1)
     if arr.dtype.kind in "SUO" and not isinstance(value, (list, tuple)):
         flat = arr.reshape(-1).tolist()
         if arr.dtype.kind != "O" or all(isinstance(v, (bytes, str)) for v in flat):
             return BYTES, [_as_bytes(name, v) for v in flat]
+    if arr.dtype.kind == "O":  # ints past int64 and uint64 alike
+        _check_int64(name, value)
     raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r} (want floats, ints, bools, bytes or str)")
 
 
@@ -79,6 +83,16 @@ def _numeric(name, arr, rows):
 
 
 _INT64_MAX = np.iinfo(np.int64).max
+
+
+def _check_int64(name, value):
+    """numpy makes floats of ints past int64 (``[-1, 2**63]``): a list of ints only is an
+    int64_list, and one that does not fit is refused, not written rounded as floats."""
+    flat = np.asarray(value, dtype=object).reshape(-1)
+    if all(isinstance(v, (int, np.integer)) for v in flat):
+        for v in flat:
+            if not -2**63 <= int(v) < 2**63:
+                raise FeatureSpecError(f"feature {name!r}: value {int(v)} does not fit int64")
 
 
 def _as_bytes(name, v) -> bytes:
