@@ -112,6 +112,15 @@ def test_int_lists_past_int64_are_refused_not_rounded_to_floats(backend, ints):
     assert tfl.encode_example({"f": [1.5, 2**63]}) == tfl.encode_example({"f": np.array([1.5, 2.0**63], np.float32)})
 
 
+def test_str_values_without_utf8_name_the_feature(backend):
+    """A str with a lone surrogate (os.fsdecode of a file name that is not UTF-8) raised a
+    bare UnicodeEncodeError naming no feature."""
+    for encode in (lambda v: tfl.encode_example({"s": v}), lambda v: tfl.encode_examples({"s": [v]})):
+        for value in ("\udc80", ["ok", "\udc80"]):
+            with pytest.raises(FeatureSpecError, match=r"'s': the str value '\\udc80' has no UTF-8 encoding"):
+                encode(value)
+
+
 def test_as_batch_errors_and_empty(backend):
     assert len(tfl.encode_examples({}, as_batch=True)) == 0
     with pytest.raises(FeatureSpecError, match="'s'.*bytes"):

@@ -97,7 +97,13 @@ def _check_int64(name, value):
 
 def _as_bytes(name, v) -> bytes:
     if isinstance(v, str):
-        return v.encode()
+        try:
+            return v.encode()
+        except UnicodeEncodeError as exc:
+            raise FeatureSpecError(
+                f"feature {name!r}: the str value {v!r:.80} has no UTF-8 encoding ({exc.reason} at position "
+                f"{exc.start})", hint="pass bytes (os.fsencode(value) for a file name) or a valid str",
+            ) from None
     if isinstance(v, bytes):
         return bytes(v) if type(v) is not bytes else v
     if isinstance(v, memoryview):  # its bytes as the core would borrow them
