@@ -121,6 +121,15 @@ def test_str_values_without_utf8_name_the_feature(backend):
                 encode(value)
 
 
+@pytest.mark.parametrize("column", [3, np.float32(1), np.array(3), None, iter([1, 2]), "ab", b"ab"])
+def test_a_column_without_rows_names_its_feature(backend, column):
+    """A scalar (or None, an iterator) as a column raised a bare "object of type 'int' has no
+    len()"; a str or bytes column was written one character per row."""
+    for as_batch in (False, True):
+        with pytest.raises(FeatureSpecError, match=r"'b': a column needs one value per row.*np\.full"):
+            tfl.encode_examples({"a": [1, 2], "b": column}, as_batch=as_batch)
+
+
 def test_as_batch_errors_and_empty(backend):
     assert len(tfl.encode_examples({}, as_batch=True)) == 0
     with pytest.raises(FeatureSpecError, match="'s'.*bytes"):

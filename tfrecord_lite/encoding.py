@@ -203,10 +203,13 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
     framed as TFRecords in one buffer, built without the GIL and without a Python object per
     record, which ``TFRecordWriter.write_many`` and ``write_parallel`` copy verbatim (so
     encoding threads run in parallel)."""
-    n = len(next(iter(columns.values()))) if columns else 0
+    n = None
     for name, column in columns.items():
-        if len(column) != n:
-            raise FeatureSpecError(f"feature {name!r}: {len(column)} rows, but {n} in the first column")
+        rows = _rows(name, column)
+        if n is None:
+            n = rows
+        elif rows != n:
+            raise FeatureSpecError(f"feature {name!r}: {rows} rows, but {n} in the first column")
     if not n:
         return RecordBatch(framed=True) if as_batch else []
     keys, kinds, data = [], [], []
@@ -218,6 +221,23 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
     if not as_batch:
         return _native.example.encode_examples(keys, kinds, data, n)
     return RecordBatch(*_native.example.encode_examples_framed(keys, kinds, data, n), framed=True)
+
+
+def _rows(name, column) -> int:
+    """A column's row count; a value without one (a scalar, a 0-d array, an iterator) is
+    refused naming its feature."""
+    try:
+        # a str or bytes would be its characters, one per row
+        if isinstance(column, (str, bytes, bytearray, np.generic)) or getattr(column, "ndim", 1) == 0:
+            raise TypeError
+        return len(column)
+    except TypeError:
+        raise FeatureSpecError(
+            f"feature {name!r}: a column needs one value per row (an array or a sequence), not "
+            f"{type(column).__name__} {column!r:.80}",
+            hint="pass a list or an array (list(it) for an iterator); a value shared by every row "
+            "repeated, as [value] * n or np.full(n, value)",
+        ) from None
 
 
 def _column(name, column, n, raw):
