@@ -130,6 +130,14 @@ def test_a_column_without_rows_names_its_feature(backend, column):
             tfl.encode_examples({"a": [1, 2], "b": column}, as_batch=as_batch)
 
 
+@pytest.mark.parametrize("steps", [3, None, np.array(3), "ab", b"ab"])
+def test_a_feature_list_without_steps_names_its_feature(backend, steps):
+    """A scalar as a feature list raised a bare "'int' object is not iterable"; a str was
+    written one character per step."""
+    with pytest.raises(FeatureSpecError, match=r"'s': a feature list needs one value per step.*\[value\]"):
+        tfl.encode_sequence_example({}, {"s": steps})
+
+
 def test_as_batch_errors_and_empty(backend):
     assert len(tfl.encode_examples({}, as_batch=True)) == 0
     with pytest.raises(FeatureSpecError, match="'s'.*bytes"):

@@ -181,6 +181,7 @@ def encode_sequence_example(context: Mapping[str, Any], feature_lists: Mapping[s
     list_keys, list_steps = [], []
     for name, key in _order(feature_lists or {}, deterministic):
         list_keys.append(key)
+        _rows(name, feature_lists[name], "a feature list", "step")
         list_steps.append([_normalize(name, step) for step in feature_lists[name]])
     return _native.example.encode_sequence_example(keys, kinds, values, list_keys, list_steps)
 
@@ -223,9 +224,9 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
     return RecordBatch(*_native.example.encode_examples_framed(keys, kinds, data, n), framed=True)
 
 
-def _rows(name, column) -> int:
-    """A column's row count; a value without one (a scalar, a 0-d array, an iterator) is
-    refused naming its feature."""
+def _rows(name, column, what="a column", unit="row") -> int:
+    """A column's row count (or a feature list's step count); a value without one (a scalar,
+    a 0-d array, an iterator) is refused naming its feature."""
     try:
         # a str or bytes would be its characters, one per row
         if isinstance(column, (str, bytes, bytearray, np.generic)) or getattr(column, "ndim", 1) == 0:
@@ -233,10 +234,11 @@ def _rows(name, column) -> int:
         return len(column)
     except TypeError:
         raise FeatureSpecError(
-            f"feature {name!r}: a column needs one value per row (an array or a sequence), not "
+            f"feature {name!r}: {what} needs one value per {unit} (an array or a sequence), not "
             f"{type(column).__name__} {column!r:.80}",
-            hint="pass a list or an array (list(it) for an iterator); a value shared by every row "
-            "repeated, as [value] * n or np.full(n, value)",
+            hint="pass a list or an array (list(it) for an iterator); " + (
+                "a value shared by every row repeated, as [value] * n or np.full(n, value)" if unit == "row"
+                else "a single step as [value]"),
         ) from None
 
 
