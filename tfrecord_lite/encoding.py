@@ -57,7 +57,7 @@ def _normalize(name, value):
     except (ValueError, TypeError) as exc:
         raise FeatureSpecError(f"feature {name!r}: cannot encode {type(value).__name__}: {exc}") from None
     if arr.dtype.kind in "fiub":
-        if arr.dtype == np.float64 and arr.size and np.abs(arr).max() >= 2.0**63:
+        if arr.dtype == np.float64 and type(value) is not np.ndarray and arr.size and np.abs(arr).max() >= 2.0**63:
             _check_int64(name, value)
         return _numeric(name, arr, -1)
     if arr.dtype.kind in "SUO" and not isinstance(value, (list, tuple)):
