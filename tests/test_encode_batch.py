@@ -138,6 +138,17 @@ def test_a_feature_list_without_steps_names_its_feature(backend, steps):
         tfl.encode_sequence_example({}, {"s": steps})
 
 
+def test_raw_names_whole_columns(backend):
+    """raw="image" matched substrings ("mag" in "image" made that column raw too), and a
+    misspelt raw name was ignored, its column encoded as numbers."""
+    cols = {"image": np.arange(4, dtype=np.uint8).reshape(2, 2), "mag": np.arange(2)}
+    expected = [tfl.encode_example({"image": bytes(cols["image"][i]), "mag": int(cols["mag"][i])}) for i in range(2)]
+    assert tfl.encode_examples(cols, raw="image") == tfl.encode_examples(cols, raw=["image"]) == expected
+    for as_batch in (False, True):
+        with pytest.raises(FeatureSpecError, match=r"raw names 'imgae', which is not one of the columns"):
+            tfl.encode_examples(cols, raw=["imgae"], as_batch=as_batch)
+
+
 def test_as_batch_errors_and_empty(backend):
     assert len(tfl.encode_examples({}, as_batch=True)) == 0
     with pytest.raises(FeatureSpecError, match="'s'.*bytes"):

@@ -196,14 +196,16 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
                     as_batch: bool = False) -> list[bytes] | RecordBatch:
     """Serialize a batch column by column: columns maps name -> numpy array with a leading
     batch dimension (each row flattened into one feature), or a sequence with one value per
-    row (anything encode_example takes). Names in ``raw`` are written as one bytes value per
-    row holding the row's raw array data (read back with RawTensorFeature).
+    row (anything encode_example takes). Columns named in ``raw`` (names, or one name) are
+    written as one bytes value per row holding the row's raw array data (read back with
+    RawTensorFeature).
 
     Returns a list of bytes (encoded without the GIL; making each record's bytes object
     holds it), or with ``as_batch=True`` a framed :class:`RecordBatch`: the records already
     framed as TFRecords in one buffer, built without the GIL and without a Python object per
     record, which ``TFRecordWriter.write_many`` and ``write_parallel`` copy verbatim (so
     encoding threads run in parallel)."""
+    raw = _raw_names(raw, columns)
     n = None
     for name, column in columns.items():
         rows = _rows(name, column)
@@ -222,6 +224,16 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
     if not as_batch:
         return _native.example.encode_examples(keys, kinds, data, n)
     return RecordBatch(*_native.example.encode_examples_framed(keys, kinds, data, n), framed=True)
+
+
+def _raw_names(raw, columns) -> frozenset:
+    """The names of raw, one str taken as one name (not its substrings); each must be a
+    column, or a misspelt one would be encoded as numbers without a word."""
+    names = frozenset((raw,) if isinstance(raw, str) else raw)
+    for name in names:
+        if name not in columns:
+            raise FeatureSpecError(f"raw names {name!r}, which is not one of the columns {list(columns)!r:.200}")
+    return names
 
 
 def _rows(name, column, what="a column", unit="row") -> int:
