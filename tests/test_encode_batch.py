@@ -149,6 +149,17 @@ def test_raw_names_whole_columns(backend):
             tfl.encode_examples(cols, raw=["imgae"], as_batch=as_batch)
 
 
+@pytest.mark.parametrize("column, message", [
+    ([b"ab", b"c"], "not a list of bytes or str"),  # numpy padded b"c" to b"c\x00"
+    (["ab", "c"], "not a list of bytes or str"),
+    (np.array([[1, 2], [3, 4]], dtype=object), "not an array of Python objects"),  # a bare TypeError
+    ([[1, 2], [3]], "needs rows of one shape"),  # a bare ValueError
+])
+def test_raw_columns_of_what_has_no_raw_data_are_refused(backend, column, message):
+    with pytest.raises(FeatureSpecError, match=f"'r': a raw column (needs an array of numbers, )?{message}"):
+        tfl.encode_examples({"r": column}, raw="r")
+
+
 def test_as_batch_errors_and_empty(backend):
     assert len(tfl.encode_examples({}, as_batch=True)) == 0
     with pytest.raises(FeatureSpecError, match="'s'.*bytes"):

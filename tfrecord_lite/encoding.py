@@ -256,7 +256,19 @@ def _rows(name, column, what="a column", unit="row") -> int:
 
 def _column(name, column, n, raw):
     if raw:
-        arr = np.ascontiguousarray(column)
+        try:
+            arr = np.ascontiguousarray(column)
+        except ValueError as exc:  # ragged rows
+            raise FeatureSpecError(f"feature {name!r}: a raw column needs rows of one shape ({exc})") from None
+        # numpy pads a list of bytes or str to one width, and an object array has no data
+        if arr.dtype.kind == "O" or (arr.dtype.kind in "SU" and not isinstance(column, np.ndarray)):
+            objects = arr.dtype.kind == "O"
+            raise FeatureSpecError(
+                f"feature {name!r}: a raw column needs an array of numbers, not "
+                + ("an array of Python objects" if objects else f"a {type(column).__name__} of bytes or str"),
+                hint="convert it with .astype(<a numeric dtype>)" if objects
+                else "leave bytes and str columns out of raw: their values are written as they are",
+            )
         return RAW, arr.reshape(n, -1).view(np.uint8).reshape(n, -1)
     if isinstance(column, np.ndarray) and column.dtype.kind in "fiub" and column.ndim >= 1:
         # Not through _normalize, whose checks for scalars and lists held the GIL that
