@@ -333,6 +333,17 @@ def test_rolling_limits_hold_under_threads(backend, tmp_path, monkeypatch, limit
     assert sorted(r for s in shards for r in s) == sorted(r for rs in records for r in rs)
 
 
+@pytest.mark.parametrize("limit", [{"max_records_per_shard": 2}, {"max_bytes_per_shard": 2 * (16 + 1)}])
+def test_a_rolling_write_of_no_record_opens_no_shard(backend, tmp_path, limit):
+    """A record that is not bytes-like, arriving when the shard was full, rolled to a new
+    shard before its write failed: closing then committed an extra, empty shard."""
+    with ShardedWriter(tmp_path / "r", **limit) as w:
+        w.write_many([b"a", b"b"])
+        with pytest.raises(TFRecordError, match="cannot write a int as a record"):
+            w.write(123)
+    assert [s.records for s in w.shards] == [2] and _read(w.shards) == [[b"a", b"b"]]
+
+
 def test_a_write_racing_close_lands_or_fails(backend, tmp_path, monkeypatch):
     """A write that reached a shard after close() had finished it, but before the group
     committed it, returned and was counted, yet never reached the file; it now fails."""

@@ -241,10 +241,12 @@ class ShardedWriter(CommitOnExit):
         """The current rolling shard, or a new one if record would take it past a limit;
         the caller holds the lock until the record is written."""
         w = self._writers[-1]
+        size = _frame_bytes(record)
+        if size is None:
+            return w  # whose write raises the error: no new shard for a record that is not one
         if w.records_written and (
             (self.max_records is not None and w.records_written >= self.max_records)
-            or (self.max_bytes is not None
-                and w.bytes_written + _frame_bytes(record) > self.max_bytes)
+            or (self.max_bytes is not None and w.bytes_written + size > self.max_bytes)
         ):
             self._add_shard(None)
             w = self._writers[-1]
@@ -259,11 +261,12 @@ def _key_count(prefix, records, keys, written="nothing was written") -> InvalidA
                                 hint=f"pass one key per record; {written}")
 
 
-def _frame_bytes(record) -> int:
+def _frame_bytes(record) -> int | None:
+    """The record's frame size; None if it is not bytes-like (the writer raises a clear error)."""
     try:
         return memoryview(record).nbytes + _native.framing.OVERHEAD_BYTES
     except TypeError:
-        return _native.framing.OVERHEAD_BYTES  # not bytes-like: the writer raises a clear error for it
+        return None
 
 
 # -- write_parallel ---------------------------------------------------------------------
