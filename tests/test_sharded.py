@@ -208,6 +208,10 @@ def test_write_parallel_bad_return_value(backend, tmp_path):
         write_parallel(range(10), lambda chunk: [b"a", b"b", 0] if chunk[0] == 4 else [b"c"], tmp_path / "p", 2,
                        num_workers=1, chunk_size=4, batched=True)
     assert (info.value.item, info.value.shard) == (4, 1)
+    with pytest.raises(EncodeError, match=r"items 0..3 \(shard 0 of 2\): encode returned one bytes; with "
+                       "batched=True it returns an iterable"):
+        write_parallel(range(10), lambda chunk: b"".join(b"%d" % i for i in chunk), tmp_path / "p", 2,
+                       num_workers=1, chunk_size=4, batched=True)
     assert os.listdir(tmp_path) == []
 
 

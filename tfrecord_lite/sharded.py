@@ -432,6 +432,9 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
             records = encode(chunk)
             if type(records) is RecordBatch:  # the shard's writer takes it as it is
                 return records, len(records), None
+            if isinstance(records, (bytes, bytearray, memoryview, str)):  # its items would be ints
+                raise _NotARecord(f"encode returned one {type(records).__name__}; with batched=True it "
+                                  "returns an iterable of the chunk's records (a list of bytes)")
             records = list(records)
         else:
             for j, item in enumerate(chunk):
