@@ -108,6 +108,8 @@ def test_int_lists_past_int64_are_refused_not_rounded_to_floats(backend, ints):
         tfl.encode_example({"i": ints})
     with pytest.raises(FeatureSpecError, match=f"'i'.*value {bad} does not fit int64"):
         tfl.encode_examples({"i": [ints]}, as_batch=True)
+    # uint64 beside a negative int made numpy give float64 too: a float_list of ints that fit
+    assert tfl.encode_example({"i": [np.uint64(5), -1]}) == tfl.encode_example({"i": np.array([5, -1])})
     # a list with a float in it is a float_list, large values and all
     assert tfl.encode_example({"f": [1.5, 2**63]}) == tfl.encode_example({"f": np.array([1.5, 2.0**63], np.float32)})
 

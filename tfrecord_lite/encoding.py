@@ -57,15 +57,19 @@ def _normalize(name, value):
     except (ValueError, TypeError) as exc:
         raise FeatureSpecError(f"feature {name!r}: cannot encode {type(value).__name__}: {exc}") from None
     if arr.dtype.kind in "fiub":
-        if arr.dtype == np.float64 and type(value) is not np.ndarray and arr.size and np.abs(arr).max() >= 2.0**63:
-            _check_int64(name, value)
+        if arr.dtype == np.float64 and type(value) is not np.ndarray and isinstance(_first(value), _INTS):
+            ints = _int64_values(name, value)
+            if ints is not None:
+                return INT64, ints
         return _numeric(name, arr, -1)
     if arr.dtype.kind in "SUO" and not isinstance(value, (list, tuple)):
         flat = arr.reshape(-1).tolist()
         if arr.dtype.kind != "O" or all(isinstance(v, (bytes, str)) for v in flat):
             return BYTES, [_as_bytes(name, v) for v in flat]
-    if arr.dtype.kind == "O":  # ints past int64 and uint64 alike
-        _check_int64(name, value)
+    if arr.dtype.kind == "O" and arr.size:  # ints past int64 and uint64 alike, or Python ints in an object array
+        ints = _int64_values(name, value)
+        if ints is not None:
+            return INT64, ints
     raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r} (want floats, ints, bools, bytes or str)")
 
 
@@ -85,14 +89,29 @@ def _numeric(name, arr, rows):
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def _check_int64(name, value):
-    """numpy makes floats of ints past int64 (``[-1, 2**63]``): a list of ints only is an
-    int64_list, and one that does not fit is refused, not written rounded as floats."""
+def _first(value):
+    """The first value of a (nested) list: a float there makes it a float_list anyway."""
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return value
+
+
+_INTS = (int, np.integer)
+
+
+def _int64_values(name, value):
+    """A list of ints only as int64, or None if it holds anything else. numpy makes float64
+    of ints past int64 (``[-1, 2**63]``) and of uint64 beside signed ints: written as a
+    float_list, their values were rounded, and their kind was lost. One that does not fit
+    is refused."""
     flat = np.asarray(value, dtype=object).reshape(-1)
-    if all(isinstance(v, (int, np.integer)) for v in flat):
-        for v in flat:
-            if not -2**63 <= int(v) < 2**63:
-                raise FeatureSpecError(f"feature {name!r}: value {int(v)} does not fit int64")
+    if not all(isinstance(v, _INTS) for v in flat):
+        return None
+    ints = [int(v) for v in flat]
+    for v in ints:
+        if not -2**63 <= v < 2**63:
+            raise FeatureSpecError(f"feature {name!r}: value {v} does not fit int64")
+    return np.array(ints, dtype=np.int64)
 
 
 def _as_bytes(name, v) -> bytes:
