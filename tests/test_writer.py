@@ -719,6 +719,23 @@ def test_fsync_syncs_every_byte_of_the_file(backend, tmp_path, monkeypatch, atom
     assert list(TFRecordReader(path)) == [b"a" * 100, b"b"]
 
 
+@pytest.mark.parametrize("atomic", [True, False])
+def test_fsync_into_a_device_or_a_pipe_is_no_error(backend, tmp_path, atomic):
+    """A device or a pipe is written in place, and fsync there fails (EINVAL): close()
+    raised for TFRecordWriter("/dev/null", fsync=True) and for a named pipe."""
+    with TFRecordWriter(os.devnull, atomic=atomic, fsync=True) as w:
+        w.write(b"x")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    with TFRecordWriter(fifo, atomic=atomic, fsync=True) as w:
+        w.write(b"y")
+    reader.join(timeout=30)
+    assert list(TFRecordReader(io.BytesIO(got[0]))) == [b"y"]
+
+
 @pytest.mark.parametrize("dangling", [False, True])
 def test_a_symlink_is_written_through_to_its_target(tmp_path, monkeypatch, dangling):
     """The atomic rename replaced the link with a regular file and left its target as it

@@ -273,7 +273,8 @@ class TFRecordWriter(CommitOnExit):
             self._atomic.commit()
             self._renamed = True
         elif self._owned:
-            if self._fsync and not _fs.is_url(self.path):
+            # A device or a pipe (/dev/null, /dev/stdout) has nothing to sync: fsync fails there.
+            if self._fsync and not _fs.is_url(self.path) and not _fs.is_special(self.path):
                 self._file.flush()  # the file is buffered: its last bytes reach the OS first
                 os.fsync(self._file.fileno())
             self._file.close()
