@@ -716,6 +716,8 @@ def test_fsync_syncs_every_byte_of_the_file(backend, tmp_path, monkeypatch, atom
     monkeypatch.undo()
     data = [s for s in synced if os.path.samestat(s, os.stat(path))]
     assert data and data[0].st_size == path.stat().st_size
+    # and its directory, which holds the name of a file created (atomic=False) or renamed
+    assert any(os.path.samestat(s, os.stat(tmp_path)) for s in synced)
     assert list(TFRecordReader(path)) == [b"a" * 100, b"b"]
 
 
