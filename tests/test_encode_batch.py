@@ -99,6 +99,69 @@ def test_unsigned_values_past_int64_are_refused(backend):
     assert tfl.encode_examples({"u": np.array([2**63 - 1], np.uint64)}) == [tfl.encode_example({"u": 2**63 - 1})]
 
 
+@pytest.mark.parametrize("ints", [[-1, 2**63], [[1], [2**63]], (2**63, 3), [2**64], [-2**63 - 1, 5]])
+def test_int_lists_past_int64_are_refused_not_rounded_to_floats(backend, ints):
+    """numpy makes float64 of [-1, 2**63]: the ints were written as a float_list, rounded,
+    where TensorFlow's Int64List refuses them."""
+    bad = next(v for v in np.ravel(np.array(ints, dtype=object)) if not -2**63 <= v < 2**63)
+    with pytest.raises(FeatureSpecError, match=f"'i'.*value {bad} does not fit int64"):
+        tfl.encode_example({"i": ints})
+    with pytest.raises(FeatureSpecError, match=f"'i'.*value {bad} does not fit int64"):
+        tfl.encode_examples({"i": [ints]}, as_batch=True)
+    # uint64 beside a negative int made numpy give float64 too: a float_list of ints that fit
+    assert tfl.encode_example({"i": [np.uint64(5), -1]}) == tfl.encode_example({"i": np.array([5, -1])})
+    # a list with a float in it is a float_list, large values and all
+    assert tfl.encode_example({"f": [1.5, 2**63]}) == tfl.encode_example({"f": np.array([1.5, 2.0**63], np.float32)})
+
+
+def test_str_values_without_utf8_name_the_feature(backend):
+    """A str with a lone surrogate (os.fsdecode of a file name that is not UTF-8) raised a
+    bare UnicodeEncodeError naming no feature."""
+    for encode in (lambda v: tfl.encode_example({"s": v}), lambda v: tfl.encode_examples({"s": [v]})):
+        for value in ("\udc80", ["ok", "\udc80"]):
+            with pytest.raises(FeatureSpecError, match=r"'s': the str value '\\udc80' has no UTF-8 encoding"):
+                encode(value)
+
+
+@pytest.mark.parametrize("column", [3, np.float32(1), np.array(3), None, iter([1, 2]), "ab", b"ab"])
+def test_a_column_without_rows_names_its_feature(backend, column):
+    """A scalar (or None, an iterator) as a column raised a bare "object of type 'int' has no
+    len()"; a str or bytes column was written one character per row."""
+    for as_batch in (False, True):
+        with pytest.raises(FeatureSpecError, match=r"'b': a column needs one value per row.*np\.full"):
+            tfl.encode_examples({"a": [1, 2], "b": column}, as_batch=as_batch)
+
+
+@pytest.mark.parametrize("steps", [3, None, np.array(3), "ab", b"ab"])
+def test_a_feature_list_without_steps_names_its_feature(backend, steps):
+    """A scalar as a feature list raised a bare "'int' object is not iterable"; a str was
+    written one character per step."""
+    with pytest.raises(FeatureSpecError, match=r"'s': a feature list needs one value per step.*\[value\]"):
+        tfl.encode_sequence_example({}, {"s": steps})
+
+
+def test_raw_names_whole_columns(backend):
+    """raw="image" matched substrings ("mag" in "image" made that column raw too), and a
+    misspelt raw name was ignored, its column encoded as numbers."""
+    cols = {"image": np.arange(4, dtype=np.uint8).reshape(2, 2), "mag": np.arange(2)}
+    expected = [tfl.encode_example({"image": bytes(cols["image"][i]), "mag": int(cols["mag"][i])}) for i in range(2)]
+    assert tfl.encode_examples(cols, raw="image") == tfl.encode_examples(cols, raw=["image"]) == expected
+    for as_batch in (False, True):
+        with pytest.raises(FeatureSpecError, match=r"raw names 'imgae', which is not one of the columns"):
+            tfl.encode_examples(cols, raw=["imgae"], as_batch=as_batch)
+
+
+@pytest.mark.parametrize("column, message", [
+    ([b"ab", b"c"], "not a list of bytes or str"),  # numpy padded b"c" to b"c\x00"
+    (["ab", "c"], "not a list of bytes or str"),
+    (np.array([[1, 2], [3, 4]], dtype=object), "not an array of Python objects"),  # a bare TypeError
+    ([[1, 2], [3]], "needs rows of one shape"),  # a bare ValueError
+])
+def test_raw_columns_of_what_has_no_raw_data_are_refused(backend, column, message):
+    with pytest.raises(FeatureSpecError, match=f"'r': a raw column (needs an array of numbers, )?{message}"):
+        tfl.encode_examples({"r": column}, raw="r")
+
+
 def test_as_batch_errors_and_empty(backend):
     assert len(tfl.encode_examples({}, as_batch=True)) == 0
     with pytest.raises(FeatureSpecError, match="'s'.*bytes"):

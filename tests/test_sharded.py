@@ -198,8 +198,20 @@ def test_write_parallel_rejects_unpicklable_encode_for_processes(tmp_path):
 
 
 def test_write_parallel_bad_return_value(backend, tmp_path):
-    with pytest.raises(EncodeError, match=r"item 0 \(shard 0 of 2\).*TypeError"):
+    """encode did not raise but returned what is no record: the error says so (not "encode
+    raised"), and for a batched encode names which of the records it returned is wrong."""
+    with pytest.raises(EncodeError, match=r"item 0 \(shard 0 of 2\): encode returned a value of type str, "
+                       "not a bytes-like record"):
         write_parallel(range(10), str, tmp_path / "p", 2, num_workers=1)
+    with pytest.raises(EncodeError, match=r"items 4..7 \(shard 1 of 2\): encode returned a value of type int "
+                       "as record 2 of the 3 it returned, not a bytes-like record") as info:
+        write_parallel(range(10), lambda chunk: [b"a", b"b", 0] if chunk[0] == 4 else [b"c"], tmp_path / "p", 2,
+                       num_workers=1, chunk_size=4, batched=True)
+    assert (info.value.item, info.value.shard) == (4, 1)
+    with pytest.raises(EncodeError, match=r"items 0..3 \(shard 0 of 2\): encode returned one bytes; with "
+                       "batched=True it returns an iterable"):
+        write_parallel(range(10), lambda chunk: b"".join(b"%d" % i for i in chunk), tmp_path / "p", 2,
+                       num_workers=1, chunk_size=4, batched=True)
     assert os.listdir(tmp_path) == []
 
 
@@ -323,6 +335,37 @@ def test_rolling_limits_hold_under_threads(backend, tmp_path, monkeypatch, limit
     shards = _read(w.shards)
     assert max(map(len, shards)) == 3 and [s.records for s in w.shards] == list(map(len, shards))
     assert sorted(r for s in shards for r in s) == sorted(r for rs in records for r in rs)
+
+
+@pytest.mark.parametrize("limit", [{"max_records_per_shard": 2}, {"max_bytes_per_shard": 2 * (16 + 1)}])
+def test_a_rolling_write_of_no_record_opens_no_shard(backend, tmp_path, limit):
+    """A record that is not bytes-like, arriving when the shard was full, rolled to a new
+    shard before its write failed: closing then committed an extra, empty shard."""
+    with ShardedWriter(tmp_path / "r", **limit) as w:
+        w.write_many([b"a", b"b"])
+        with pytest.raises(TFRecordError, match="cannot write a int as a record"):
+            w.write(123)
+    assert [s.records for s in w.shards] == [2] and _read(w.shards) == [[b"a", b"b"]]
+
+
+def test_a_write_racing_close_lands_or_fails(backend, tmp_path, monkeypatch):
+    """A write that reached a shard after close() had finished it, but before the group
+    committed it, returned and was counted, yet never reached the file; it now fails."""
+    w = ShardedWriter(tmp_path / "x", 2)
+    w.write_many([b"a", b"b"])
+    first, second = w._writers
+    finish, late = second._finish, []
+
+    def finish_while_another_thread_writes():
+        finish()  # shard 0 is finished already, its commit still to come
+        t = threading.Thread(target=lambda: late.append(pytest.raises(TFRecordError, first.write, b"late")))
+        t.start()
+        t.join()
+
+    monkeypatch.setattr(second, "_finish", finish_while_another_thread_writes)
+    shards = w.close()
+    assert len(late) == 1 and "closed" in str(late[0].value)
+    assert _read(shards) == [[b"a"], [b"b"]] and [s.records for s in shards] == [1, 1]
 
 
 def test_write_parallel_failing_to_open_a_shard_aborts_those_before_it(backend, tmp_path, recwarn):

@@ -716,7 +716,26 @@ def test_fsync_syncs_every_byte_of_the_file(backend, tmp_path, monkeypatch, atom
     monkeypatch.undo()
     data = [s for s in synced if os.path.samestat(s, os.stat(path))]
     assert data and data[0].st_size == path.stat().st_size
+    # and its directory, which holds the name of a file created (atomic=False) or renamed
+    assert any(os.path.samestat(s, os.stat(tmp_path)) for s in synced)
     assert list(TFRecordReader(path)) == [b"a" * 100, b"b"]
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_fsync_into_a_device_or_a_pipe_is_no_error(backend, tmp_path, atomic):
+    """A device or a pipe is written in place, and fsync there fails (EINVAL): close()
+    raised for TFRecordWriter("/dev/null", fsync=True) and for a named pipe."""
+    with TFRecordWriter(os.devnull, atomic=atomic, fsync=True) as w:
+        w.write(b"x")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    with TFRecordWriter(fifo, atomic=atomic, fsync=True) as w:
+        w.write(b"y")
+    reader.join(timeout=30)
+    assert list(TFRecordReader(io.BytesIO(got[0]))) == [b"y"]
 
 
 @pytest.mark.parametrize("dangling", [False, True])

@@ -57,11 +57,19 @@ def _normalize(name, value):
     except (ValueError, TypeError) as exc:
         raise FeatureSpecError(f"feature {name!r}: cannot encode {type(value).__name__}: {exc}") from None
     if arr.dtype.kind in "fiub":
+        if arr.dtype == np.float64 and type(value) is not np.ndarray and isinstance(_first(value), _INTS):
+            ints = _int64_values(name, value)
+            if ints is not None:
+                return INT64, ints
         return _numeric(name, arr, -1)
     if arr.dtype.kind in "SUO" and not isinstance(value, (list, tuple)):
         flat = arr.reshape(-1).tolist()
         if arr.dtype.kind != "O" or all(isinstance(v, (bytes, str)) for v in flat):
             return BYTES, [_as_bytes(name, v) for v in flat]
+    if arr.dtype.kind == "O" and arr.size:  # ints past int64 and uint64 alike, or Python ints in an object array
+        ints = _int64_values(name, value)
+        if ints is not None:
+            return INT64, ints
     raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r} (want floats, ints, bools, bytes or str)")
 
 
@@ -81,9 +89,40 @@ def _numeric(name, arr, rows):
 _INT64_MAX = np.iinfo(np.int64).max
 
 
+def _first(value):
+    """The first value of a (nested) list: a float there makes it a float_list anyway."""
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return value
+
+
+_INTS = (int, np.integer)
+
+
+def _int64_values(name, value):
+    """A list of ints only as int64, or None if it holds anything else. numpy makes float64
+    of ints past int64 (``[-1, 2**63]``) and of uint64 beside signed ints: written as a
+    float_list, their values were rounded, and their kind was lost. One that does not fit
+    is refused."""
+    flat = np.asarray(value, dtype=object).reshape(-1)
+    if not all(isinstance(v, _INTS) for v in flat):
+        return None
+    ints = [int(v) for v in flat]
+    for v in ints:
+        if not -2**63 <= v < 2**63:
+            raise FeatureSpecError(f"feature {name!r}: value {v} does not fit int64")
+    return np.array(ints, dtype=np.int64)
+
+
 def _as_bytes(name, v) -> bytes:
     if isinstance(v, str):
-        return v.encode()
+        try:
+            return v.encode()
+        except UnicodeEncodeError as exc:
+            raise FeatureSpecError(
+                f"feature {name!r}: the str value {v!r:.80} has no UTF-8 encoding ({exc.reason} at position "
+                f"{exc.start})", hint="pass bytes (os.fsencode(value) for a file name) or a valid str",
+            ) from None
     if isinstance(v, bytes):
         return bytes(v) if type(v) is not bytes else v
     if isinstance(v, memoryview):  # its bytes as the core would borrow them
@@ -161,6 +200,7 @@ def encode_sequence_example(context: Mapping[str, Any], feature_lists: Mapping[s
     list_keys, list_steps = [], []
     for name, key in _order(feature_lists or {}, deterministic):
         list_keys.append(key)
+        _rows(name, feature_lists[name], "a feature list", "step")
         list_steps.append([_normalize(name, step) for step in feature_lists[name]])
     return _native.example.encode_sequence_example(keys, kinds, values, list_keys, list_steps)
 
@@ -175,18 +215,23 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
                     as_batch: bool = False) -> list[bytes] | RecordBatch:
     """Serialize a batch column by column: columns maps name -> numpy array with a leading
     batch dimension (each row flattened into one feature), or a sequence with one value per
-    row (anything encode_example takes). Names in ``raw`` are written as one bytes value per
-    row holding the row's raw array data (read back with RawTensorFeature).
+    row (anything encode_example takes). Columns named in ``raw`` (names, or one name) are
+    written as one bytes value per row holding the row's raw array data (read back with
+    RawTensorFeature).
 
     Returns a list of bytes (encoded without the GIL; making each record's bytes object
     holds it), or with ``as_batch=True`` a framed :class:`RecordBatch`: the records already
     framed as TFRecords in one buffer, built without the GIL and without a Python object per
     record, which ``TFRecordWriter.write_many`` and ``write_parallel`` copy verbatim (so
     encoding threads run in parallel)."""
-    n = len(next(iter(columns.values()))) if columns else 0
+    raw = _raw_names(raw, columns)
+    n = None
     for name, column in columns.items():
-        if len(column) != n:
-            raise FeatureSpecError(f"feature {name!r}: {len(column)} rows, but {n} in the first column")
+        rows = _rows(name, column)
+        if n is None:
+            n = rows
+        elif rows != n:
+            raise FeatureSpecError(f"feature {name!r}: {rows} rows, but {n} in the first column")
     if not n:
         return RecordBatch(framed=True) if as_batch else []
     keys, kinds, data = [], [], []
@@ -200,9 +245,49 @@ def encode_examples(columns: Mapping[str, Any], deterministic: bool = False, raw
     return RecordBatch(*_native.example.encode_examples_framed(keys, kinds, data, n), framed=True)
 
 
+def _raw_names(raw, columns) -> frozenset:
+    """The names of raw, one str taken as one name (not its substrings); each must be a
+    column, or a misspelt one would be encoded as numbers without a word."""
+    names = frozenset((raw,) if isinstance(raw, str) else raw)
+    for name in names:
+        if name not in columns:
+            raise FeatureSpecError(f"raw names {name!r}, which is not one of the columns {list(columns)!r:.200}")
+    return names
+
+
+def _rows(name, column, what="a column", unit="row") -> int:
+    """A column's row count (or a feature list's step count); a value without one (a scalar,
+    a 0-d array, an iterator) is refused naming its feature."""
+    try:
+        # a str or bytes would be its characters, one per row
+        if isinstance(column, (str, bytes, bytearray, np.generic)) or getattr(column, "ndim", 1) == 0:
+            raise TypeError
+        return len(column)
+    except TypeError:
+        raise FeatureSpecError(
+            f"feature {name!r}: {what} needs one value per {unit} (an array or a sequence), not "
+            f"{type(column).__name__} {column!r:.80}",
+            hint="pass a list or an array (list(it) for an iterator); " + (
+                "a value shared by every row repeated, as [value] * n or np.full(n, value)" if unit == "row"
+                else "a single step as [value]"),
+        ) from None
+
+
 def _column(name, column, n, raw):
     if raw:
-        arr = np.ascontiguousarray(column)
+        try:
+            arr = np.ascontiguousarray(column)
+        except ValueError as exc:  # ragged rows
+            raise FeatureSpecError(f"feature {name!r}: a raw column needs rows of one shape ({exc})") from None
+        # numpy pads a list of bytes or str to one width, and an object array has no data
+        if arr.dtype.kind == "O" or (arr.dtype.kind in "SU" and not isinstance(column, np.ndarray)):
+            objects = arr.dtype.kind == "O"
+            raise FeatureSpecError(
+                f"feature {name!r}: a raw column needs an array of numbers, not "
+                + ("an array of Python objects" if objects else f"a {type(column).__name__} of bytes or str"),
+                hint="convert it with .astype(<a numeric dtype>)" if objects
+                else "leave bytes and str columns out of raw: their values are written as they are",
+            )
         return RAW, arr.reshape(n, -1).view(np.uint8).reshape(n, -1)
     if isinstance(column, np.ndarray) and column.dtype.kind in "fiub" and column.ndim >= 1:
         # Not through _normalize, whose checks for scalars and lists held the GIL that

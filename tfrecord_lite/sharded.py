@@ -241,10 +241,12 @@ class ShardedWriter(CommitOnExit):
         """The current rolling shard, or a new one if record would take it past a limit;
         the caller holds the lock until the record is written."""
         w = self._writers[-1]
+        size = _frame_bytes(record)
+        if size is None:
+            return w  # whose write raises the error: no new shard for a record that is not one
         if w.records_written and (
             (self.max_records is not None and w.records_written >= self.max_records)
-            or (self.max_bytes is not None
-                and w.bytes_written + _frame_bytes(record) > self.max_bytes)
+            or (self.max_bytes is not None and w.bytes_written + size > self.max_bytes)
         ):
             self._add_shard(None)
             w = self._writers[-1]
@@ -259,11 +261,12 @@ def _key_count(prefix, records, keys, written="nothing was written") -> InvalidA
                                 hint=f"pass one key per record; {written}")
 
 
-def _frame_bytes(record) -> int:
+def _frame_bytes(record) -> int | None:
+    """The record's frame size; None if it is not bytes-like (the writer raises a clear error)."""
     try:
         return memoryview(record).nbytes + _native.framing.OVERHEAD_BYTES
     except TypeError:
-        return _native.framing.OVERHEAD_BYTES  # not bytes-like: the writer raises a clear error for it
+        return None
 
 
 # -- write_parallel ---------------------------------------------------------------------
@@ -423,30 +426,53 @@ def _encode_chunk(encode, chunk, first, shard, num_shards, path, batched=False):
     their data lengths (so that a shard's index needs no second look at them), or as the
     RecordBatch that a batched encode returned."""
     j, records = 0, []
+    what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first}"
     try:
         if batched:
             records = encode(chunk)
             if type(records) is RecordBatch:  # the shard's writer takes it as it is
                 return records, len(records), None
+            if isinstance(records, (bytes, bytearray, memoryview, str)):  # its items would be ints
+                raise _NotARecord(f"encode returned one {type(records).__name__}; with batched=True it "
+                                  "returns an iterable of the chunk's records (a list of bytes)")
             records = list(records)
         else:
             for j, item in enumerate(chunk):
+                what = f"item {first + j}"
                 records.append(encode(item))
                 if type(records[-1]) is not bytes:  # not a record encode_frames takes: this item's error
-                    _native.framing.check_buffer(records[-1])
+                    _check_record(records[-1], "")
         # One core call frames them all, without the GIL for all but the smallest chunks.
-        out = _native.framing.encode_frames(records)
+        try:
+            out = _native.framing.encode_frames(records)
+        except _native.BUFFER_ERRORS:
+            for k, record in enumerate(records):  # name the record that is not one
+                _check_record(record, f" as record {k} of the {len(records)} it returned")
+            raise
         lengths = _native.spans.value_lengths(records)
         if lengths is None:  # not all bytes: other buffers
             lengths = np.array([memoryview(r).nbytes for r in records], np.int64)
     except Exception as exc:
-        what = f"items {first}..{first + len(chunk) - 1}" if batched else f"item {first + j}"
+        returned = isinstance(exc, _NotARecord)  # encode did not raise: what it gave is no record
         raise EncodeError(
-            f"{what} (shard {shard} of {num_shards}): encode raised {type(exc).__name__}: {exc}",
+            f"{what} (shard {shard} of {num_shards}): "
+            + (str(exc) if returned else f"encode raised {type(exc).__name__}: {exc}"),
             item=first + j, shard=shard, path=path,
             hint="No shard was written; fix encode or the item and run again",
-        ) from exc
+        ) from (exc.__cause__ if returned else exc)
     return out, len(lengths), lengths
+
+
+class _NotARecord(Exception):
+    """encode returned something that is not a bytes-like record (it did not raise)."""
+
+
+def _check_record(record, where) -> None:
+    try:
+        _native.framing.check_buffer(record)
+    except _native.BUFFER_ERRORS as exc:
+        raise _NotARecord(f"encode returned a value of type {type(record).__name__}{where}, "
+                          f"not a bytes-like record ({exc})") from exc
 
 
 def _shard_loop(writers, q, failure):

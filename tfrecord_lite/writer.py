@@ -18,7 +18,7 @@ from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
-from .io import CommitOnExit, compressor, normalize_compression
+from .io import CommitOnExit, _fsync_dir, compressor, normalize_compression
 from .batch import RecordBatch
 from .index import index_path
 
@@ -40,7 +40,7 @@ class TFRecordWriter(CommitOnExit):
     never a partial file under ``path``. URLs are atomic too: on S3 and GCS a multipart
     upload completed at close (aborted on error; a killed process leaves no object), on other
     filesystems a hidden temporary name moved into place at close.
-    fsync: fsync the file (and directory) before the rename.
+    fsync: fsync the file (before the rename, for atomic paths) and its directory.
     index: True writes the sidecar ``path + ".index"`` (the format of ``tfrecord_lite.index``:
     one ``offset frame_length`` line per record) while writing; a path names the sidecar
     explicitly (needed for file objects, whose offsets count from where the writer started).
@@ -273,10 +273,14 @@ class TFRecordWriter(CommitOnExit):
             self._atomic.commit()
             self._renamed = True
         elif self._owned:
-            if self._fsync and not _fs.is_url(self.path):
+            # A device or a pipe (/dev/null, /dev/stdout) has nothing to sync: fsync fails there.
+            synced = self._fsync and not _fs.is_url(self.path) and not _fs.is_special(self.path)
+            if synced:
                 self._file.flush()  # the file is buffered: its last bytes reach the OS first
                 os.fsync(self._file.fileno())
             self._file.close()
+            if synced:  # a file it created is durable once its directory entry is
+                _fsync_dir(os.path.dirname(os.path.abspath(_fs.local_path(self.path))))
         elif hasattr(self._file, "flush"):
             self._file.flush()
         if self._index is not None:
@@ -327,24 +331,27 @@ def close_group(writers, paths=None) -> None:
     """Commit a group of writers all or nothing: every file is finished first, then renamed
     into place (under ``paths[i]`` if given). If anything fails, every writer is discarded
     and the files already renamed are removed again, so no member of the group remains."""
-    committed = []
+    finished, committed = [], []
     try:
         for w in writers:
             with w._lock:
                 if w.closed:
                     raise TFRecordError(f"{w.path}: a shard writer was closed outside its group")
                 w._finish()
+                # Closed as it is finished: a record another thread writes before the commit
+                # would be counted but never reach the file; it fails instead.
+                w.closed = True
+                finished.append(w)
         for i, w in enumerate(writers):
             with w._lock:
-                w.closed = True
                 committed.append(w)
                 w._commit(None if paths is None else paths[i])
     except BaseException:
         for w in writers:
-            if w not in committed:
-                w.abort()
-            else:
+            if w in finished:
                 w._discard()  # the temporary files of a half-done commit
+            else:
+                w.abort()
         for w in committed:
             w._uncommit()
         raise

@@ -63,6 +63,28 @@ def test_deterministic_encoding_is_byte_identical(tf, backend, mapping):
     assert tfl.encode_examples({k: [v] for k, v in ours(mapping).items()}, deterministic=True) == ([expected] if mapping else [])
 
 
+int_values = st.one_of(st.integers(-2**63, 2**63 - 1), st.integers(0, 2**63 - 1).map(np.uint64),
+                       st.integers(-2**63, 2**63 - 1).map(np.int64))
+
+
+@SETTINGS
+@given(values=st.lists(int_values, min_size=1, max_size=5), past=st.sampled_from([None, 2**63, 2**64, -2**63 - 1]))
+def test_plain_int_lists_encode_as_tf_int64_lists(tf, backend, values, past):
+    """A list of Python and numpy ints, as passed by hand: numpy makes float64 of some
+    (uint64 beside negative ints, ints past int64), which was written as a float_list.
+    Values TensorFlow's Int64List refuses are refused too."""
+    values = values + ([] if past is None else [past])
+    if past is not None:
+        with pytest.raises(ValueError, match="out of range"):
+            tf.train.Int64List(value=values)
+        with pytest.raises(FeatureSpecError, match=f"value {past} does not fit int64"):
+            tfl.encode_example({"i": values})
+        return
+    expected = tf_example(tf, {"i": ("i", [int(v) for v in values])}).SerializeToString(deterministic=True)
+    assert tfl.encode_example({"i": values}, deterministic=True) == expected
+    assert tfl.encode_examples({"i": [values]}, deterministic=True) == [expected]
+
+
 @SETTINGS
 @given(columns=st.dictionaries(st.text(max_size=5), st.tuples(st.sampled_from(["f", "i", "b", "s"]), st.data()),
                                min_size=1, max_size=5),
