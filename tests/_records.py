@@ -1,7 +1,9 @@
 """Test data helpers: small TFRecord files with records that name their origin, the TensorFlow
 interleave model, and what a dataset pass reads (fresh buffers, records)."""
 
+import contextlib
 import os
+import threading
 
 from tfrecord_lite import TFRecordWriter
 
@@ -76,3 +78,26 @@ def records_of(ds):
         n += len(batch)
         del batch
     return n
+
+
+class Overlap:
+    """A slow store for tests of concurrency: each call of ``with overlap():`` waits until
+    ``want`` calls are inside at once (or half a second passes); ``peak`` is the most that
+    were."""
+
+    def __init__(self, want: int = 4):
+        self.want, self.now, self.peak = want, 0, 0
+        self._gate = threading.Condition()
+
+    @contextlib.contextmanager
+    def __call__(self):
+        with self._gate:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self._gate.notify_all()
+            self._gate.wait_for(lambda: self.peak >= self.want, timeout=0.5)
+        try:
+            yield
+        finally:
+            with self._gate:
+                self.now -= 1

@@ -17,6 +17,7 @@ from tfrecord_lite import TFRecordDataset, TFRecordReader, TFRecordWriter
 from tfrecord_lite.arrow import arrow_schema, read_table, sequence_to_arrow, to_arrow, write_arrow
 from tfrecord_lite.errors import FeatureSpecError, TFRecordError
 
+from ._records import Overlap
 from .test_example import BAD_KINDS, assert_first_bad_record_named
 
 floats = st.floats(width=32, allow_nan=False)
@@ -272,8 +273,6 @@ def test_the_sample_reads_the_files_after_the_first_concurrently_in_order(backen
     the files one after another: small files on an object store made a thousand sequential
     opens for 1,000 records. When the first file falls short, up to 16 are now read at
     once: the same records in the same order, and only a file the sample needs fails it."""
-    import threading
-
     from tfrecord_lite import arrow as tfl_arrow
 
     paths = []
@@ -281,25 +280,17 @@ def test_the_sample_reads_the_files_after_the_first_concurrently_in_order(backen
         paths.append(str(tmp_path / f"f{k:02d}.tfrecord"))
         with TFRecordWriter(paths[-1]) as w:
             w.write_many(tfl.encode_example({"id": 100 * k + j}) for j in range(0 if k == 3 else k % 7 + 1))
-    real, gate, calls = tfl_arrow.TFRecordReader, threading.Condition(), {"now": 0, "peak": 0}
+    overlap = Overlap(4)
 
-    class SlowStore(real):  # reads wait here until 4 overlap
+    class SlowStore(tfl_arrow.TFRecordReader):  # reads wait here until 4 overlap
         def head(self, n):
-            with gate:
-                calls["now"] += 1
-                calls["peak"] = max(calls["peak"], calls["now"])
-                gate.notify_all()
-                gate.wait_for(lambda: calls["peak"] >= 4, timeout=0.5)
-            try:
+            with overlap():
                 return super().head(n)
-            finally:
-                with gate:
-                    calls["now"] -= 1
 
     monkeypatch.setattr(tfl_arrow, "TFRecordReader", SlowStore)
     want = [r for p in paths for r in TFRecordReader(p)][:60]
     sample = tfl_arrow._sample(paths, 60)
-    assert calls["peak"] >= 4 and [bytes(r) for r in sample] == want
+    assert overlap.peak >= 4 and [bytes(r) for r in sample] == want
     assert sample.locate(59)[0] == paths[17] and sample.locate(0)[0] == paths[0]
     (tmp_path / "f30.tfrecord").unlink()  # not needed: its failure is not the sample's
     assert [bytes(r) for r in tfl_arrow._sample(paths, 60)] == want

@@ -21,6 +21,7 @@ import tfrecord_lite as tfl
 from tfrecord_lite.arrow import arrow_schema
 from tfrecord_lite.index import read_index
 from tfrecord_lite.ray import RECORD_COLUMN, TFRecordDatasource, read_tfrecords, write_tfrecords
+from ._records import Overlap
 
 SPEC = {
     "id": tfl.FixedLenFeature([], "int64"),
@@ -312,8 +313,6 @@ def test_planning_describes_files_concurrently_in_order(backend, memfs, monkeypa
     sidecar: several requests each), so thousands of s3:// files made tens of thousands of
     sequential requests. Now up to 16 files are described at once: the plan is the same, and
     the first failing file in order is the one an error names."""
-    import threading
-
     import tfrecord_lite.fs as tfl_fs
     from tfrecord_lite.index import write_index
 
@@ -321,24 +320,15 @@ def test_planning_describes_files_concurrently_in_order(backend, memfs, monkeypa
     for k, path in enumerate(paths):  # file 0 holds the whole sample: the others are only planned
         with tfl.TFRecordWriter(path, compression="gzip" if k % 4 == 3 else None, index=k % 2 == 0) as w:
             w.write_many(make_records(0, 1000) if k == 0 else make_records(k * 10, 0 if k == 5 else 10))
-    real, gate = tfl_fs.size, threading.Condition()
-    calls = {"now": 0, "peak": 0}
+    real, overlap = tfl_fs.size, Overlap(4)
 
     def size(path, storage_options=None):  # a slow store: calls wait here until 4 overlap
-        with gate:
-            calls["now"] += 1
-            calls["peak"] = max(calls["peak"], calls["now"])
-            gate.notify_all()
-            gate.wait_for(lambda: calls["peak"] >= 4, timeout=0.5)
-        try:
+        with overlap():
             return real(path, storage_options)
-        finally:
-            with gate:
-                calls["now"] -= 1
 
     monkeypatch.setattr(tfl_fs, "size", size)
     source = TFRecordDatasource(paths, SPEC)
-    assert calls["peak"] >= 4
+    assert overlap.peak >= 4
     want = [source._describe(p, False) for p in paths]
     assert [f[:3] for f in source._files] == [w[:3] for w in want]
     assert [f[2] for f in want] == [None, None, None, "gzip"] * 3
