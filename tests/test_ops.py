@@ -186,3 +186,39 @@ def test_split_with_on_corrupt_deals_out_the_good_records_as_merge_keeps_them(
     assert [list(TFRecordReader(s)) for s in shards] == [kept[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(n)]
     merged = merge(damaged, d / "merged.tfrecord", verify=True, on_corrupt=mode)
     assert merged.records == len(kept) and list(TFRecordReader(merged.path)) == kept
+
+
+@pytest.mark.parametrize("compression, index, fsync", [(None, False, False), (None, True, True), ("gzip", False, True)])
+def test_split_writes_more_shards_than_files_may_be_open(backend, tmp_path, few_descriptors, compression, index,
+                                                         fsync):
+    # Every shard used to stay open until the commit: 200 shards failed with EMFILE under
+    # `ulimit -n 64`. Shards are now written one after another and closed when full.
+    records = [b"r%d" % i for i in range(450)]
+    src = _write(tmp_path / "in.tfrecord", records)
+    shards = split(src, 200, tmp_path / "part", compression=compression, index=index, fsync=fsync)
+    assert [s.records for s in shards] == [3] * 50 + [2] * 150
+    assert [r for s in shards for r in TFRecordReader(s, compression)] == records
+    assert all(os.path.exists(s.path + ".index") == index for s in shards)
+    assert sorted(os.listdir(tmp_path)) == sorted(["in.tfrecord"] + [os.path.basename(s) for s in shards]
+                                                  + [os.path.basename(s) + ".index" for s in shards if index])
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("index", [False, True])
+def test_a_failed_split_into_many_shards_leaves_nothing(backend, tmp_path, monkeypatch, few_descriptors,
+                                                        compression, index):
+    # The shards already written and closed when the input turns out shorter are removed too.
+    import tfrecord_lite.ops as ops
+
+    records = [b"r%d" % i for i in range(450)]
+    src = _write(tmp_path / "in.tfrecord", records, compression)
+    progress = ops._progress
+
+    def shrink_first(*args, **kwargs):
+        _write(src, records[:400], compression)
+        return progress(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "_progress", shrink_first)
+    with pytest.raises(TFRecordError, match="the input changed while it was split"):
+        split(src, 200, tmp_path / "part", index=index)
+    assert os.listdir(tmp_path) == ["in.tfrecord"]

@@ -423,3 +423,20 @@ def test_a_failed_group_commit_puts_back_the_files_it_replaced(backend, tmp_path
         w.write_many([b"new"] * 9)
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in before)
     assert all(list(TFRecordReader(p)) == [b"new"] * 3 for p in old)
+
+
+@pytest.mark.parametrize("index, fsync", [(False, False), (True, True)])
+def test_rolling_shards_need_no_descriptor_each(backend, tmp_path, few_descriptors, index, fsync):
+    # Every rolled shard used to stay open until close: 200 of them failed with EMFILE
+    # under `ulimit -n 64`. A full shard is now closed (and committed with the rest at close).
+    with ShardedWriter(tmp_path / "x", max_records_per_shard=2, index=index, fsync=fsync) as w:
+        w.write_many(b"%d" % i for i in range(400))
+    assert [s.records for s in w.shards] == [2] * 200
+    assert [r for s in w.shards for r in TFRecordReader(s)] == [b"%d" % i for i in range(400)]
+    assert len(os.listdir(tmp_path)) == (400 if index else 200)
+    with pytest.raises(RuntimeError):
+        with ShardedWriter(tmp_path / "y", max_records_per_shard=2, index=index) as w:
+            w.write_many(b"%d" % i for i in range(400))
+            raise RuntimeError
+    assert not [n for n in os.listdir(tmp_path) if not n.startswith("x-")]
+

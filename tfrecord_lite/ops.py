@@ -129,8 +129,9 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     The input is read twice (once to count, once to copy). compression is the outputs'; with
     uncompressed input and output, verify=False and no index, byte ranges are copied without
     being parsed a second time. verify=True checks every data CRC first; all shards are
-    committed together, or none if anything fails. The input and prefix may be fsspec URLs
-    (with ``storage_options``).
+    committed together, or none if anything fails. Shards are written one after another and
+    closed as they fill, so any number of them fits under the open-file limit. The input and
+    prefix may be fsspec URLs (with ``storage_options``).
     on_corrupt: as in merge; "skip" or "stop" splits the good records of a damaged input
     (frames are then streamed in both reads, and each dropped record is logged by both).
     max_record_bytes: as in TFRecordReader.
@@ -157,18 +158,26 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
                             max_record_bytes=max_record_bytes, storage_options=storage_options) as r:
             n = sum(len(offsets) for offsets, _ in r.record_spans())
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
-    paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
     writers = []
+
+    def shard(i):
+        """Shard i's writer, opened as the one before it is parked: shards are written one
+        after another, so a thousand shards need no thousand descriptors."""
+        while len(writers) <= i:
+            if writers:
+                writers[-1]._park()
+            writers.append(TFRecordWriter(shard_path(prefix, len(writers), num_shards, suffix), out_compression,
+                                          fsync=fsync, index=index, storage_options=storage_options))
+        return writers[i]
+
     try:
-        for p in paths:
-            writers.append(TFRecordWriter(p, out_compression, fsync=fsync, index=index,
-                                          storage_options=storage_options))
         with _progress(n, desc="split", enabled=progress) as bar:
-            if ranges and writers[0]._raw_copyable():
-                _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options)
+            if ranges and out_compression is None and not index:
+                _split_ranges(path, shard, sizes, offsets, lengths, bar, storage_options)
             else:  # the second read drops what the first did: verified, and only then, alike
-                _split_stream(path, input_compression, writers, sizes, bar, storage_options,
+                _split_stream(path, input_compression, shard, sizes, bar, storage_options,
                               verify and on_corrupt != "raise", on_corrupt, max_record_bytes)
+        shard(num_shards - 1)  # the empty shards at the end
         if [w.records_written for w in writers] != sizes:
             raise _changed(path, f"{n} records were counted but {sum(w.records_written for w in writers)} copied")
         close_group(writers)
@@ -178,15 +187,15 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     return [ShardInfo(w.path, w.records_written) for w in writers]
 
 
-def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
+def _split_ranges(path, shard, sizes, offsets, lengths, bar, storage_options):
     with _fs.open_input(path, storage_options) as f:
         first = 0
-        for w, size in zip(writers, sizes):
+        for i, size in enumerate(sizes):
             if size:
                 start = int(offsets[first])
                 end = int(offsets[first + size - 1] + lengths[first + size - 1])
                 f.seek(start)
-                if w._copy_raw(f, end - start, size) != end - start:
+                if shard(i)._copy_raw(f, end - start, size) != end - start:
                     raise _changed(path, f"it ends before byte {end}, where record {first + size - 1} ends")
             first += size
             bar.update(size)
@@ -195,7 +204,8 @@ def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
             raise _changed(path, f"it has more than the {len(offsets)} records counted")
 
 
-def _split_stream(path, compression, writers, sizes, bar, storage_options, check_crc, on_corrupt, max_record_bytes):
+def _split_stream(path, compression, shard_writer, sizes, bar, storage_options, check_crc, on_corrupt,
+                  max_record_bytes):
     """Deal the frame blocks out in order, cutting a block where a shard fills up."""
     shard, room = 0, sizes[0]
     with TFRecordReader(path, compression, check_crc, on_corrupt, max_record_bytes=max_record_bytes,
@@ -211,7 +221,7 @@ def _split_stream(path, compression, writers, sizes, bar, storage_options, check
                 take = min(len(starts) - done, room)
                 last = done + take - 1
                 end = int(starts[last] + lengths[last]) + _native.framing.FOOTER_BYTES  # past its footer
-                writers[shard]._write_frames(memoryview(frames)[start:end], lengths=lengths[done:done + take])
+                shard_writer(shard)._write_frames(memoryview(frames)[start:end], lengths=lengths[done:done + take])
                 start, done, room = end, done + take, room - take
                 bar.update(take)
 

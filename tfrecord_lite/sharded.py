@@ -90,6 +90,8 @@ class ShardedWriter(CommitOnExit):
     shards are written (as TensorFlow and Beam do); rolling over no records writes one empty
     shard. compression, index, fsync and storage_options are as in TFRecordWriter and apply
     to each shard; the prefix may be an fsspec URL (``s3://bucket/out/train``).
+    Open files: a fixed count keeps every shard open until close (two files each with an
+    index); rolling shards are closed as they fill.
     Thread-safe. After close, ``shards`` lists a ShardInfo per shard.
     """
 
@@ -248,6 +250,7 @@ class ShardedWriter(CommitOnExit):
             (self.max_records is not None and w.records_written >= self.max_records)
             or (self.max_bytes is not None and w.bytes_written + size > self.max_bytes)
         ):
+            w._park()  # full: a rolled shard holds no descriptor until the commit
             self._add_shard(None)
             w = self._writers[-1]
         return w
