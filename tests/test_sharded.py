@@ -440,3 +440,18 @@ def test_rolling_shards_need_no_descriptor_each(backend, tmp_path, few_descripto
             raise RuntimeError
     assert not [n for n in os.listdir(tmp_path) if not n.startswith("x-")]
 
+
+@pytest.mark.parametrize("index", [False, True])
+def test_too_many_fixed_shards_for_the_open_file_limit_say_what_to_do(backend, tmp_path, few_descriptors,
+                                                                      recwarn, index):
+    # A fixed shard count keeps every shard open; past the limit the error was a bare
+    # EMFILE naming one shard.
+    need = 400 if index else 200
+    with pytest.raises(TFRecordError, match=f"out of file descriptors \\(ulimit -n is \\d+\\): 200 shards "
+                       f"written at once keep {need} files open.*Raise the limit.*write fewer shards"):
+        ShardedWriter(tmp_path / "x", 200, index=index)
+    with pytest.raises(TFRecordError, match=f"keep {need} files open"):
+        write_parallel(range(10), bytes, tmp_path / "p", 200, index=index)
+    gc.collect()
+    assert os.listdir(tmp_path) == []
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]

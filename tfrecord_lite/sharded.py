@@ -10,6 +10,8 @@ Shard ``i`` of ``n`` is named ``f"{prefix}-{i:05d}-of-{n:05d}{suffix}"``
 from __future__ import annotations
 
 import collections
+import contextlib
+import errno
 import itertools
 import os
 import pickle
@@ -122,8 +124,9 @@ class ShardedWriter(CommitOnExit):
         self.shards: list[ShardInfo] | None = None
         self.closed = False
         try:
-            for i in range(num_shards or 1):
-                self._add_shard(num_shards)
+            with _descriptors(num_shards or 1, index, self.prefix):
+                for i in range(num_shards or 1):
+                    self._add_shard(num_shards)
         except BaseException:
             abort_group(self._writers)
             raise
@@ -251,12 +254,39 @@ class ShardedWriter(CommitOnExit):
             or (self.max_bytes is not None and w.bytes_written + size > self.max_bytes)
         ):
             w._park()  # full: a rolled shard holds no descriptor until the commit
-            self._add_shard(None)
+            with _descriptors(None, self._options["index"], self.prefix):
+                self._add_shard(None)
             w = self._writers[-1]
         return w
 
 
 _NONE = object()
+
+
+@contextlib.contextmanager
+def _descriptors(num_shards, index, prefix):
+    """Opening shards (num_shards at once, or None: a rolled one): running out of file
+    descriptors (EMFILE) is an error that says how many the shards need and what to do."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        try:
+            import resource
+
+            limit = f" (ulimit -n is {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+        except (ImportError, OSError, ValueError):
+            limit = ""
+        need = (num_shards or 1) * (2 if index else 1)
+        raise TFRecordError(
+            f"out of file descriptors{limit}: " + (f"{num_shards} shards written at once keep {need} files open"
+                                                   if num_shards else f"a new shard needs {need}")
+            + (" (a shard and its index)" if index else ""), path=prefix,
+            hint="Raise the limit (ulimit -n, or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), write "
+            "fewer shards, or roll shards (max_records_per_shard / max_bytes_per_shard) or split() a "
+            "file: those hold one shard open at a time",
+        ) from exc
 
 
 def _key_count(prefix, records, keys, written="nothing was written") -> InvalidArgumentError:
@@ -331,9 +361,10 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress,
                     unit="item")
     try:
-        for i in range(num_shards):  # appended one by one: a failed open aborts those before it
-            writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
-                                          fsync=fsync, index=index, storage_options=storage_options))
+        with _descriptors(num_shards, index, os.fspath(prefix)):
+            for i in range(num_shards):  # appended one by one: a failed open aborts those before it
+                writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
+                                              fsync=fsync, index=index, storage_options=storage_options))
         # One writer thread per encoding worker, not per shard: thread t owns the shards
         # t, t + n_threads, ... (so each shard keeps one writer and its order). Writes run
         # without the GIL; more threads than cores would only take turns with the encoders.
