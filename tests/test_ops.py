@@ -222,3 +222,16 @@ def test_a_failed_split_into_many_shards_leaves_nothing(backend, tmp_path, monke
     with pytest.raises(TFRecordError, match="the input changed while it was split"):
         split(src, 200, tmp_path / "part", index=index)
     assert os.listdir(tmp_path) == ["in.tfrecord"]
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_merge_into_one_of_its_inputs_refuses_before_copying_anything(backend, tmp_path, verify):
+    # `cat big a >> a` used to append big's records (all that was drained before a came up)
+    # to a, then refuse a: the failed command changed the file it refused to write.
+    big = _write(tmp_path / "big.tfrecord", [b"x" * 1000] * 3000)
+    a = _write(tmp_path / "a.tfrecord", [b"a", b"bc"])
+    before = a.read_bytes()
+    with open(a, "ab") as out, pytest.raises(TFRecordError, match="input file is output file") as err:
+        merge([big, a], out, verify=verify)
+    assert a.read_bytes() == before
+    assert err.value.path == str(a) and "nothing was written" in str(err.value)

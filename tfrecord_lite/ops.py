@@ -57,6 +57,7 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     counted = True
     with TFRecordWriter(output, compression, fsync=fsync, index=index, storage_options=storage_options) as w, \
             _progress(total, desc="merge", enabled=progress, unit="B") as bar:
+        _refuse_output(w, inputs)
         for path in inputs:
             counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt,
                                max_record_bytes)
@@ -66,7 +67,6 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
 def _append(writer, path, compression, verify, bar, storage_options, on_corrupt, max_record_bytes) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
-        _refuse_output(writer, f, path)
         if f.seekable():  # a pipe can be read only once: the reader checks it and detects compression
             check_tfrecord(f, path, compression, first_header=on_corrupt == "raise")  # all a plain copy checks
             if compression == "auto":
@@ -83,18 +83,29 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt,
     return True
 
 
-def _refuse_output(writer, f, path) -> None:
+def _refuse_output(writer, inputs) -> None:
     """Refuse an input that is the output file itself (``cat a >> a``, as GNU cat does): the
-    copy would read back what it appends and never end. A path output is written to a
-    temporary file, so merge may still name one of its inputs as its output."""
+    copy would read back what it appends and never end. All inputs are checked before
+    anything is copied: the output of ``cat b a >> a`` must not get b's records first. A
+    path output is written to a temporary file, so merge may still name one of its inputs
+    as its output."""
     try:
-        src, dst = os.fstat(f.fileno()), os.fstat(writer._file.fileno())
+        dst = os.fstat(writer._file.fileno())
     except (AttributeError, OSError, ValueError):  # remote, or a file object without a descriptor
         return
-    if stat.S_ISREG(dst.st_mode) and (src.st_dev, src.st_ino) == (dst.st_dev, dst.st_ino):
-        raise InvalidArgumentError("input file is output file", path=path,
-                                   hint="write to another file (merge -o may name one of its inputs: "
-                                   "it replaces it when complete)")
+    if not stat.S_ISREG(dst.st_mode):
+        return
+    for path in inputs:
+        try:
+            if _fs.is_url(path):
+                continue
+            src = os.stat(_fs.local_path(path))  # as open() finds it: through symlinks, /dev/stdin too
+        except (OSError, ValueError):  # missing: opening it says so
+            continue
+        if (src.st_dev, src.st_ino) == (dst.st_dev, dst.st_ino):
+            raise InvalidArgumentError("input file is output file", path=path,
+                                       hint="write to another file (merge -o may name one of its inputs: "
+                                       "it replaces it when complete); nothing was written")
 
 
 def tracked_blocks(reader, bar, blocks=None):
