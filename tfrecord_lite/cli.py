@@ -456,7 +456,7 @@ All shards appear together, or none if anything fails.
 
 examples:
   tfrecord-lite split train.tfrecord -n 16
-  tfrecord-lite split big.tfrecord.gz -n 8 --prefix shards/big --compression gzip --verify
+  tfrecord-lite split big.tfrecord.gz -n 8 --prefix shards/big --compression gzip --suffix .tfrecord.gz --verify
 """
 
 _EPILOG_INDEX = """\
@@ -563,7 +563,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--num-shards", type=_count(1), required=True, metavar="N", help="number of shards")
     p.add_argument("--prefix", default=None, type=_path,
                    help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
-    p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
+    p.add_argument("--suffix", default=".tfrecord",
+                   help="shard name suffix (default .tfrecord, with --compression too: pass .tfrecord.gz "
+                   "to mark gzip shards)")
     writing_args(p, "the shards", "FILE (default: detected)",
                  "a plain uncompressed copy checks them all as it counts FILE's records")
     _on_corrupt_args(p, "; skip and stop imply --verify")

@@ -135,7 +135,10 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     order gives the input's order back. Counts differ by at most one; the first
     ``records % num_shards`` shards get the extra record. Shards with no records are written
     empty. Names are ShardedWriter's: ``f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}"``;
-    prefix defaults to the input path without its TFRecord/compression extensions.
+    prefix defaults to the input path without its TFRecord/compression extensions. suffix
+    stays ``.tfrecord`` whatever ``compression`` is (readers here detect compression from the
+    bytes, and TensorFlow needs ``compression_type`` whatever the name); pass
+    ``suffix=".tfrecord.gz"`` to mark gzip shards.
 
     The input is read twice (once to count, once to copy). compression is the outputs'; with
     uncompressed input and output, verify=False and no index, byte ranges are copied without
