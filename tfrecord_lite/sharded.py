@@ -153,17 +153,22 @@ class ShardedWriter(CommitOnExit):
 
     def write_many(self, records: Iterable[Buffer], keys: Iterable[Hashable] | None = None) -> None:
         """Append many records (with one key each, if keys is given: exactly as many keys as
-        records, else InvalidArgumentError)."""
+        records, else InvalidArgumentError). Records with a len() are counted against the
+        keys before anything is written. Other iterables are read in chunks, so a count that
+        differs is found where one side runs out, after the records before were written; inside
+        ``with`` the error discards every shard anyway (pass a list to write nothing on it)."""
         if keys is not None:
             if self.rolling:
                 raise InvalidArgumentError("routing by key needs a fixed num_shards, not rolling shards")
             if hasattr(records, "__len__"):
                 # Counted before anything is written; an iterator of keys is read one past the
                 # records, to tell an extra key.
-                if not hasattr(keys, "__len__"):
+                counted = len(keys) if hasattr(keys, "__len__") else None
+                if counted is None:
                     keys = list(itertools.islice(keys, len(records) + 1))
                 if len(keys) != len(records):
-                    raise _key_count(self.prefix, len(records), len(keys))
+                    raise _key_count(self.prefix, len(records), len(keys) if counted is not None or
+                                     len(keys) < len(records) else f"more than {len(records)}")
         if self.rolling:
             for record in records:
                 self.write(record)
