@@ -562,7 +562,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=_path, metavar="FILE")
     p.add_argument("-n", "--num-shards", type=_count(1), required=True, metavar="N", help="number of shards")
     p.add_argument("--prefix", default=None, type=_path,
-                   help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
+                   help="shard name prefix (default: FILE without its .tfrecord/.gz extensions; DIR/ puts "
+                   "shards of that name in DIR)")
     p.add_argument("--suffix", default=".tfrecord",
                    help="shard name suffix (default .tfrecord, with --compression too: pass .tfrecord.gz "
                    "to mark gzip shards)")

@@ -135,7 +135,8 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     order gives the input's order back. Counts differ by at most one; the first
     ``records % num_shards`` shards get the extra record. Shards with no records are written
     empty. Names are ShardedWriter's: ``f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}"``;
-    prefix defaults to the input path without its TFRecord/compression extensions. suffix
+    prefix defaults to the input path without its TFRecord/compression extensions; a prefix
+    ending in ``/`` is a directory, where the shards get that name too. suffix
     stays ``.tfrecord`` whatever ``compression`` is (readers here detect compression from the
     bytes, and TensorFlow needs ``compression_type`` whatever the name); pass
     ``suffix=".tfrecord.gz"`` to mark gzip shards.
@@ -155,6 +156,8 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
         raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
     if prefix is None:
         prefix = _strip_extensions(path)
+    elif os.fspath(prefix).endswith(("/", os.sep)):  # a directory: the shards keep the input's name there
+        prefix = os.fspath(prefix) + os.path.basename(_strip_extensions(path))
     input_compression = normalize_compression(input_compression, allow_auto=True)
     with _fs.open_input(path, storage_options) as f:
         check_tfrecord(f, path, input_compression)
