@@ -113,7 +113,7 @@ def test_merge_to_file_object(backend, tmp_path):
 def test_split_of_an_input_that_changes_between_its_reads_writes_nothing(backend, tmp_path, monkeypatch,
                                                                          compression, index, change):
     """split reads its input twice, to count and to copy. An input rewritten in between (here
-    as the progress bar starts) is an error that says so; before, a shorter one gave shards
+    as the copy's progress bar starts) is an error that says so; before, a shorter one gave shards
     short of the records their ShardInfo claimed, and a longer compressed one an IndexError."""
     import tfrecord_lite.ops as ops
 
@@ -121,9 +121,10 @@ def test_split_of_an_input_that_changes_between_its_reads_writes_nothing(backend
     src = _write(tmp_path / "in.tfrecord", records, compression)
     progress = ops._progress
 
-    def rewrite_first(*args, **kwargs):
-        _write(src, records[:7] if change == "shrinks" else records + [b"more"] * 3, compression)
-        return progress(*args, **kwargs)
+    def rewrite_first(*args, desc, **kwargs):
+        if desc == "split":  # the copy's bar, after the count's
+            _write(src, records[:7] if change == "shrinks" else records + [b"more"] * 3, compression)
+        return progress(*args, desc=desc, **kwargs)
 
     monkeypatch.setattr(ops, "_progress", rewrite_first)
     with pytest.raises(TFRecordError, match="in.tfrecord: the input changed while it was split: .*"
@@ -214,9 +215,10 @@ def test_a_failed_split_into_many_shards_leaves_nothing(backend, tmp_path, monke
     src = _write(tmp_path / "in.tfrecord", records, compression)
     progress = ops._progress
 
-    def shrink_first(*args, **kwargs):
-        _write(src, records[:400], compression)
-        return progress(*args, **kwargs)
+    def shrink_first(*args, desc, **kwargs):
+        if desc == "split":  # the copy's bar, after the count's
+            _write(src, records[:400], compression)
+        return progress(*args, desc=desc, **kwargs)
 
     monkeypatch.setattr(ops, "_progress", shrink_first)
     with pytest.raises(TFRecordError, match="the input changed while it was split"):
@@ -235,3 +237,34 @@ def test_merge_into_one_of_its_inputs_refuses_before_copying_anything(backend, t
         merge([big, a], out, verify=verify)
     assert a.read_bytes() == before
     assert err.value.path == str(a) and "nothing was written" in str(err.value)
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("verify", [False, True])
+def test_split_shows_progress_through_both_of_its_reads(backend, tmp_path, monkeypatch, compression, verify):
+    # The bar covered only the copy: counting the records first (as long, longer with
+    # verify) showed nothing. It has a bar of the input's bytes now.
+    import tfrecord_lite.ops as ops
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, desc, enabled, unit="rec"):
+            self.total, self.desc, self.unit, self.n = total, desc, unit, 0
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(ops, "_progress", Bar)
+    src = _write(tmp_path / "in.tfrecord", [os.urandom(1000) for _ in range(3000)], compression)
+    split(src, 3, tmp_path / "s", verify=verify, progress=True)
+    size = os.path.getsize(src)
+    assert [(b.desc, b.unit, b.total, b.n) for b in bars] == [("split: count", "B", size, size),
+                                                              ("split", "rec", 3000, 3000)]

@@ -166,14 +166,16 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     out_compression = normalize_compression(compression)
 
     ranges = input_compression is None and on_corrupt == "raise"  # a dropped record would break a range
-    if ranges:
-        offsets, lengths = scan_index(path, check_crc=verify, max_record_bytes=max_record_bytes,
-                                      storage_options=storage_options)
-        n = len(offsets)
-    else:
-        with TFRecordReader(path, input_compression, check_crc=verify, on_corrupt=on_corrupt,
-                            max_record_bytes=max_record_bytes, storage_options=storage_options) as r:
-            n = sum(len(offsets) for offsets, _ in r.record_spans())
+    # The first read is as long as the copy (longer with verify): it has a bar of its own.
+    with _progress(_fs.size(path, storage_options), desc="split: count", enabled=progress, unit="B") as bar:
+        if ranges:
+            offsets, lengths = scan_index(path, check_crc=verify, max_record_bytes=max_record_bytes,
+                                          progress=bar, storage_options=storage_options)
+            n = len(offsets)
+        else:
+            with TFRecordReader(path, input_compression, check_crc=verify, on_corrupt=on_corrupt,
+                                max_record_bytes=max_record_bytes, storage_options=storage_options) as r:
+                n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
     writers = []
 
