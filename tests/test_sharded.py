@@ -143,6 +143,14 @@ def test_sharded_writer_argument_errors(tmp_path):
         with pytest.raises(TFRecordError, match="fixed num_shards"):
             w.write(b"a", key="k")
     assert os.listdir(tmp_path) == [os.path.basename(shard_path("x", 0, 1))]
+    # A directory as prefix named the shards "out/-00000-of-00002.tfrecord".
+    for make in (lambda p: ShardedWriter(p, 2), lambda p: ShardedWriter(p, max_records_per_shard=3),
+                 lambda p: write_parallel(range(3), bytes, p, 2)):
+        with pytest.raises(InvalidArgumentError, match=r"the shard prefix '.*out/' is a directory: the shards would "
+                           r"be named '.*out/-00000-of-00002.tfrecord'.*end it with a file name: '.*out/train' "
+                           r"gives '.*out/train-00000-of-00002.tfrecord'"):
+            make(f"{tmp_path}/out/")
+    assert not (tmp_path / "out").exists()
 
 
 # -- write_parallel ---------------------------------------------------------------------

@@ -35,6 +35,19 @@ __all__ = ["ShardedWriter", "ShardInfo", "shard_path", "key_to_shard", "write_pa
 DEFAULT_SUFFIX = ".tfrecord"
 
 
+def _check_prefix(prefix) -> str:
+    """prefix as a str; one ending in a directory separator is refused: its shards would be
+    named ``-00000-of-00004.tfrecord``, no name and a leading dash that commands take for an
+    option."""
+    prefix = os.fspath(prefix)
+    if prefix.endswith(("/", os.sep)):
+        raise InvalidArgumentError(f"the shard prefix {prefix!r} is a directory: the shards would be named "
+                                   f"{shard_path(prefix, 0, 2)!r}, ...", path=prefix,
+                                   hint=f"end it with a file name: {prefix + 'train'!r} gives "
+                                   f"{shard_path(prefix + 'train', 0, 2)!r}, ...")
+    return prefix
+
+
 def shard_path(prefix, index: int, num_shards: int, suffix: str = DEFAULT_SUFFIX) -> str:
     """``prefix-00003-of-00016.tfrecord``: shard ``index`` (from 0) of ``num_shards``."""
     return f"{os.fspath(prefix)}-{index:05d}-of-{num_shards:05d}{suffix}"
@@ -112,7 +125,7 @@ class ShardedWriter(CommitOnExit):
                             ("max_bytes_per_shard", max_bytes_per_shard)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
-        self.prefix = os.fspath(prefix)
+        self.prefix = _check_prefix(prefix)
         self.suffix = suffix
         self.max_records = max_records_per_shard
         self.max_bytes = max_bytes_per_shard
@@ -355,6 +368,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
         raise InvalidArgumentError(f"num_workers must be a positive int (or None for one per CPU), "
                                    f"not {num_workers!r}")
+    _check_prefix(prefix)
     num_workers = num_workers or os.cpu_count() or 1
     pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
     total = len(items) if hasattr(items, "__len__") else None
