@@ -466,3 +466,21 @@ def test_too_many_fixed_shards_for_the_open_file_limit_say_what_to_do(backend, t
     gc.collect()
     assert os.listdir(tmp_path) == []
     assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
+
+
+def test_shards_refuse_an_index_path(backend, tmp_path):
+    # index="x.index" was taken as a sidecar path for every shard: each wrote its sidecar
+    # over the others', and the one left described one shard (the last committed).
+    from tfrecord_lite import TFRecordWriter, split
+
+    src = tmp_path / "in.tfrecord"
+    with TFRecordWriter(src) as w:
+        w.write_many([b"a", b"bb", b"ccc"])
+    for make in (lambda idx: ShardedWriter(tmp_path / "s", 2, index=idx),
+                 lambda idx: ShardedWriter(tmp_path / "s", max_records_per_shard=2, index=idx),
+                 lambda idx: write_parallel(range(3), bytes, tmp_path / "s", 2, index=idx),
+                 lambda idx: split(src, 2, tmp_path / "s", index=idx)):
+        with pytest.raises(InvalidArgumentError, match="index must be True or False for shards, not '.*x.index': "
+                           "each shard's sidecar is its own path"):
+            make(str(tmp_path / "x.index"))
+    assert os.listdir(tmp_path) == ["in.tfrecord"]

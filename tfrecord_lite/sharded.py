@@ -48,6 +48,14 @@ def _check_prefix(prefix) -> str:
     return prefix
 
 
+def check_shard_index(index) -> None:
+    """Refuse a path as index=: it names the sidecar of one file, and every shard would write
+    its own over it."""
+    if isinstance(index, (str, bytes, os.PathLike)):
+        raise InvalidArgumentError(f"index must be True or False for shards, not {index!r}: each shard's "
+                                   "sidecar is its own path + '.index'", hint="pass index=True")
+
+
 def shard_path(prefix, index: int, num_shards: int, suffix: str = DEFAULT_SUFFIX) -> str:
     """``prefix-00003-of-00016.tfrecord``: shard ``index`` (from 0) of ``num_shards``."""
     return f"{os.fspath(prefix)}-{index:05d}-of-{num_shards:05d}{suffix}"
@@ -126,6 +134,7 @@ class ShardedWriter(CommitOnExit):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
         self.prefix = _check_prefix(prefix)
+        check_shard_index(index)
         self.suffix = suffix
         self.max_records = max_records_per_shard
         self.max_bytes = max_bytes_per_shard
@@ -369,6 +378,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
         raise InvalidArgumentError(f"num_workers must be a positive int (or None for one per CPU), "
                                    f"not {num_workers!r}")
     _check_prefix(prefix)
+    check_shard_index(index)
     num_workers = num_workers or os.cpu_count() or 1
     pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
     total = len(items) if hasattr(items, "__len__") else None
