@@ -4,6 +4,7 @@ Exceptions swallowed inside compiled code ("Exception ignored in ...") or in thr
 turned into test failures by the filterwarnings setting in pyproject.toml."""
 
 import gc
+import os
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -58,6 +59,20 @@ def core():
         gc.collect()
         release_memory()
         yield _native.example
+
+
+@pytest.fixture
+def few_descriptors():
+    """The process may open only 40 more files than it has open now (restored afterwards):
+    far fewer than the 200 shards the tests that take this write."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/dev/fd")) + 40, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 # The loopback S3 server (moto) and memory:// prefixes for the remote-path tests.

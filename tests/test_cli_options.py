@@ -368,3 +368,20 @@ def test_a_length_over_the_default_limit_is_named_in_each_commands_words(backend
     err = capfd.readouterr().err
     assert err.endswith("The file is damaged: pass --on-corrupt skip to drop bad records\n")
     assert "max_record_bytes;" not in err
+
+
+@pytest.mark.parametrize("argv, out", [(["merge", "-o", "{dir}/m.tfrecord"], "OUT"),
+                                       (["split", "-n", "2", "--prefix", "{dir}/s"], "shards")])
+def test_merge_and_split_index_with_compression_is_refused_in_the_commands_words(backend, tmp_path, capfd,
+                                                                                 argv, out):
+    # The error was the Python API's ("index=True needs an uncompressed file, but
+    # compression='gzip'... drop index=True"), naming a shard that was never written.
+    src = _write(tmp_path / "src.tfrecord", _examples(0, 3))
+    d = tmp_path / "out"
+    args = [argv[0], src] + [a.format(dir=d) for a in argv[1:]]
+    assert main(args + ["--compression", "gzip", "--index"]) == 1
+    assert capfd.readouterr().err == (f"tfrecord-lite {argv[0]}: --index needs uncompressed {out}, but --compression "
+                                      "gzip was given: records in a compressed stream have no byte offsets to index. "
+                                      "Leave out --index or --compression\n")
+    assert not d.exists()
+    assert main(args + ["--compression", "none", "--index"]) == 0

@@ -113,7 +113,7 @@ def test_merge_to_file_object(backend, tmp_path):
 def test_split_of_an_input_that_changes_between_its_reads_writes_nothing(backend, tmp_path, monkeypatch,
                                                                          compression, index, change):
     """split reads its input twice, to count and to copy. An input rewritten in between (here
-    as the progress bar starts) is an error that says so; before, a shorter one gave shards
+    as the copy's progress bar starts) is an error that says so; before, a shorter one gave shards
     short of the records their ShardInfo claimed, and a longer compressed one an IndexError."""
     import tfrecord_lite.ops as ops
 
@@ -121,9 +121,10 @@ def test_split_of_an_input_that_changes_between_its_reads_writes_nothing(backend
     src = _write(tmp_path / "in.tfrecord", records, compression)
     progress = ops._progress
 
-    def rewrite_first(*args, **kwargs):
-        _write(src, records[:7] if change == "shrinks" else records + [b"more"] * 3, compression)
-        return progress(*args, **kwargs)
+    def rewrite_first(*args, desc, **kwargs):
+        if desc == "split":  # the copy's bar, after the count's
+            _write(src, records[:7] if change == "shrinks" else records + [b"more"] * 3, compression)
+        return progress(*args, desc=desc, **kwargs)
 
     monkeypatch.setattr(ops, "_progress", rewrite_first)
     with pytest.raises(TFRecordError, match="in.tfrecord: the input changed while it was split: .*"
@@ -186,3 +187,84 @@ def test_split_with_on_corrupt_deals_out_the_good_records_as_merge_keeps_them(
     assert [list(TFRecordReader(s)) for s in shards] == [kept[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(n)]
     merged = merge(damaged, d / "merged.tfrecord", verify=True, on_corrupt=mode)
     assert merged.records == len(kept) and list(TFRecordReader(merged.path)) == kept
+
+
+@pytest.mark.parametrize("compression, index, fsync", [(None, False, False), (None, True, True), ("gzip", False, True)])
+def test_split_writes_more_shards_than_files_may_be_open(backend, tmp_path, few_descriptors, compression, index,
+                                                         fsync):
+    # Every shard used to stay open until the commit: 200 shards failed with EMFILE under
+    # `ulimit -n 64`. Shards are now written one after another and closed when full.
+    records = [b"r%d" % i for i in range(450)]
+    src = _write(tmp_path / "in.tfrecord", records)
+    shards = split(src, 200, tmp_path / "part", compression=compression, index=index, fsync=fsync)
+    assert [s.records for s in shards] == [3] * 50 + [2] * 150
+    assert [r for s in shards for r in TFRecordReader(s, compression)] == records
+    assert all(os.path.exists(s.path + ".index") == index for s in shards)
+    assert sorted(os.listdir(tmp_path)) == sorted(["in.tfrecord"] + [os.path.basename(s) for s in shards]
+                                                  + [os.path.basename(s) + ".index" for s in shards if index])
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("index", [False, True])
+def test_a_failed_split_into_many_shards_leaves_nothing(backend, tmp_path, monkeypatch, few_descriptors,
+                                                        compression, index):
+    # The shards already written and closed when the input turns out shorter are removed too.
+    import tfrecord_lite.ops as ops
+
+    records = [b"r%d" % i for i in range(450)]
+    src = _write(tmp_path / "in.tfrecord", records, compression)
+    progress = ops._progress
+
+    def shrink_first(*args, desc, **kwargs):
+        if desc == "split":  # the copy's bar, after the count's
+            _write(src, records[:400], compression)
+        return progress(*args, desc=desc, **kwargs)
+
+    monkeypatch.setattr(ops, "_progress", shrink_first)
+    with pytest.raises(TFRecordError, match="the input changed while it was split"):
+        split(src, 200, tmp_path / "part", index=index)
+    assert os.listdir(tmp_path) == ["in.tfrecord"]
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_merge_into_one_of_its_inputs_refuses_before_copying_anything(backend, tmp_path, verify):
+    # `cat big a >> a` used to append big's records (all that was drained before a came up)
+    # to a, then refuse a: the failed command changed the file it refused to write.
+    big = _write(tmp_path / "big.tfrecord", [b"x" * 1000] * 3000)
+    a = _write(tmp_path / "a.tfrecord", [b"a", b"bc"])
+    before = a.read_bytes()
+    with open(a, "ab") as out, pytest.raises(TFRecordError, match="input file is output file") as err:
+        merge([big, a], out, verify=verify)
+    assert a.read_bytes() == before
+    assert err.value.path == str(a) and "nothing was written" in str(err.value)
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("verify", [False, True])
+def test_split_shows_progress_through_both_of_its_reads(backend, tmp_path, monkeypatch, compression, verify):
+    # The bar covered only the copy: counting the records first (as long, longer with
+    # verify) showed nothing. It has a bar of the input's bytes now.
+    import tfrecord_lite.ops as ops
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, desc, enabled, unit="rec"):
+            self.total, self.desc, self.unit, self.n = total, desc, unit, 0
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(ops, "_progress", Bar)
+    src = _write(tmp_path / "in.tfrecord", [os.urandom(1000) for _ in range(3000)], compression)
+    split(src, 3, tmp_path / "s", verify=verify, progress=True)
+    size = os.path.getsize(src)
+    assert [(b.desc, b.unit, b.total, b.n) for b in bars] == [("split: count", "B", size, size),
+                                                              ("split", "rec", 3000, 3000)]

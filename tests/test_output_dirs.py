@@ -185,3 +185,16 @@ def test_a_rewrite_keeps_the_file_permissions(tmp_path, mode):
     mask = os.umask(0o022)
     os.umask(mask)
     assert stat.S_IMODE(os.stat(str(path) + ".index").st_mode) == 0o666 & ~mask
+
+
+def test_split_prefix_ending_in_a_slash_puts_shards_named_after_the_input_there(backend, tmp_path, capfd):
+    # `--prefix shards/` named the shards "shards/-00000-of-00002.tfrecord": no name, and a
+    # leading dash that commands take for an option.
+    src = tmp_path / "train.tfrecord.gz"
+    with tfl.TFRecordWriter(src, "gzip") as w:
+        w.write_many(_records())
+    shards = tfl.split(src, 2, str(tmp_path / "api") + os.sep)
+    assert [s.path for s in shards] == [str(tmp_path / "api" / f"train-0000{i}-of-00002.tfrecord") for i in range(2)]
+    assert main(["split", str(src), "-n", "2", "--prefix", str(tmp_path / "cli") + "/"]) == 0
+    assert _files_under(tmp_path / "cli") == [f"train-0000{i}-of-00002.tfrecord" for i in range(2)]
+    assert [r for s in shards for r in tfl.TFRecordReader(s)] == _records()

@@ -2,6 +2,7 @@
 
 import collections
 import gc
+import itertools
 import os
 import threading
 import time
@@ -142,6 +143,14 @@ def test_sharded_writer_argument_errors(tmp_path):
         with pytest.raises(TFRecordError, match="fixed num_shards"):
             w.write(b"a", key="k")
     assert os.listdir(tmp_path) == [os.path.basename(shard_path("x", 0, 1))]
+    # A directory as prefix named the shards "out/-00000-of-00002.tfrecord".
+    for make in (lambda p: ShardedWriter(p, 2), lambda p: ShardedWriter(p, max_records_per_shard=3),
+                 lambda p: write_parallel(range(3), bytes, p, 2)):
+        with pytest.raises(InvalidArgumentError, match=r"the shard prefix '.*out/' is a directory: the shards would "
+                           r"be named '.*out/-00000-of-00002.tfrecord'.*end it with a file name: '.*out/train' "
+                           r"gives '.*out/train-00000-of-00002.tfrecord'"):
+            make(f"{tmp_path}/out/")
+    assert not (tmp_path / "out").exists()
 
 
 # -- write_parallel ---------------------------------------------------------------------
@@ -288,9 +297,11 @@ def test_write_parallel_batched(backend, tmp_path, executor):
 def test_write_many_needs_one_key_per_record(backend, tmp_path):
     recs = [b"r%d" % i for i in range(10)]
     # Sized records: counted first, nothing written.
-    for n, keys in enumerate((["a", "b"], iter(["a", "b"]), ["k"] * 11, iter(["k"] * 11))):
+    for n, (keys, told) in enumerate(((["a", "b"], "2"), (iter(["a", "b"]), "2"), (["k"] * 11, "11"),
+                                      (iter(["k"] * 50), "more than 10"), (itertools.count(), "more than 10"))):
+        # An iterator is read one past the records: its count was given as 11, whatever it was.
         with ShardedWriter(tmp_path / f"s{n}", 3) as w:
-            with pytest.raises(InvalidArgumentError, match=r"write_many got 10 records but (2|11) keys.*"
+            with pytest.raises(InvalidArgumentError, match=f"write_many got 10 records but {told} keys.*"
                                "pass one key per record; nothing was written"):
                 w.write_many(recs, keys=keys)
             assert w.records_written == 0
@@ -423,3 +434,53 @@ def test_a_failed_group_commit_puts_back_the_files_it_replaced(backend, tmp_path
         w.write_many([b"new"] * 9)
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in before)
     assert all(list(TFRecordReader(p)) == [b"new"] * 3 for p in old)
+
+
+@pytest.mark.parametrize("index, fsync", [(False, False), (True, True)])
+def test_rolling_shards_need_no_descriptor_each(backend, tmp_path, few_descriptors, index, fsync):
+    # Every rolled shard used to stay open until close: 200 of them failed with EMFILE
+    # under `ulimit -n 64`. A full shard is now closed (and committed with the rest at close).
+    with ShardedWriter(tmp_path / "x", max_records_per_shard=2, index=index, fsync=fsync) as w:
+        w.write_many(b"%d" % i for i in range(400))
+    assert [s.records for s in w.shards] == [2] * 200
+    assert [r for s in w.shards for r in TFRecordReader(s)] == [b"%d" % i for i in range(400)]
+    assert len(os.listdir(tmp_path)) == (400 if index else 200)
+    with pytest.raises(RuntimeError):
+        with ShardedWriter(tmp_path / "y", max_records_per_shard=2, index=index) as w:
+            w.write_many(b"%d" % i for i in range(400))
+            raise RuntimeError
+    assert not [n for n in os.listdir(tmp_path) if not n.startswith("x-")]
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_too_many_fixed_shards_for_the_open_file_limit_say_what_to_do(backend, tmp_path, few_descriptors,
+                                                                      recwarn, index):
+    # A fixed shard count keeps every shard open; past the limit the error was a bare
+    # EMFILE naming one shard.
+    need = 400 if index else 200
+    with pytest.raises(TFRecordError, match=f"out of file descriptors \\(ulimit -n is \\d+\\): 200 shards "
+                       f"written at once keep {need} files open.*Raise the limit.*write fewer shards"):
+        ShardedWriter(tmp_path / "x", 200, index=index)
+    with pytest.raises(TFRecordError, match=f"keep {need} files open"):
+        write_parallel(range(10), bytes, tmp_path / "p", 200, index=index)
+    gc.collect()
+    assert os.listdir(tmp_path) == []
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
+
+
+def test_shards_refuse_an_index_path(backend, tmp_path):
+    # index="x.index" was taken as a sidecar path for every shard: each wrote its sidecar
+    # over the others', and the one left described one shard (the last committed).
+    from tfrecord_lite import TFRecordWriter, split
+
+    src = tmp_path / "in.tfrecord"
+    with TFRecordWriter(src) as w:
+        w.write_many([b"a", b"bb", b"ccc"])
+    for make in (lambda idx: ShardedWriter(tmp_path / "s", 2, index=idx),
+                 lambda idx: ShardedWriter(tmp_path / "s", max_records_per_shard=2, index=idx),
+                 lambda idx: write_parallel(range(3), bytes, tmp_path / "s", 2, index=idx),
+                 lambda idx: split(src, 2, tmp_path / "s", index=idx)):
+        with pytest.raises(InvalidArgumentError, match="index must be True or False for shards, not '.*x.index': "
+                           "each shard's sidecar is its own path"):
+            make(str(tmp_path / "x.index"))
+    assert os.listdir(tmp_path) == ["in.tfrecord"]

@@ -291,8 +291,17 @@ def _not_a_file(path) -> bool:
     return _fs.is_special(path) or (not _fs.is_url(path) and os.path.abspath(path).startswith(("/dev/", "/proc/")))
 
 
+def _check_index_compression(args, out) -> None:
+    """--index with --compression gzip/zlib, refused in the command's words (out: what it writes)."""
+    if args.index and args.compression not in (None, "none"):
+        raise TFRecordError(f"--index needs uncompressed {out}, but --compression {args.compression} was given: "
+                            "records in a compressed stream have no byte offsets to index",
+                            hint="Leave out --index or --compression")
+
+
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
+    _check_index_compression(args, "OUT")
     if args.index and _not_a_file(args.output):
         raise TFRecordError("--index writes OUT.index beside OUT, but OUT is a pipe or a device",
                             path=args.output, hint="Leave out --index, or write OUT to a file")
@@ -311,6 +320,7 @@ def cmd_split(args) -> int:
         raise TFRecordError("split reads its input twice (to count the records, then to copy them), but a "
                             "pipe can be read only once", path=args.file,
                             hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
+    _check_index_compression(args, "shards")
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, input_compression=args.input_compression,
                    verify=_verifying(args), index=args.index, progress=args.progress,
@@ -446,7 +456,7 @@ All shards appear together, or none if anything fails.
 
 examples:
   tfrecord-lite split train.tfrecord -n 16
-  tfrecord-lite split big.tfrecord.gz -n 8 --prefix shards/big --compression gzip --verify
+  tfrecord-lite split big.tfrecord.gz -n 8 --prefix shards/big --compression gzip --suffix .tfrecord.gz --verify
 """
 
 _EPILOG_INDEX = """\
@@ -552,8 +562,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=_path, metavar="FILE")
     p.add_argument("-n", "--num-shards", type=_count(1), required=True, metavar="N", help="number of shards")
     p.add_argument("--prefix", default=None, type=_path,
-                   help="shard name prefix (default: FILE without its .tfrecord/.gz extensions)")
-    p.add_argument("--suffix", default=".tfrecord", help="shard name suffix (default .tfrecord)")
+                   help="shard name prefix (default: FILE without its .tfrecord/.gz extensions; DIR/ puts "
+                   "shards of that name in DIR)")
+    p.add_argument("--suffix", default=".tfrecord",
+                   help="shard name suffix (default .tfrecord, with --compression too: pass .tfrecord.gz "
+                   "to mark gzip shards)")
     writing_args(p, "the shards", "FILE (default: detected)",
                  "a plain uncompressed copy checks them all as it counts FILE's records")
     _on_corrupt_args(p, "; skip and stop imply --verify")

@@ -369,7 +369,7 @@ class AtomicFile:
     def commit(self) -> None:
         target = self.target
         try:
-            if self._fsync:
+            if self._fsync and not self.file.closed:  # closed early: synced by whoever closed it
                 self.file.flush()
                 os.fsync(self.file.fileno())
             self.file.close()

@@ -19,7 +19,7 @@ from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
-from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
+from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, shard_path
 from .writer import TFRecordWriter, abort_group, close_group
 
 __all__ = ["merge", "split", "tracked_blocks"]
@@ -57,6 +57,7 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     counted = True
     with TFRecordWriter(output, compression, fsync=fsync, index=index, storage_options=storage_options) as w, \
             _progress(total, desc="merge", enabled=progress, unit="B") as bar:
+        _refuse_output(w, inputs)
         for path in inputs:
             counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt,
                                max_record_bytes)
@@ -66,7 +67,6 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
 def _append(writer, path, compression, verify, bar, storage_options, on_corrupt, max_record_bytes) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
-        _refuse_output(writer, f, path)
         if f.seekable():  # a pipe can be read only once: the reader checks it and detects compression
             check_tfrecord(f, path, compression, first_header=on_corrupt == "raise")  # all a plain copy checks
             if compression == "auto":
@@ -83,18 +83,29 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt,
     return True
 
 
-def _refuse_output(writer, f, path) -> None:
+def _refuse_output(writer, inputs) -> None:
     """Refuse an input that is the output file itself (``cat a >> a``, as GNU cat does): the
-    copy would read back what it appends and never end. A path output is written to a
-    temporary file, so merge may still name one of its inputs as its output."""
+    copy would read back what it appends and never end. All inputs are checked before
+    anything is copied: the output of ``cat b a >> a`` must not get b's records first. A
+    path output is written to a temporary file, so merge may still name one of its inputs
+    as its output."""
     try:
-        src, dst = os.fstat(f.fileno()), os.fstat(writer._file.fileno())
+        dst = os.fstat(writer._file.fileno())
     except (AttributeError, OSError, ValueError):  # remote, or a file object without a descriptor
         return
-    if stat.S_ISREG(dst.st_mode) and (src.st_dev, src.st_ino) == (dst.st_dev, dst.st_ino):
-        raise InvalidArgumentError("input file is output file", path=path,
-                                   hint="write to another file (merge -o may name one of its inputs: "
-                                   "it replaces it when complete)")
+    if not stat.S_ISREG(dst.st_mode):
+        return
+    for path in inputs:
+        try:
+            if _fs.is_url(path):
+                continue
+            src = os.stat(_fs.local_path(path))  # as open() finds it: through symlinks, /dev/stdin too
+        except (OSError, ValueError):  # missing: opening it says so
+            continue
+        if (src.st_dev, src.st_ino) == (dst.st_dev, dst.st_ino):
+            raise InvalidArgumentError("input file is output file", path=path,
+                                       hint="write to another file (merge -o may name one of its inputs: "
+                                       "it replaces it when complete); nothing was written")
 
 
 def tracked_blocks(reader, bar, blocks=None):
@@ -124,13 +135,18 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     order gives the input's order back. Counts differ by at most one; the first
     ``records % num_shards`` shards get the extra record. Shards with no records are written
     empty. Names are ShardedWriter's: ``f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}"``;
-    prefix defaults to the input path without its TFRecord/compression extensions.
+    prefix defaults to the input path without its TFRecord/compression extensions; a prefix
+    ending in ``/`` is a directory, where the shards get that name too. suffix
+    stays ``.tfrecord`` whatever ``compression`` is (readers here detect compression from the
+    bytes, and TensorFlow needs ``compression_type`` whatever the name); pass
+    ``suffix=".tfrecord.gz"`` to mark gzip shards.
 
     The input is read twice (once to count, once to copy). compression is the outputs'; with
     uncompressed input and output, verify=False and no index, byte ranges are copied without
     being parsed a second time. verify=True checks every data CRC first; all shards are
-    committed together, or none if anything fails. The input and prefix may be fsspec URLs
-    (with ``storage_options``).
+    committed together, or none if anything fails. Shards are written one after another and
+    closed as they fill, so any number of them fits under the open-file limit. The input and
+    prefix may be fsspec URLs (with ``storage_options``).
     on_corrupt: as in merge; "skip" or "stop" splits the good records of a damaged input
     (frames are then streamed in both reads, and each dropped record is logged by both).
     max_record_bytes: as in TFRecordReader.
@@ -138,8 +154,11 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     path = os.fspath(input)
     if not isinstance(num_shards, int) or num_shards < 1:
         raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
+    check_shard_index(index)
     if prefix is None:
         prefix = _strip_extensions(path)
+    elif os.fspath(prefix).endswith(("/", os.sep)):  # a directory: the shards keep the input's name there
+        prefix = os.fspath(prefix) + os.path.basename(_strip_extensions(path))
     input_compression = normalize_compression(input_compression, allow_auto=True)
     with _fs.open_input(path, storage_options) as f:
         check_tfrecord(f, path, input_compression)
@@ -148,27 +167,37 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     out_compression = normalize_compression(compression)
 
     ranges = input_compression is None and on_corrupt == "raise"  # a dropped record would break a range
-    if ranges:
-        offsets, lengths = scan_index(path, check_crc=verify, max_record_bytes=max_record_bytes,
-                                      storage_options=storage_options)
-        n = len(offsets)
-    else:
-        with TFRecordReader(path, input_compression, check_crc=verify, on_corrupt=on_corrupt,
-                            max_record_bytes=max_record_bytes, storage_options=storage_options) as r:
-            n = sum(len(offsets) for offsets, _ in r.record_spans())
+    # The first read is as long as the copy (longer with verify): it has a bar of its own.
+    with _progress(_fs.size(path, storage_options), desc="split: count", enabled=progress, unit="B") as bar:
+        if ranges:
+            offsets, lengths = scan_index(path, check_crc=verify, max_record_bytes=max_record_bytes,
+                                          progress=bar, storage_options=storage_options)
+            n = len(offsets)
+        else:
+            with TFRecordReader(path, input_compression, check_crc=verify, on_corrupt=on_corrupt,
+                                max_record_bytes=max_record_bytes, storage_options=storage_options) as r:
+                n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
     sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
-    paths = [shard_path(prefix, i, num_shards, suffix) for i in range(num_shards)]
     writers = []
+
+    def shard(i):
+        """Shard i's writer, opened as the one before it is parked: shards are written one
+        after another, so a thousand shards need no thousand descriptors."""
+        while len(writers) <= i:
+            if writers:
+                writers[-1]._park()
+            writers.append(TFRecordWriter(shard_path(prefix, len(writers), num_shards, suffix), out_compression,
+                                          fsync=fsync, index=index, storage_options=storage_options))
+        return writers[i]
+
     try:
-        for p in paths:
-            writers.append(TFRecordWriter(p, out_compression, fsync=fsync, index=index,
-                                          storage_options=storage_options))
         with _progress(n, desc="split", enabled=progress) as bar:
-            if ranges and writers[0]._raw_copyable():
-                _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options)
+            if ranges and out_compression is None and not index:
+                _split_ranges(path, shard, sizes, offsets, lengths, bar, storage_options)
             else:  # the second read drops what the first did: verified, and only then, alike
-                _split_stream(path, input_compression, writers, sizes, bar, storage_options,
+                _split_stream(path, input_compression, shard, sizes, bar, storage_options,
                               verify and on_corrupt != "raise", on_corrupt, max_record_bytes)
+        shard(num_shards - 1)  # the empty shards at the end
         if [w.records_written for w in writers] != sizes:
             raise _changed(path, f"{n} records were counted but {sum(w.records_written for w in writers)} copied")
         close_group(writers)
@@ -178,15 +207,15 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     return [ShardInfo(w.path, w.records_written) for w in writers]
 
 
-def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
+def _split_ranges(path, shard, sizes, offsets, lengths, bar, storage_options):
     with _fs.open_input(path, storage_options) as f:
         first = 0
-        for w, size in zip(writers, sizes):
+        for i, size in enumerate(sizes):
             if size:
                 start = int(offsets[first])
                 end = int(offsets[first + size - 1] + lengths[first + size - 1])
                 f.seek(start)
-                if w._copy_raw(f, end - start, size) != end - start:
+                if shard(i)._copy_raw(f, end - start, size) != end - start:
                     raise _changed(path, f"it ends before byte {end}, where record {first + size - 1} ends")
             first += size
             bar.update(size)
@@ -195,7 +224,8 @@ def _split_ranges(path, writers, sizes, offsets, lengths, bar, storage_options):
             raise _changed(path, f"it has more than the {len(offsets)} records counted")
 
 
-def _split_stream(path, compression, writers, sizes, bar, storage_options, check_crc, on_corrupt, max_record_bytes):
+def _split_stream(path, compression, shard_writer, sizes, bar, storage_options, check_crc, on_corrupt,
+                  max_record_bytes):
     """Deal the frame blocks out in order, cutting a block where a shard fills up."""
     shard, room = 0, sizes[0]
     with TFRecordReader(path, compression, check_crc, on_corrupt, max_record_bytes=max_record_bytes,
@@ -211,7 +241,7 @@ def _split_stream(path, compression, writers, sizes, bar, storage_options, check
                 take = min(len(starts) - done, room)
                 last = done + take - 1
                 end = int(starts[last] + lengths[last]) + _native.framing.FOOTER_BYTES  # past its footer
-                writers[shard]._write_frames(memoryview(frames)[start:end], lengths=lengths[done:done + take])
+                shard_writer(shard)._write_frames(memoryview(frames)[start:end], lengths=lengths[done:done + take])
                 start, done, room = end, done + take, room - take
                 bar.update(take)
 

@@ -10,6 +10,8 @@ Shard ``i`` of ``n`` is named ``f"{prefix}-{i:05d}-of-{n:05d}{suffix}"``
 from __future__ import annotations
 
 import collections
+import contextlib
+import errno
 import itertools
 import os
 import pickle
@@ -31,6 +33,27 @@ from .writer import TFRecordWriter, _chunks, abort_group, close_group
 __all__ = ["ShardedWriter", "ShardInfo", "shard_path", "key_to_shard", "write_parallel"]
 
 DEFAULT_SUFFIX = ".tfrecord"
+
+
+def _check_prefix(prefix) -> str:
+    """prefix as a str; one ending in a directory separator is refused: its shards would be
+    named ``-00000-of-00004.tfrecord``, no name and a leading dash that commands take for an
+    option."""
+    prefix = os.fspath(prefix)
+    if prefix.endswith(("/", os.sep)):
+        raise InvalidArgumentError(f"the shard prefix {prefix!r} is a directory: the shards would be named "
+                                   f"{shard_path(prefix, 0, 2)!r}, ...", path=prefix,
+                                   hint=f"end it with a file name: {prefix + 'train'!r} gives "
+                                   f"{shard_path(prefix + 'train', 0, 2)!r}, ...")
+    return prefix
+
+
+def check_shard_index(index) -> None:
+    """Refuse a path as index=: it names the sidecar of one file, and every shard would write
+    its own over it."""
+    if isinstance(index, (str, bytes, os.PathLike)):
+        raise InvalidArgumentError(f"index must be True or False for shards, not {index!r}: each shard's "
+                                   "sidecar is its own path + '.index'", hint="pass index=True")
 
 
 def shard_path(prefix, index: int, num_shards: int, suffix: str = DEFAULT_SUFFIX) -> str:
@@ -90,6 +113,8 @@ class ShardedWriter(CommitOnExit):
     shards are written (as TensorFlow and Beam do); rolling over no records writes one empty
     shard. compression, index, fsync and storage_options are as in TFRecordWriter and apply
     to each shard; the prefix may be an fsspec URL (``s3://bucket/out/train``).
+    Open files: a fixed count keeps every shard open until close (two files each with an
+    index); rolling shards are closed as they fill.
     Thread-safe. After close, ``shards`` lists a ShardInfo per shard.
     """
 
@@ -108,7 +133,8 @@ class ShardedWriter(CommitOnExit):
                             ("max_bytes_per_shard", max_bytes_per_shard)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
-        self.prefix = os.fspath(prefix)
+        self.prefix = _check_prefix(prefix)
+        check_shard_index(index)
         self.suffix = suffix
         self.max_records = max_records_per_shard
         self.max_bytes = max_bytes_per_shard
@@ -120,8 +146,9 @@ class ShardedWriter(CommitOnExit):
         self.shards: list[ShardInfo] | None = None
         self.closed = False
         try:
-            for i in range(num_shards or 1):
-                self._add_shard(num_shards)
+            with _descriptors(num_shards or 1, index, self.prefix):
+                for i in range(num_shards or 1):
+                    self._add_shard(num_shards)
         except BaseException:
             abort_group(self._writers)
             raise
@@ -148,17 +175,22 @@ class ShardedWriter(CommitOnExit):
 
     def write_many(self, records: Iterable[Buffer], keys: Iterable[Hashable] | None = None) -> None:
         """Append many records (with one key each, if keys is given: exactly as many keys as
-        records, else InvalidArgumentError)."""
+        records, else InvalidArgumentError). Records with a len() are counted against the
+        keys before anything is written. Other iterables are read in chunks, so a count that
+        differs is found where one side runs out, after the records before were written; inside
+        ``with`` the error discards every shard anyway (pass a list to write nothing on it)."""
         if keys is not None:
             if self.rolling:
                 raise InvalidArgumentError("routing by key needs a fixed num_shards, not rolling shards")
             if hasattr(records, "__len__"):
                 # Counted before anything is written; an iterator of keys is read one past the
                 # records, to tell an extra key.
-                if not hasattr(keys, "__len__"):
+                counted = len(keys) if hasattr(keys, "__len__") else None
+                if counted is None:
                     keys = list(itertools.islice(keys, len(records) + 1))
                 if len(keys) != len(records):
-                    raise _key_count(self.prefix, len(records), len(keys))
+                    raise _key_count(self.prefix, len(records), len(keys) if counted is not None or
+                                     len(keys) < len(records) else f"more than {len(records)}")
         if self.rolling:
             for record in records:
                 self.write(record)
@@ -248,12 +280,40 @@ class ShardedWriter(CommitOnExit):
             (self.max_records is not None and w.records_written >= self.max_records)
             or (self.max_bytes is not None and w.bytes_written + size > self.max_bytes)
         ):
-            self._add_shard(None)
+            w._park()  # full: a rolled shard holds no descriptor until the commit
+            with _descriptors(None, self._options["index"], self.prefix):
+                self._add_shard(None)
             w = self._writers[-1]
         return w
 
 
 _NONE = object()
+
+
+@contextlib.contextmanager
+def _descriptors(num_shards, index, prefix):
+    """Opening shards (num_shards at once, or None: a rolled one): running out of file
+    descriptors (EMFILE) is an error that says how many the shards need and what to do."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        try:
+            import resource
+
+            limit = f" (ulimit -n is {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+        except (ImportError, OSError, ValueError):
+            limit = ""
+        need = (num_shards or 1) * (2 if index else 1)
+        raise TFRecordError(
+            f"out of file descriptors{limit}: " + (f"{num_shards} shards written at once keep {need} files open"
+                                                   if num_shards else f"a new shard needs {need}")
+            + (" (a shard and its index)" if index else ""), path=prefix,
+            hint="Raise the limit (ulimit -n, or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), write "
+            "fewer shards, or roll shards (max_records_per_shard / max_bytes_per_shard) or split() a "
+            "file: those hold one shard open at a time",
+        ) from exc
 
 
 def _key_count(prefix, records, keys, written="nothing was written") -> InvalidArgumentError:
@@ -317,6 +377,8 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
         raise InvalidArgumentError(f"num_workers must be a positive int (or None for one per CPU), "
                                    f"not {num_workers!r}")
+    _check_prefix(prefix)
+    check_shard_index(index)
     num_workers = num_workers or os.cpu_count() or 1
     pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
     total = len(items) if hasattr(items, "__len__") else None
@@ -328,9 +390,10 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     bar = _progress(total=total, desc=f"write {os.path.basename(os.fspath(prefix))}", enabled=progress,
                     unit="item")
     try:
-        for i in range(num_shards):  # appended one by one: a failed open aborts those before it
-            writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
-                                          fsync=fsync, index=index, storage_options=storage_options))
+        with _descriptors(num_shards, index, os.fspath(prefix)):
+            for i in range(num_shards):  # appended one by one: a failed open aborts those before it
+                writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
+                                              fsync=fsync, index=index, storage_options=storage_options))
         # One writer thread per encoding worker, not per shard: thread t owns the shards
         # t, t + n_threads, ... (so each shard keeps one writer and its order). Writes run
         # without the GIL; more threads than cores would only take turns with the encoders.

@@ -18,7 +18,7 @@ from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
-from .io import CommitOnExit, _fsync_dir, compressor, normalize_compression
+from .io import AtomicFile, CommitOnExit, _fsync_dir, compressor, normalize_compression
 from .batch import RecordBatch
 from .index import index_path
 
@@ -228,6 +228,21 @@ class TFRecordWriter(CommitOnExit):
             self._core.drained += copied
             self._core.records += count
             return copied
+
+    def _park(self) -> None:
+        """Finish a file that gets no more records and close its descriptors (the sidecar's
+        too) until its group commits it: shards written one after another (split, rolling
+        shards) then hold a descriptor or two at a time, not one per shard. Files that are not
+        local temporary files stay open."""
+        with self._lock:
+            self._core.check_open()
+            self._finish()
+            for out in (self._atomic, self._index):
+                if isinstance(out, AtomicFile):
+                    if self._fsync:  # while the descriptor is there; commit() then syncs the directory
+                        out.file.flush()
+                        os.fsync(out.file.fileno())
+                    out.file.close()
 
     def _raw_copyable(self) -> bool:
         return self._z is None and self._index is None
