@@ -27,6 +27,7 @@ def to_numpy(files: Files, features: Features | None = None, *, parse: ParseFn |
     dimension (FixedLenFeature); options go to TFRecordDataset. With a spec, files of no
     records give each feature as an empty array of its shape and dtype."""
     _need_spec("to_numpy", features, parse)
+    _check_options("to_numpy", batch_size, options)
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
     parts: dict = {}
     for batch in ds:
@@ -50,6 +51,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     import urllib.parse
 
     _need_spec("to_npy", features, parse)
+    _check_options("to_npy", batch_size, options)
     if _fs.is_url(out_dir):
         raise InvalidArgumentError("to_npy writes memory-mapped .npy files, which need a local directory",
                                    path=out_dir, hint="convert into a local directory, then copy the files")
@@ -125,6 +127,17 @@ def _release_pages(out: np.memmap, rows: int) -> None:
     end = (start + rows * (out.nbytes // max(len(out), 1))) // mmap.PAGESIZE * mmap.PAGESIZE
     if end > 0:
         mapping.madvise(mmap.MADV_DONTNEED, 0, end)
+
+
+def _check_options(name, batch_size, options) -> None:
+    """Refuse options that make no arrays: unbatched output (one record's values, with no
+    batch dimension to join on) and endless epochs (the export would never end)."""
+    if batch_size is None:
+        raise InvalidArgumentError(f"{name} needs batch_size: it joins batches of records into arrays",
+                                   hint="pass a positive batch_size (records parsed at a time), or leave the default")
+    if "num_epochs" in options and options["num_epochs"] is None:
+        raise InvalidArgumentError(f"{name} with num_epochs=None would read the files forever",
+                                   hint="pass a number of passes, or leave the default (1)")
 
 
 def _dense(batch) -> dict:
