@@ -37,3 +37,47 @@ def test_unbatched_or_endless_options_are_refused(backend, path, tmp_path):
             export(path, SPEC, num_epochs=None)
         assert export(path, SPEC, batch_size=4, num_epochs=2)["id"].tolist() == list(range(10)) * 2
     assert backend.name == tfl.implementation
+
+
+def _mixed(records):
+    """A parse function whose second batch lacks a feature the first one has."""
+    out = {"n": np.array([len(r) for r in records])}
+    if len(records) == 4:
+        out["extra"] = np.ones(len(records))
+    return out
+
+
+@pytest.mark.parametrize("parse, match", [
+    (_mixed, "feature 'extra' has rows of shape \\(\\) in one batch and no array in another"),
+    (lambda r: {"n": np.zeros(len(r)), "m": np.zeros(len(r) + 1)},
+     "feature 'm' parses to an array of shape \\(5,\\) in a batch where 'n' has 4 rows"),
+    (lambda r: {"n": np.array(len(r))}, "feature 'n' parses to an array of shape \\(\\) in a batch where each record"),
+    (lambda r: {"n": np.zeros((len(r), 2 if len(r) == 4 else 3))},
+     "feature 'n' has rows of shape \\(2,\\) in one batch and rows of shape \\(3,\\) in another"),
+])
+def test_parse_outputs_that_do_not_make_one_row_per_record_are_refused(backend, path, tmp_path, parse, match):
+    """A feature missing from some batches, or with more rows than the batch has records,
+    was exported misaligned without a word: to_numpy gave 'extra' 8 rows beside 10 of 'n',
+    to_npy filled the missing rows with zeros. A 0-d value failed with a bare TypeError
+    ('len() of unsized object') or ValueError, and rows changing shape with numpy's
+    concatenate error."""
+    for _, export in _exports(tmp_path):
+        with pytest.raises(tfl.FeatureSpecError, match=match) as info:
+            export(path, parse=parse, batch_size=4)
+        assert "parse step" in info.value.hint or "every batch" in info.value.hint
+    assert not os.path.exists(tmp_path / "npy" / "n.npy")
+    assert backend.name == tfl.implementation
+
+
+def test_to_npy_refuses_a_dtype_that_would_be_truncated(backend, path, tmp_path):
+    """A parse function giving int64 in the first batch and floats in a later one had the
+    floats cast into the int64 file: 2.7 was written as 2."""
+    def parse(records):
+        return {"v": np.zeros(len(records), np.int64) if len(records) == 4 else np.full(len(records), 2.7)}
+
+    with pytest.raises(tfl.FeatureSpecError, match="feature 'v' parses to float64 in one batch and int64"):
+        tfl.to_npy(path, parse=parse, out_dir=tmp_path / "npy", batch_size=4, progress=False)
+    widened = tfl.to_npy(path, parse=lambda r: {"v": np.ones(len(r), np.int64 if len(r) == 4 else np.int32)},
+                         out_dir=tmp_path / "npy", batch_size=4, progress=False)  # a safe cast still goes
+    assert widened["v"].dtype == np.int64 and widened["v"].tolist() == [1] * 10
+    assert backend.name == tfl.implementation

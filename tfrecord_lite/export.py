@@ -30,11 +30,14 @@ def to_numpy(files: Files, features: Features | None = None, *, parse: ParseFn |
     _check_options("to_numpy", batch_size, options)
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
     parts: dict = {}
+    layout = _Layout()
     for batch in ds:
-        for key, value in _dense(batch).items():
+        layout.check(batch)
+        for key, value in batch.items():
             parts.setdefault(key, []).append(value)
-    if not parts:
-        return {key: value for batch in _no_records(ds, features, parse) for key, value in _dense(batch).items()}
+    for batch in _no_records(ds, features, parse) if not parts else ():
+        layout.check(batch)
+        parts = {key: [value] for key, value in batch.items()}
     return {key: np.concatenate(values) for key, values in parts.items()}
 
 
@@ -60,11 +63,11 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
     files_out, outs, filled = {}, {}, 0
+    layout = _Layout()
     bar = progress_bar(total, "to_npy", progress)
     try:
         for batch in ds if total else _no_records(ds, features, parse):
-            batch = _dense(batch)
-            n = len(next(iter(batch.values()))) if batch else 0
+            n = layout.check(batch)
             if filled + n > total:
                 raise TFRecordError("the files gained records while they were being converted")
             for key, value in batch.items():
@@ -79,10 +82,10 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
                     outs[key] = np.lib.format.open_memmap(
                         files_out[key].temp_path, mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
                 out = outs[key]
-                if value.shape[1:] != out.shape[1:] or len(value) != n:
+                if not np.can_cast(value.dtype, out.dtype, "safe"):  # the assignment would truncate
                     raise FeatureSpecError(
-                        f"feature {key!r} has shape {value.shape[1:]} in one batch and {out.shape[1:]} "
-                        "in another", hint="to_npy needs fixed-length features (FixedLenFeature)")
+                        f"feature {key!r} parses to {value.dtype} in one batch and {out.dtype} in an earlier one",
+                        hint="the parse step must give each feature one dtype: its .npy array has the first batch's")
                 out[filled:filled + n] = value
                 _release_pages(out, filled + n)
             filled += n
@@ -140,14 +143,36 @@ def _check_options(name, batch_size, options) -> None:
                                    hint="pass a number of passes, or leave the default (1)")
 
 
-def _dense(batch) -> dict:
-    if not isinstance(batch, dict):
-        raise FeatureSpecError(f"expected a dict of arrays from the parse step, got {type(batch).__name__}")
-    out = {}
-    for key, value in batch.items():
-        if not isinstance(value, np.ndarray):
-            raise FeatureSpecError(
-                f"feature {key!r} parses to {type(value).__name__}, not a dense array",
-                hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
-        out[key] = value
-    return out
+class _Layout:
+    """The features and row shapes of the first parsed batch, which every later batch must
+    have: each feature becomes one array with a row per record."""
+
+    def __init__(self):
+        self.shapes = None  # feature -> shape of one row
+
+    def check(self, batch) -> int:
+        """The number of rows of batch, a dict of arrays of equal length."""
+        if not isinstance(batch, dict):
+            raise FeatureSpecError(f"expected a dict of arrays from the parse step, got {type(batch).__name__}")
+        rows, shapes = None, {}
+        for key, value in batch.items():
+            if not isinstance(value, np.ndarray):
+                raise FeatureSpecError(
+                    f"feature {key!r} parses to {type(value).__name__}, not a dense array",
+                    hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
+            if value.ndim == 0 or (rows is not None and len(value) != rows[1]):
+                raise FeatureSpecError(
+                    f"feature {key!r} parses to an array of shape {value.shape} in a batch where "
+                    + (f"{rows[0]!r} has {rows[1]} rows" if rows else "each record needs a row"),
+                    hint="the parse step must return one row per record of the batch for every feature")
+            rows = rows or (key, len(value))
+            shapes[key] = value.shape[1:]
+        if self.shapes is None:
+            self.shapes = shapes
+        elif shapes != self.shapes:
+            key = next(k for k in {**self.shapes, **shapes} if shapes.get(k) != self.shapes.get(k))
+            one, other = (f"rows of shape {s[key]}" if key in s else "no array" for s in (self.shapes, shapes))
+            raise FeatureSpecError(f"feature {key!r} has {one} in one batch and {other} in another",
+                                   hint="to_numpy/to_npy need every feature in every batch, with one shape "
+                                        "(FixedLenFeature)")
+        return rows[1] if rows else 0
