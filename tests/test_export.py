@@ -81,3 +81,36 @@ def test_to_npy_refuses_a_dtype_that_would_be_truncated(backend, path, tmp_path)
                          out_dir=tmp_path / "npy", batch_size=4, progress=False)  # a safe cast still goes
     assert widened["v"].dtype == np.int64 and widened["v"].tolist() == [1] * 10
     assert backend.name == tfl.implementation
+
+
+def test_to_npy_reserves_the_disk_space_of_its_files_before_filling_them(backend, tmp_path, monkeypatch):
+    """The .npy files were sparse, filled through memory maps: on a disk that ran out of room
+    the first page that could not be written back killed the process with SIGBUS (and left
+    its temporary files behind). Their space is now reserved when they are created, and a
+    full disk is an OSError naming the .npy file, with nothing left over."""
+    path = str(tmp_path / "big.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(tfl.encode_example({"x": np.full(1024, i, np.float32)}) for i in range(256))
+    spec = {"x": tfl.FixedLenFeature([1024], np.float32)}
+    reserved, fallocate = [], os.posix_fallocate
+
+    def spy(fd, offset, length):  # records what is reserved, before any row is written
+        reserved.append((offset, length, os.fstat(fd).st_size, os.pread(fd, 4096 * 16, 4096)))
+        fallocate(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", spy)
+    out = tfl.to_npy(path, spec, tmp_path / "npy", batch_size=16, progress=False)
+    size = os.path.getsize(tmp_path / "npy" / "x.npy")
+    assert [r[:3] for r in reserved] == [(0, size, size)] and not any(reserved[0][3])
+    assert out["x"][:, 0].tolist() == list(range(256))
+    before = (tmp_path / "npy" / "x.npy").read_bytes()
+
+    def full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OSError, match="No space left on device") as info:
+        tfl.to_npy(path, spec, tmp_path / "npy", batch_size=16, progress=False)
+    assert info.value.filename == os.path.join(tmp_path / "npy", "x.npy")
+    assert os.listdir(tmp_path / "npy") == ["x.npy"] and (tmp_path / "npy" / "x.npy").read_bytes() == before
+    assert backend.name == tfl.implementation

@@ -4,6 +4,7 @@ through TFRecordDataset."""
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from typing import Any
@@ -14,7 +15,7 @@ from ._typing import Features, Files, ParseFn, PathLike, Progress
 from .dataset import TFRecordDataset
 from . import fs as _fs
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError
-from .io import AtomicFile
+from .io import AtomicFile, _named
 from .progress import progress as progress_bar
 
 __all__ = ["to_numpy", "to_npy"]
@@ -79,8 +80,7 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
                             hint="leave bytes features out of to_npy's spec, or read raw array "
                             "bytes with RawTensorFeature")
                     files_out[key] = AtomicFile(os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy"))
-                    outs[key] = np.lib.format.open_memmap(
-                        files_out[key].temp_path, mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
+                    outs[key] = _create(files_out[key], value.dtype, (total,) + value.shape[1:])
                 out = outs[key]
                 if not np.can_cast(value.dtype, out.dtype, "safe"):  # the assignment would truncate
                     raise FeatureSpecError(
@@ -117,6 +117,25 @@ def _no_records(ds, features, parse) -> list:
     of each feature's shape and dtype, so that an empty input still gives every feature);
     none for a parse function, which is never called without records."""
     return [ds._parse_fn()([])] if parse is None and features is not None else []
+
+
+def _create(atomic: AtomicFile, dtype, shape) -> np.memmap:
+    """A .npy file of dtype and shape in atomic's temporary file, mapped for writing, its disk
+    space reserved: a full disk is then an OSError naming the file. Found only when written
+    back, a page of a map that the disk has no room for kills the process (SIGBUS)."""
+    try:
+        out = np.lib.format.open_memmap(atomic.temp_path, mode="w+", dtype=dtype, shape=shape)
+        fd = atomic.file.fileno()  # the same temporary file
+        size = os.fstat(fd).st_size
+        if size and hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # no reserving there
+                    raise
+    except OSError as exc:
+        raise _named(exc, atomic.path) from None
+    return out
 
 
 def _release_pages(out: np.memmap, rows: int) -> None:
