@@ -114,3 +114,30 @@ def test_to_npy_reserves_the_disk_space_of_its_files_before_filling_them(backend
     assert info.value.filename == os.path.join(tmp_path / "npy", "x.npy")
     assert os.listdir(tmp_path / "npy") == ["x.npy"] and (tmp_path / "npy" / "x.npy").read_bytes() == before
     assert backend.name == tfl.implementation
+
+
+def test_to_npy_takes_an_iterator_of_paths_and_matches_a_pattern_once(backend, path, tmp_path, monkeypatch):
+    """to_npy read its files twice, resolving them each time: an iterator or generator of
+    paths was used up by the counting pass, and the conversion failed with 'no TFRecord
+    files found for <generator object ...>' where to_numpy took it; a file that a pattern
+    matched in the second pass only failed it with 'the files gained records'."""
+    from tfrecord_lite import export
+
+    out = tfl.to_npy((p for p in [path, path]), SPEC, tmp_path / "npy", batch_size=4, progress=False)
+    assert out["id"].tolist() == list(range(10)) * 2
+    assert tfl.to_npy(iter([path]), SPEC, tmp_path / "npy", progress=False)["id"].tolist() == list(range(10))
+
+    made = []
+
+    class Dataset(tfl.TFRecordDataset):  # a file appears between the two passes
+        def __init__(self, files, *args, **kwargs):
+            super().__init__(files, *args, **kwargs)
+            if not made:
+                with tfl.TFRecordWriter(os.path.join(os.path.dirname(path), "b.tfrecord")) as w:
+                    w.write_many(tfl.encode_example({"x": [0.0] * 3, "id": -1}) for _ in range(3))
+                made.append(w.path)
+
+    monkeypatch.setattr(export, "TFRecordDataset", Dataset)
+    pattern = os.path.join(os.path.dirname(path), "*.tfrecord")
+    assert tfl.to_npy(pattern, SPEC, tmp_path / "npy", progress=False)["id"].tolist() == list(range(10))
+    assert backend.name == tfl.implementation

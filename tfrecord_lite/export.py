@@ -61,8 +61,10 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
                                    path=out_dir, hint="convert into a local directory, then copy the files")
     out_dir = _fs.local_path(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    # Both passes read the files ds resolved: an iterator of paths is used up by one, and a
+    # pattern matched twice may match a file written in between.
+    total = sum(len(b) for b in TFRecordDataset(ds.files, batch_size=batch_size, **options))
     files_out, outs, filled = {}, {}, 0
     layout = _Layout()
     bar = progress_bar(total, "to_npy", progress)
