@@ -141,3 +141,25 @@ def test_to_npy_takes_an_iterator_of_paths_and_matches_a_pattern_once(backend, p
     pattern = os.path.join(os.path.dirname(path), "*.tfrecord")
     assert tfl.to_npy(pattern, SPEC, tmp_path / "npy", progress=False)["id"].tolist() == list(range(10))
     assert backend.name == tfl.implementation
+
+
+def test_errors_of_outputs_that_make_no_arrays_say_what_to_change(backend, path, tmp_path):
+    """A sequence example's parse step (a tuple) failed as 'expected a dict of arrays from the
+    parse step, got tuple', bytes_output='column' as 'need fixed-length features
+    (FixedLenFeature)' for a FixedLenFeature, and output='arrow' as 'got RecordBatch' (after
+    to_npy had read every file to count the records), none saying what to change."""
+    def sequence(records):
+        return tfl.parse_sequence_example(records, {"id": SPEC["id"]}, {})
+
+    bytes_spec = {"s": tfl.FixedLenFeature([], bytes, default_value=b"")}
+    for name, export in _exports(tmp_path):
+        with pytest.raises(tfl.FeatureSpecError, match="got tuple") as info:
+            export(path, parse=sequence)
+        assert "(context, feature_lists, lengths) into one dict" in info.value.hint
+        with pytest.raises(tfl.FeatureSpecError, match="'s' parses to BytesColumn") as info:
+            export(path, bytes_spec, bytes_output="column")
+        assert "leave bytes_output='column' out" in info.value.hint
+        with pytest.raises(tfl.InvalidArgumentError, match=f"{name} makes NumPy arrays, not output='arrow'"):
+            export(path, SPEC, output="arrow")
+    assert tfl.to_numpy(path, bytes_spec)["s"].tolist() == [b""] * 10
+    assert backend.name == tfl.implementation

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._typing import Features, Files, ParseFn, PathLike, Progress
+from .bytes_column import BytesColumn
 from .dataset import TFRecordDataset
 from . import fs as _fs
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError
@@ -155,13 +156,16 @@ def _release_pages(out: np.memmap, rows: int) -> None:
 
 def _check_options(name, batch_size, options) -> None:
     """Refuse options that make no arrays: unbatched output (one record's values, with no
-    batch dimension to join on) and endless epochs (the export would never end)."""
+    batch dimension to join on), Arrow output and endless epochs (the export would never end)."""
     if batch_size is None:
         raise InvalidArgumentError(f"{name} needs batch_size: it joins batches of records into arrays",
                                    hint="pass a positive batch_size (records parsed at a time), or leave the default")
     if "num_epochs" in options and options["num_epochs"] is None:
         raise InvalidArgumentError(f"{name} with num_epochs=None would read the files forever",
                                    hint="pass a number of passes, or leave the default (1)")
+    if options.get("output", "numpy") != "numpy":
+        raise InvalidArgumentError(f"{name} makes NumPy arrays, not output={options['output']!r}",
+                                   hint="leave output out")
 
 
 class _Layout:
@@ -174,13 +178,18 @@ class _Layout:
     def check(self, batch) -> int:
         """The number of rows of batch, a dict of arrays of equal length."""
         if not isinstance(batch, dict):
-            raise FeatureSpecError(f"expected a dict of arrays from the parse step, got {type(batch).__name__}")
+            raise FeatureSpecError(
+                f"expected a dict of arrays from the parse step, got {type(batch).__name__}",
+                hint="make the parse function return {name: array}; merge a sequence example's "
+                     "(context, feature_lists, lengths) into one dict")
         rows, shapes = None, {}
         for key, value in batch.items():
             if not isinstance(value, np.ndarray):
                 raise FeatureSpecError(
                     f"feature {key!r} parses to {type(value).__name__}, not a dense array",
-                    hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
+                    hint="leave bytes_output='column' out: bytes features then come as object arrays"
+                    if isinstance(value, BytesColumn)
+                    else "to_numpy/to_npy need fixed-length features (FixedLenFeature)")
             if value.ndim == 0 or (rows is not None and len(value) != rows[1]):
                 raise FeatureSpecError(
                     f"feature {key!r} parses to an array of shape {value.shape} in a batch where "
