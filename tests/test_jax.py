@@ -157,3 +157,29 @@ def _check_helper_refuses_int64_values_that_32_bits_would_wrap(tmp_path):
         device_put({"u": np.array([2**32], np.uint64)})
     jax.config.update("jax_enable_x64", True)
     assert device_put(batch)["t"].tolist() == stamps
+
+
+def test_jax_helper_errors_name_the_feature(tmp_path):
+    _isolated("_check_helper_errors_name_the_feature", tmp_path)
+
+
+def _check_helper_errors_name_the_feature(tmp_path):
+    # With a sharding that splits the batch, a ragged feature's row_splits (batch + 1 long)
+    # failed with JAX's "does not evenly divide the dimension size 9", naming no feature and
+    # not saying why; a dtype JAX has no arrays of failed naming none either.
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from tfrecord_lite.jax import device_put
+
+    records = [tfl.encode_example({"id": i, "v": list(range(i))}) for i in range(8)]
+    batch = tfl.parse_example(records, {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.RaggedFeature(np.int64)})
+    sharding = NamedSharding(jax.make_mesh((4,), ("b",)), PartitionSpec("b"))
+    with pytest.raises(tfl.errors.InvalidArgumentError, match="feature 'v' cannot go to NamedSharding") as info:
+        device_put(batch, sharding)
+    assert isinstance(info.value, ValueError) and "sparse or ragged feature" in info.value.hint
+    assert len(device_put({"id": batch["id"]}, sharding)["id"].sharding.device_set) == 4
+    with pytest.raises(tfl.errors.ArgumentTypeError, match="feature 'd' cannot go to a JAX device") as info:
+        device_put({"d": np.array(["2020-01-01"], "M8[D]")})
+    assert isinstance(info.value, TypeError) and "numeric arrays only" in info.value.hint

@@ -21,7 +21,7 @@ import numpy as np
 
 from .batch import RecordBatch
 from .bytes_column import BytesColumn
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 from .example import RaggedValue, SparseTensorValue, native_order
 
 __all__ = ["device_put"]
@@ -50,7 +50,10 @@ def device_put(batch: Any, device: Any = None, *, bytes: str = "host") -> Any:
     def put(value, name):
         if not x64:
             _check_32_bits(value, name)
-        return jax.device_put(native_order(value), device)
+        try:
+            return jax.device_put(native_order(value), device)
+        except (TypeError, ValueError) as exc:  # JAX's own errors name no feature
+            raise _put_error(exc, name, device) from exc
 
     out = _put(batch, put, bytes == "drop", None)
     return None if out is _DROP else out
@@ -79,6 +82,23 @@ def _put(value, put, drop, name):
             return type(value)(*(None if v is _DROP else v for v in moved))
         return type(value)(v for v in moved if v is not _DROP)
     return put(value, name)  # scalars and anything else jax takes
+
+
+def _put_error(exc, name, device):
+    """exc, raised by jax.device_put for feature name, as an error that names it."""
+    where = f"feature {name!r}" if name is not None else "a value"
+    if isinstance(exc, TypeError):
+        return ArgumentTypeError(f"{where} cannot go to a JAX device: {exc}",
+                                 hint="JAX takes numeric arrays only: convert the feature or leave it out")
+    import jax
+
+    hint = None
+    if isinstance(device, jax.sharding.Sharding):
+        hint = ("a sharding that splits the batch needs every array's first dimension to divide among its "
+                "devices; the parts of a sparse or ragged feature (indices, values, row_splits) are not "
+                "batch-sized: put those features on one device, or pad them into a FixedLenFeature")
+    target = "the default device" if device is None else device
+    return InvalidArgumentError(f"{where} cannot go to {target}: {exc}", hint=hint)
 
 
 def _check_32_bits(value, name) -> None:
