@@ -87,6 +87,39 @@ def test_unbatched_records_are_parse_single_example(backend, tmp_path_factory, l
     assert [_plain(x) for x in source._getitems(picks)] == [want[i] for i in picks]
 
 
+
+@pytest.mark.parametrize("count", [1, 3, 5])
+def test_unbatched_records_of_a_parse_function_giving_sparse_or_ragged_values(backend, tmp_path, count):
+    """A parse function returning parse_example's output was unbatched by position: in a group
+    of 3 records (a file of 3) a VarLenFeature's indices, values and dense_shape became the
+    three records' values, a RaggedValue raised TypeError ('not subscriptable') in groups of
+    any size, and a single record kept the batch dimension of every feature ({"id": array([0])}).
+    Each record is now what parse_single_example gives; nested ragged values split by row."""
+    import functools
+
+    path = str(tmp_path / "a.tfrecord")
+    records = [tfrecord_lite.encode_example({"id": i, "v": list(range(i + 1))}) for i in range(count)]
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many(records)
+    for spec in ({"id": tfrecord_lite.FixedLenFeature([], np.int64), "v": tfrecord_lite.VarLenFeature(np.int64)},
+                 {"id": tfrecord_lite.FixedLenFeature([], np.int64), "v": tfrecord_lite.RaggedFeature(np.int64)}):
+        want = [_plain(tfrecord_lite.parse_single_example(r, spec)) for r in records]
+        parse = functools.partial(tfrecord_lite.parse_example, features=spec)
+        assert [_plain(x) for x in TFRecordDataset(path, parse=parse)] == want
+        source = tfrecord_lite.IndexedDataset(path, parse=parse)
+        assert [_plain(source[i]) for i in range(count)] == want
+        assert [_plain(x) for x in source._getitems(range(count))] == want  # Grain's batched read
+
+    def nested(batch):  # record i: i + 1 rows of [j, j] for j in range(i + 1)
+        lengths = [n + 1 for n in range(len(batch))]
+        inner = tfrecord_lite.RaggedValue(np.repeat(np.concatenate([np.arange(n) for n in lengths]), 2),
+                                          np.arange(0, 2 * sum(lengths) + 1, 2))
+        return {"r": tfrecord_lite.RaggedValue(inner, np.cumsum([0] + lengths))}
+
+    got = [x["r"].to_list() for x in TFRecordDataset(path, parse=nested)]
+    assert got == [[[j, j] for j in range(i + 1)] for i in range(count)]
+    assert backend.name == tfrecord_lite.implementation
+
 def _mixed_example(f, j):
     data = {"y": j, "x": [float(f), j / 4], "s": [f"{f}:{j}".encode()]}
     if j % 3:

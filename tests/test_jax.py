@@ -123,3 +123,63 @@ def _check_helper_keeps_named_tuples(tmp_path):
     assert kept.x.tolist() == [0, 1, 2] and isinstance(kept.y, jax.Array)
     dropped = device_put(batch, bytes="drop")
     assert type(dropped) is Batch and dropped.names is None and dropped.y.tolist() == [1.0, 1.0]
+
+
+def test_jax_helper_refuses_int64_values_that_32_bits_would_wrap(tmp_path):
+    _isolated("_check_helper_refuses_int64_values_that_32_bits_would_wrap", tmp_path)
+
+
+def _check_helper_refuses_int64_values_that_32_bits_would_wrap(tmp_path):
+    # Without jax_enable_x64 (JAX's default) jax.device_put makes int32 of int64 arrays and
+    # wraps what does not fit, silently: a millisecond timestamp 1,700,000,000,000 arrived as
+    # -807,049,216 on the device. Example integers are all int64.
+    import jax
+
+    from tfrecord_lite.jax import device_put
+
+    stamps = [1_700_000_000_000, 5]
+    records = [tfl.encode_example({"t": t, "ts": [t, -t], "small": [2**31 - 1, -2**31]}) for t in stamps]
+    spec = {"t": tfl.FixedLenFeature([], np.int64), "ts": tfl.VarLenFeature(np.int64),
+            "small": tfl.RaggedFeature(np.int64)}
+    batch = tfl.parse_example(records, spec)
+    assert int(np.asarray(jax.device_put(batch["t"]))[0]) != stamps[0]  # what JAX does
+    for name in ("t", "ts"):
+        with pytest.raises(tfl.errors.InvalidArgumentError,
+                           match=f"feature '{name}' holds int64 values outside int32's range") as info:
+            device_put({name: batch[name]})
+        assert "jax_enable_x64" in info.value.hint
+    moved = device_put({"small": batch["small"], "u": np.array([2**32 - 1], np.uint64)})  # fits: moved
+    assert moved["small"].to_list() == [[2**31 - 1, -2**31]] * 2 and moved["u"].tolist() == [2**32 - 1]
+    one = tfl.parse_single_example(records[0], {"t": spec["t"]})  # a NumPy scalar
+    with pytest.raises(tfl.errors.InvalidArgumentError, match="feature 't' holds int64"):
+        device_put(one)
+    with pytest.raises(tfl.errors.InvalidArgumentError, match="feature 'u' holds uint64"):
+        device_put({"u": np.array([2**32], np.uint64)})
+    jax.config.update("jax_enable_x64", True)
+    assert device_put(batch)["t"].tolist() == stamps
+
+
+def test_jax_helper_errors_name_the_feature(tmp_path):
+    _isolated("_check_helper_errors_name_the_feature", tmp_path)
+
+
+def _check_helper_errors_name_the_feature(tmp_path):
+    # With a sharding that splits the batch, a ragged feature's row_splits (batch + 1 long)
+    # failed with JAX's "does not evenly divide the dimension size 9", naming no feature and
+    # not saying why; a dtype JAX has no arrays of failed naming none either.
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from tfrecord_lite.jax import device_put
+
+    records = [tfl.encode_example({"id": i, "v": list(range(i))}) for i in range(8)]
+    batch = tfl.parse_example(records, {"id": tfl.FixedLenFeature([], np.int64), "v": tfl.RaggedFeature(np.int64)})
+    sharding = NamedSharding(jax.make_mesh((4,), ("b",)), PartitionSpec("b"))
+    with pytest.raises(tfl.errors.InvalidArgumentError, match="feature 'v' cannot go to NamedSharding") as info:
+        device_put(batch, sharding)
+    assert isinstance(info.value, ValueError) and "sparse or ragged feature" in info.value.hint
+    assert len(device_put({"id": batch["id"]}, sharding)["id"].sharding.device_set) == 4
+    with pytest.raises(tfl.errors.ArgumentTypeError, match="feature 'd' cannot go to a JAX device") as info:
+        device_put({"d": np.array(["2020-01-01"], "M8[D]")})
+    assert isinstance(info.value, TypeError) and "numeric arrays only" in info.value.hint

@@ -4,6 +4,7 @@ through TFRecordDataset."""
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from typing import Any
@@ -11,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from ._typing import Features, Files, ParseFn, PathLike, Progress
+from .bytes_column import BytesColumn
 from .dataset import TFRecordDataset
 from . import fs as _fs
 from .errors import FeatureSpecError, InvalidArgumentError, TFRecordError
-from .io import AtomicFile
+from .io import AtomicFile, _named
 from .progress import progress as progress_bar
 
 __all__ = ["to_numpy", "to_npy"]
@@ -27,14 +29,33 @@ def to_numpy(files: Files, features: Features | None = None, *, parse: ParseFn |
     dimension (FixedLenFeature); options go to TFRecordDataset. With a spec, files of no
     records give each feature as an empty array of its shape and dtype."""
     _need_spec("to_numpy", features, parse)
+    _check_options("to_numpy", batch_size, options)
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
     parts: dict = {}
+    layout = _Layout()
     for batch in ds:
-        for key, value in _dense(batch).items():
+        layout.check(batch)
+        for key, value in batch.items():
             parts.setdefault(key, []).append(value)
-    if not parts:
-        return {key: value for batch in _no_records(ds, features, parse) for key, value in _dense(batch).items()}
-    return {key: np.concatenate(values) for key, values in parts.items()}
+    for batch in _no_records(ds, features, parse) if not parts else ():
+        layout.check(batch)
+        parts = {key: [value] for key, value in batch.items()}
+    return {key: _join(parts.pop(key)) for key in list(parts)}
+
+
+def _join(parts: list) -> np.ndarray:
+    """np.concatenate(parts), each part let go once copied: the output's pages are committed
+    as they are written, so memory peaks at about one copy of the data, not two."""
+    dtype = np.result_type(*{p.dtype for p in parts})  # as concatenate; few dtypes (numpy 1 takes 32)
+    out = np.empty((sum(len(p) for p in parts),) + parts[0].shape[1:], dtype)
+    at = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[at:at + len(part)] = part
+        at += len(part)
+        del part
+    return out
 
 
 def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = ".", *,
@@ -50,19 +71,22 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
     import urllib.parse
 
     _need_spec("to_npy", features, parse)
+    _check_options("to_npy", batch_size, options)
     if _fs.is_url(out_dir):
         raise InvalidArgumentError("to_npy writes memory-mapped .npy files, which need a local directory",
                                    path=out_dir, hint="convert into a local directory, then copy the files")
     out_dir = _fs.local_path(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    total = sum(len(b) for b in TFRecordDataset(files, batch_size=batch_size, **options))
     ds = TFRecordDataset(files, features, parse=parse, batch_size=batch_size, **options)
+    # Both passes read the files ds resolved: an iterator of paths is used up by one, and a
+    # pattern matched twice may match a file written in between.
+    total = sum(len(b) for b in TFRecordDataset(ds.files, batch_size=batch_size, **options))
     files_out, outs, filled = {}, {}, 0
+    layout = _Layout()
     bar = progress_bar(total, "to_npy", progress)
     try:
         for batch in ds if total else _no_records(ds, features, parse):
-            batch = _dense(batch)
-            n = len(next(iter(batch.values()))) if batch else 0
+            n = layout.check(batch)
             if filled + n > total:
                 raise TFRecordError("the files gained records while they were being converted")
             for key, value in batch.items():
@@ -74,13 +98,12 @@ def to_npy(files: Files, features: Features | None = None, out_dir: PathLike = "
                             hint="leave bytes features out of to_npy's spec, or read raw array "
                             "bytes with RawTensorFeature")
                     files_out[key] = AtomicFile(os.path.join(out_dir, urllib.parse.quote(key, safe="") + ".npy"))
-                    outs[key] = np.lib.format.open_memmap(
-                        files_out[key].temp_path, mode="w+", dtype=value.dtype, shape=(total,) + value.shape[1:])
+                    outs[key] = _create(files_out[key], value.dtype, (total,) + value.shape[1:])
                 out = outs[key]
-                if value.shape[1:] != out.shape[1:] or len(value) != n:
+                if not np.can_cast(value.dtype, out.dtype, "safe"):  # the assignment would truncate
                     raise FeatureSpecError(
-                        f"feature {key!r} has shape {value.shape[1:]} in one batch and {out.shape[1:]} "
-                        "in another", hint="to_npy needs fixed-length features (FixedLenFeature)")
+                        f"feature {key!r} parses to {value.dtype} in one batch and {out.dtype} in an earlier one",
+                        hint="the parse step must give each feature one dtype: its .npy array has the first batch's")
                 out[filled:filled + n] = value
                 _release_pages(out, filled + n)
             filled += n
@@ -114,6 +137,25 @@ def _no_records(ds, features, parse) -> list:
     return [ds._parse_fn()([])] if parse is None and features is not None else []
 
 
+def _create(atomic: AtomicFile, dtype, shape) -> np.memmap:
+    """A .npy file of dtype and shape in atomic's temporary file, mapped for writing, its disk
+    space reserved: a full disk is then an OSError naming the file. Found only when written
+    back, a page of a map that the disk has no room for kills the process (SIGBUS)."""
+    try:
+        out = np.lib.format.open_memmap(atomic.temp_path, mode="w+", dtype=dtype, shape=shape)
+        fd = atomic.file.fileno()  # the same temporary file
+        size = os.fstat(fd).st_size
+        if size and hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # no reserving there
+                    raise
+    except OSError as exc:
+        raise _named(exc, atomic.path) from None
+    return out
+
+
 def _release_pages(out: np.memmap, rows: int) -> None:
     """Unmap the pages of out's first ``rows`` rows from this process. They are shared file
     pages, so their data stays in the page cache on its way to disk; only the process's
@@ -127,14 +169,55 @@ def _release_pages(out: np.memmap, rows: int) -> None:
         mapping.madvise(mmap.MADV_DONTNEED, 0, end)
 
 
-def _dense(batch) -> dict:
-    if not isinstance(batch, dict):
-        raise FeatureSpecError(f"expected a dict of arrays from the parse step, got {type(batch).__name__}")
-    out = {}
-    for key, value in batch.items():
-        if not isinstance(value, np.ndarray):
+def _check_options(name, batch_size, options) -> None:
+    """Refuse options that make no arrays: unbatched output (one record's values, with no
+    batch dimension to join on), Arrow output and endless epochs (the export would never end)."""
+    if batch_size is None:
+        raise InvalidArgumentError(f"{name} needs batch_size: it joins batches of records into arrays",
+                                   hint="pass a positive batch_size (records parsed at a time), or leave the default")
+    if "num_epochs" in options and options["num_epochs"] is None:
+        raise InvalidArgumentError(f"{name} with num_epochs=None would read the files forever",
+                                   hint="pass a number of passes, or leave the default (1)")
+    if options.get("output", "numpy") != "numpy":
+        raise InvalidArgumentError(f"{name} makes NumPy arrays, not output={options['output']!r}",
+                                   hint="leave output out")
+
+
+class _Layout:
+    """The features and row shapes of the first parsed batch, which every later batch must
+    have: each feature becomes one array with a row per record."""
+
+    def __init__(self):
+        self.shapes = None  # feature -> shape of one row
+
+    def check(self, batch) -> int:
+        """The number of rows of batch, a dict of arrays of equal length."""
+        if not isinstance(batch, dict):
             raise FeatureSpecError(
-                f"feature {key!r} parses to {type(value).__name__}, not a dense array",
-                hint="to_numpy/to_npy need fixed-length features (FixedLenFeature)")
-        out[key] = value
-    return out
+                f"expected a dict of arrays from the parse step, got {type(batch).__name__}",
+                hint="make the parse function return {name: array}; merge a sequence example's "
+                     "(context, feature_lists, lengths) into one dict")
+        rows, shapes = None, {}
+        for key, value in batch.items():
+            if not isinstance(value, np.ndarray):
+                raise FeatureSpecError(
+                    f"feature {key!r} parses to {type(value).__name__}, not a dense array",
+                    hint="leave bytes_output='column' out: bytes features then come as object arrays"
+                    if isinstance(value, BytesColumn)
+                    else "to_numpy/to_npy need fixed-length features (FixedLenFeature)")
+            if value.ndim == 0 or (rows is not None and len(value) != rows[1]):
+                raise FeatureSpecError(
+                    f"feature {key!r} parses to an array of shape {value.shape} in a batch where "
+                    + (f"{rows[0]!r} has {rows[1]} rows" if rows else "each record needs a row"),
+                    hint="the parse step must return one row per record of the batch for every feature")
+            rows = rows or (key, len(value))
+            shapes[key] = value.shape[1:]
+        if self.shapes is None:
+            self.shapes = shapes
+        elif shapes != self.shapes:
+            key = next(k for k in {**self.shapes, **shapes} if shapes.get(k) != self.shapes.get(k))
+            one, other = (f"rows of shape {s[key]}" if key in s else "no array" for s in (self.shapes, shapes))
+            raise FeatureSpecError(f"feature {key!r} has {one} in one batch and {other} in another",
+                                   hint="to_numpy/to_npy need every feature in every batch, with one shape "
+                                        "(FixedLenFeature)")
+        return rows[1] if rows else 0

@@ -5,6 +5,8 @@ results of a parsed batch)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .batch import locate_error
 from .errors import TFRecordError
 from .features import FixedLenSequenceFeature, RaggedFeature, SparseFeature, VarLenFeature
@@ -83,13 +85,42 @@ def unbatch(parsed, n, parse, records):
         if n == 1:
             return [{name: (_codec or _load_codec())._unbatch(spec, parsed[name]) for name, spec in features.items()}]
     elif isinstance(parsed, dict):
-        if all(hasattr(v, "__len__") and len(v) == n for v in parsed.values()):
-            return [{k: v[i] for k, v in parsed.items()} for i in range(n)]
-    elif hasattr(parsed, "__len__") and len(parsed) == n:
-        return list(parsed)
+        if all(_rows(v) == n for v in parsed.values()):
+            return [{k: _row(v, i) for k, v in parsed.items()} for i in range(n)]
+    elif _rows(parsed) == n:
+        return [_row(parsed, i) for i in range(n)]
     if n == 1:
         return [parsed]
     return [unbatch(parse([r]), 1, parse, [r])[0] for r in records]
+
+
+def _rows(value):
+    """How many records a batch value holds by position: a RaggedValue's rows, a sequence's
+    items; a SparseTensorValue's (not its three fields) only for one record, as a batch's
+    dense shape is its widest record's (those records are parsed one by one); else None."""
+    codec = _codec or _load_codec()
+    if isinstance(value, codec.SparseTensorValue):
+        return 1 if [int(d) for d in value.dense_shape[:1]] == [1] else None
+    return len(value) if hasattr(value, "__len__") else None
+
+
+def _row(value, i):
+    """Record i's part of a batch value, as parse_single_example gives it: a sparse value
+    less its batch dimension, a ragged one its row's values."""
+    codec = _codec or _load_codec()
+    if isinstance(value, codec.SparseTensorValue):  # the one record of its batch
+        return codec.SparseTensorValue(np.asarray(value.indices)[:, 1:], value.values, value.dense_shape[1:])
+    if isinstance(value, codec.RaggedValue):
+        return _values(value.values, value.row_splits[i], value.row_splits[i + 1])
+    return value[i]
+
+
+def _values(values, start, end):
+    """values[start:end], where values may be a RaggedValue (more ragged levels)."""
+    if isinstance(values, (_codec or _load_codec()).RaggedValue):
+        splits = values.row_splits[start:end + 1]
+        return type(values)(_values(values.values, splits[0], splits[-1]), splits - splits[0])
+    return values[start:end]
 
 
 def _features(parse):
