@@ -21,7 +21,8 @@ def resolve_files(files, storage_options=None) -> list[str]:
 
     A list keeps its order (as TensorFlow does); glob matches and directory entries are
     sorted. ``**`` in a glob matches any number of directories (``data/**/*.tfrecord`` finds
-    the files at every depth under data/), locally and remotely alike. Directories list
+    the files at every depth under data/), locally and remotely alike, each directory
+    once (a symlink loop is not followed). Directories list
     their regular, non-hidden files, ignoring ``.index`` sidecars. A file that exists under
     the name given is itself, glob characters and all (``a[1].tfrecord``), as a shell leaves
     a pattern that names a file."""
@@ -49,10 +50,72 @@ def _local_files(spec: str) -> list[str]:
             and os.path.isfile(os.path.join(spec, name))
         )
     if _fs.GLOB_CHARS & set(spec) and not os.path.exists(spec):
-        # "**" matches any number of directories, as fsspec's does for URLs (TensorFlow's
-        # gfile reads it as "*"); hidden names are left out, at any depth.
-        return sorted(p for p in glob.glob(spec, recursive=True) if not p.endswith(".index") and os.path.isfile(p))
+        return sorted({p for p in _glob(spec) if not p.endswith(".index") and os.path.isfile(p)})
     return [spec]
+
+
+def _glob(pattern: str) -> list[str]:
+    """glob.glob, where a "**" component matches any number of directories, as fsspec's
+    does for URLs (TensorFlow's gfile reads it as "*"), hidden ones left out. Python's
+    recursive glob follows symlinked directories into loops (each file listed once per
+    level until ELOOP, or never finishing); here each directory is walked once (_tree)."""
+    parts = pattern.replace(os.altsep, os.sep).split(os.sep) if os.altsep else pattern.split(os.sep)
+    if "**" not in parts:
+        return glob.glob(pattern)
+    i = parts.index("**")
+    prefix, rest = os.sep.join(parts[:i]), parts[i + 1:]
+    if i == 1 and not parts[0]:
+        prefix = os.sep  # "/**/..."
+    if _fs.GLOB_CHARS & set(prefix):
+        roots = [r for r in glob.glob(prefix) if os.path.isdir(r)]
+    else:
+        roots = [prefix] if os.path.isdir(prefix or os.curdir) else []
+    found = []
+    for directory in (d for root in roots for d in _tree(root)):
+        if rest:
+            found += _glob(os.path.join(glob.escape(directory), *rest))
+        else:  # a last "**": every file at any depth
+            found += [os.path.join(directory, name) for name in _names(directory) if not name.startswith(".")]
+    return found
+
+
+def _names(directory: str) -> list[str]:
+    try:
+        return sorted(os.listdir(directory or os.curdir))
+    except OSError:  # gone, or not readable: nothing to list, as glob.glob finds nothing
+        return []
+
+
+def _tree(root: str) -> list[str]:
+    """root and the non-hidden directories under it, each directory once: first the tree's
+    own, then those that symlinked directories lead to that it does not hold (a link back
+    into the tree, a loop, is not followed; of two links to one directory, the first)."""
+    seen, found, links = set(), [], []
+
+    def walk(top):
+        stack = [top]
+        while stack:
+            directory = stack.pop()
+            try:
+                st = os.stat(directory or os.curdir)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            found.append(directory)
+            below = []
+            for name in _names(directory):
+                path = os.path.join(directory, name)
+                if name.startswith(".") or not os.path.isdir(path):
+                    continue
+                (links if os.path.islink(path) else below).append(path)
+            stack += reversed(below)  # popped in sorted order
+
+    walk(root)
+    for link in links:  # grows as the trees that links lead to are walked
+        walk(link)
+    return found
 
 
 def check_shard(shard) -> tuple[int, int] | None:
