@@ -103,6 +103,17 @@ def test_a_glob_in_a_missing_bucket_says_so(s3):
         resolve_files(s3.url("nothing-*.tfrecord"))
 
 
+def test_an_s3a_glob_gives_s3a_urls(s3):
+    """s3a:// (Hadoop's name, which s3fs takes too) globs and directories came back as s3://
+    URLs; the files keep the scheme they were asked for, as a single file does."""
+    for name in ("b.tfrecord", "a.tfrecord"):
+        s3.put(f"d/{name}", framed([name.encode()]))
+    base = "s3a://" + s3.url("d")[len("s3://"):]
+    want = [base + "/a.tfrecord", base + "/b.tfrecord"]
+    assert resolve_files(base + "/*.tfrecord") == resolve_files(base) == resolve_files(base + "/**") == want
+    assert list(tfl.TFRecordDataset(base + "/*.tfrecord")) == [b"a.tfrecord", b"b.tfrecord"]
+
+
 def test_s3_directory_markers_are_no_files(s3, capsys):
     """A folder made in the S3 console (or by Hadoop, rclone...) is a zero-byte "dir/" key:
     listed as a file, it made every read of the folder fail with "no such file", and an

@@ -257,8 +257,7 @@ def open_input(path, storage_options=None):
     cache = getattr(f, "cache", None)
     if callable(getattr(cache, "fetcher", None)):  # each block's GET is refused as open was
         cache.fetcher = _named(cache.fetcher, path)
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if protocols & {"http", "https"} and isinstance(getattr(f, "size", None), int):
+    if _protocols(fs) & {"http", "https"} and isinstance(getattr(f, "size", None), int):
         return _RangeFallback(fs, p, f)
     return f
 
@@ -274,8 +273,7 @@ def _named(fetch, url):
 def _signs_urls(fs) -> bool:
     """True when a presigned GET reads this filesystem's objects as its own client would:
     S3 without request payment, extra request parameters (SSE-C keys) or proxies."""
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if not protocols & _SIGNED_PROTOCOLS or getattr(fs, "requester_pays", False):
+    if not _protocols(fs) & _SIGNED_PROTOCOLS or getattr(fs, "requester_pays", False):
         return False
     if getattr(fs, "asynchronous", False):  # its sign() is a coroutine, for an event loop's caller
         return False
@@ -438,15 +436,24 @@ def expand(spec: str, storage_options=None) -> list[str]:
                                     "the bucket's name in the URL", spec)
     # A chain's other links stay on each file: leading bare protocols (simplecache::) and
     # the targets after the globbed link (zip://*.tfrecord::s3://b/x.zip).
-    before, _, after = _links(spec)
-    return sorted(before + fs.unstrip_protocol(name) + after for name, info in found.items() if wanted(name, info))
+    before, link, after = _links(spec)
+    scheme = link.partition("://")[0]
+
+    def url(name):  # in the scheme asked for (s3a://, gcs://), not the filesystem's first
+        head, sep, tail = fs.unstrip_protocol(name).partition("://")
+        return before + (scheme if head in _protocols(fs) and scheme in _protocols(fs) else head) + sep + tail + after
+
+    return sorted(url(name) for name, info in found.items() if wanted(name, info))
+
+
+def _protocols(fs) -> set:
+    return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
 
 
 def _in_missing_bucket(fs, p: str) -> bool:
     """Whether p is on an object store (S3, GCS), in a bucket that does not exist (or that
     the store's exists() cannot probe: s3fs says False on a refusal too)."""
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    return bool(protocols & _TRANSACTIONAL) and not fs.exists(p.lstrip("/").split("/", 1)[0])
+    return bool(_protocols(fs) & _TRANSACTIONAL) and not fs.exists(p.lstrip("/").split("/", 1)[0])
 
 
 def _hidden(name: str, pattern: str) -> bool:
@@ -570,8 +577,7 @@ class RemoteAtomicFile:
         self.path = path
         self._storage_options = storage_options
         self._fs, target = filesystem(path, storage_options)
-        protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
-        self._transactional = bool(protocols & _TRANSACTIONAL)
+        self._transactional = bool(_protocols(self._fs) & _TRANSACTIONAL)
         self._leftover = None  # an upload completed under a name that is not the final one
         with _opening_output(path, opening=True):
             if self._transactional:
