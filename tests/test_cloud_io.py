@@ -581,6 +581,23 @@ def test_a_url_naming_a_bucket_is_no_file(s3_server):
         assert info.value.filename == url
 
 
+@pytest.mark.parametrize("store", ["s3", "memfs"])
+def test_an_input_url_naming_a_directory_says_so(request, store, s3_reads):
+    """A directory (a key prefix on S3) given where a file is read said 'No such file or
+    directory', and its size was 0; it is an IsADirectoryError naming it."""
+    store = request.getfixturevalue(store)
+    store.fs.pipe_file(store.url("d/sub/a.tfrecord").split("://", 1)[1], b"")
+    url = store.url("d/sub")
+    for call in (lambda: tfl.TFRecordReader(url), lambda: list(tfl.TFRecordDataset([url])),
+                 lambda: tfl.TFRecordFile(url), lambda: count_records(url), lambda: tfs.size(url),
+                 lambda: tfl.TFRecordReader(url + "/")):
+        with pytest.raises(IsADirectoryError, match="names a directory, not a file: give a file in it") as info:
+            call()
+        assert info.value.filename in (url, url + "/")
+    with pytest.raises(FileNotFoundError, match="No such file"):
+        tfl.TFRecordReader(url + "/missing")
+
+
 @pytest.mark.parametrize("atomic", [True, False])
 def test_an_output_url_ending_with_a_slash_is_refused_up_front(s3, memfs, capfd, tmp_path, atomic):
     """A URL ending with "/" names a directory: the object store would keep the data under

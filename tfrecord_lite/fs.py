@@ -108,9 +108,21 @@ def _bucket_only(url: str) -> bool:
     return scheme in ("s3", "s3a", "gs", "gcs") and not rest.strip("/").partition("/")[2]
 
 
-def _not_a_file(url) -> IsADirectoryError:
-    return IsADirectoryError(errno.EISDIR, "names a bucket, not a file: give a file in it, such as "
+def _not_a_file(url, what="bucket") -> IsADirectoryError:
+    return IsADirectoryError(errno.EISDIR, f"names a {what}, not a file: give a file in it, such as "
                              f"{url.rstrip('/')}/data.tfrecord", url)
+
+
+def _missing(fs, p, url) -> OSError:
+    """The error for a file that is not there: a directory (a key prefix on an object
+    store, which has no such object) says so rather than that nothing is there."""
+    try:
+        with _naming(url):
+            if fs.isdir(p):
+                return _not_a_file(url, "directory")
+    except Exception:  # the probe failed too: report what the read found
+        pass
+    return _not_found(url)
 
 
 def _check_writable(url, name=None) -> None:
@@ -233,6 +245,8 @@ def open_input(path, storage_options=None):
             return SignedStream(fs, p, path)
         except _NotSigned:
             pass  # the store wants what the SDK sends: read through it
+        except FileNotFoundError:
+            raise _missing(fs, p, path) from None
     if "background" in fsspec.caching.caches:
         cache = {"cache_type": "background", "cache_options": {"maxblocks": _READ_AHEAD_BLOCKS}}
     else:
@@ -244,7 +258,10 @@ def open_input(path, storage_options=None):
             except TypeError:  # a filesystem without block options
                 f = fs.open(p, "rb")
     except FileNotFoundError:
-        raise _not_found(path) from None
+        raise _missing(fs, p, path) from None
+    if (getattr(f, "details", None) or {}).get("type") == "directory":  # s3fs opens a key prefix, empty
+        f.close()
+        raise _not_a_file(path, "directory")
     if not isinstance(getattr(f, "name", None), str):
         try:
             f.name = path
@@ -302,7 +319,9 @@ def fingerprint(path, storage_options=None) -> tuple:
         with _naming(path):
             info = fs.info(p)
     except FileNotFoundError:
-        raise _not_found(path) from None
+        raise _missing(fs, p, path) from None
+    if info.get("type") == "directory":
+        raise _not_a_file(path, "directory")
     if info.get("size") is None:  # an HTTP response without Content-Length
         raise TFRecordError("its size is unknown: the server sends no Content-Length", path=path,
                             hint="read it as a stream (TFRecordReader, TFRecordDataset); counting, indexing "
