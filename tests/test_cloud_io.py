@@ -275,6 +275,22 @@ def test_s3_object_replaced_during_a_read_is_an_error(s3, monkeypatch):
     assert err.value.path == url and err.value.offset > 0 and err.value.hint
 
 
+def test_s3_object_replaced_during_a_ranged_read_is_the_same_error(s3, monkeypatch):
+    """Read in ranged blocks (settings a presigned URL cannot carry), a replaced object
+    raised s3fs's bare OSError 'Errno 16 ... no longer exists'; it is the TFRecordError a
+    streamed read raises, naming the file and the byte reached."""
+    monkeypatch.setattr(tfs, "_signs_urls", lambda filesystem: False)
+    monkeypatch.setattr(tfs, "BLOCK_BYTES", 1 << 16)
+    records = [os.urandom(1000) for _ in range(1000)]
+    url = s3.put("moving.tfrecord", frames(records))
+    reader = iter(tfl.TFRecordReader(url, chunk_size=1 << 16))
+    assert next(reader) == records[0]
+    s3.put("moving.tfrecord", frames(records[::-1]))
+    with pytest.raises(TFRecordError, match="changed while it was read") as err:
+        list(reader)
+    assert err.value.path == url and err.value.offset >= 1 << 16 and "again" in err.value.hint
+
+
 def test_s3_stream_gives_up_after_repeated_drops(s3, monkeypatch):
     url = s3.put("gone.tfrecord", frames([os.urandom(1000) for _ in range(300)]))
     drop_connection(monkeypatch, after_calls=1, times=10)

@@ -137,11 +137,15 @@ class SignedStream(io.RawIOBase):
         if first:
             raise _NotSigned(response.status)
         if response.status == 412:
-            raise TFRecordError(f"{self.name} changed while it was read (at byte {self._pos})",
-                                path=self.name, offset=self._pos, hint="read it again from the start")
+            raise _changed(self.name, self._pos)
         if response.status in (401, 403):  # retried (signed anew), then reported as a denial
             raise _paths._denial(http.client.HTTPException(f"HTTP {response.status} {response.reason}"), self.name)
         raise http.client.HTTPException(f"HTTP {response.status}")  # retried, then reported
+
+
+def _changed(name, offset) -> TFRecordError:
+    return TFRecordError(f"{name} changed while it was read (at byte {offset})", path=name, offset=offset,
+                         hint="read it again from the start")
 
 
 def _total_size(response) -> int:

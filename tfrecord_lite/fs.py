@@ -33,7 +33,7 @@ import stat
 import urllib.parse
 import uuid
 
-from ._streams import SignedStream, _NotSigned, _RangeFallback
+from ._streams import SignedStream, _changed, _NotSigned, _RangeFallback
 from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
@@ -280,10 +280,17 @@ def open_input(path, storage_options=None):
 
 
 def _named(fetch, url):
-    """fetch(start, end), its errors named by _naming."""
-    def named(*args, **kwargs):
+    """fetch(start, end), its errors named by _naming; an object replaced since it was
+    opened (s3fs's FileExpired, from a GET conditional on its ETag) is the error that a
+    SignedStream raises for it."""
+    def named(start, end):
         with _naming(url):
-            return fetch(*args, **kwargs)
+            try:
+                return fetch(start, end)
+            except OSError as exc:
+                if type(exc).__name__ != "FileExpired":
+                    raise
+                raise _changed(url, start) from None
     return named
 
 
