@@ -105,11 +105,14 @@ def _tree(root: str) -> list[str]:
             seen.add((st.st_dev, st.st_ino))
             found.append(directory)
             below = []
-            for name in _names(directory):
-                path = os.path.join(directory, name)
-                if name.startswith(".") or not os.path.isdir(path):
-                    continue
-                (links if os.path.islink(path) else below).append(path)
+            try:
+                with os.scandir(directory or os.curdir) as entries:  # types without a stat each
+                    for entry in sorted(entries, key=lambda e: e.name):
+                        if not entry.name.startswith(".") and entry.is_dir():
+                            path = os.path.join(directory, entry.name)
+                            (links if entry.is_symlink() else below).append(path)
+            except OSError:  # gone, or not readable: nothing under it, as glob.glob finds nothing
+                continue
             stack += reversed(below)  # popped in sorted order
 
     walk(root)
