@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tfrecord_lite.errors import TFRecordError
 from tfrecord_lite.files import resolve_files
 
 
@@ -49,3 +50,25 @@ def test_of_two_links_to_one_directory_the_first_is_followed(tmp_path):
     for name in ("z", "b", "m"):
         os.symlink(str(tmp_path / "outside"), tmp_path / "d" / name)
     assert resolve_files(str(tmp_path / "d" / "**")) == [str(tmp_path / "d" / n) for n in ("a.tfrecord", "b/c.tfrecord")]
+
+
+def test_a_glob_or_directory_that_names_no_file_says_why(tmp_path, monkeypatch):
+    """'no TFRecord files found' said to pass a glob or a directory that holds files, also
+    when the glob's directory did not exist (a typo) or the directory held only directories."""
+    touch(tmp_path, "data/train/a.tfrecord", "data/.hidden/b.tfrecord")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TFRecordError, match="no TFRecord files found for 'dta/train/\\*.tfrecord'") as info:
+        resolve_files("dta/train/*.tfrecord")
+    assert info.value.hint == f"the directory 'dta/train' does not exist (relative to {str(tmp_path)!r})"
+    with pytest.raises(TFRecordError, match="no TFRecord files found for 'data'") as info:
+        resolve_files("data")
+    assert info.value.hint == ("it holds directories but no files: for the files at every depth under it, pass "
+                               "'data/**/*.tfrecord'")
+    assert resolve_files("data/**/*.tfrecord") == ["data/train/a.tfrecord"]
+    with pytest.raises(TFRecordError, match="no TFRecord files found") as info:
+        resolve_files(str(tmp_path / "dta" / "*"))
+    assert info.value.hint == f"the directory {str(tmp_path / 'dta')!r} does not exist"
+    for spec in ("data/train/*.gz", "data/train/*/*"):
+        with pytest.raises(TFRecordError, match="no TFRecord files found") as info:
+            resolve_files(spec)
+        assert info.value.hint == "pass a list of paths, a glob pattern or a directory that holds files"

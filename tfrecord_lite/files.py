@@ -37,9 +37,26 @@ def resolve_files(files, storage_options=None) -> list[str]:
                                     hint="e.g. TFRecordDataset(['a.tfrecord', 'b.tfrecord']) or "
                                          "TFRecordDataset('data/*.tfrecord')") from None
     if not paths:
-        raise TFRecordError(f"no TFRecord files found for {files!r}",
-                            hint="pass a list of paths, a glob pattern or a directory that holds files")
+        hint = "pass a list of paths, a glob pattern or a directory that holds files"
+        if isinstance(files, (str, os.PathLike)) and not _fs.is_url(spec):
+            hint = _why_none(_fs.local_path(spec)) or hint
+        raise TFRecordError(f"no TFRecord files found for {files!r}", hint=hint)
     return paths
+
+
+def _why_none(spec: str):
+    """What to do about a local directory or glob that names no file, where it can be told."""
+    if os.path.isdir(spec):
+        if any(not n.startswith(".") and os.path.isdir(os.path.join(spec, n)) for n in _names(spec)):
+            return (f"it holds directories but no files: for the files at every depth under it, pass "
+                    f"{os.path.join(spec, '**', '*.tfrecord')!r}")
+        return None
+    parts = spec.split(os.sep)
+    fixed = os.sep.join(parts[:next((i for i, part in enumerate(parts) if _fs.GLOB_CHARS & set(part)), 0)])
+    if fixed and not os.path.isdir(fixed):
+        where = "" if os.path.isabs(fixed) else f" (relative to {os.getcwd()!r})"
+        return f"the directory {fixed!r} does not exist{where}"
+    return None
 
 
 def _local_files(spec: str) -> list[str]:
