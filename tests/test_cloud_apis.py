@@ -112,6 +112,7 @@ def test_an_s3a_glob_gives_s3a_urls(s3):
     want = [base + "/a.tfrecord", base + "/b.tfrecord"]
     assert resolve_files(base + "/*.tfrecord") == resolve_files(base) == resolve_files(base + "/**") == want
     assert list(tfl.TFRecordDataset(base + "/*.tfrecord")) == [b"a.tfrecord", b"b.tfrecord"]
+    assert resolve_files("simplecache::" + base + "/*.tfrecord") == ["simplecache::" + url for url in want]
 
 
 def test_s3_directory_markers_are_no_files(s3, capsys):

@@ -467,9 +467,19 @@ def expand(spec: str, storage_options=None) -> list[str]:
 
     def url(name):  # in the scheme asked for (s3a://, gcs://), not the filesystem's first
         head, sep, tail = fs.unstrip_protocol(name).partition("://")
-        return before + (scheme if head in _protocols(fs) and scheme in _protocols(fs) else head) + sep + tail + after
+        return before + (scheme if _aliases(head, scheme) else head) + sep + tail + after
 
     return sorted(url(name) for name, info in found.items() if wanted(name, info))
+
+
+def _aliases(a: str, b: str) -> bool:
+    """Whether two schemes name one filesystem (s3 and s3a, gs and gcs)."""
+    import fsspec
+
+    try:
+        return a == b or fsspec.get_filesystem_class(a) is fsspec.get_filesystem_class(b)
+    except (ValueError, ImportError):
+        return False
 
 
 def _protocols(fs) -> set:
