@@ -68,6 +68,9 @@ def test_a_glob_or_directory_that_names_no_file_says_why(tmp_path, monkeypatch):
     with pytest.raises(TFRecordError, match="no TFRecord files found") as info:
         resolve_files(str(tmp_path / "dta" / "*"))
     assert info.value.hint == f"the directory {str(tmp_path / 'dta')!r} does not exist"
+    with pytest.raises(TFRecordError, match="no TFRecord files found") as info:
+        resolve_files("~/data/*.tfrecord")
+    assert info.value.hint == "the directory '~/data' does not exist: '~' is not expanded, pass os.path.expanduser(pattern)"
     for spec in ("data/train/*.gz", "data/train/*/*"):
         with pytest.raises(TFRecordError, match="no TFRecord files found") as info:
             resolve_files(spec)

@@ -55,6 +55,8 @@ def _why_none(spec: str):
     fixed = os.sep.join(parts[:next((i for i, part in enumerate(parts) if _fs.GLOB_CHARS & set(part)), 0)])
     if fixed and not os.path.isdir(fixed):
         where = "" if os.path.isabs(fixed) else f" (relative to {os.getcwd()!r})"
+        if fixed.startswith("~"):  # a shell expands it; a path given in Python is taken as it is
+            where = ": '~' is not expanded, pass os.path.expanduser(pattern)"
         return f"the directory {fixed!r} does not exist{where}"
     return None
 
