@@ -27,7 +27,7 @@ def test_double_star_lists_each_file_once_through_symlinked_directories(tmp_path
     os.symlink(str(d), d / "self")                 # another, absolute
     os.symlink("sub", d / "alias")                 # a second name for a directory in the tree
     os.symlink(str(tmp_path / "outside"), d / "ext")
-    os.symlink("../outside/deep", d / "sub" / "ext2")  # inside what ext reaches too
+    os.symlink("../../outside/deep", d / "sub" / "ext2")  # inside what ext reaches too
     found = [os.path.relpath(p, d) for p in resolve_files(str(d / "**" / "*.tfrecord"))]
     assert found == ["a.tfrecord", "ext/c.tfrecord", "ext/deep/e.tfrecord", "sub/b.tfrecord"]
     assert resolve_files(str(d / "**")) == resolve_files(str(d / "**" / "*.tfrecord"))
@@ -75,3 +75,20 @@ def test_a_glob_or_directory_that_names_no_file_says_why(tmp_path, monkeypatch):
         with pytest.raises(TFRecordError, match="no TFRecord files found") as info:
             resolve_files(spec)
         assert info.value.hint == "pass a list of paths, a glob pattern or a directory that holds files"
+
+
+def test_a_broken_symlink_is_listed_so_that_reading_it_fails(tmp_path):
+    """Directories and globs kept only what os.path.isfile accepts, so a link to a file on a
+    disk that is not mounted was left out without a word, and the data read was silently
+    short. It is listed (as a shell's glob lists it), and reading it names it."""
+    import tfrecord_lite as tfl
+
+    touch(tmp_path, "d/a.tfrecord")
+    os.symlink(str(tmp_path / "unmounted" / "b.tfrecord"), tmp_path / "d" / "b.tfrecord")
+    want = [str(tmp_path / "d" / "a.tfrecord"), str(tmp_path / "d" / "b.tfrecord")]
+    for spec in ("d", "d/*.tfrecord", "d/**/*.tfrecord", "d/**"):
+        assert resolve_files(str(tmp_path / spec)) == want
+    assert resolve_files(str(tmp_path / "**" / "b.tfrecord")) == want[1:]
+    with pytest.raises(FileNotFoundError) as info:
+        list(tfl.TFRecordDataset(str(tmp_path / "d")))
+    assert info.value.filename == want[1]

@@ -22,10 +22,10 @@ def resolve_files(files, storage_options=None) -> list[str]:
     A list keeps its order (as TensorFlow does); glob matches and directory entries are
     sorted. ``**`` in a glob matches any number of directories (``data/**/*.tfrecord`` finds
     the files at every depth under data/), locally and remotely alike, each directory
-    once (a symlink loop is not followed). Directories list
-    their regular, non-hidden files, ignoring ``.index`` sidecars. A file that exists under
-    the name given is itself, glob characters and all (``a[1].tfrecord``), as a shell leaves
-    a pattern that names a file."""
+    once (a symlink loop is not followed). Directories list their non-hidden files (a
+    broken symlink too, which reading then names), ignoring ``.index`` sidecars. A file
+    that exists under the name given is itself, glob characters and all (``a[1].tfrecord``),
+    as a shell leaves a pattern that names a file."""
     if isinstance(files, (str, os.PathLike)):
         spec = os.fspath(files)
         paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
@@ -66,10 +66,10 @@ def _local_files(spec: str) -> list[str]:
         return sorted(
             os.path.join(spec, name) for name in os.listdir(spec)
             if not name.startswith(".") and not name.endswith(".index")
-            and os.path.isfile(os.path.join(spec, name))
+            and not os.path.isdir(os.path.join(spec, name))  # a broken link is listed: reading it says so
         )
     if _fs.GLOB_CHARS & set(spec) and not os.path.exists(spec):
-        return sorted({p for p in _glob(spec) if not p.endswith(".index") and os.path.isfile(p)})
+        return sorted({p for p in _glob(spec) if not p.endswith(".index") and not os.path.isdir(p)})
     return [spec]
 
 
