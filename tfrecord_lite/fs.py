@@ -354,7 +354,7 @@ def remove(path, storage_options=None, name=None) -> None:
             os.unlink(local_path(path))
         else:
             fs, p = filesystem(path, storage_options)
-            with _opening_output(name or path):
+            with _opening_output(name or path), _renamed(name or path):
                 fs.rm_file(p)
     except FileNotFoundError:
         pass
@@ -538,8 +538,28 @@ def open_plain_output(path, storage_options=None):
     check_output_name(path, url=True)
     _check_writable(path)
     fs, p = filesystem(path, storage_options)
-    with _opening_output(path, opening=True):
+    with _opening_output(path, opening=True), _renamed(path):
+        _make_parents(fs, p)
         return _NamingFile(fs.open(p, "wb"), path)
+
+
+def _make_parents(fs, p) -> None:
+    """Create the missing directories above p on a filesystem that has directories (local://,
+    sftp://...), as for a local output; object stores have none to make."""
+    if not _protocols(fs) & _TRANSACTIONAL:
+        fs.makedirs(posixpath.dirname(p), exist_ok=True)
+
+
+@contextlib.contextmanager
+def _renamed(url):
+    """An OSError that names a file (a temporary name, a path the filesystem stripped of its
+    protocol) names url instead, the output the caller gave."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None or exc.filename == url or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, url) from exc
 
 
 @contextlib.contextmanager
@@ -615,13 +635,14 @@ class RemoteAtomicFile:
         self._fs, target = filesystem(path, storage_options)
         self._transactional = bool(_protocols(self._fs) & _TRANSACTIONAL)
         self._leftover = None  # an upload completed under a name that is not the final one
-        with _opening_output(path, opening=True):
+        with _opening_output(path, opening=True), _renamed(path):
             if self._transactional:
                 self._key = target
                 self._raw = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
             else:
                 parent, base = posixpath.split(target)
                 self._key = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
+                _make_parents(self._fs, self._key)
                 try:
                     self._raw = self._fs.open(self._key, "wb", block_size=WRITE_BLOCK_BYTES)
                 except TypeError:
@@ -631,7 +652,7 @@ class RemoteAtomicFile:
     def commit(self) -> None:
         placed = None  # the final name, once a copy has put the data there
         try:
-            with _opening_output(self.path):
+            with _opening_output(self.path), _renamed(self.path):
                 target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
                 self._raw.close()
                 if self._transactional:
