@@ -233,6 +233,21 @@ def signed_by_http(tmp_path):
     server.server_close()
 
 
+def test_a_store_that_sends_no_length_is_read_through_the_filesystem(signed_by_http, tmp_path, monkeypatch):
+    """A first response without Content-Length (chunked, as a store may send a transcoded
+    object) failed with a bare TypeError from int(None); the stream declines, and
+    open_input reads the object through the filesystem instead."""
+    from tfrecord_lite._streams import _NotSigned
+
+    signer, handler = signed_by_http
+    (tmp_path / "obj").write_bytes(os.urandom(1000))
+    send_header = http.server.SimpleHTTPRequestHandler.send_header
+    monkeypatch.setattr(handler, "send_header", lambda self, key, value: None if key == "Content-Length"
+                        else send_header(self, key, value), raising=False)
+    with pytest.raises(_NotSigned):
+        tfs.SignedStream(signer, "obj", "s3://b/obj")
+
+
 def test_a_stream_from_a_store_that_ignores_range_reads_the_right_bytes(signed_by_http, tmp_path, monkeypatch):
     """A resumed or seeking GET asks for bytes=N-; a store that ignores Range answers 200 with
     the whole object, which was read as if it started at N: the object's first bytes,
