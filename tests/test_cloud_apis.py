@@ -154,6 +154,8 @@ def test_double_star_matches_any_depth_everywhere_and_skips_hidden(request, tmp_
     assert found("**/*.tfrecord") == found("**") == ["a/b/y.tfrecord", "a/x.tfrecord", "top.tfrecord"]
     assert found("*/*.tfrecord") == ["a/x.tfrecord"]
     assert found("**/b/*") == ["a/b/y.tfrecord"]
+    assert found("**.tfrecord") == found("*.tfrecord") == ["top.tfrecord"]  # "**" inside a name is "*"
+    assert found("a/***") == ["a/x.tfrecord"]
     assert found(".tmp/*") == found(".*/*.tfrecord") == [".tmp/z.tfrecord"]
     assert len(list(tfl.TFRecordDataset(f"{base}/**/*.tfrecord"))) == 3
 

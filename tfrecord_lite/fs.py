@@ -452,7 +452,9 @@ def expand(spec: str, storage_options=None) -> list[str]:
         if not spec.endswith("/") and fs.isfile(p):
             return [spec]
         if GLOB_CHARS & set(p):
-            found = fs.glob(p, detail=True)
+            # "**" inside a name ("**.tfrecord") is "*", as in a local glob (fsspec refuses it)
+            pattern = "/".join(c if c == "**" else re.sub(r"\*{2,}", "*", c) for c in p.split("/"))
+            found = fs.glob(pattern, detail=True)
         elif fs.isdir(p):
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
         else:
