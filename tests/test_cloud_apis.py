@@ -115,6 +115,31 @@ def test_an_s3a_glob_gives_s3a_urls(s3):
     assert resolve_files("simplecache::" + base + "/*.tfrecord") == ["simplecache::" + url for url in want]
 
 
+def test_files_written_elsewhere_after_a_listing_are_seen(s3, s3_reads):
+    """s3fs keeps the listings it made for the life of the process: a directory or glob
+    resolved again missed the files another process wrote since and listed those it
+    deleted, and a file written since was 'No such file' to TFRecordFile and size()."""
+    import s3fs
+
+    other = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options)  # another process's
+    for name in ("a", "sub/a"):
+        s3.put(f"d/{name}.tfrecord", framed([name.encode()]))
+    specs = ("d", "d/*.tfrecord", "d/*/*", "d/**", "d/b.tfrecord")
+    for spec in specs:
+        resolve_files(s3.url(spec))
+    for name in ("b", "sub/b"):
+        other.pipe_file(f"{s3.prefix}/d/{name}.tfrecord", framed([name.encode()]))
+    other.rm_file(f"{s3.prefix}/d/a.tfrecord")
+    found = [[u[len(s3.url("d")) + 1:] for u in resolve_files(s3.url(spec))] for spec in specs]
+    assert found == [["b.tfrecord"], ["b.tfrecord"], ["sub/a.tfrecord", "sub/b.tfrecord"],
+                     ["b.tfrecord", "sub/a.tfrecord", "sub/b.tfrecord"], ["b.tfrecord"]]
+    url = s3.url("d/sub/b.tfrecord")
+    assert tfl.TFRecordFile(url)[0] == b"sub/b" and tfs.size(url) > 0
+    assert list(tfl.TFRecordDataset(s3.url("d/**"))) == [b"b", b"sub/a", b"sub/b"]
+    other.pipe_file(f"{s3.prefix}/d/sub/b.tfrecord.index", b"")
+    assert tfs.exists(url + ".index")
+
+
 def test_s3_directory_markers_are_no_files(s3, capsys):
     """A folder made in the S3 console (or by Hadoop, rclone...) is a zero-byte "dir/" key:
     listed as a file, it made every read of the folder fail with "no such file", and an

@@ -254,9 +254,9 @@ def open_input(path, storage_options=None):
     try:
         with _naming(path):
             try:
-                f = fs.open(p, "rb", block_size=BLOCK_BYTES, **cache)
+                f = _fresh(fs, p, lambda: fs.open(p, "rb", block_size=BLOCK_BYTES, **cache))
             except TypeError:  # a filesystem without block options
-                f = fs.open(p, "rb")
+                f = _fresh(fs, p, lambda: fs.open(p, "rb"))
     except FileNotFoundError:
         raise _missing(fs, p, path) from None
     if (getattr(f, "details", None) or {}).get("type") == "directory":  # s3fs opens a key prefix, empty
@@ -324,7 +324,7 @@ def fingerprint(path, storage_options=None) -> tuple:
     fs, p = filesystem(path, storage_options)
     try:
         with _naming(path):
-            info = fs.info(p)
+            info = _fresh(fs, p, lambda: fs.info(p))
     except FileNotFoundError:
         raise _missing(fs, p, path) from None
     if info.get("type") == "directory":
@@ -341,6 +341,11 @@ def exists(path, storage_options=None) -> bool:
         return os.path.exists(local_path(path))
     fs, p = filesystem(path, storage_options)
     with _naming(path):
+        if fs.exists(p):
+            return True
+        if not getattr(fs, "dircache", None):
+            return False
+        _forget(fs, p)  # a listing kept from before it was written says it is not there
         return fs.exists(p)
 
 
@@ -446,6 +451,8 @@ def expand(spec: str, storage_options=None) -> list[str]:
 
     if pinned(spec):  # one object, its query no glob
         return [spec]
+    parts = p.split("/")
+    _forget(fs, "/".join(parts[:next((i for i, c in enumerate(parts) if GLOB_CHARS & set(c)), len(parts))]))
     with _naming(spec):  # listing needs credentials too
         # A name ending with "/" is a directory (over HTTP its listing page is no file);
         # isfile goes first otherwise: over HTTP isdir GETs the URL to list its links.
@@ -486,6 +493,32 @@ def _aliases(a: str, b: str) -> bool:
 
 def _protocols(fs) -> set:
     return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+
+
+def _forget(fs, root: str) -> None:
+    """Drop what fs keeps of the listings of root, the directories above it and those under
+    it: s3fs keeps each listing for the life of the process, which then misses the files
+    written since by others and lists those they deleted."""
+    try:
+        fs.invalidate_cache(root)
+    except Exception:  # a filesystem whose cache cannot be dropped lists what it has
+        return
+    cache = getattr(fs, "dircache", None)
+    if root and hasattr(cache, "pop"):
+        for key in [k for k in list(cache) if isinstance(k, str) and k.startswith(root.rstrip("/") + "/")]:
+            cache.pop(key, None)
+
+
+def _fresh(fs, p, call):
+    """call(), again once p's cached listings are dropped when it finds nothing: a listing
+    made earlier in this process does not hold the files written since."""
+    try:
+        return call()
+    except FileNotFoundError:
+        if not getattr(fs, "dircache", None):
+            raise
+    _forget(fs, p)
+    return call()
 
 
 def _in_missing_bucket(fs, p: str) -> bool:
