@@ -101,6 +101,12 @@ def test_a_glob_in_a_missing_bucket_says_so(s3):
         assert info.value.filename == spec
     with pytest.raises(TFRecordError, match="no TFRecord files found"):
         resolve_files(s3.url("nothing-*.tfrecord"))
+    # read as a file, it said 'No such file or directory'
+    url = "s3://no-such-bucket-7f3a/d/a.tfrecord"
+    for call in (lambda: tfl.TFRecordReader(url), lambda: tfl.TFRecordFile(url), lambda: list(tfl.TFRecordDataset([url]))):
+        with pytest.raises(FileNotFoundError, match="no such bucket") as info:
+            call()
+        assert info.value.filename == url
 
 
 def test_an_s3a_glob_gives_s3a_urls(s3):

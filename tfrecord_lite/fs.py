@@ -120,9 +120,16 @@ def _missing(fs, p, url) -> OSError:
         with _naming(url):
             if fs.isdir(p):
                 return _not_a_file(url, "directory")
+            if _in_missing_bucket(fs, p):
+                return _no_bucket(url)
     except Exception:  # the probe failed too: report what the read found
         pass
     return _not_found(url)
+
+
+def _no_bucket(url) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, "no such bucket, or none these credentials may reach: check the "
+                             "bucket's name in the URL", url)
 
 
 def _check_writable(url, name=None) -> None:
@@ -467,8 +474,7 @@ def expand(spec: str, storage_options=None) -> list[str]:
         else:
             return [spec]
         if not found and _in_missing_bucket(fs, p):  # a glob finds nothing there, silently
-            raise FileNotFoundError(errno.ENOENT, "no such bucket, or none these credentials may reach: check "
-                                    "the bucket's name in the URL", spec)
+            raise _no_bucket(spec)
     # A chain's other links stay on each file: leading bare protocols (simplecache::) and
     # the targets after the globbed link (zip://*.tfrecord::s3://b/x.zip).
     before, link, after = _links(spec)
