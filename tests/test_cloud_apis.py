@@ -101,6 +101,49 @@ def test_a_glob_in_a_missing_bucket_says_so(s3):
         assert info.value.filename == spec
     with pytest.raises(TFRecordError, match="no TFRecord files found"):
         resolve_files(s3.url("nothing-*.tfrecord"))
+    # read as a file, it said 'No such file or directory'
+    url = "s3://no-such-bucket-7f3a/d/a.tfrecord"
+    for call in (lambda: tfl.TFRecordReader(url), lambda: tfl.TFRecordFile(url), lambda: list(tfl.TFRecordDataset([url]))):
+        with pytest.raises(FileNotFoundError, match="no such bucket") as info:
+            call()
+        assert info.value.filename == url
+
+
+def test_an_s3a_glob_gives_s3a_urls(s3):
+    """s3a:// (Hadoop's name, which s3fs takes too) globs and directories came back as s3://
+    URLs; the files keep the scheme they were asked for, as a single file does."""
+    for name in ("b.tfrecord", "a.tfrecord"):
+        s3.put(f"d/{name}", framed([name.encode()]))
+    base = "s3a://" + s3.url("d")[len("s3://"):]
+    want = [base + "/a.tfrecord", base + "/b.tfrecord"]
+    assert resolve_files(base + "/*.tfrecord") == resolve_files(base) == resolve_files(base + "/**") == want
+    assert list(tfl.TFRecordDataset(base + "/*.tfrecord")) == [b"a.tfrecord", b"b.tfrecord"]
+    assert resolve_files("simplecache::" + base + "/*.tfrecord") == ["simplecache::" + url for url in want]
+
+
+def test_files_written_elsewhere_after_a_listing_are_seen(s3, s3_reads):
+    """s3fs keeps the listings it made for the life of the process: a directory or glob
+    resolved again missed the files another process wrote since and listed those it
+    deleted, and a file written since was 'No such file' to TFRecordFile and size()."""
+    import s3fs
+
+    other = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options)  # another process's
+    for name in ("a", "sub/a"):
+        s3.put(f"d/{name}.tfrecord", framed([name.encode()]))
+    specs = ("d", "d/*.tfrecord", "d/*/*", "d/**", "d/b.tfrecord")
+    for spec in specs:
+        resolve_files(s3.url(spec))
+    for name in ("b", "sub/b"):
+        other.pipe_file(f"{s3.prefix}/d/{name}.tfrecord", framed([name.encode()]))
+    other.rm_file(f"{s3.prefix}/d/a.tfrecord")
+    found = [[u[len(s3.url("d")) + 1:] for u in resolve_files(s3.url(spec))] for spec in specs]
+    assert found == [["b.tfrecord"], ["b.tfrecord"], ["sub/a.tfrecord", "sub/b.tfrecord"],
+                     ["b.tfrecord", "sub/a.tfrecord", "sub/b.tfrecord"], ["b.tfrecord"]]
+    url = s3.url("d/sub/b.tfrecord")
+    assert tfl.TFRecordFile(url)[0] == b"sub/b" and tfs.size(url) > 0
+    assert list(tfl.TFRecordDataset(s3.url("d/**"))) == [b"b", b"sub/a", b"sub/b"]
+    other.pipe_file(f"{s3.prefix}/d/sub/b.tfrecord.index", b"")
+    assert tfs.exists(url + ".index")
 
 
 def test_s3_directory_markers_are_no_files(s3, capsys):
@@ -142,6 +185,8 @@ def test_double_star_matches_any_depth_everywhere_and_skips_hidden(request, tmp_
     assert found("**/*.tfrecord") == found("**") == ["a/b/y.tfrecord", "a/x.tfrecord", "top.tfrecord"]
     assert found("*/*.tfrecord") == ["a/x.tfrecord"]
     assert found("**/b/*") == ["a/b/y.tfrecord"]
+    assert found("**.tfrecord") == found("*.tfrecord") == ["top.tfrecord"]  # "**" inside a name is "*"
+    assert found("a/***") == ["a/x.tfrecord"]
     assert found(".tmp/*") == found(".*/*.tfrecord") == [".tmp/z.tfrecord"]
     assert len(list(tfl.TFRecordDataset(f"{base}/**/*.tfrecord"))) == 3
 

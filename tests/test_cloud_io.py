@@ -233,6 +233,21 @@ def signed_by_http(tmp_path):
     server.server_close()
 
 
+def test_a_store_that_sends_no_length_is_read_through_the_filesystem(signed_by_http, tmp_path, monkeypatch):
+    """A first response without Content-Length (chunked, as a store may send a transcoded
+    object) failed with a bare TypeError from int(None); the stream declines, and
+    open_input reads the object through the filesystem instead."""
+    from tfrecord_lite._streams import _NotSigned
+
+    signer, handler = signed_by_http
+    (tmp_path / "obj").write_bytes(os.urandom(1000))
+    send_header = http.server.SimpleHTTPRequestHandler.send_header
+    monkeypatch.setattr(handler, "send_header", lambda self, key, value: None if key == "Content-Length"
+                        else send_header(self, key, value), raising=False)
+    with pytest.raises(_NotSigned):
+        tfs.SignedStream(signer, "obj", "s3://b/obj")
+
+
 def test_a_stream_from_a_store_that_ignores_range_reads_the_right_bytes(signed_by_http, tmp_path, monkeypatch):
     """A resumed or seeking GET asks for bytes=N-; a store that ignores Range answers 200 with
     the whole object, which was read as if it started at N: the object's first bytes,
@@ -273,6 +288,22 @@ def test_s3_object_replaced_during_a_read_is_an_error(s3, monkeypatch):
     with pytest.raises(TFRecordError, match="changed while it was read") as err:
         list(reader)
     assert err.value.path == url and err.value.offset > 0 and err.value.hint
+
+
+def test_s3_object_replaced_during_a_ranged_read_is_the_same_error(s3, monkeypatch):
+    """Read in ranged blocks (settings a presigned URL cannot carry), a replaced object
+    raised s3fs's bare OSError 'Errno 16 ... no longer exists'; it is the TFRecordError a
+    streamed read raises, naming the file and the byte reached."""
+    monkeypatch.setattr(tfs, "_signs_urls", lambda filesystem: False)
+    monkeypatch.setattr(tfs, "BLOCK_BYTES", 1 << 16)
+    records = [os.urandom(1000) for _ in range(1000)]
+    url = s3.put("moving.tfrecord", frames(records))
+    reader = iter(tfl.TFRecordReader(url, chunk_size=1 << 16))
+    assert next(reader) == records[0]
+    s3.put("moving.tfrecord", frames(records[::-1]))
+    with pytest.raises(TFRecordError, match="changed while it was read") as err:
+        list(reader)
+    assert err.value.path == url and err.value.offset >= 1 << 16 and "again" in err.value.hint
 
 
 def test_s3_stream_gives_up_after_repeated_drops(s3, monkeypatch):
@@ -579,6 +610,41 @@ def test_a_url_naming_a_bucket_is_no_file(s3_server):
                                                      "s3://my-bucket/data.tfrecord") as info:
             call()
         assert info.value.filename == url
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_a_url_on_a_filesystem_with_directories_gets_its_missing_ones(tmp_path, atomic):
+    """Writing to local:// (or sftp://...) under a missing directory failed with 'No such
+    file' naming the hidden temporary name; missing directories are made, as for a local
+    path, and an error that names a file names the output URL."""
+    url = f"local://{tmp_path}/a/b/x.tfrecord"
+    with tfl.TFRecordWriter(url, atomic=atomic) as w:
+        w.write(b"abc")
+    assert list(tfl.TFRecordReader(tmp_path / "a" / "b" / "x.tfrecord")) == [b"abc"]
+    (tmp_path / "file").write_bytes(b"")
+    url = f"local://{tmp_path}/file/x.tfrecord"
+    with pytest.raises(OSError) as info:
+        with tfl.TFRecordWriter(url, atomic=atomic) as w:
+            w.write(b"abc")
+    assert info.value.filename == url and ".tmp" not in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == ["a", "file"]
+
+
+@pytest.mark.parametrize("store", ["s3", "memfs"])
+def test_an_input_url_naming_a_directory_says_so(request, store, s3_reads):
+    """A directory (a key prefix on S3) given where a file is read said 'No such file or
+    directory', and its size was 0; it is an IsADirectoryError naming it."""
+    store = request.getfixturevalue(store)
+    store.fs.pipe_file(store.url("d/sub/a.tfrecord").split("://", 1)[1], b"")
+    url = store.url("d/sub")
+    for call in (lambda: tfl.TFRecordReader(url), lambda: list(tfl.TFRecordDataset([url])),
+                 lambda: tfl.TFRecordFile(url), lambda: count_records(url), lambda: tfs.size(url),
+                 lambda: tfl.TFRecordReader(url + "/")):
+        with pytest.raises(IsADirectoryError, match="names a directory, not a file: give a file in it") as info:
+            call()
+        assert info.value.filename in (url, url + "/")
+    with pytest.raises(FileNotFoundError, match="No such file"):
+        tfl.TFRecordReader(url + "/missing")
 
 
 @pytest.mark.parametrize("atomic", [True, False])

@@ -117,7 +117,8 @@ class SignedStream(io.RawIOBase):
             connection = http.client.HTTPConnection(url.hostname, url.port, timeout=_TIMEOUT)
         connection.request("GET", f"{url.path}?{url.query}" if url.query else url.path, headers=headers)
         response = connection.getresponse()
-        if response.status in (200, 206):
+        # A first response without a size (chunked) leaves nothing to read up to: not this way.
+        if response.status in (200, 206) and not (first and _total_size(response) is None):
             self._connection, self._response = connection, response
             if first:
                 self._etag = response.getheader("ETag")
@@ -137,19 +138,24 @@ class SignedStream(io.RawIOBase):
         if first:
             raise _NotSigned(response.status)
         if response.status == 412:
-            raise TFRecordError(f"{self.name} changed while it was read (at byte {self._pos})",
-                                path=self.name, offset=self._pos, hint="read it again from the start")
+            raise _changed(self.name, self._pos)
         if response.status in (401, 403):  # retried (signed anew), then reported as a denial
             raise _paths._denial(http.client.HTTPException(f"HTTP {response.status} {response.reason}"), self.name)
         raise http.client.HTTPException(f"HTTP {response.status}")  # retried, then reported
 
 
-def _total_size(response) -> int:
-    """The object's size from a 200's Content-Length or a 206's Content-Range."""
+def _changed(name, offset) -> TFRecordError:
+    return TFRecordError(f"{name} changed while it was read (at byte {offset})", path=name, offset=offset,
+                         hint="read it again from the start")
+
+
+def _total_size(response):
+    """The object's size from a 200's Content-Length or a 206's Content-Range, or None."""
     content_range = response.getheader("Content-Range")
-    if content_range:
+    if content_range and content_range.rsplit("/", 1)[1].isdigit():
         return int(content_range.rsplit("/", 1)[1])
-    return int(response.getheader("Content-Length"))
+    length = response.getheader("Content-Length")
+    return int(length) if length and length.isdigit() else None
 
 
 _tls_contexts: dict = {}

@@ -33,7 +33,7 @@ import stat
 import urllib.parse
 import uuid
 
-from ._streams import SignedStream, _NotSigned, _RangeFallback
+from ._streams import SignedStream, _changed, _NotSigned, _RangeFallback
 from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
@@ -108,9 +108,28 @@ def _bucket_only(url: str) -> bool:
     return scheme in ("s3", "s3a", "gs", "gcs") and not rest.strip("/").partition("/")[2]
 
 
-def _not_a_file(url) -> IsADirectoryError:
-    return IsADirectoryError(errno.EISDIR, "names a bucket, not a file: give a file in it, such as "
+def _not_a_file(url, what="bucket") -> IsADirectoryError:
+    return IsADirectoryError(errno.EISDIR, f"names a {what}, not a file: give a file in it, such as "
                              f"{url.rstrip('/')}/data.tfrecord", url)
+
+
+def _missing(fs, p, url) -> OSError:
+    """The error for a file that is not there: a directory (a key prefix on an object
+    store, which has no such object) says so rather than that nothing is there."""
+    try:
+        with _naming(url):
+            if fs.isdir(p):
+                return _not_a_file(url, "directory")
+            if _in_missing_bucket(fs, p):
+                return _no_bucket(url)
+    except Exception:  # the probe failed too: report what the read found
+        pass
+    return _not_found(url)
+
+
+def _no_bucket(url) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, "no such bucket, or none these credentials may reach: check the "
+                             "bucket's name in the URL", url)
 
 
 def _check_writable(url, name=None) -> None:
@@ -233,6 +252,8 @@ def open_input(path, storage_options=None):
             return SignedStream(fs, p, path)
         except _NotSigned:
             pass  # the store wants what the SDK sends: read through it
+        except FileNotFoundError:
+            raise _missing(fs, p, path) from None
     if "background" in fsspec.caching.caches:
         cache = {"cache_type": "background", "cache_options": {"maxblocks": _READ_AHEAD_BLOCKS}}
     else:
@@ -240,11 +261,14 @@ def open_input(path, storage_options=None):
     try:
         with _naming(path):
             try:
-                f = fs.open(p, "rb", block_size=BLOCK_BYTES, **cache)
+                f = _fresh(fs, p, lambda: fs.open(p, "rb", block_size=BLOCK_BYTES, **cache))
             except TypeError:  # a filesystem without block options
-                f = fs.open(p, "rb")
+                f = _fresh(fs, p, lambda: fs.open(p, "rb"))
     except FileNotFoundError:
-        raise _not_found(path) from None
+        raise _missing(fs, p, path) from None
+    if (getattr(f, "details", None) or {}).get("type") == "directory":  # s3fs opens a key prefix, empty
+        f.close()
+        raise _not_a_file(path, "directory")
     if not isinstance(getattr(f, "name", None), str):
         try:
             f.name = path
@@ -257,25 +281,30 @@ def open_input(path, storage_options=None):
     cache = getattr(f, "cache", None)
     if callable(getattr(cache, "fetcher", None)):  # each block's GET is refused as open was
         cache.fetcher = _named(cache.fetcher, path)
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if protocols & {"http", "https"} and isinstance(getattr(f, "size", None), int):
+    if _protocols(fs) & {"http", "https"} and isinstance(getattr(f, "size", None), int):
         return _RangeFallback(fs, p, f)
     return f
 
 
 def _named(fetch, url):
-    """fetch(start, end), its errors named by _naming."""
-    def named(*args, **kwargs):
+    """fetch(start, end), its errors named by _naming; an object replaced since it was
+    opened (s3fs's FileExpired, from a GET conditional on its ETag) is the error that a
+    SignedStream raises for it."""
+    def named(start, end):
         with _naming(url):
-            return fetch(*args, **kwargs)
+            try:
+                return fetch(start, end)
+            except OSError as exc:
+                if type(exc).__name__ != "FileExpired":
+                    raise
+                raise _changed(url, start) from None
     return named
 
 
 def _signs_urls(fs) -> bool:
     """True when a presigned GET reads this filesystem's objects as its own client would:
     S3 without request payment, extra request parameters (SSE-C keys) or proxies."""
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if not protocols & _SIGNED_PROTOCOLS or getattr(fs, "requester_pays", False):
+    if not _protocols(fs) & _SIGNED_PROTOCOLS or getattr(fs, "requester_pays", False):
         return False
     if getattr(fs, "asynchronous", False):  # its sign() is a coroutine, for an event loop's caller
         return False
@@ -302,9 +331,11 @@ def fingerprint(path, storage_options=None) -> tuple:
     fs, p = filesystem(path, storage_options)
     try:
         with _naming(path):
-            info = fs.info(p)
+            info = _fresh(fs, p, lambda: fs.info(p))
     except FileNotFoundError:
-        raise _not_found(path) from None
+        raise _missing(fs, p, path) from None
+    if info.get("type") == "directory":
+        raise _not_a_file(path, "directory")
     if info.get("size") is None:  # an HTTP response without Content-Length
         raise TFRecordError("its size is unknown: the server sends no Content-Length", path=path,
                             hint="read it as a stream (TFRecordReader, TFRecordDataset); counting, indexing "
@@ -317,6 +348,11 @@ def exists(path, storage_options=None) -> bool:
         return os.path.exists(local_path(path))
     fs, p = filesystem(path, storage_options)
     with _naming(path):
+        if fs.exists(p):
+            return True
+        if not getattr(fs, "dircache", None):
+            return False
+        _forget(fs, p)  # a listing kept from before it was written says it is not there
         return fs.exists(p)
 
 
@@ -330,7 +366,7 @@ def remove(path, storage_options=None, name=None) -> None:
             os.unlink(local_path(path))
         else:
             fs, p = filesystem(path, storage_options)
-            with _opening_output(name or path):
+            with _opening_output(name or path), _renamed(name or path):
                 fs.rm_file(p)
     except FileNotFoundError:
         pass
@@ -422,31 +458,79 @@ def expand(spec: str, storage_options=None) -> list[str]:
 
     if pinned(spec):  # one object, its query no glob
         return [spec]
+    parts = p.split("/")
+    _forget(fs, "/".join(parts[:next((i for i, c in enumerate(parts) if GLOB_CHARS & set(c)), len(parts))]))
     with _naming(spec):  # listing needs credentials too
         # A name ending with "/" is a directory (over HTTP its listing page is no file);
         # isfile goes first otherwise: over HTTP isdir GETs the URL to list its links.
         if not spec.endswith("/") and fs.isfile(p):
             return [spec]
         if GLOB_CHARS & set(p):
-            found = fs.glob(p, detail=True)
+            # "**" inside a name ("**.tfrecord") is "*", as in a local glob (fsspec refuses it)
+            pattern = "/".join(c if c == "**" else re.sub(r"\*{2,}", "*", c) for c in p.split("/"))
+            found = fs.glob(pattern, detail=True)
         elif fs.isdir(p):
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
         else:
             return [spec]
         if not found and _in_missing_bucket(fs, p):  # a glob finds nothing there, silently
-            raise FileNotFoundError(errno.ENOENT, "no such bucket, or none these credentials may reach: check "
-                                    "the bucket's name in the URL", spec)
+            raise _no_bucket(spec)
     # A chain's other links stay on each file: leading bare protocols (simplecache::) and
     # the targets after the globbed link (zip://*.tfrecord::s3://b/x.zip).
-    before, _, after = _links(spec)
-    return sorted(before + fs.unstrip_protocol(name) + after for name, info in found.items() if wanted(name, info))
+    before, link, after = _links(spec)
+    scheme = link.partition("://")[0]
+
+    def url(name):  # in the scheme asked for (s3a://, gcs://), not the filesystem's first
+        head, sep, tail = fs.unstrip_protocol(name).partition("://")
+        return before + (scheme if _aliases(head, scheme) else head) + sep + tail + after
+
+    return sorted(url(name) for name, info in found.items() if wanted(name, info))
+
+
+def _aliases(a: str, b: str) -> bool:
+    """Whether two schemes name one filesystem (s3 and s3a, gs and gcs)."""
+    import fsspec
+
+    try:
+        return a == b or fsspec.get_filesystem_class(a) is fsspec.get_filesystem_class(b)
+    except (ValueError, ImportError):
+        return False
+
+
+def _protocols(fs) -> set:
+    return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+
+
+def _forget(fs, root: str) -> None:
+    """Drop what fs keeps of the listings of root, the directories above it and those under
+    it: s3fs keeps each listing for the life of the process, which then misses the files
+    written since by others and lists those they deleted."""
+    try:
+        fs.invalidate_cache(root)
+    except Exception:  # a filesystem whose cache cannot be dropped lists what it has
+        return
+    cache = getattr(fs, "dircache", None)
+    if root and hasattr(cache, "pop"):
+        for key in [k for k in list(cache) if isinstance(k, str) and k.startswith(root.rstrip("/") + "/")]:
+            cache.pop(key, None)
+
+
+def _fresh(fs, p, call):
+    """call(), again once p's cached listings are dropped when it finds nothing: a listing
+    made earlier in this process does not hold the files written since."""
+    try:
+        return call()
+    except FileNotFoundError:
+        if not getattr(fs, "dircache", None):
+            raise
+    _forget(fs, p)
+    return call()
 
 
 def _in_missing_bucket(fs, p: str) -> bool:
     """Whether p is on an object store (S3, GCS), in a bucket that does not exist (or that
     the store's exists() cannot probe: s3fs says False on a refusal too)."""
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    return bool(protocols & _TRANSACTIONAL) and not fs.exists(p.lstrip("/").split("/", 1)[0])
+    return bool(_protocols(fs) & _TRANSACTIONAL) and not fs.exists(p.lstrip("/").split("/", 1)[0])
 
 
 def _hidden(name: str, pattern: str) -> bool:
@@ -495,8 +579,28 @@ def open_plain_output(path, storage_options=None):
     check_output_name(path, url=True)
     _check_writable(path)
     fs, p = filesystem(path, storage_options)
-    with _opening_output(path, opening=True):
+    with _opening_output(path, opening=True), _renamed(path):
+        _make_parents(fs, p)
         return _NamingFile(fs.open(p, "wb"), path)
+
+
+def _make_parents(fs, p) -> None:
+    """Create the missing directories above p on a filesystem that has directories (local://,
+    sftp://...), as for a local output; object stores have none to make."""
+    if not _protocols(fs) & _TRANSACTIONAL:
+        fs.makedirs(posixpath.dirname(p), exist_ok=True)
+
+
+@contextlib.contextmanager
+def _renamed(url):
+    """An OSError that names a file (a temporary name, a path the filesystem stripped of its
+    protocol) names url instead, the output the caller gave."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None or exc.filename == url or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, url) from exc
 
 
 @contextlib.contextmanager
@@ -570,16 +674,16 @@ class RemoteAtomicFile:
         self.path = path
         self._storage_options = storage_options
         self._fs, target = filesystem(path, storage_options)
-        protocols = {self._fs.protocol} if isinstance(self._fs.protocol, str) else set(self._fs.protocol)
-        self._transactional = bool(protocols & _TRANSACTIONAL)
+        self._transactional = bool(_protocols(self._fs) & _TRANSACTIONAL)
         self._leftover = None  # an upload completed under a name that is not the final one
-        with _opening_output(path, opening=True):
+        with _opening_output(path, opening=True), _renamed(path):
             if self._transactional:
                 self._key = target
                 self._raw = self._fs.open(target, "wb", autocommit=False, block_size=WRITE_BLOCK_BYTES)
             else:
                 parent, base = posixpath.split(target)
                 self._key = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
+                _make_parents(self._fs, self._key)
                 try:
                     self._raw = self._fs.open(self._key, "wb", block_size=WRITE_BLOCK_BYTES)
                 except TypeError:
@@ -589,7 +693,7 @@ class RemoteAtomicFile:
     def commit(self) -> None:
         placed = None  # the final name, once a copy has put the data there
         try:
-            with _opening_output(self.path):
+            with _opening_output(self.path), _renamed(self.path):
                 target = self._fs._strip_protocol(filesystem(self.path, self._storage_options)[1])
                 self._raw.close()
                 if self._transactional:
