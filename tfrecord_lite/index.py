@@ -63,6 +63,22 @@ def _sidecar(path) -> str | None:
     return None if _fs.pinned(os.fspath(path)) else index_path(path)
 
 
+def not_a_file(path) -> bool:
+    """Whether path is a pipe or a device (/dev/stdin, /dev/stdout, a FIFO, even one that
+    leads to a file): an index of it gives offsets nothing can seek to, and its sidecar would
+    be written into /dev."""
+    path = os.fspath(path)
+    return _fs.is_special(path) or (not _fs.is_url(path) and os.path.abspath(path).startswith(("/dev/", "/proc/")))
+
+
+def check_seekable(path) -> None:
+    """Refuse to index a pipe or a device (``not_a_file``)."""
+    if not_a_file(path):
+        raise TFRecordError("an index holds byte offsets to seek to in a file, but this is a pipe or a device",
+                            path=os.fspath(path), hint="copy it to a file first (tfrecord-lite cat FILE -o "
+                            "copy.tfrecord) and index the copy")
+
+
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False,
                storage_options=None):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
@@ -71,9 +87,7 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
     DataLossError, naming the record and offset. progress: a bool (see tfrecord_lite.progress)
     or an open bar to advance by the bytes scanned."""
     path = os.fspath(path)
-    if _fs.is_special(path):  # read twice below: a FIFO's second open waited for a writer forever
-        raise TFRecordError("an index holds byte offsets to seek to in a file, but this is a pipe or a device",
-                            path=path, hint="copy it to a file first and index the copy")
+    check_seekable(path)  # read twice below: a FIFO's second open waited for a writer forever
     with _fs.open_input(path, storage_options) as f:
         if detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None:
             raise TFRecordError(
