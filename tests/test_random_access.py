@@ -314,3 +314,24 @@ def test_build_index_refuses_a_pipe(backend, tmp_path):
     with pytest.raises(TFRecordError, match="byte offsets to seek to in a file, but this is a pipe") as info:
         build_index(fifo)
     assert info.value.path == fifo and not os.path.exists(fifo + ".index")
+
+
+def test_max_record_bytes_bounds_the_scan_and_indexed_dataset_takes_it(backend, tmp_path):
+    # Without a sidecar the scan ran under the default limit whatever max_record_bytes was
+    # (records over 2 GiB could not be opened at all), and a record over a smaller limit
+    # was blamed on a stale index there was none of; IndexedDataset took no limit at all.
+    from tfrecord_lite.errors import RecordTooLargeError
+
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write_many([b"x" * 5, b"y" * 31])
+    for make in (lambda: TFRecordFile(path, max_record_bytes=30),
+                 lambda: IndexedDataset([path], max_record_bytes=30)):
+        with pytest.raises(RecordTooLargeError) as info:
+            make()
+        assert (info.value.path, info.value.index, info.value.offset) == (path, 1, 21)
+        assert "stale" not in str(info.value)
+    assert IndexedDataset([path], max_record_bytes=31)[1] == b"y" * 31
+    build_index(path)
+    with pytest.raises(TFRecordError, match="a record of 31 bytes but max_record_bytes is 30"):
+        IndexedDataset([path], max_record_bytes=30)

@@ -171,9 +171,10 @@ def read_index(index_file, *, storage_options=None):
     return offsets, lengths
 
 
-def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
+def load_index(path, index_file=None, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES,
+               storage_options=None):
     """(offsets, frame_lengths) from index_file (which must exist), else from the sidecar when
-    it exists, else by scanning the file (in memory; nothing is written). The index must
+    it exists, else by scanning the file (in memory; nothing is written) under max_record_bytes. The index must
     cover the file exactly, from byte 0 to its size, and its last frame's header must state
     that frame's length: one that does not is stale (the file was rewritten or appended to
     after it was written) and raises, rather than hide records or point past the end."""
@@ -190,7 +191,7 @@ def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
                    if index_file == index_path(path) else f"tfrecord_lite.build_index({path!r}, {index_file!r})")
             raise TFRecordError(wrong, path=index_file, hint=f"the index is stale: rebuild it with {how}")
         return offsets, lengths
-    return scan_index(path, check_crc=check_crc, storage_options=storage_options)
+    return scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, storage_options=storage_options)
 
 
 def _end(offsets, lengths) -> int:
@@ -305,12 +306,13 @@ class TFRecordFile:
         self.check_crc = bool(check_crc)
         self.max_record_bytes = int(max_record_bytes)
         self.offsets, self.lengths = load_index(self.path, index_file, check_crc=check_crc,
+                                                max_record_bytes=self.max_record_bytes,
                                                 storage_options=storage_options)
         self._fd = None
         self._pid = None
         self._remote = None  # (fsspec filesystem, path in it), made on first remote read
-        # load_index made the frames tile the file; a record over the limit must still not
-        # make a read allocate what its length claims.
+        # A sidecar's frames tile the file; a record over the limit must still not make a
+        # read allocate what its length claims (a scan raised the reader's error for it).
         biggest = int(self.lengths.max()) - OVERHEAD if len(self.lengths) else 0
         if biggest > self.max_record_bytes:
             raise TFRecordError(
@@ -438,14 +440,17 @@ class IndexedDataset:
     given; ``ds[a:b]`` and ``ds[[i, j, ...]]`` give a list of records or one parsed batch.
     Indexes are read from sidecars (or scanned) up front; at most ``max_open_files``
     descriptors are held, least recently used closed first (fsspec URLs hold none: each read
-    is one ranged request). Safe to share between threads.
+    is one ranged request). Safe to share between threads. check_crc and max_record_bytes:
+    as in TFRecordFile.
     """
 
     def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
-                 check_crc: bool = True, max_open_files: int = 16, storage_options: StorageOptions = None) -> None:
+                 check_crc: bool = True, max_open_files: int = 16, storage_options: StorageOptions = None,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
-        self.files = [TFRecordFile(p, check_crc=check_crc, storage_options=storage_options)
+        self.files = [TFRecordFile(p, check_crc=check_crc, max_record_bytes=max_record_bytes,
+                                   storage_options=storage_options)
                       for p in resolve_files(files, storage_options)]
         self.features = features
         self.parse = parse
