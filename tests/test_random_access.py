@@ -335,3 +335,32 @@ def test_max_record_bytes_bounds_the_scan_and_indexed_dataset_takes_it(backend, 
     build_index(path)
     with pytest.raises(TFRecordError, match="a record of 31 bytes but max_record_bytes is 30"):
         IndexedDataset([path], max_record_bytes=30)
+
+
+def test_threads_sharing_a_file_open_one_descriptor(backend, tmp_path, monkeypatch):
+    # Each thread that found no descriptor opened its own and the last one kept replaced the
+    # others, which leaked: a TFRecordFile shared by a Grain or DataLoader thread pool lost a
+    # descriptor per thread.
+    import threading
+    import time
+
+    (path,) = write_files(tmp_path, [20])
+    opened, real_open = [], os.open
+
+    def slow_open(name, *args, **kw):
+        if name == path:
+            opened.append(name)
+            time.sleep(0.05)  # every thread arrives while the first one opens
+        return real_open(name, *args, **kw)
+
+    f = TFRecordFile(path)
+    monkeypatch.setattr(os, "open", slow_open)
+    got = {}
+    threads = [threading.Thread(target=lambda k=k: got.setdefault(k, f[k])) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {k: record(0, k) for k in range(8)} and len(opened) == 1
+    f.close()
+    assert pickle.loads(pickle.dumps(f))[3] == record(0, 3)

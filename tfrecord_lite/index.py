@@ -310,6 +310,7 @@ class TFRecordFile:
                                                 storage_options=storage_options)
         self._fd = None
         self._pid = None
+        self._opening = threading.Lock()  # threads that find no descriptor open one between them
         self._remote = None  # (fsspec filesystem, path in it), made on first remote read
         # A sidecar's frames tile the file; a record over the limit must still not make a
         # read allocate what its length claims (a scan raised the reader's error for it).
@@ -405,10 +406,14 @@ class TFRecordFile:
             reader.close()
 
     def fileno(self) -> int:
-        if self._fd is None or self._pid != os.getpid():
-            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self._pid = os.getpid()
-        return self._fd
+        fd = self._fd
+        if fd is None or self._pid != os.getpid():
+            with self._opening:
+                if self._fd is None or self._pid != os.getpid():
+                    self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                    self._pid = os.getpid()
+                fd = self._fd
+        return fd
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
@@ -430,7 +435,12 @@ class TFRecordFile:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_fd"] = state["_pid"] = state["_remote"] = None
+        del state["_opening"]
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._opening = threading.Lock()
 
 
 class IndexedDataset:
