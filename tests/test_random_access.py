@@ -364,3 +364,34 @@ def test_threads_sharing_a_file_open_one_descriptor(backend, tmp_path, monkeypat
     assert got == {k: record(0, k) for k in range(8)} and len(opened) == 1
     f.close()
     assert pickle.loads(pickle.dumps(f))[3] == record(0, 3)
+
+
+def test_indexed_dataset_reads_from_threads_run_at_once(backend, tmp_path, monkeypatch):
+    # Every read held the dataset's lock (so that no eviction closed a descriptor under
+    # it): threads of a Grain or DataLoader pool read one at a time, whatever the store.
+    # Descriptors in use are now never closed, and the cap holds once they are done.
+    import threading
+
+    from ._records import Overlap
+
+    paths = write_files(tmp_path, [5] * 6)
+    ds = IndexedDataset(paths, max_open_files=2)
+    overlap, pread = Overlap(4), TFRecordFile.pread
+
+    def slow_pread(self, begin, end):
+        with overlap():
+            return pread(self, begin, end)
+
+    monkeypatch.setattr(TFRecordFile, "pread", slow_pread)
+    got = {}
+    threads = [threading.Thread(target=lambda k=k: got.setdefault(k, ds[5 * k + 1])) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {k: record(k, 1) for k in range(6)} and overlap.peak >= 4
+    assert sum(f._fd is not None for f in ds.files) <= 2
+    assert ds[[0, 29, 12]] == [record(0, 0), record(5, 4), record(2, 2)]
+    assert sum(f._fd is not None for f in ds.files) <= 2
+    ds.close()
+    assert all(f._fd is None for f in ds.files)

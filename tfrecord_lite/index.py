@@ -468,6 +468,7 @@ class IndexedDataset:
         self.max_open_files = max(1, int(max_open_files))
         self.cumulative = np.cumsum([len(f) for f in self.files], dtype=np.int64)
         self._open = collections.OrderedDict()  # file number -> TFRecordFile with an open fd
+        self._busy = collections.Counter()  # file number -> reads in flight, whose fd stays open
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -546,13 +547,26 @@ class IndexedDataset:
         begin, end = f.span(start, stop)
         if f._remote is not None or _fs.is_url(f.path):  # no descriptor: reads run in parallel
             return f.verify(f.pread(begin, end), start, stop)
-        with self._lock:  # an evicted descriptor must not be closed under a read
+        with self._lock:
             self._open[k] = f
             self._open.move_to_end(k)
-            while len(self._open) > self.max_open_files:
-                self._open.popitem(last=False)[1].close()
+            self._busy[k] += 1
+            self._evict()
+        try:  # outside the lock, so that threads read at once
             data = f.pread(begin, end)
+        finally:
+            with self._lock:
+                self._busy[k] -= 1
+                self._evict()
         return f.verify(data, start, stop)
+
+    def _evict(self) -> None:
+        """Close the least recently used descriptors over max_open_files, except those
+        under a read (they are closed after it, when still over)."""
+        over = len(self._open) - self.max_open_files
+        if over > 0:
+            for k in [k for k in self._open if not self._busy[k]][:over]:
+                self._open.pop(k).close()
 
     def close(self) -> None:
         with self._lock:
@@ -563,6 +577,7 @@ class IndexedDataset:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_open"] = collections.OrderedDict()
+        state["_busy"] = collections.Counter()
         del state["_lock"]
         return state
 
