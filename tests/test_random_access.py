@@ -395,3 +395,15 @@ def test_indexed_dataset_reads_from_threads_run_at_once(backend, tmp_path, monke
     assert sum(f._fd is not None for f in ds.files) <= 2
     ds.close()
     assert all(f._fd is None for f in ds.files)
+
+
+def test_a_compressed_file_with_a_sidecar_is_refused_as_compressed(backend, tmp_path):
+    # A sidecar beside a compressed file (one left from before it was compressed) was
+    # reported as stale, with a hint to rebuild it, which then failed: compressed.
+    (plain,) = write_files(tmp_path, [3])
+    (packed,) = write_files(tmp_path, [3], compression="gzip", name="gz-{}.tfrecord")
+    os.replace(build_index(plain), packed + ".index")
+    for make in (TFRecordFile, lambda p: IndexedDataset([p])):
+        with pytest.raises(TFRecordError, match="compressed TFRecord files cannot be indexed") as info:
+            make(packed)
+        assert info.value.path == packed and "decompress it first" in str(info.value)

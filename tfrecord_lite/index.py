@@ -88,14 +88,7 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
     or an open bar to advance by the bytes scanned."""
     path = os.fspath(path)
     check_seekable(path)  # read twice below: a FIFO's second open waited for a writer forever
-    with _fs.open_input(path, storage_options) as f:
-        if detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None:
-            raise TFRecordError(
-                "compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
-                path=path,
-                hint="decompress it first (tfrecord-lite cat FILE > plain.tfrecord) or write "
-                "it uncompressed",
-            )
+    _check_uncompressed(path, storage_options)
     F = _native.framing
     starts, lengths, done = [], [], 0
     bar = progress if hasattr(progress, "update") else _progress(
@@ -112,6 +105,18 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
     starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     return starts - F.HEADER_BYTES, lengths + F.OVERHEAD_BYTES
+
+
+def _compressed(path, storage_options) -> bool:
+    with _fs.open_input(path, storage_options) as f:
+        return detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
+
+
+def _check_uncompressed(path, storage_options) -> None:
+    if _compressed(path, storage_options):
+        raise TFRecordError("compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
+                            path=path, hint="decompress it first (tfrecord-lite cat FILE > plain.tfrecord) or "
+                            "write it uncompressed")
 
 
 def write_index(index_file, offsets, lengths, *, storage_options=None) -> None:
@@ -186,6 +191,7 @@ def load_index(path, index_file=None, *, check_crc=True, max_record_bytes=DEFAUL
         size = _fs.size(path, storage_options)
         wrong = _mismatch(path, offsets, lengths, size, storage_options)
         if wrong is not None:
+            _check_uncompressed(path, storage_options)  # no sidecar fits a compressed file
             index_file = os.fspath(index_file)
             how = (f"`tfrecord-lite index {path}` or tfrecord_lite.build_index"
                    if index_file == index_path(path) else f"tfrecord_lite.build_index({path!r}, {index_file!r})")
@@ -252,9 +258,7 @@ def _count(path, size, storage_options) -> int:
         offsets, lengths = read_index(sidecar, storage_options=storage_options)
         if _mismatch(path, offsets, lengths, size, storage_options) is None:
             return len(offsets)
-    with _fs.open_input(path, storage_options) as f:
-        compressed = detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
-    if compressed:
+    if _compressed(path, storage_options):
         with TFRecordReader(path, storage_options=storage_options) as reader:
             return sum(len(offsets) for offsets, _ in reader.record_spans())
     offsets, lengths = scan_index(path, storage_options=storage_options)
