@@ -407,3 +407,15 @@ def test_a_compressed_file_with_a_sidecar_is_refused_as_compressed(backend, tmp_
         with pytest.raises(TFRecordError, match="compressed TFRecord files cannot be indexed") as info:
             make(packed)
         assert info.value.path == packed and "decompress it first" in str(info.value)
+
+
+@pytest.mark.parametrize("sidecar", ["0 19\n19 19\n38", "0 19\n19 19\n38 1\n", "0 19\n19 x\n", "\x00" * 8])
+def test_a_malformed_sidecar_is_counted_past_as_a_stale_one_is(backend, tmp_path, sidecar):
+    # A sidecar cut short (an indexer killed mid-write) or garbled made count_records, and
+    # so num_elements and the torch adapter's len(), raise, while a stale but well-formed
+    # one was scanned past and rewritten; reading the file worked all along.
+    (path,) = write_files(tmp_path, [3], size=3)
+    with open(path + ".index", "w") as f:
+        f.write(sidecar)
+    assert count_records(path) == 3 == TFRecordDataset(path).num_elements()
+    assert TFRecordFile(path)[2] == record(0, 2, 3)  # by the sidecar the count rewrote

@@ -255,9 +255,13 @@ def count_records(path, storage_options=None) -> int:
 def _count(path, size, storage_options) -> int:
     sidecar = _sidecar(path)
     if sidecar is not None and _fs.exists(sidecar, storage_options):
-        offsets, lengths = read_index(sidecar, storage_options=storage_options)
-        if _mismatch(path, offsets, lengths, size, storage_options) is None:
-            return len(offsets)
+        try:
+            offsets, lengths = read_index(sidecar, storage_options=storage_options)
+        except TFRecordError:  # malformed (a write cut short): scanned past, as a stale one is
+            pass
+        else:
+            if _mismatch(path, offsets, lengths, size, storage_options) is None:
+                return len(offsets)
     if _compressed(path, storage_options):
         with TFRecordReader(path, storage_options=storage_options) as reader:
             return sum(len(offsets) for offsets, _ in reader.record_spans())
