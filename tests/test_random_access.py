@@ -419,3 +419,15 @@ def test_a_malformed_sidecar_is_counted_past_as_a_stale_one_is(backend, tmp_path
         f.write(sidecar)
     assert count_records(path) == 3 == TFRecordDataset(path).num_elements()
     assert TFRecordFile(path)[2] == record(0, 2, 3)  # by the sidecar the count rewrote
+
+
+def test_build_index_refuses_to_write_the_index_over_its_file(backend, tmp_path):
+    # build_index(path, path) (or another name of it) replaced the data with its own index.
+    (path,) = write_files(tmp_path, [3])
+    data = open(path, "rb").read()
+    os.link(path, str(tmp_path / "hard.tfrecord"))
+    for index_file in (path, str(tmp_path / "hard.tfrecord"), tmp_path / "." / os.path.basename(path)):
+        with pytest.raises(TFRecordError, match="would replace the file it indexes") as info:
+            build_index(path, index_file)
+        assert info.value.path == os.fspath(index_file)
+    assert open(path, "rb").read() == data and not os.path.exists(path + ".index")

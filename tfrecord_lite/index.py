@@ -143,10 +143,23 @@ def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc
         raise InvalidArgumentError(f"{path} has a query string or an object version, so no sidecar can be "
                                    "named after it",
                                    hint="pass index_file, the path to write the index to")
+    if _same_file(path, index_file):
+        raise InvalidArgumentError("the index file would replace the file it indexes", path=os.fspath(index_file),
+                                   hint="pass another index_file, or none for the sidecar (path + '.index')")
     offsets, lengths = scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, progress=progress,
                                   storage_options=storage_options)
     write_index(index_file, offsets, lengths, storage_options=storage_options)
     return os.fspath(index_file)
+
+
+def _same_file(path, other) -> bool:
+    path, other = os.fspath(path), os.fspath(other)
+    if _fs.is_url(path) or _fs.is_url(other):
+        return path == other
+    try:
+        return os.path.samefile(_fs.local_path(path), _fs.local_path(other))
+    except OSError:  # one of them does not exist (yet)
+        return False
 
 
 _MAX_INDEX_VALUE = 2**61  # far beyond any file; offset + length then fits in int64
