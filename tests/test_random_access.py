@@ -431,3 +431,24 @@ def test_build_index_refuses_to_write_the_index_over_its_file(backend, tmp_path)
             build_index(path, index_file)
         assert info.value.path == os.fspath(index_file)
     assert open(path, "rb").read() == data and not os.path.exists(path + ".index")
+
+
+@pytest.mark.parametrize("sidecar", [False, True])
+def test_a_file_rewritten_while_open_says_to_open_it_again(backend, tmp_path, sidecar):
+    # The hint said only "rebuild the index with tfrecord_lite.build_index": an open
+    # TFRecordFile or IndexedDataset keeps the offsets it read, so a rebuilt sidecar changed
+    # nothing, and a file without one had no index to rebuild.
+    (path,) = write_files(tmp_path, [6], size=5)
+    if sidecar:
+        build_index(path)
+    f, ds = TFRecordFile(path), IndexedDataset([path])
+    write_files(tmp_path, [4], size=9)  # rewritten: other frame lengths
+    if sidecar:
+        build_index(path)
+    for read in (lambda: f[2], lambda: ds[2], lambda: f[:]):
+        with pytest.raises(TFRecordError) as info:
+            read()
+        hint = info.value.hint
+        assert f"if {path} changed since it was opened, " in hint and "open it again" in hint
+        assert ("build_index" in hint) == sidecar and "tfrecord-lite verify" in hint
+    assert TFRecordFile(path)[2] == record(0, 2, 9)

@@ -196,21 +196,37 @@ def load_index(path, index_file=None, *, check_crc=True, max_record_bytes=DEFAUL
     cover the file exactly, from byte 0 to its size, and its last frame's header must state
     that frame's length: one that does not is stale (the file was rewritten or appended to
     after it was written) and raises, rather than hide records or point past the end."""
-    given, index_file = bool(index_file), index_file or _sidecar(path)
-    # An index file that was given must be there (a typo would cost a silent scan); a
-    # sidecar is used when present.
-    if index_file is not None and (given or _fs.exists(index_file, storage_options)):
-        offsets, lengths = read_index(index_file, storage_options=storage_options)
-        size = _fs.size(path, storage_options)
-        wrong = _mismatch(path, offsets, lengths, size, storage_options)
-        if wrong is not None:
-            _check_uncompressed(path, storage_options)  # no sidecar fits a compressed file
-            index_file = os.fspath(index_file)
-            how = (f"`tfrecord-lite index {path}` or tfrecord_lite.build_index"
-                   if index_file == index_path(path) else f"tfrecord_lite.build_index({path!r}, {index_file!r})")
-            raise TFRecordError(wrong, path=index_file, hint=f"the index is stale: rebuild it with {how}")
-        return offsets, lengths
-    return scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, storage_options=storage_options)
+    return _load(path, _index_file(path, index_file, storage_options), check_crc, max_record_bytes, storage_options)
+
+
+def _index_file(path, index_file, storage_options):
+    """The index file load_index reads, or None to scan. An index file that was given must
+    be there (a typo would cost a silent scan); a sidecar is used when present."""
+    if index_file:
+        return index_file
+    sidecar = _sidecar(path)
+    return sidecar if sidecar is not None and _fs.exists(sidecar, storage_options) else None
+
+
+def _load(path, index_file, check_crc, max_record_bytes, storage_options):
+    if index_file is None:
+        return scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes,
+                          storage_options=storage_options)
+    offsets, lengths = read_index(index_file, storage_options=storage_options)
+    wrong = _mismatch(path, offsets, lengths, _fs.size(path, storage_options), storage_options)
+    if wrong is not None:
+        _check_uncompressed(path, storage_options)  # no sidecar fits a compressed file
+        raise TFRecordError(wrong, path=os.fspath(index_file),
+                            hint=f"the index is stale: rebuild it with {_rebuild(path, index_file)}")
+    return offsets, lengths
+
+
+def _rebuild(path, index_file) -> str:
+    """How to rebuild index_file, the index of path."""
+    index_file = os.fspath(index_file)
+    if index_file == index_path(path):
+        return f"`tfrecord-lite index {path}` or tfrecord_lite.build_index"
+    return f"tfrecord_lite.build_index({path!r}, {index_file!r})"
 
 
 def _end(offsets, lengths) -> int:
@@ -315,7 +331,7 @@ class TFRecordFile:
     from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
     string or an object version) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
-    CRC). The descriptor opens on first read; the object pickles without it. For an fsspec
+    CRC); ``index_file`` is the index read, None when the file was scanned. The descriptor opens on first read; the object pickles without it. For an fsspec
     URL (with ``storage_options``) each read is one ranged request instead.
     """
 
@@ -326,9 +342,9 @@ class TFRecordFile:
         self.storage_options = storage_options
         self.check_crc = bool(check_crc)
         self.max_record_bytes = int(max_record_bytes)
-        self.offsets, self.lengths = load_index(self.path, index_file, check_crc=check_crc,
-                                                max_record_bytes=self.max_record_bytes,
-                                                storage_options=storage_options)
+        self.index_file = _index_file(self.path, index_file, storage_options)  # None: scanned
+        self.offsets, self.lengths = _load(self.path, self.index_file, self.check_crc, self.max_record_bytes,
+                                           storage_options)
         self._fd = None
         self._pid = None
         self._opening = threading.Lock()  # threads that find no descriptor open one between them
@@ -402,8 +418,10 @@ class TFRecordFile:
         wrong = next((k for k, (got, said) in enumerate(zip(sizes, listed)) if got != said), None)
         index = start + (len(records) if wrong is None else wrong)
         offset = begin + pos if wrong is None else int(self.offsets[index])
-        hint = ("rebuild the index with tfrecord_lite.build_index if the file changed, "
-                "or verify the file with `tfrecord-lite verify`")
+        again = ("open it again" if self.index_file is None
+                 else f"rebuild its index with {_rebuild(self.path, self.index_file)} and open it again")
+        hint = (f"if {self.path} changed since it was opened, {again}; if not, it is damaged: check it "
+                "with `tfrecord-lite verify`")
         size = sizes[wrong] if wrong is not None else self._frame_size(offset, index, hint)
         raise CorruptRecordError(f"corrupted record at {offset}: the frame there is {size} bytes but the index "
                                  f"says {int(self.lengths[index])}", path=self.path, offset=offset, index=index,
