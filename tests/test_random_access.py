@@ -452,3 +452,13 @@ def test_a_file_rewritten_while_open_says_to_open_it_again(backend, tmp_path, si
         assert f"if {path} changed since it was opened, " in hint and "open it again" in hint
         assert ("build_index" in hint) == sidecar and "tfrecord-lite verify" in hint
     assert TFRecordFile(path)[2] == record(0, 2, 9)
+
+
+def test_indexed_dataset_is_a_context_manager(backend, tmp_path):
+    # TFRecordFile closed its descriptor at the end of a with block; IndexedDataset, which
+    # holds up to max_open_files of them, could not be used in one at all.
+    paths = write_files(tmp_path, [2, 3])
+    with IndexedDataset(paths) as ds:
+        assert ds[[4, 0]] == [record(1, 2), record(0, 0)]
+        assert sum(f._fd is not None for f in ds.files) == 2
+    assert all(f._fd is None for f in ds.files)

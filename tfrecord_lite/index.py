@@ -613,6 +613,12 @@ class IndexedDataset:
                 f.close()
             self._open.clear()
 
+    def __enter__(self) -> IndexedDataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_open"] = collections.OrderedDict()
