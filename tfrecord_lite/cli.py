@@ -319,14 +319,12 @@ def cmd_index(args) -> int:
     for path in args.files:  # before any sidecar is written
         check_seekable(path)
     with _bar(args, "index") as bar:
-        sidecars = []
-        for path in args.files:
+        for path in args.files:  # each line as its sidecar is written: an error in a later file keeps it
             _check(path, "auto", _storage(args))
-            sidecars.append(build_index(path, check_crc=not args.no_crc, progress=bar,
-                                        storage_options=_storage(args), max_record_bytes=args.max_record_bytes))
-    for sidecar in sidecars:
-        n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
-        print(f"{n}\t{sidecar}")
+            sidecar = build_index(path, check_crc=not args.no_crc, progress=bar, storage_options=_storage(args),
+                                  max_record_bytes=args.max_record_bytes)
+            n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
+            _say(bar, f"{n}\t{sidecar}")
     return 0
 
 
