@@ -192,10 +192,11 @@ def read_index(index_file, *, storage_options=None):
 def load_index(path, index_file=None, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES,
                storage_options=None):
     """(offsets, frame_lengths) from index_file (which must exist), else from the sidecar when
-    it exists, else by scanning the file (in memory; nothing is written) under max_record_bytes. The index must
-    cover the file exactly, from byte 0 to its size, and its last frame's header must state
-    that frame's length: one that does not is stale (the file was rewritten or appended to
-    after it was written) and raises, rather than hide records or point past the end."""
+    it exists, else by scanning the file (in memory; nothing is written) under
+    max_record_bytes. The index must cover the file exactly, from byte 0 to its size, and its
+    last frame's header must state that frame's length: one that does not is stale (the file
+    was rewritten or appended to after it was written) and raises, rather than hide records
+    or point past the end."""
     return _load(path, _index_file(path, index_file, storage_options), check_crc, max_record_bytes, storage_options)
 
 
@@ -331,8 +332,9 @@ class TFRecordFile:
     from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
     string or an object version) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
-    CRC); ``index_file`` is the index read, None when the file was scanned. The descriptor opens on first read; the object pickles without it. For an fsspec
-    URL (with ``storage_options``) each read is one ranged request instead.
+    CRC); ``index_file`` is the index read, None when the file was scanned. The descriptor
+    opens on first read; the object pickles without it. For an fsspec URL (with
+    ``storage_options``) each read is one ranged request instead.
     """
 
     def __init__(self, path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
