@@ -316,6 +316,29 @@ def test_build_index_refuses_a_pipe(backend, tmp_path):
     assert info.value.path == fifo and not os.path.exists(fifo + ".index")
 
 
+def test_a_file_under_dev_is_indexed_and_a_descriptor_link_is_not(backend, tmp_path):
+    # Every path under /dev/ was taken for a device: a file staged in /dev/shm (a RAM disk)
+    # could not be indexed, nor read at random without a sidecar. /dev/stdin, /dev/fd/N
+    # and /proc/self/fd/N lead to a descriptor's file, and are still refused.
+    import subprocess
+    import sys
+    import tempfile
+
+    from tfrecord_lite.index import not_a_file
+
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        (path,) = write_files(shm, [3])
+        os.symlink(path, os.path.join(shm, "link.tfrecord"))
+        assert len(TFRecordFile(path)) == 3 and build_index(path) == path + ".index"
+        assert not not_a_file(path) and not not_a_file(os.path.join(shm, "link.tfrecord"))
+    (path,) = write_files(tmp_path, [3])
+    with open(path, "rb") as stdin:
+        for link in ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"):
+            code = f"from tfrecord_lite.index import not_a_file; assert not_a_file({link!r})"
+            subprocess.run([sys.executable, "-c", code], stdin=stdin, check=True)
+    assert not not_a_file(path) and not not_a_file("s3://bucket/dev/x.tfrecord")
+
+
 def test_max_record_bytes_bounds_the_scan_and_indexed_dataset_takes_it(backend, tmp_path):
     # Without a sidecar the scan ran under the default limit whatever max_record_bytes was
     # (records over 2 GiB could not be opened at all), and a record over a smaller limit

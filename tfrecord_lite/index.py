@@ -64,11 +64,27 @@ def _sidecar(path) -> str | None:
 
 
 def not_a_file(path) -> bool:
-    """Whether path is a pipe or a device (/dev/stdin, /dev/stdout, a FIFO, even one that
-    leads to a file): an index of it gives offsets nothing can seek to, and its sidecar would
-    be written into /dev."""
+    """Whether path is a pipe or a device (a FIFO, /dev/null), or leads to a descriptor's
+    file through /proc (/dev/stdin, /dev/fd/0, even when they lead to a file): an index of
+    it gives offsets nothing can seek to, and its sidecar would be written into /dev. A file
+    in /dev/shm is a file."""
     path = os.fspath(path)
-    return _fs.is_special(path) or (not _fs.is_url(path) and os.path.abspath(path).startswith(("/dev/", "/proc/")))
+    if _fs.is_url(path):
+        return False
+    if _fs.is_special(path):
+        return True
+    path = _fs.local_path(path)
+    try:
+        for _ in range(40):  # the symlink chain, each link's directory resolved
+            path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+            if path.startswith("/proc/"):
+                return True
+            if not os.path.islink(path):
+                return False
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+    except OSError:  # a link gone meanwhile: the open that follows says so
+        pass
+    return False
 
 
 def check_seekable(path) -> None:
