@@ -485,3 +485,40 @@ def test_indexed_dataset_is_a_context_manager(backend, tmp_path):
         assert ds[[4, 0]] == [record(1, 2), record(0, 0)]
         assert sum(f._fd is not None for f in ds.files) == 2
     assert all(f._fd is None for f in ds.files)
+
+
+def test_a_large_sidecar_is_read_without_an_object_per_number(tmp_path):
+    # read_index split the text into one bytes object per number and converted each: for a
+    # sidecar of millions of records, seconds per file and several times its size in memory,
+    # paid by every IndexedDataset over the files at start. Malformed text is still refused.
+    import tracemalloc
+
+    from tfrecord_lite.index import read_index, write_index
+
+    n = 200_000
+    lengths = np.arange(n, dtype=np.int64) % 1000 + 16
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    index_file = str(tmp_path / "big.index")
+    write_index(index_file, offsets, lengths)
+    size = os.path.getsize(index_file)
+    tracemalloc.start()
+    try:
+        got = read_index(index_file)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got[0], offsets) and np.array_equal(got[1], lengths)
+    assert peak < 6 * size  # the text and a few arrays of the numbers: no object per number
+    for text in ("0 19\n19 x\n", "0 19\n19 -19\n", "0 19.0\n", "+0 19\n", "0 19\n1e3 19\n", "0 0x13\n",
+                 f"0 {2**70}\n", "0\xa019\n"):
+        open(index_file, "w").write(text)
+        with pytest.raises(TFRecordError, match="index sidecar"):
+            read_index(index_file)
+
+
+@pytest.mark.parametrize("text", ["", "\n", " \n\t\r\n"])
+def test_an_empty_sidecar_lists_no_records(tmp_path, text):
+    from tfrecord_lite.index import read_index
+
+    open(tmp_path / "a.index", "w").write(text)
+    assert [len(a) for a in read_index(str(tmp_path / "a.index"))] == [0, 0]

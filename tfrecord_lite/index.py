@@ -179,17 +179,20 @@ def _same_file(path, other) -> bool:
 
 
 _MAX_INDEX_VALUE = 2**61  # far beyond any file; offset + length then fits in int64
+_INDEX_TEXT = b"0123456789 \t\n\r\x0b\x0c"  # all a sidecar may hold
 
 
 def read_index(index_file, *, storage_options=None):
     """(offsets, frame_lengths) int64 arrays from a sidecar; malformed sidecars raise."""
     index_file = os.fspath(index_file)
     data = _fs.read_bytes(index_file, storage_options)
-    try:
-        arr = np.array(data.split(), dtype=np.int64)
-    except (ValueError, OverflowError):  # OverflowError: a number beyond int64
+    if data.translate(None, _INDEX_TEXT):
         raise TFRecordError("index sidecar is not 'offset length' lines of integers", path=index_file,
-                            hint="rebuild it with tfrecord_lite.build_index") from None
+                            hint="rebuild it with tfrecord_lite.build_index")
+    # Digits and whitespace only: parsed in one pass, not one bytes object per number as
+    # split() made (a number beyond int64, clamped, fails the bounds below; fromstring reads
+    # whitespace alone as one 0).
+    arr = np.zeros(0, np.int64) if not data or data.isspace() else np.fromstring(data, dtype=np.int64, sep=" ")
     if arr.size % 2:
         raise TFRecordError("index sidecar has an odd number of fields", path=index_file,
                             hint="rebuild it with tfrecord_lite.build_index")
