@@ -360,7 +360,7 @@ def test_max_record_bytes_bounds_the_scan_and_indexed_dataset_takes_it(backend, 
         IndexedDataset([path], max_record_bytes=30)
 
 
-def test_threads_sharing_a_file_open_one_descriptor(backend, tmp_path, monkeypatch):
+def test_threads_sharing_a_file_keep_one_descriptor(backend, tmp_path, monkeypatch):
     # Each thread that found no descriptor opened its own and the last one kept replaced the
     # others, which leaked: a TFRecordFile shared by a Grain or DataLoader thread pool lost a
     # descriptor per thread.
@@ -371,10 +371,11 @@ def test_threads_sharing_a_file_open_one_descriptor(backend, tmp_path, monkeypat
     opened, real_open = [], os.open
 
     def slow_open(name, *args, **kw):
+        fd = real_open(name, *args, **kw)
         if name == path:
-            opened.append(name)
+            opened.append(fd)
             time.sleep(0.05)  # every thread arrives while the first one opens
-        return real_open(name, *args, **kw)
+        return fd
 
     f = TFRecordFile(path)
     monkeypatch.setattr(os, "open", slow_open)
@@ -384,8 +385,11 @@ def test_threads_sharing_a_file_open_one_descriptor(backend, tmp_path, monkeypat
         t.start()
     for t in threads:
         t.join()
-    assert got == {k: record(0, k) for k in range(8)} and len(opened) == 1
+    assert got == {k: record(0, k) for k in range(8)} and opened
     f.close()
+    for fd in opened:  # each closed: by the thread that opened it, or by close()
+        with pytest.raises(OSError):
+            os.fstat(fd)
     assert pickle.loads(pickle.dumps(f))[3] == record(0, 3)
 
 
@@ -413,11 +417,11 @@ def test_indexed_dataset_reads_from_threads_run_at_once(backend, tmp_path, monke
     for t in threads:
         t.join()
     assert got == {k: record(k, 1) for k in range(6)} and overlap.peak >= 4
-    assert sum(f._fd is not None for f in ds.files) <= 2
+    assert sum(bool(f._fds) for f in ds.files) <= 2
     assert ds[[0, 29, 12]] == [record(0, 0), record(5, 4), record(2, 2)]
-    assert sum(f._fd is not None for f in ds.files) <= 2
+    assert sum(bool(f._fds) for f in ds.files) <= 2
     ds.close()
-    assert all(f._fd is None for f in ds.files)
+    assert not any(f._fds for f in ds.files)
 
 
 def test_a_compressed_file_with_a_sidecar_is_refused_as_compressed(backend, tmp_path):
@@ -483,8 +487,8 @@ def test_indexed_dataset_is_a_context_manager(backend, tmp_path):
     paths = write_files(tmp_path, [2, 3])
     with IndexedDataset(paths) as ds:
         assert ds[[4, 0]] == [record(1, 2), record(0, 0)]
-        assert sum(f._fd is not None for f in ds.files) == 2
-    assert all(f._fd is None for f in ds.files)
+        assert sum(bool(f._fds) for f in ds.files) == 2
+    assert not any(f._fds for f in ds.files)
 
 
 def test_a_large_sidecar_is_read_without_an_object_per_number(tmp_path):
@@ -522,3 +526,30 @@ def test_an_empty_sidecar_lists_no_records(tmp_path, text):
 
     open(tmp_path / "a.index", "w").write(text)
     assert [len(a) for a in read_index(str(tmp_path / "a.index"))] == [0, 0]
+
+
+def test_a_child_forked_while_a_thread_held_a_lock_reads(backend, tmp_path):
+    # A DataLoader worker forked while another thread of the parent was inside a read (or
+    # opening a descriptor) inherited the lock held, and hung on its first read.
+    paths = write_files(tmp_path, [3, 4])
+    ds, f = IndexedDataset(paths, max_open_files=1), TFRecordFile(paths[1])
+    ds[0], f[0]
+    locks = [lock for lock in vars(ds).values() if hasattr(lock, "acquire")]
+    locks += [lock for lock in vars(f).values() if hasattr(lock, "acquire")]
+    for lock in locks:  # as a thread inside a read holds them
+        lock.acquire()
+    pid = os.fork()
+    if pid == 0:  # the child: 0 if it reads, killed by the alarm if it hangs
+        import signal
+
+        signal.alarm(10)
+        ok = False
+        try:
+            ok = [ds[i] for i in (6, 0, 4)] == [record(1, 3), record(0, 0), record(1, 1)] and f[2] == record(1, 2)
+        finally:
+            os._exit(0 if ok else 1)
+    for lock in locks:
+        lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    assert ds[6] == record(1, 3) and f[3] == record(1, 3)

@@ -366,9 +366,7 @@ class TFRecordFile:
         self.index_file = _index_file(self.path, index_file, storage_options)  # None: scanned
         self.offsets, self.lengths = _load(self.path, self.index_file, self.check_crc, self.max_record_bytes,
                                            storage_options)
-        self._fd = None
-        self._pid = None
-        self._opening = threading.Lock()  # threads that find no descriptor open one between them
+        self._fds = {}  # pid -> the descriptor opened in that process (a forked child opens its own)
         self._remote = None  # (fsspec filesystem, path in it), made on first remote read
         # A sidecar's frames tile the file; a record over the limit must still not make a
         # read allocate what its length claims (a scan raised the reader's error for it).
@@ -466,18 +464,21 @@ class TFRecordFile:
             reader.close()
 
     def fileno(self) -> int:
-        fd = self._fd
-        if fd is None or self._pid != os.getpid():
-            with self._opening:
-                if self._fd is None or self._pid != os.getpid():
-                    self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                    self._pid = os.getpid()
-                fd = self._fd
+        pid = os.getpid()
+        fd = self._fds.get(pid)
+        if fd is None:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # Of threads that opened one at once, one keeps its descriptor and the others close
+            # theirs: no lock, which a child forked while a thread held it would wait on forever.
+            kept = self._fds.setdefault(pid, fd)
+            if kept != fd:
+                os.close(fd)
+            fd = kept
         return fd
 
     def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None and self._pid == os.getpid():
+        fd = self._fds.pop(os.getpid(), None)
+        if fd is not None:
             os.close(fd)
 
     def __enter__(self) -> TFRecordFile:
@@ -494,13 +495,8 @@ class TFRecordFile:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_fd"] = state["_pid"] = state["_remote"] = None
-        del state["_opening"]
+        state["_fds"], state["_remote"] = {}, None
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._opening = threading.Lock()
 
 
 class IndexedDataset:
@@ -529,7 +525,14 @@ class IndexedDataset:
         self.cumulative = np.cumsum([len(f) for f in self.files], dtype=np.int64)
         self._open = collections.OrderedDict()  # file number -> TFRecordFile with an open fd
         self._busy = collections.Counter()  # file number -> reads in flight, whose fd stays open
-        self._lock = threading.Lock()
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
+
+    def _guarded(self) -> threading.Lock:
+        """The lock over _open and _busy. A forked child makes its own: a thread of the
+        parent may have held it as the process forked, and the parent's reads are not its."""
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid, self._busy = threading.Lock(), os.getpid(), collections.Counter()
+        return self._lock
 
     def __len__(self) -> int:
         return int(self.cumulative[-1]) if len(self.cumulative) else 0
@@ -607,7 +610,7 @@ class IndexedDataset:
         begin, end = f.span(start, stop)
         if f._remote is not None or _fs.is_url(f.path):  # no descriptor: reads run in parallel
             return f.verify(f.pread(begin, end), start, stop)
-        with self._lock:
+        with self._guarded():
             self._open[k] = f
             self._open.move_to_end(k)
             self._busy[k] += 1
@@ -615,7 +618,7 @@ class IndexedDataset:
         try:  # outside the lock, so that threads read at once
             data = f.pread(begin, end)
         finally:
-            with self._lock:
+            with self._guarded():
                 self._busy[k] -= 1
                 self._evict()
         return f.verify(data, start, stop)
@@ -629,7 +632,7 @@ class IndexedDataset:
                 self._open.pop(k).close()
 
     def close(self) -> None:
-        with self._lock:
+        with self._guarded():
             for f in self._open.values():
                 f.close()
             self._open.clear()
@@ -649,7 +652,7 @@ class IndexedDataset:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._lock = threading.Lock()
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
 
 
 def _is_index(key) -> bool:
