@@ -185,6 +185,16 @@ def test_merge_split_index(backend, tmp_path, capfd):
     assert open(out + ".index").read() == open(out + ".chk").read()
 
 
+def test_index_names_each_sidecar_as_it_is_written(backend, tmp_path, capfd):
+    # Sidecars were listed only once every file was indexed: when a later file failed, the
+    # ones written before it were not named at all.
+    good = _write(tmp_path / "a.tfrecord", [b"1", b"22"])
+    gz = _write(tmp_path / "b.tfrecord.gz", [b"1"], "gzip")
+    assert main(["index", good, gz]) == 1
+    std = capfd.readouterr()
+    assert std.out == f"2\t{good}.index\n" and "cannot be indexed" in std.err
+
+
 def test_cat_decompresses_and_recompresses(backend, tmp_path):
     raw = _write(tmp_path / "r.tfrecord", [b"x" * 10, b"y"])
     gz = _write(tmp_path / "r.tfrecord.gz", [b"x" * 10, b"y"], "gzip")

@@ -314,3 +314,242 @@ def test_build_index_refuses_a_pipe(backend, tmp_path):
     with pytest.raises(TFRecordError, match="byte offsets to seek to in a file, but this is a pipe") as info:
         build_index(fifo)
     assert info.value.path == fifo and not os.path.exists(fifo + ".index")
+
+
+def test_a_file_under_dev_is_indexed_and_a_descriptor_link_is_not(backend, tmp_path):
+    # Every path under /dev/ was taken for a device: a file staged in /dev/shm (a RAM disk)
+    # could not be indexed, nor read at random without a sidecar. /dev/stdin, /dev/fd/N
+    # and /proc/self/fd/N lead to a descriptor's file, and are still refused.
+    import subprocess
+    import sys
+    import tempfile
+
+    from tfrecord_lite.index import not_a_file
+
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        (path,) = write_files(shm, [3])
+        os.symlink(path, os.path.join(shm, "link.tfrecord"))
+        assert len(TFRecordFile(path)) == 3 and build_index(path) == path + ".index"
+        assert not not_a_file(path) and not not_a_file(os.path.join(shm, "link.tfrecord"))
+    (path,) = write_files(tmp_path, [3])
+    with open(path, "rb") as stdin:
+        for link in ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"):
+            code = f"from tfrecord_lite.index import not_a_file; assert not_a_file({link!r})"
+            subprocess.run([sys.executable, "-c", code], stdin=stdin, check=True)
+    assert not not_a_file(path) and not not_a_file("s3://bucket/dev/x.tfrecord")
+
+
+def test_max_record_bytes_bounds_the_scan_and_indexed_dataset_takes_it(backend, tmp_path):
+    # Without a sidecar the scan ran under the default limit whatever max_record_bytes was
+    # (records over 2 GiB could not be opened at all), and a record over a smaller limit
+    # was blamed on a stale index there was none of; IndexedDataset took no limit at all.
+    from tfrecord_lite.errors import RecordTooLargeError
+
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write_many([b"x" * 5, b"y" * 31])
+    for make in (lambda: TFRecordFile(path, max_record_bytes=30),
+                 lambda: IndexedDataset([path], max_record_bytes=30)):
+        with pytest.raises(RecordTooLargeError) as info:
+            make()
+        assert (info.value.path, info.value.index, info.value.offset) == (path, 1, 21)
+        assert "stale" not in str(info.value)
+    assert IndexedDataset([path], max_record_bytes=31)[1] == b"y" * 31
+    build_index(path)
+    with pytest.raises(TFRecordError, match="a record of 31 bytes but max_record_bytes is 30"):
+        IndexedDataset([path], max_record_bytes=30)
+
+
+def test_threads_sharing_a_file_keep_one_descriptor(backend, tmp_path, monkeypatch):
+    # Each thread that found no descriptor opened its own and the last one kept replaced the
+    # others, which leaked: a TFRecordFile shared by a Grain or DataLoader thread pool lost a
+    # descriptor per thread.
+    import threading
+    import time
+
+    (path,) = write_files(tmp_path, [20])
+    opened, real_open = [], os.open
+
+    def slow_open(name, *args, **kw):
+        fd = real_open(name, *args, **kw)
+        if name == path:
+            opened.append(fd)
+            time.sleep(0.05)  # every thread arrives while the first one opens
+        return fd
+
+    f = TFRecordFile(path)
+    monkeypatch.setattr(os, "open", slow_open)
+    got = {}
+    threads = [threading.Thread(target=lambda k=k: got.setdefault(k, f[k])) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {k: record(0, k) for k in range(8)} and opened
+    f.close()
+    for fd in opened:  # each closed: by the thread that opened it, or by close()
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    assert pickle.loads(pickle.dumps(f))[3] == record(0, 3)
+
+
+def test_indexed_dataset_reads_from_threads_run_at_once(backend, tmp_path, monkeypatch):
+    # Every read held the dataset's lock (so that no eviction closed a descriptor under
+    # it): threads of a Grain or DataLoader pool read one at a time, whatever the store.
+    # Descriptors in use are now never closed, and the cap holds once they are done.
+    import threading
+
+    from ._records import Overlap
+
+    paths = write_files(tmp_path, [5] * 6)
+    ds = IndexedDataset(paths, max_open_files=2)
+    overlap, pread = Overlap(4), TFRecordFile.pread
+
+    def slow_pread(self, begin, end):
+        with overlap():
+            return pread(self, begin, end)
+
+    monkeypatch.setattr(TFRecordFile, "pread", slow_pread)
+    got = {}
+    threads = [threading.Thread(target=lambda k=k: got.setdefault(k, ds[5 * k + 1])) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {k: record(k, 1) for k in range(6)} and overlap.peak >= 4
+    assert sum(bool(f._fds) for f in ds.files) <= 2
+    assert ds[[0, 29, 12]] == [record(0, 0), record(5, 4), record(2, 2)]
+    assert sum(bool(f._fds) for f in ds.files) <= 2
+    ds.close()
+    assert not any(f._fds for f in ds.files)
+
+
+def test_a_compressed_file_with_a_sidecar_is_refused_as_compressed(backend, tmp_path):
+    # A sidecar beside a compressed file (one left from before it was compressed) was
+    # reported as stale, with a hint to rebuild it, which then failed: compressed.
+    (plain,) = write_files(tmp_path, [3])
+    (packed,) = write_files(tmp_path, [3], compression="gzip", name="gz-{}.tfrecord")
+    os.replace(build_index(plain), packed + ".index")
+    for make in (TFRecordFile, lambda p: IndexedDataset([p])):
+        with pytest.raises(TFRecordError, match="compressed TFRecord files cannot be indexed") as info:
+            make(packed)
+        assert info.value.path == packed and "decompress it first" in str(info.value)
+
+
+@pytest.mark.parametrize("sidecar", ["0 19\n19 19\n38", "0 19\n19 19\n38 1\n", "0 19\n19 x\n", "\x00" * 8])
+def test_a_malformed_sidecar_is_counted_past_as_a_stale_one_is(backend, tmp_path, sidecar):
+    # A sidecar cut short (an indexer killed mid-write) or garbled made count_records, and
+    # so num_elements and the torch adapter's len(), raise, while a stale but well-formed
+    # one was scanned past and rewritten; reading the file worked all along.
+    (path,) = write_files(tmp_path, [3], size=3)
+    with open(path + ".index", "w") as f:
+        f.write(sidecar)
+    assert count_records(path) == 3 == TFRecordDataset(path).num_elements()
+    assert TFRecordFile(path)[2] == record(0, 2, 3)  # by the sidecar the count rewrote
+
+
+def test_build_index_refuses_to_write_the_index_over_its_file(backend, tmp_path):
+    # build_index(path, path) (or another name of it) replaced the data with its own index.
+    (path,) = write_files(tmp_path, [3])
+    data = open(path, "rb").read()
+    os.link(path, str(tmp_path / "hard.tfrecord"))
+    for index_file in (path, str(tmp_path / "hard.tfrecord"), tmp_path / "." / os.path.basename(path)):
+        with pytest.raises(TFRecordError, match="would replace the file it indexes") as info:
+            build_index(path, index_file)
+        assert info.value.path == os.fspath(index_file)
+    assert open(path, "rb").read() == data and not os.path.exists(path + ".index")
+
+
+@pytest.mark.parametrize("sidecar", [False, True])
+def test_a_file_rewritten_while_open_says_to_open_it_again(backend, tmp_path, sidecar):
+    # The hint said only "rebuild the index with tfrecord_lite.build_index": an open
+    # TFRecordFile or IndexedDataset keeps the offsets it read, so a rebuilt sidecar changed
+    # nothing, and a file without one had no index to rebuild.
+    (path,) = write_files(tmp_path, [6], size=5)
+    if sidecar:
+        build_index(path)
+    f, ds = TFRecordFile(path), IndexedDataset([path])
+    write_files(tmp_path, [4], size=9)  # rewritten: other frame lengths
+    if sidecar:
+        build_index(path)
+    for read in (lambda: f[2], lambda: ds[2], lambda: f[:]):
+        with pytest.raises(TFRecordError) as info:
+            read()
+        hint = info.value.hint
+        assert f"if {path} changed since it was opened, " in hint and "open it again" in hint
+        assert ("build_index" in hint) == sidecar and "tfrecord-lite verify" in hint
+    assert TFRecordFile(path)[2] == record(0, 2, 9)
+
+
+def test_indexed_dataset_is_a_context_manager(backend, tmp_path):
+    # TFRecordFile closed its descriptor at the end of a with block; IndexedDataset, which
+    # holds up to max_open_files of them, could not be used in one at all.
+    paths = write_files(tmp_path, [2, 3])
+    with IndexedDataset(paths) as ds:
+        assert ds[[4, 0]] == [record(1, 2), record(0, 0)]
+        assert sum(bool(f._fds) for f in ds.files) == 2
+    assert not any(f._fds for f in ds.files)
+
+
+def test_a_large_sidecar_is_read_without_an_object_per_number(tmp_path):
+    # read_index split the text into one bytes object per number and converted each: for a
+    # sidecar of millions of records, seconds per file and several times its size in memory,
+    # paid by every IndexedDataset over the files at start. Malformed text is still refused.
+    import tracemalloc
+
+    from tfrecord_lite.index import read_index, write_index
+
+    n = 200_000
+    lengths = np.arange(n, dtype=np.int64) % 1000 + 16
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    index_file = str(tmp_path / "big.index")
+    write_index(index_file, offsets, lengths)
+    size = os.path.getsize(index_file)
+    tracemalloc.start()
+    try:
+        got = read_index(index_file)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got[0], offsets) and np.array_equal(got[1], lengths)
+    assert peak < 6 * size  # the text and a few arrays of the numbers: no object per number
+    for text in ("0 19\n19 x\n", "0 19\n19 -19\n", "0 19.0\n", "+0 19\n", "0 19\n1e3 19\n", "0 0x13\n",
+                 f"0 {2**70}\n", "0\xa019\n"):
+        open(index_file, "w").write(text)
+        with pytest.raises(TFRecordError, match="index sidecar"):
+            read_index(index_file)
+
+
+@pytest.mark.parametrize("text", ["", "\n", " \n\t\r\n"])
+def test_an_empty_sidecar_lists_no_records(tmp_path, text):
+    from tfrecord_lite.index import read_index
+
+    open(tmp_path / "a.index", "w").write(text)
+    assert [len(a) for a in read_index(str(tmp_path / "a.index"))] == [0, 0]
+
+
+def test_a_child_forked_while_a_thread_held_a_lock_reads(backend, tmp_path):
+    # A DataLoader worker forked while another thread of the parent was inside a read (or
+    # opening a descriptor) inherited the lock held, and hung on its first read.
+    paths = write_files(tmp_path, [3, 4])
+    ds, f = IndexedDataset(paths, max_open_files=1), TFRecordFile(paths[1])
+    ds[0], f[0]
+    locks = [lock for lock in vars(ds).values() if hasattr(lock, "acquire")]
+    locks += [lock for lock in vars(f).values() if hasattr(lock, "acquire")]
+    for lock in locks:  # as a thread inside a read holds them
+        lock.acquire()
+    pid = os.fork()
+    if pid == 0:  # the child: 0 if it reads, killed by the alarm if it hangs
+        import signal
+
+        signal.alarm(10)
+        ok = False
+        try:
+            ok = [ds[i] for i in (6, 0, 4)] == [record(1, 3), record(0, 0), record(1, 1)] and f[2] == record(1, 2)
+        finally:
+            os._exit(0 if ok else 1)
+    for lock in locks:
+        lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    assert ds[6] == record(1, 3) and f[3] == record(1, 3)

@@ -22,7 +22,7 @@ from ._version import __version__
 from . import fs as _fs
 from .errors import NotTFRecordError, RecordTooLargeError, TFRecordError
 from .files import resolve_files
-from .index import build_index
+from .index import build_index, check_seekable, not_a_file
 from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
@@ -284,13 +284,6 @@ def cmd_verify(args) -> int:
     return 1 if bad or foreign else 0
 
 
-def _not_a_file(path) -> bool:
-    """Whether path is a pipe or a device (/dev/stdin, /dev/stdout, a FIFO, even one that
-    leads to a file): an index of it gives offsets nothing can seek to, and its sidecar would
-    be written into /dev."""
-    return _fs.is_special(path) or (not _fs.is_url(path) and os.path.abspath(path).startswith(("/dev/", "/proc/")))
-
-
 def _check_index_compression(args, out) -> None:
     """--index with --compression gzip/zlib, refused in the command's words (out: what it writes)."""
     if args.index and args.compression not in (None, "none"):
@@ -302,7 +295,7 @@ def _check_index_compression(args, out) -> None:
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
     _check_index_compression(args, "OUT")
-    if args.index and _not_a_file(args.output):
+    if args.index and not_a_file(args.output):
         raise TFRecordError("--index writes OUT.index beside OUT, but OUT is a pipe or a device",
                             path=args.output, hint="Leave out --index, or write OUT to a file")
     out = merge(args.files, args.output, compression=args.compression,
@@ -334,19 +327,14 @@ def cmd_split(args) -> int:
 def cmd_index(args) -> int:
     """Write the index sidecar (FILE.index: "offset length" per record) of each file."""
     for path in args.files:  # before any sidecar is written
-        if _not_a_file(path):
-            raise TFRecordError("an index holds byte offsets to seek to in a file, but this is a pipe or a device",
-                                path=path, hint="Copy it to a file first (tfrecord-lite cat FILE -o copy.tfrecord) "
-                                "and index the copy")
+        check_seekable(path)
     with _bar(args, "index") as bar:
-        sidecars = []
-        for path in args.files:
+        for path in args.files:  # each line as its sidecar is written: an error in a later file keeps it
             _check(path, "auto", _storage(args))
-            sidecars.append(build_index(path, check_crc=not args.no_crc, progress=bar,
-                                        storage_options=_storage(args), max_record_bytes=args.max_record_bytes))
-    for sidecar in sidecars:
-        n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
-        print(f"{n}\t{sidecar}")
+            sidecar = build_index(path, check_crc=not args.no_crc, progress=bar, storage_options=_storage(args),
+                                  max_record_bytes=args.max_record_bytes)
+            n = _fs.read_bytes(sidecar, _storage(args)).count(b"\n")
+            _say(bar, f"{n}\t{sidecar}")
     return 0
 
 

@@ -63,6 +63,38 @@ def _sidecar(path) -> str | None:
     return None if _fs.pinned(os.fspath(path)) else index_path(path)
 
 
+def not_a_file(path) -> bool:
+    """Whether path is a pipe or a device (a FIFO, /dev/null), or leads to a descriptor's
+    file through /proc (/dev/stdin, /dev/fd/0, even when they lead to a file): an index of
+    it gives offsets nothing can seek to, and its sidecar would be written into /dev. A file
+    in /dev/shm is a file."""
+    path = os.fspath(path)
+    if _fs.is_url(path):
+        return False
+    if _fs.is_special(path):
+        return True
+    path = _fs.local_path(path)
+    try:
+        for _ in range(40):  # the symlink chain, each link's directory resolved
+            path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+            if path.startswith("/proc/"):
+                return True
+            if not os.path.islink(path):
+                return False
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+    except OSError:  # a link gone meanwhile: the open that follows says so
+        pass
+    return False
+
+
+def check_seekable(path) -> None:
+    """Refuse to index a pipe or a device (``not_a_file``)."""
+    if not_a_file(path):
+        raise TFRecordError("an index holds byte offsets to seek to in a file, but this is a pipe or a device",
+                            path=os.fspath(path), hint="copy it to a file first (tfrecord-lite cat FILE -o "
+                            "copy.tfrecord) and index the copy")
+
+
 def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, progress=False,
                storage_options=None):
     """(offsets, frame_lengths) as int64 arrays for an uncompressed TFRecord file, computed
@@ -71,17 +103,8 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
     DataLossError, naming the record and offset. progress: a bool (see tfrecord_lite.progress)
     or an open bar to advance by the bytes scanned."""
     path = os.fspath(path)
-    if _fs.is_special(path):  # read twice below: a FIFO's second open waited for a writer forever
-        raise TFRecordError("an index holds byte offsets to seek to in a file, but this is a pipe or a device",
-                            path=path, hint="copy it to a file first and index the copy")
-    with _fs.open_input(path, storage_options) as f:
-        if detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None:
-            raise TFRecordError(
-                "compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
-                path=path,
-                hint="decompress it first (tfrecord-lite cat FILE > plain.tfrecord) or write "
-                "it uncompressed",
-            )
+    check_seekable(path)  # read twice below: a FIFO's second open waited for a writer forever
+    _check_uncompressed(path, storage_options)
     F = _native.framing
     starts, lengths, done = [], [], 0
     bar = progress if hasattr(progress, "update") else _progress(
@@ -98,6 +121,18 @@ def scan_index(path, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTE
     starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     return starts - F.HEADER_BYTES, lengths + F.OVERHEAD_BYTES
+
+
+def _compressed(path, storage_options) -> bool:
+    with _fs.open_input(path, storage_options) as f:
+        return detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
+
+
+def _check_uncompressed(path, storage_options) -> None:
+    if _compressed(path, storage_options):
+        raise TFRecordError("compressed TFRecord files cannot be indexed: records have no fixed byte offsets",
+                            path=path, hint="decompress it first (tfrecord-lite cat FILE > plain.tfrecord) or "
+                            "write it uncompressed")
 
 
 def write_index(index_file, offsets, lengths, *, storage_options=None) -> None:
@@ -124,24 +159,40 @@ def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc
         raise InvalidArgumentError(f"{path} has a query string or an object version, so no sidecar can be "
                                    "named after it",
                                    hint="pass index_file, the path to write the index to")
+    if _same_file(path, index_file):
+        raise InvalidArgumentError("the index file would replace the file it indexes", path=os.fspath(index_file),
+                                   hint="pass another index_file, or none for the sidecar (path + '.index')")
     offsets, lengths = scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes, progress=progress,
                                   storage_options=storage_options)
     write_index(index_file, offsets, lengths, storage_options=storage_options)
     return os.fspath(index_file)
 
 
+def _same_file(path, other) -> bool:
+    path, other = os.fspath(path), os.fspath(other)
+    if _fs.is_url(path) or _fs.is_url(other):
+        return path == other
+    try:
+        return os.path.samefile(_fs.local_path(path), _fs.local_path(other))
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
 _MAX_INDEX_VALUE = 2**61  # far beyond any file; offset + length then fits in int64
+_INDEX_TEXT = b"0123456789 \t\n\r\x0b\x0c"  # all a sidecar may hold
 
 
 def read_index(index_file, *, storage_options=None):
     """(offsets, frame_lengths) int64 arrays from a sidecar; malformed sidecars raise."""
     index_file = os.fspath(index_file)
     data = _fs.read_bytes(index_file, storage_options)
-    try:
-        arr = np.array(data.split(), dtype=np.int64)
-    except (ValueError, OverflowError):  # OverflowError: a number beyond int64
+    if data.translate(None, _INDEX_TEXT):
         raise TFRecordError("index sidecar is not 'offset length' lines of integers", path=index_file,
-                            hint="rebuild it with tfrecord_lite.build_index") from None
+                            hint="rebuild it with tfrecord_lite.build_index")
+    # Digits and whitespace only: parsed in one pass, not one bytes object per number as
+    # split() made (a number beyond int64, clamped, fails the bounds below; fromstring reads
+    # whitespace alone as one 0).
+    arr = np.zeros(0, np.int64) if not data or data.isspace() else np.fromstring(data, dtype=np.int64, sep=" ")
     if arr.size % 2:
         raise TFRecordError("index sidecar has an odd number of fields", path=index_file,
                             hint="rebuild it with tfrecord_lite.build_index")
@@ -157,26 +208,45 @@ def read_index(index_file, *, storage_options=None):
     return offsets, lengths
 
 
-def load_index(path, index_file=None, *, check_crc=True, storage_options=None):
+def load_index(path, index_file=None, *, check_crc=True, max_record_bytes=DEFAULT_MAX_RECORD_BYTES,
+               storage_options=None):
     """(offsets, frame_lengths) from index_file (which must exist), else from the sidecar when
-    it exists, else by scanning the file (in memory; nothing is written). The index must
-    cover the file exactly, from byte 0 to its size, and its last frame's header must state
-    that frame's length: one that does not is stale (the file was rewritten or appended to
-    after it was written) and raises, rather than hide records or point past the end."""
-    given, index_file = bool(index_file), index_file or _sidecar(path)
-    # An index file that was given must be there (a typo would cost a silent scan); a
-    # sidecar is used when present.
-    if index_file is not None and (given or _fs.exists(index_file, storage_options)):
-        offsets, lengths = read_index(index_file, storage_options=storage_options)
-        size = _fs.size(path, storage_options)
-        wrong = _mismatch(path, offsets, lengths, size, storage_options)
-        if wrong is not None:
-            index_file = os.fspath(index_file)
-            how = (f"`tfrecord-lite index {path}` or tfrecord_lite.build_index"
-                   if index_file == index_path(path) else f"tfrecord_lite.build_index({path!r}, {index_file!r})")
-            raise TFRecordError(wrong, path=index_file, hint=f"the index is stale: rebuild it with {how}")
-        return offsets, lengths
-    return scan_index(path, check_crc=check_crc, storage_options=storage_options)
+    it exists, else by scanning the file (in memory; nothing is written) under
+    max_record_bytes. The index must cover the file exactly, from byte 0 to its size, and its
+    last frame's header must state that frame's length: one that does not is stale (the file
+    was rewritten or appended to after it was written) and raises, rather than hide records
+    or point past the end."""
+    return _load(path, _index_file(path, index_file, storage_options), check_crc, max_record_bytes, storage_options)
+
+
+def _index_file(path, index_file, storage_options):
+    """The index file load_index reads, or None to scan. An index file that was given must
+    be there (a typo would cost a silent scan); a sidecar is used when present."""
+    if index_file:
+        return index_file
+    sidecar = _sidecar(path)
+    return sidecar if sidecar is not None and _fs.exists(sidecar, storage_options) else None
+
+
+def _load(path, index_file, check_crc, max_record_bytes, storage_options):
+    if index_file is None:
+        return scan_index(path, check_crc=check_crc, max_record_bytes=max_record_bytes,
+                          storage_options=storage_options)
+    offsets, lengths = read_index(index_file, storage_options=storage_options)
+    wrong = _mismatch(path, offsets, lengths, _fs.size(path, storage_options), storage_options)
+    if wrong is not None:
+        _check_uncompressed(path, storage_options)  # no sidecar fits a compressed file
+        raise TFRecordError(wrong, path=os.fspath(index_file),
+                            hint=f"the index is stale: rebuild it with {_rebuild(path, index_file)}")
+    return offsets, lengths
+
+
+def _rebuild(path, index_file) -> str:
+    """How to rebuild index_file, the index of path."""
+    index_file = os.fspath(index_file)
+    if index_file == index_path(path):
+        return f"`tfrecord-lite index {path}` or tfrecord_lite.build_index"
+    return f"tfrecord_lite.build_index({path!r}, {index_file!r})"
 
 
 def _end(offsets, lengths) -> int:
@@ -234,12 +304,14 @@ def count_records(path, storage_options=None) -> int:
 def _count(path, size, storage_options) -> int:
     sidecar = _sidecar(path)
     if sidecar is not None and _fs.exists(sidecar, storage_options):
-        offsets, lengths = read_index(sidecar, storage_options=storage_options)
-        if _mismatch(path, offsets, lengths, size, storage_options) is None:
-            return len(offsets)
-    with _fs.open_input(path, storage_options) as f:
-        compressed = detect_compression(f.read(_native.framing.HEADER_BYTES)) is not None
-    if compressed:
+        try:
+            offsets, lengths = read_index(sidecar, storage_options=storage_options)
+        except TFRecordError:  # malformed (a write cut short): scanned past, as a stale one is
+            pass
+        else:
+            if _mismatch(path, offsets, lengths, size, storage_options) is None:
+                return len(offsets)
+    if _compressed(path, storage_options):
         with TFRecordReader(path, storage_options=storage_options) as reader:
             return sum(len(offsets) for offsets, _ in reader.record_spans())
     offsets, lengths = scan_index(path, storage_options=storage_options)
@@ -279,8 +351,9 @@ class TFRecordFile:
     from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
     string or an object version) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
-    CRC). The descriptor opens on first read; the object pickles without it. For an fsspec
-    URL (with ``storage_options``) each read is one ranged request instead.
+    CRC); ``index_file`` is the index read, None when the file was scanned. The descriptor
+    opens on first read; the object pickles without it. For an fsspec URL (with
+    ``storage_options``) each read is one ranged request instead.
     """
 
     def __init__(self, path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
@@ -290,13 +363,13 @@ class TFRecordFile:
         self.storage_options = storage_options
         self.check_crc = bool(check_crc)
         self.max_record_bytes = int(max_record_bytes)
-        self.offsets, self.lengths = load_index(self.path, index_file, check_crc=check_crc,
-                                                storage_options=storage_options)
-        self._fd = None
-        self._pid = None
+        self.index_file = _index_file(self.path, index_file, storage_options)  # None: scanned
+        self.offsets, self.lengths = _load(self.path, self.index_file, self.check_crc, self.max_record_bytes,
+                                           storage_options)
+        self._fds = {}  # pid -> the descriptor opened in that process (a forked child opens its own)
         self._remote = None  # (fsspec filesystem, path in it), made on first remote read
-        # load_index made the frames tile the file; a record over the limit must still not
-        # make a read allocate what its length claims.
+        # A sidecar's frames tile the file; a record over the limit must still not make a
+        # read allocate what its length claims (a scan raised the reader's error for it).
         biggest = int(self.lengths.max()) - OVERHEAD if len(self.lengths) else 0
         if biggest > self.max_record_bytes:
             raise TFRecordError(
@@ -364,8 +437,10 @@ class TFRecordFile:
         wrong = next((k for k, (got, said) in enumerate(zip(sizes, listed)) if got != said), None)
         index = start + (len(records) if wrong is None else wrong)
         offset = begin + pos if wrong is None else int(self.offsets[index])
-        hint = ("rebuild the index with tfrecord_lite.build_index if the file changed, "
-                "or verify the file with `tfrecord-lite verify`")
+        again = ("open it again" if self.index_file is None
+                 else f"rebuild its index with {_rebuild(self.path, self.index_file)} and open it again")
+        hint = (f"if {self.path} changed since it was opened, {again}; if not, it is damaged: check it "
+                "with `tfrecord-lite verify`")
         size = sizes[wrong] if wrong is not None else self._frame_size(offset, index, hint)
         raise CorruptRecordError(f"corrupted record at {offset}: the frame there is {size} bytes but the index "
                                  f"says {int(self.lengths[index])}", path=self.path, offset=offset, index=index,
@@ -389,14 +464,21 @@ class TFRecordFile:
             reader.close()
 
     def fileno(self) -> int:
-        if self._fd is None or self._pid != os.getpid():
-            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self._pid = os.getpid()
-        return self._fd
+        pid = os.getpid()
+        fd = self._fds.get(pid)
+        if fd is None:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # Of threads that opened one at once, one keeps its descriptor and the others close
+            # theirs: no lock, which a child forked while a thread held it would wait on forever.
+            kept = self._fds.setdefault(pid, fd)
+            if kept != fd:
+                os.close(fd)
+            fd = kept
+        return fd
 
     def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None and self._pid == os.getpid():
+        fd = self._fds.pop(os.getpid(), None)
+        if fd is not None:
             os.close(fd)
 
     def __enter__(self) -> TFRecordFile:
@@ -413,7 +495,7 @@ class TFRecordFile:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_fd"] = state["_pid"] = state["_remote"] = None
+        state["_fds"], state["_remote"] = {}, None
         return state
 
 
@@ -424,14 +506,17 @@ class IndexedDataset:
     given; ``ds[a:b]`` and ``ds[[i, j, ...]]`` give a list of records or one parsed batch.
     Indexes are read from sidecars (or scanned) up front; at most ``max_open_files``
     descriptors are held, least recently used closed first (fsspec URLs hold none: each read
-    is one ranged request). Safe to share between threads.
+    is one ranged request). Safe to share between threads. check_crc and max_record_bytes:
+    as in TFRecordFile.
     """
 
     def __init__(self, files: Files, features: Features | None = None, *, parse: ParseFn | None = None,
-                 check_crc: bool = True, max_open_files: int = 16, storage_options: StorageOptions = None) -> None:
+                 check_crc: bool = True, max_open_files: int = 16, storage_options: StorageOptions = None,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
-        self.files = [TFRecordFile(p, check_crc=check_crc, storage_options=storage_options)
+        self.files = [TFRecordFile(p, check_crc=check_crc, max_record_bytes=max_record_bytes,
+                                   storage_options=storage_options)
                       for p in resolve_files(files, storage_options)]
         self.features = features
         self.parse = parse
@@ -439,7 +524,15 @@ class IndexedDataset:
         self.max_open_files = max(1, int(max_open_files))
         self.cumulative = np.cumsum([len(f) for f in self.files], dtype=np.int64)
         self._open = collections.OrderedDict()  # file number -> TFRecordFile with an open fd
-        self._lock = threading.Lock()
+        self._busy = collections.Counter()  # file number -> reads in flight, whose fd stays open
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
+
+    def _guarded(self) -> threading.Lock:
+        """The lock over _open and _busy. A forked child makes its own: a thread of the
+        parent may have held it as the process forked, and the parent's reads are not its."""
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid, self._busy = threading.Lock(), os.getpid(), collections.Counter()
+        return self._lock
 
     def __len__(self) -> int:
         return int(self.cumulative[-1]) if len(self.cumulative) else 0
@@ -517,29 +610,49 @@ class IndexedDataset:
         begin, end = f.span(start, stop)
         if f._remote is not None or _fs.is_url(f.path):  # no descriptor: reads run in parallel
             return f.verify(f.pread(begin, end), start, stop)
-        with self._lock:  # an evicted descriptor must not be closed under a read
+        with self._guarded():
             self._open[k] = f
             self._open.move_to_end(k)
-            while len(self._open) > self.max_open_files:
-                self._open.popitem(last=False)[1].close()
+            self._busy[k] += 1
+            self._evict()
+        try:  # outside the lock, so that threads read at once
             data = f.pread(begin, end)
+        finally:
+            with self._guarded():
+                self._busy[k] -= 1
+                self._evict()
         return f.verify(data, start, stop)
 
+    def _evict(self) -> None:
+        """Close the least recently used descriptors over max_open_files, except those
+        under a read (they are closed after it, when still over)."""
+        over = len(self._open) - self.max_open_files
+        if over > 0:
+            for k in [k for k in self._open if not self._busy[k]][:over]:
+                self._open.pop(k).close()
+
     def close(self) -> None:
-        with self._lock:
+        with self._guarded():
             for f in self._open.values():
                 f.close()
             self._open.clear()
 
+    def __enter__(self) -> IndexedDataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_open"] = collections.OrderedDict()
+        state["_busy"] = collections.Counter()
         del state["_lock"]
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._lock = threading.Lock()
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
 
 
 def _is_index(key) -> bool:
