@@ -147,6 +147,33 @@ def test_bytes_column_behaves_like_an_object_array():
         BytesColumn(np.zeros(3, np.uint8), np.array([0, 1], np.int64), (2,))
 
 
+@settings(max_examples=80)
+@given(values=st.lists(st.sampled_from([0, 1, 5, 1023, 1024, 3000]).map(lambda n: b"v" * n) | values_st, max_size=20),
+       picks=st.lists(st.integers(-20, 19), max_size=30))
+def test_take_gives_the_values_asked_for_in_any_mix_of_lengths(monkeypatch, values, picks):
+    from tfrecord_lite import bytes_column
+
+    monkeypatch.setattr(bytes_column, "_RUN_BYTES", 7)  # several runs of short values
+    picks = [p % len(values) for p in picks] if values else []
+    col = BytesColumn.from_list(values)
+    assert col.take(np.array(picks, np.int64)).to_list() == [values[p] for p in picks]
+    assert col[::-3].to_list() == values[::-3]
+
+
+def test_taking_large_values_needs_no_index_per_byte():
+    import tracemalloc
+
+    col = BytesColumn.from_list([bytes([i]) * (64 << 10) for i in range(64)])  # 4 MiB
+    tracemalloc.start()
+    try:
+        picked = col[::2]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert picked.to_list() == col.to_list()[::2]
+    assert peak < 2 * picked.nbytes  # an int64 source position per byte took 8 times it
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

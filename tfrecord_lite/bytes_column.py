@@ -19,6 +19,9 @@ from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["BytesColumn"]
 
+_LONG = 1024  # take() copies values from this length one by one
+_RUN_BYTES = 1 << 20  # and shorter ones about this many bytes at a time
+
 
 class BytesColumn:
     """``prod(shape)`` bytes values in row-major order: value ``i`` is
@@ -139,9 +142,29 @@ class BytesColumn:
         lengths = self.offsets[1:][indices] - starts
         offsets = np.zeros(len(indices) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        # One source position per output byte: vectorised, no Python object per value.
-        source = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
-        return BytesColumn(self.values[source], offsets)
+        out = np.empty(int(offsets[-1]), dtype=np.uint8)
+        long = lengths >= _LONG
+        if long.any():  # one slice each: an int64 index per byte would take 8 times their size
+            at, start, n = offsets.tolist(), starts.tolist(), lengths.tolist()
+            for i in np.flatnonzero(long).tolist():
+                out[at[i]:at[i] + n[i]] = self.values[start[i]:start[i] + n[i]]
+        # Shorter ones through an index per byte (vectorised), about _RUN_BYTES of them at a time.
+        short = np.flatnonzero(~long)
+        ends = np.cumsum(lengths[short])
+        lo = 0
+        while lo < len(short):
+            hi = max(lo + 1, int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + _RUN_BYTES, "right")))
+            run = short[lo:hi]
+            n, base = lengths[run], offsets[run]
+            if run[-1] - run[0] == hi - lo - 1:  # back to back in out (no long value between)
+                first = int(base[0])
+                at = np.arange(first, first + int(n.sum()), dtype=np.int64)
+                out[first:first + len(at)] = self.values[np.repeat(starts[run] - base, n) + at]
+            else:
+                at = np.arange(int(n.sum()), dtype=np.int64) + np.repeat(base - (np.cumsum(n) - n), n)
+                out[at] = self.values[np.repeat(starts[run] - base, n) + at]
+            lo = hi
+        return BytesColumn(out, offsets)
 
     def __iter__(self):
         if not self.shape:
