@@ -174,6 +174,21 @@ def test_taking_large_values_needs_no_index_per_byte():
     assert peak < 2 * picked.nbytes  # an int64 source position per byte took 8 times it
 
 
+def test_a_pickled_slice_holds_only_its_own_bytes():
+    import copy
+    import pickle
+
+    col = BytesColumn.from_list([b"x" * 100_000, b"ab", b"", b"cde", b"y" * 100_000]).reshape(-1)
+    part = col[1:4]
+    data = pickle.dumps(part)
+    assert len(data) < 1000  # not the 200 KB of the column it was sliced from
+    again = pickle.loads(data)
+    assert again == part and again.to_list() == [b"ab", b"", b"cde"] and again.offsets[0] == 0
+    grid = pickle.loads(pickle.dumps(col.reshape(5, 1)[3:]))
+    assert grid.shape == (2, 1) and grid.to_list() == [[b"cde"], [b"y" * 100_000]]
+    assert copy.deepcopy(part) == part and copy.copy(col) == col
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

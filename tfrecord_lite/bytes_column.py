@@ -203,6 +203,12 @@ class BytesColumn:
 
     __hash__ = None  # type: ignore[assignment]  # mutable buffers: not hashable
 
+    def __reduce__(self):
+        # Only the bytes this column spans: a slice of a batch pickles its own values, not
+        # the whole batch's buffer.
+        first, last = int(self.offsets[0]), int(self.offsets[-1])
+        return BytesColumn, (np.ascontiguousarray(self.values[first:last]), self.offsets - first, self.shape)
+
     def __repr__(self):
         items = self.to_list() if self.size <= 8 else f"{self.size} values, {self.nbytes} bytes"
         return f"BytesColumn({items!r}, shape={self.shape})"
