@@ -189,6 +189,16 @@ def test_a_pickled_slice_holds_only_its_own_bytes():
     assert copy.deepcopy(part) == part and copy.copy(col) == col
 
 
+def test_a_record_batch_converts_to_numpy_whole(backend):
+    # An Example whose last value is 0 ends in a NUL byte, which an "S" array drops.
+    records = [tfl.encode_example({"n": [0]}), b"a\x00\x00", b"", b"\x00"]
+    frames, starts, lengths, *_ = backend.framing.scan_block(backend.framing.encode_frames(records))
+    batch = tfl.RecordBatch(frames, starts, lengths)
+    for array in (np.asarray(batch), np.array(batch), np.asarray(batch[1:])):
+        assert array.dtype == object and array.tolist() == records[len(records) - len(array):]
+    assert tfl.parse_example(np.asarray(batch)[:1], {"n": tfl.FixedLenFeature([], np.int64)})["n"].tolist() == [0]
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

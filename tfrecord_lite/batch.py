@@ -57,7 +57,8 @@ class RecordBatch(Sequence):
     """A sequence of records stored in place in frame blocks: ``segments`` is a list of
     ``(frames, starts, lengths)`` with int64 arrays locating each record's data in ``frames``.
 
-    Indexing gives ``bytes``; slicing (positive steps) and ``+`` give new RecordBatches that
+    Indexing gives ``bytes``; ``np.asarray(batch)`` an object array of them (``to_numpy``);
+    slicing (positive steps) and ``+`` give new RecordBatches that
     share the blocks, so batching records costs no copy and no object per record. The
     parsers read the records straight from the blocks.
 
@@ -186,6 +187,12 @@ class RecordBatch(Sequence):
             return _native.spans.split_records(g.buffers, g.which, g.starts, g.lengths)
         except TFRecordError as exc:  # a mapped file cut short: name the record
             raise locate_error(exc, self) from None
+
+    def __array__(self, dtype=None, copy=None):
+        # numpy's own conversion of a sequence of bytes makes an "S" array, which drops the
+        # trailing NUL bytes of every record (an Example often ends in one).
+        out = self.to_numpy()
+        return out if dtype is None else out.astype(dtype)
 
     @property
     def nbytes(self) -> int:
