@@ -199,6 +199,20 @@ def test_a_record_batch_converts_to_numpy_whole(backend):
     assert tfl.parse_example(np.asarray(batch)[:1], {"n": tfl.FixedLenFeature([], np.int64)})["n"].tolist() == [0]
 
 
+def test_a_column_refuses_offsets_outside_its_values():
+    # Indexing slices the values by the offsets, and numpy clips a slice past the end:
+    # BytesColumn(b"abc", [0, 5])[0] was b"abc", as if the value were 3 bytes long.
+    values = np.frombuffer(b"abcdef", np.uint8)
+    for offsets, match in [([0, 7], "outside the 6 bytes"), ([-1, 2], "outside"), ([7], "outside"),
+                           ([0, 4, 2, 6], r"offset 2 \(2\) is below offset 1 \(4\)")]:
+        with pytest.raises(tfl.InvalidArgumentError, match=match):
+            BytesColumn(values, np.array(offsets, np.int64))
+    with pytest.raises(tfl.InvalidArgumentError, match="negative dimension"):
+        BytesColumn(values, np.array([0], np.int64), (0, -1))
+    assert BytesColumn(values, np.array([2, 2, 6], np.int64)).to_list() == [b"", b"cdef"]
+    assert BytesColumn(values, np.array([6], np.int64)).to_list() == []
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

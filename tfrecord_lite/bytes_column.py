@@ -50,15 +50,26 @@ class BytesColumn:
             raise InvalidArgumentError("offsets must be a non-empty 1-D int64 array")
         n = len(offsets) - 1
         shape = (n,) if shape is None else tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise InvalidArgumentError(f"shape {shape} has a negative dimension")
         if prod(shape) != n:
             raise InvalidArgumentError(f"shape {shape} holds {prod(shape)} values, the offsets mark {n}")
+        # Checked once here: indexing slices values by them, which would clip bad ones silently.
+        down = np.flatnonzero(offsets[1:] < offsets[:-1])
+        if down.size:
+            i = int(down[0])
+            raise InvalidArgumentError(f"offsets must not decrease: offset {i + 1} ({offsets[i + 1]}) is below "
+                                       f"offset {i} ({offsets[i]})")
+        if offsets[0] < 0 or offsets[-1] > len(values):
+            raise InvalidArgumentError(f"offsets {offsets[0]}..{offsets[-1]} point outside the {len(values)} "
+                                       "bytes of values")
         self.values, self.offsets, self.shape = values, offsets, shape
 
     @classmethod
-    def _of(cls, values, offsets) -> BytesColumn:
-        """A 1-D column over buffers the core made, without the checks (they hold)."""
+    def _of(cls, values, offsets, shape=None) -> BytesColumn:
+        """A column over buffers the core or another column made, without the checks (they hold)."""
         col = object.__new__(cls)
-        col.values, col.offsets, col.shape = values, offsets, (len(offsets) - 1,)
+        col.values, col.offsets, col.shape = values, offsets, (len(offsets) - 1,) if shape is None else shape
         return col
 
     @classmethod
@@ -104,7 +115,7 @@ class BytesColumn:
         """The same values (no copy) with another shape; one dimension may be -1."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
-        return BytesColumn(self.values, self.offsets, np.empty(self.shape, dtype=np.bool_).reshape(shape).shape)
+        return BytesColumn._of(self.values, self.offsets, np.empty(self.shape, dtype=np.bool_).reshape(shape).shape)
 
     def _inner(self) -> int:
         return prod(self.shape[1:])
@@ -121,14 +132,14 @@ class BytesColumn:
             if self.ndim == 1:
                 return self._value(i)
             inner = self._inner()
-            return BytesColumn(self.values, self.offsets[i * inner:(i + 1) * inner + 1], self.shape[1:])
+            return BytesColumn._of(self.values, self.offsets[i * inner:(i + 1) * inner + 1], self.shape[1:])
         if isinstance(key, slice) and self.shape:
             start, stop, step = key.indices(self.shape[0])
             if step == 1:
                 stop = max(start, stop)
                 inner = self._inner()
-                return BytesColumn(self.values, self.offsets[start * inner:stop * inner + 1],
-                                   (stop - start,) + self.shape[1:])
+                return BytesColumn._of(self.values, self.offsets[start * inner:stop * inner + 1],
+                                       (stop - start,) + self.shape[1:])
         # Anything else numpy can index: select value positions, then gather them.
         picked = np.arange(self.size, dtype=np.int64).reshape(self.shape)[key]
         if np.ndim(picked) == 0:
@@ -164,7 +175,7 @@ class BytesColumn:
                 at = np.arange(int(n.sum()), dtype=np.int64) + np.repeat(base - (np.cumsum(n) - n), n)
                 out[at] = self.values[np.repeat(starts[run] - base, n) + at]
             lo = hi
-        return BytesColumn(out, offsets)
+        return BytesColumn._of(out, offsets)
 
     def __iter__(self):
         if not self.shape:
