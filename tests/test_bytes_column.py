@@ -213,6 +213,14 @@ def test_a_column_refuses_offsets_outside_its_values():
     assert BytesColumn(values, np.array([6], np.int64)).to_list() == []
 
 
+def test_a_boolean_key_is_a_mask_as_in_numpy():
+    col = BytesColumn.from_list([b"a", b"bc", b"d"])
+    arr = col.to_numpy()
+    for key in (True, False, np.True_):
+        assert col[key].shape == arr[key].shape and col[key].to_list() == arr[key].tolist()
+    assert col[1] == b"bc" and col[np.int64(1)] == b"bc"
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

@@ -124,7 +124,7 @@ class BytesColumn:
         return self.values[self.offsets[i]:self.offsets[i + 1]].tobytes()
 
     def __getitem__(self, key):
-        if isinstance(key, (int, np.integer)) and self.shape:
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and self.shape:  # True: a mask
             i = int(key)
             if not -self.shape[0] <= i < self.shape[0]:
                 raise IndexError(f"index {i} is out of bounds for a BytesColumn of length {self.shape[0]}")
