@@ -221,6 +221,16 @@ def test_a_boolean_key_is_a_mask_as_in_numpy():
     assert col[1] == b"bc" and col[np.int64(1)] == b"bc"
 
 
+@pytest.mark.parametrize("size", [0, -2, lambda chunk: 0])
+def test_rebatch_refuses_a_batch_size_below_one(size):
+    from tfrecord_lite.batch import rebatch
+
+    # It yielded empty batches forever (and held every one a caller kept).
+    with pytest.raises(tfl.InvalidArgumentError, match="positive integer"):
+        next(rebatch([[b"a", b"b"]], size))
+    assert list(rebatch([[b"a", b"b"], [b"c"]], lambda chunk: 2)) == [[b"a", b"b"], [b"c"]]
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

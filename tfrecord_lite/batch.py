@@ -379,12 +379,14 @@ def rebatch(chunks, size, drop_remainder=False, join=join_records):
     copied record by record. ``size`` may be a callable that gives each batch's size from
     the first chunk it takes records of."""
     size_of = size if callable(size) else None
+    if size_of is None:
+        _check_size(size)
     parts, have = [], 0
     for chunk in chunks:
         if not len(chunk):
             continue
         if size_of is not None and not have:
-            size = size_of(chunk)
+            size = _check_size(size_of(chunk))
         parts.append(chunk)
         have += len(chunk)
         while have >= size:
@@ -395,6 +397,13 @@ def rebatch(chunks, size, drop_remainder=False, join=join_records):
             yield join(parts)
             parts, have = ([last[len(last) - extra:]] if extra else []), extra
             if size_of is not None and have:
-                size = size_of(parts[0])
+                size = _check_size(size_of(parts[0]))
     if parts and not drop_remainder:
         yield join(parts)
+
+
+def _check_size(size):
+    """size, a batch size: one below 1 would make empty batches forever."""
+    if size < 1:
+        raise InvalidArgumentError(f"a batch size must be a positive integer, not {size!r}")
+    return size
