@@ -214,11 +214,14 @@ class BytesColumn:
 
     __hash__ = None  # type: ignore[assignment]  # mutable buffers: not hashable
 
-    def __reduce__(self):
-        # Only the bytes this column spans: a slice of a batch pickles its own values, not
-        # the whole batch's buffer.
+    def _spanned(self):
+        """(values, offsets) of only the bytes this column spans, offsets from 0: what a copy
+        of it needs (a slice shares its whole batch's buffer, or a dataset's whole task's)."""
         first, last = int(self.offsets[0]), int(self.offsets[-1])
-        return BytesColumn, (np.ascontiguousarray(self.values[first:last]), self.offsets - first, self.shape)
+        return self.values[first:last], self.offsets - first
+
+    def __reduce__(self):
+        return BytesColumn, (*self._spanned(), self.shape)
 
     def __repr__(self):
         items = self.to_list() if self.size <= 8 else f"{self.size} values, {self.nbytes} bytes"
