@@ -231,6 +231,15 @@ def test_rebatch_refuses_a_batch_size_below_one(size):
     assert list(rebatch([[b"a", b"b"], [b"c"]], lambda chunk: 2)) == [[b"a", b"b"], [b"c"]]
 
 
+def test_from_list_takes_bytes_likes_and_refuses_numbers():
+    got = BytesColumn.from_list([b"a", bytearray(b"bc"), memoryview(b"d"), np.bytes_(b"e\x00"), "h\u00e9",
+                                 np.frombuffer(b"xyz", np.uint8)])
+    assert got.to_list() == [b"a", b"bc", b"d", b"e\x00", "h\u00e9".encode(), b"xyz"]
+    for odd in (3, np.uint8(5), np.float32(1), None, 1.5):  # bytes(3) is three zero bytes
+        with pytest.raises(tfl.ArgumentTypeError, match=f"value 1 is {type(odd).__name__}"):
+            BytesColumn.from_list([b"a", odd])
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

@@ -74,8 +74,9 @@ class BytesColumn:
 
     @classmethod
     def from_list(cls, items, shape=None) -> BytesColumn:
-        """A column of the given bytes values (a flat iterable; ``shape`` defaults to its length)."""
-        items = [bytes(v) for v in items]
+        """A column of the given bytes values (a flat iterable of bytes-likes, or str as UTF-8;
+        ``shape`` defaults to its length)."""
+        items = [_bytes(v, i) for i, v in enumerate(items)]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         np.cumsum(_native.spans.value_lengths(items), out=offsets[1:])
         values = np.empty(int(offsets[-1]), dtype=np.uint8)
@@ -226,6 +227,21 @@ class BytesColumn:
     def __repr__(self):
         items = self.to_list() if self.size <= 8 else f"{self.size} values, {self.nbytes} bytes"
         return f"BytesColumn({items!r}, shape={self.shape})"
+
+
+def _bytes(value, i) -> bytes:
+    """value i as bytes: bytes(3) would be three zero bytes."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if not isinstance(value, (np.number, np.bool_)):  # numpy scalars are buffers of their machine bytes
+        try:
+            with memoryview(value) as view:
+                return view.tobytes()
+        except TypeError:
+            pass
+    raise ArgumentTypeError(f"value {i} is {type(value).__name__}, not bytes, a bytes-like or str")
 
 
 def concat(parts, default_shape=(0,)) -> BytesColumn:
