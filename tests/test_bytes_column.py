@@ -240,6 +240,16 @@ def test_from_list_takes_bytes_likes_and_refuses_numbers():
             BytesColumn.from_list([b"a", odd])
 
 
+def test_a_record_outside_its_block_is_an_error_however_it_is_read(backend):
+    # Indexing sliced the block, and a slice past its end is clipped: b[1] was b"ef".
+    for starts, lengths in [([0, 4], [2, 5]), ([0, -2], [2, 2])]:
+        batch = tfl.RecordBatch(b"abcdef", np.array(starts, np.int64), np.array(lengths, np.int64))
+        assert batch[0] == b"ab"
+        for read in (lambda: batch[1], batch.to_numpy, lambda: list(batch)):
+            with pytest.raises(tfl.InvalidArgumentError, match="outside its"):
+                read()
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

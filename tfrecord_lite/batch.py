@@ -171,8 +171,12 @@ class RecordBatch(Sequence):
             if i < len(starts):
                 if mapped(frames):
                     return self[i:i + 1].to_numpy()[0]
-                start = int(starts[i])
-                return bytes(memoryview(frames)[start:start + int(lengths[i])])
+                start, n = int(starts[i]), int(lengths[i])
+                with memoryview(frames) as view:
+                    if start < 0 or n < 0 or start + n > view.nbytes:  # a slice would clip it silently
+                        raise InvalidArgumentError(f"a RecordBatch record ({start}, {n}) lies outside its "
+                                                   f"{view.nbytes}-byte block")
+                    return bytes(view[start:start + n])
             i -= len(starts)
 
     def __iter__(self):
