@@ -250,6 +250,20 @@ def test_a_record_outside_its_block_is_an_error_however_it_is_read(backend):
                 read()
 
 
+def test_a_record_batch_checks_its_starts_and_lengths(backend):
+    # Lists failed later with "a bytes-like object is required", a float array in the core,
+    # and a missing length was an IndexError from numpy.
+    batch = tfl.RecordBatch(b"abcdef", [0, 4], [2, 1])
+    assert list(batch) == batch.to_numpy().tolist() == [b"ab", b"e"] and batch.nbytes == 3
+    assert list(batch[1:]) == [b"e"] and len(tfl.RecordBatch(b"", [], [])) == 0
+    with pytest.raises(tfl.InvalidArgumentError, match="2 starts and 1 lengths"):
+        tfl.RecordBatch(b"abcdef", np.array([0, 4]), np.array([2]))
+    with pytest.raises(tfl.ArgumentTypeError, match="lengths must be 1-D integers, not float64"):
+        tfl.RecordBatch(b"abcdef", [0, 4], [2.0, 1.0])
+    with pytest.raises(tfl.ArgumentTypeError, match="starts must be 1-D"):
+        tfl.RecordBatch(segments=[(b"abcdef", np.zeros((1, 1), np.int64), [1])])
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _native
-from .errors import InvalidArgumentError, TFRecordError
+from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
 
 __all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "locate_error"]
 
@@ -85,6 +85,11 @@ class RecordBatch(Sequence):
             origins = None if origin is None else [origin]
         elif origin is not None:
             raise InvalidArgumentError("pass origins= (one per segment) with segments=, not origin=")
+        segments = [(f, _positions(s, "starts"), _positions(n, "lengths")) for f, s, n in segments]
+        for _, seg_starts, seg_lengths in segments:
+            if len(seg_starts) != len(seg_lengths):
+                raise InvalidArgumentError(f"a RecordBatch segment has {len(seg_starts)} starts and "
+                                           f"{len(seg_lengths)} lengths: one of each per record")
         if origins is not None:
             if len(origins) != len(segments):
                 raise InvalidArgumentError(f"{len(origins)} origins for {len(segments)} segments")
@@ -280,6 +285,19 @@ class RecordBatch(Sequence):
     def __repr__(self):
         blocks = len(self.segments) if self._gathered is None else len(self._gathered.buffers)
         return f"RecordBatch({self._len} records in {blocks} blocks)"
+
+
+def _positions(values, what):
+    """starts or lengths as the int64 array the core reads (a list is taken as one)."""
+    array = np.asarray(values)
+    if array.dtype != np.int64:
+        if array.ndim != 1 or array.size and array.dtype.kind not in "iu":
+            raise ArgumentTypeError(f"a RecordBatch's {what} must be 1-D integers, not {array.dtype} "
+                                    f"with shape {array.shape}")
+        array = array.astype(np.int64)
+    elif array.ndim != 1:
+        raise ArgumentTypeError(f"a RecordBatch's {what} must be 1-D, not of shape {array.shape}")
+    return array
 
 
 def _sliced(origin, cut):
