@@ -264,6 +264,22 @@ def test_a_record_batch_checks_its_starts_and_lengths(backend):
         tfl.RecordBatch(segments=[(b"abcdef", np.zeros((1, 1), np.int64), [1])])
 
 
+def test_errors_say_what_was_given_and_what_to_do():
+    values = np.frombuffer(b"abcdef", np.uint8)
+    assert BytesColumn(values, np.array([0, 2, 6], np.int32)).to_list() == [b"ab", b"cdef"]
+    assert BytesColumn(values, [0, 2, 6]).offsets.dtype == np.int64
+    with pytest.raises(tfl.InvalidArgumentError, match="not float64 with shape"):
+        BytesColumn(values, np.array([0.0, 2.0]))
+    with pytest.raises(tfl.InvalidArgumentError, match="np.frombuffer"):
+        BytesColumn(b"abcdef", [0, 6])
+    zero_d = BytesColumn.from_list([b"q"], ())
+    for call in (len, iter):
+        with pytest.raises(tfl.ArgumentTypeError, match=r"col\[\(\)\] is its value"):
+            call(zero_d) if call is len else list(zero_d)
+    with pytest.raises(IndexError, match="index 5 is out of range for a RecordBatch of 2 records"):
+        tfl.RecordBatch(b"abcdef", [0, 2], [2, 2])[5]
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

@@ -140,7 +140,7 @@ class RecordBatch(Sequence):
         its origin is unknown."""
         n, i = self._len, operator.index(i)
         if not -n <= i < n:
-            raise IndexError("record index out of range")
+            raise IndexError(f"record index {i} is out of range for a RecordBatch of {n} records")
         if self._gathered is not None:
             return self._gathered.locate(i % n)
         if self.origins is None:
@@ -168,7 +168,7 @@ class RecordBatch(Sequence):
             return self._slice(*i.indices(self._len))
         n, i = self._len, operator.index(i)
         if not -n <= i < n:
-            raise IndexError("record index out of range")
+            raise IndexError(f"record index {i} is out of range for a RecordBatch of {n} records")
         i %= n
         if self._gathered is not None:
             return self._gathered[i]

@@ -45,9 +45,12 @@ class BytesColumn:
         values = np.asarray(values)
         offsets = np.asarray(offsets)
         if values.ndim != 1 or values.dtype != np.uint8:
-            raise InvalidArgumentError(f"values must be a 1-D uint8 array, not {values.dtype} with shape {values.shape}")
-        if offsets.ndim != 1 or offsets.dtype != np.int64 or len(offsets) < 1:
-            raise InvalidArgumentError("offsets must be a non-empty 1-D int64 array")
+            raise InvalidArgumentError(f"values must be a 1-D uint8 array, not {values.dtype} with shape "
+                                       f"{values.shape} (np.frombuffer(data, np.uint8) views bytes as one)")
+        if offsets.ndim != 1 or len(offsets) < 1 or offsets.dtype.kind not in "iu":
+            raise InvalidArgumentError(f"offsets must be a non-empty 1-D array of integers (one more than the "
+                                       f"values), not {offsets.dtype} with shape {offsets.shape}")
+        offsets = offsets.astype(np.int64, copy=False)  # a list is int32 on some platforms
         n = len(offsets) - 1
         shape = (n,) if shape is None else tuple(int(d) for d in shape)
         if any(d < 0 for d in shape):
@@ -109,7 +112,7 @@ class BytesColumn:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise ArgumentTypeError("len() of a 0-d BytesColumn")
+            raise ArgumentTypeError("len() of a 0-d BytesColumn: col[()] is its value")
         return self.shape[0]
 
     def reshape(self, *shape) -> BytesColumn:
@@ -180,7 +183,7 @@ class BytesColumn:
 
     def __iter__(self):
         if not self.shape:
-            raise ArgumentTypeError("iteration over a 0-d BytesColumn")
+            raise ArgumentTypeError("iteration over a 0-d BytesColumn: col[()] is its value")
         for i in range(self.shape[0]):
             yield self[i]
 
