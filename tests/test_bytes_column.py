@@ -280,6 +280,19 @@ def test_errors_say_what_was_given_and_what_to_do():
         tfl.RecordBatch(b"abcdef", [0, 2], [2, 2])[5]
 
 
+def test_copy_false_is_refused_as_numpy_refuses_it_for_a_list():
+    col = BytesColumn.from_list([b"a", b"bc"])
+    batch = tfl.RecordBatch(b"abc", [0, 1], [1, 2])
+    for items in (col, batch):
+        if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+            with pytest.raises(ValueError, match=r"copy=False"):
+                np.array(items, copy=False)
+        else:  # numpy 1's copy=False means "copy if needed" (and is not passed on)
+            assert np.array(items, copy=False).tolist() == [b"a", b"bc"]
+        assert np.array(items, copy=True).tolist() == np.asarray(items).tolist() == [b"a", b"bc"]
+        assert np.asarray(items, dtype="S2").tolist() == [b"a", b"bc"]
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _native
+from .bytes_column import as_array
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
 
 __all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "locate_error"]
@@ -200,8 +201,7 @@ class RecordBatch(Sequence):
     def __array__(self, dtype=None, copy=None):
         # numpy's own conversion of a sequence of bytes makes an "S" array, which drops the
         # trailing NUL bytes of every record (an Example often ends in one).
-        out = self.to_numpy()
-        return out if dtype is None else out.astype(dtype)
+        return as_array(self, dtype, copy)
 
     @property
     def nbytes(self) -> int:

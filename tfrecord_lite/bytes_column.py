@@ -198,8 +198,7 @@ class BytesColumn:
         return _native.spans.split_values(np.ascontiguousarray(self.values), self.offsets).reshape(self.shape)
 
     def __array__(self, dtype=None, copy=None):
-        out = self.to_numpy()
-        return out if dtype is None else out.astype(dtype)
+        return as_array(self, dtype, copy)
 
     def equals(self, other) -> bool:
         """Same shape and the same values, against a BytesColumn or an array-like of bytes."""
@@ -230,6 +229,16 @@ class BytesColumn:
     def __repr__(self):
         items = self.to_list() if self.size <= 8 else f"{self.size} values, {self.nbytes} bytes"
         return f"BytesColumn({items!r}, shape={self.shape})"
+
+
+def as_array(items, dtype, copy):
+    """``__array__`` of a BytesColumn or RecordBatch: its to_numpy(), a new array, which
+    numpy 2's ``copy=False`` (no copy, or an error) refuses, as it does for a list."""
+    if copy is False:
+        raise InvalidArgumentError(f"a {type(items).__name__} converts to a new object array: np.asarray(x) "
+                                   "allows that, np.asarray(x, copy=False) does not")
+    out = items.to_numpy()
+    return out if dtype is None else out.astype(dtype)
 
 
 def _bytes(value, i) -> bytes:
