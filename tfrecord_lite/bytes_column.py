@@ -160,9 +160,9 @@ class BytesColumn:
         out = np.empty(int(offsets[-1]), dtype=np.uint8)
         long = lengths >= _LONG
         if long.any():  # one slice each: an int64 index per byte would take 8 times their size
-            at, start, n = offsets.tolist(), starts.tolist(), lengths.tolist()
+            to, source, size = offsets.tolist(), starts.tolist(), lengths.tolist()
             for i in np.flatnonzero(long).tolist():
-                out[at[i]:at[i] + n[i]] = self.values[start[i]:start[i] + n[i]]
+                out[to[i]:to[i] + size[i]] = self.values[source[i]:source[i] + size[i]]
         # Shorter ones through an index per byte (vectorised), about _RUN_BYTES of them at a time.
         short = np.flatnonzero(~long)
         ends = np.cumsum(lengths[short])
