@@ -293,6 +293,31 @@ def test_copy_false_is_refused_as_numpy_refuses_it_for_a_list():
         assert np.asarray(items, dtype="S2").tolist() == [b"a", b"bc"]
 
 
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_pickled_record_batch_holds_only_its_records(backend, tmp_path, mapped):
+    import pickle
+
+    records = [bytes([i % 251]) * 5000 for i in range(400)]
+    path = str(tmp_path / "r.tfrecord")
+    with TFRecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    batch = next(tfl.TFRecordReader(path, memory_map=mapped).record_batches(400))
+    part = batch[3:9:2]
+    data = pickle.dumps(part)
+    assert len(data) < 4 * 5000  # not the read block (1 MiB) or the mapped file (2 MB)
+    again = pickle.loads(data)
+    assert again == records[3:9:2] and again.framed == part.framed
+    assert [again.locate(i) for i in range(3)] == [(path, 3 * 5016, 3), (path, 5 * 5016, 5), (path, 7 * 5016, 7)]
+    # Records of unknown origin beside known ones, and a framed batch written back verbatim.
+    mixed = pickle.loads(pickle.dumps(part + tfl.RecordBatch(b"xyz", [0], [3])))
+    assert mixed == records[3:9:2] + [b"xyz"] and mixed.locate(3) is None and mixed.locate(1)[2] == 5
+    out = str(tmp_path / "out.tfrecord")
+    with TFRecordWriter(out) as w:
+        w.write_many(again)
+    assert list(tfl.TFRecordReader(out)) == records[3:9:2]
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

@@ -188,6 +188,23 @@ class RecordBatch(Sequence):
     def __iter__(self):
         return copied(self)
 
+    def __reduce__(self):
+        # Only the records, framed anew into one buffer: a slice took its whole read block
+        # along (1 MiB for one record), and a mapped file's batch the whole file.
+        records = self.to_numpy().tolist()
+        lengths = np.fromiter(map(len, records), np.int64, len(records))
+        frames = bytes(_native.framing.encode_frames(records))
+        starts = np.cumsum(lengths + (_HEADER + _FOOTER)) - lengths - _FOOTER
+        if self.origins is None:
+            return _rebuilt, ([(frames, starts, lengths)], None, self.framed)
+        parts = [(_record_origins(o, s) if o is not None else None, len(s)) for (_, s, _), o in
+                 zip(self.segments, self.origins)]
+        if all(o is not None for o, _ in parts):  # one segment, its records' origins joined
+            return _rebuilt, ([(frames, starts, lengths)], [_joined([o for o, _ in parts])], self.framed)
+        bounds = np.cumsum([0] + [m for _, m in parts]).tolist()
+        segments = [(frames, starts[lo:hi], lengths[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
+        return _rebuilt, (segments, [o for o, _ in parts], self.framed)
+
     def to_numpy(self) -> np.ndarray:
         """The records as a 1-D object array of ``bytes``, made by the core."""
         from ._gather import Gathered  # it builds on this module
@@ -298,6 +315,29 @@ def _positions(values, what):
     elif array.ndim != 1:
         raise ArgumentTypeError(f"a RecordBatch's {what} must be 1-D, not of shape {array.shape}")
     return array
+
+
+def _rebuilt(segments, origins, framed) -> RecordBatch:
+    """A pickled RecordBatch (RecordBatch.__reduce__)."""
+    return RecordBatch(segments=segments, origins=origins, framed=framed)
+
+
+def _record_origins(origin, starts) -> RecordOrigins:
+    """The origin of each record of a segment (starts: its records' data offsets in its block)."""
+    if type(origin) is RecordOrigins:
+        return origin
+    m = len(starts)
+    return RecordOrigins([origin.path], np.zeros(m, np.int64), origin.base + starts - _HEADER,
+                         origin.first + np.arange(m, dtype=np.int64) * origin.step)
+
+
+def _joined(origins) -> RecordOrigins:
+    """RecordOrigins of several segments as one, over one list of paths."""
+    paths: dict = {}
+    ids = [np.array([paths.setdefault(str(p), len(paths)) for p in o.paths], np.int64)[np.asarray(o.path_ids)]
+           for o in origins]
+    return RecordOrigins(list(paths), np.concatenate(ids), np.concatenate([o.offsets for o in origins]),
+                         np.concatenate([o.indices for o in origins]))
 
 
 def _sliced(origin, cut):
