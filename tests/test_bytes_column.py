@@ -295,6 +295,7 @@ def test_copy_false_is_refused_as_numpy_refuses_it_for_a_list():
 
 @pytest.mark.parametrize("mapped", [False, True])
 def test_a_pickled_record_batch_holds_only_its_records(backend, tmp_path, mapped):
+    import copy
     import pickle
 
     records = [bytes([i % 251]) * 5000 for i in range(400)]
@@ -312,6 +313,8 @@ def test_a_pickled_record_batch_holds_only_its_records(backend, tmp_path, mapped
     # Records of unknown origin beside known ones, and a framed batch written back verbatim.
     mixed = pickle.loads(pickle.dumps(part + tfl.RecordBatch(b"xyz", [0], [3])))
     assert mixed == records[3:9:2] + [b"xyz"] and mixed.locate(3) is None and mixed.locate(1)[2] == 5
+    shallow = copy.copy(part)
+    assert shallow == part and shallow.segments[0][0] is part.segments[0][0]
     out = str(tmp_path / "out.tfrecord")
     with TFRecordWriter(out) as w:
         w.write_many(again)

@@ -188,6 +188,9 @@ class RecordBatch(Sequence):
     def __iter__(self):
         return copied(self)
 
+    def __copy__(self):  # sharing the blocks, as slicing does (__reduce__ would copy the records)
+        return self[:]
+
     def __reduce__(self):
         # Only the records, framed anew into one buffer: a slice took its whole read block
         # along (1 MiB for one record), and a mapped file's batch the whole file.
