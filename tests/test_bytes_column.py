@@ -147,6 +147,180 @@ def test_bytes_column_behaves_like_an_object_array():
         BytesColumn(np.zeros(3, np.uint8), np.array([0, 1], np.int64), (2,))
 
 
+@settings(max_examples=80)
+@given(values=st.lists(st.sampled_from([0, 1, 5, 1023, 1024, 3000]).map(lambda n: b"v" * n) | values_st, max_size=20),
+       picks=st.lists(st.integers(-20, 19), max_size=30))
+def test_take_gives_the_values_asked_for_in_any_mix_of_lengths(monkeypatch, values, picks):
+    from tfrecord_lite import bytes_column
+
+    monkeypatch.setattr(bytes_column, "_RUN_BYTES", 7)  # several runs of short values
+    picks = [p % len(values) for p in picks] if values else []
+    col = BytesColumn.from_list(values)
+    assert col.take(np.array(picks, np.int64)).to_list() == [values[p] for p in picks]
+    assert col[::-3].to_list() == values[::-3]
+
+
+def test_taking_large_values_needs_no_index_per_byte():
+    import tracemalloc
+
+    col = BytesColumn.from_list([bytes([i]) * (64 << 10) for i in range(64)])  # 4 MiB
+    tracemalloc.start()
+    try:
+        picked = col[::2]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert picked.to_list() == col.to_list()[::2]
+    assert peak < 2 * picked.nbytes  # an int64 source position per byte took 8 times it
+
+
+def test_a_pickled_slice_holds_only_its_own_bytes():
+    import copy
+    import pickle
+
+    col = BytesColumn.from_list([b"x" * 100_000, b"ab", b"", b"cde", b"y" * 100_000]).reshape(-1)
+    part = col[1:4]
+    data = pickle.dumps(part)
+    assert len(data) < 1000  # not the 200 KB of the column it was sliced from
+    again = pickle.loads(data)
+    assert again == part and again.to_list() == [b"ab", b"", b"cde"] and again.offsets[0] == 0
+    grid = pickle.loads(pickle.dumps(col.reshape(5, 1)[3:]))
+    assert grid.shape == (2, 1) and grid.to_list() == [[b"cde"], [b"y" * 100_000]]
+    assert copy.deepcopy(part) == part and copy.copy(col) == col
+
+
+def test_a_record_batch_converts_to_numpy_whole(backend):
+    # An Example whose last value is 0 ends in a NUL byte, which an "S" array drops.
+    records = [tfl.encode_example({"n": [0]}), b"a\x00\x00", b"", b"\x00"]
+    frames, starts, lengths, *_ = backend.framing.scan_block(backend.framing.encode_frames(records))
+    batch = tfl.RecordBatch(frames, starts, lengths)
+    for array in (np.asarray(batch), np.array(batch), np.asarray(batch[1:])):
+        assert array.dtype == object and array.tolist() == records[len(records) - len(array):]
+    assert tfl.parse_example(np.asarray(batch)[:1], {"n": tfl.FixedLenFeature([], np.int64)})["n"].tolist() == [0]
+
+
+def test_a_column_refuses_offsets_outside_its_values():
+    # Indexing slices the values by the offsets, and numpy clips a slice past the end:
+    # BytesColumn(b"abc", [0, 5])[0] was b"abc", as if the value were 3 bytes long.
+    values = np.frombuffer(b"abcdef", np.uint8)
+    for offsets, match in [([0, 7], "outside the 6 bytes"), ([-1, 2], "outside"), ([7], "outside"),
+                           ([0, 4, 2, 6], r"offset 2 \(2\) is below offset 1 \(4\)")]:
+        with pytest.raises(tfl.InvalidArgumentError, match=match):
+            BytesColumn(values, np.array(offsets, np.int64))
+    with pytest.raises(tfl.InvalidArgumentError, match="negative dimension"):
+        BytesColumn(values, np.array([0], np.int64), (0, -1))
+    assert BytesColumn(values, np.array([2, 2, 6], np.int64)).to_list() == [b"", b"cdef"]
+    assert BytesColumn(values, np.array([6], np.int64)).to_list() == []
+
+
+def test_a_boolean_key_is_a_mask_as_in_numpy():
+    col = BytesColumn.from_list([b"a", b"bc", b"d"])
+    arr = col.to_numpy()
+    for key in (True, False, np.True_):
+        assert col[key].shape == arr[key].shape and col[key].to_list() == arr[key].tolist()
+    assert col[1] == b"bc" and col[np.int64(1)] == b"bc"
+
+
+@pytest.mark.parametrize("size", [0, -2, lambda chunk: 0])
+def test_rebatch_refuses_a_batch_size_below_one(size):
+    from tfrecord_lite.batch import rebatch
+
+    # It yielded empty batches forever (and held every one a caller kept).
+    with pytest.raises(tfl.InvalidArgumentError, match="positive integer"):
+        next(rebatch([[b"a", b"b"]], size))
+    assert list(rebatch([[b"a", b"b"], [b"c"]], lambda chunk: 2)) == [[b"a", b"b"], [b"c"]]
+
+
+def test_from_list_takes_bytes_likes_and_refuses_numbers():
+    got = BytesColumn.from_list([b"a", bytearray(b"bc"), memoryview(b"d"), np.bytes_(b"e\x00"), "h\u00e9",
+                                 np.frombuffer(b"xyz", np.uint8)])
+    assert got.to_list() == [b"a", b"bc", b"d", b"e\x00", "h\u00e9".encode(), b"xyz"]
+    for odd in (3, np.uint8(5), np.float32(1), None, 1.5):  # bytes(3) is three zero bytes
+        with pytest.raises(tfl.ArgumentTypeError, match=f"value 1 is {type(odd).__name__}"):
+            BytesColumn.from_list([b"a", odd])
+
+
+def test_a_record_outside_its_block_is_an_error_however_it_is_read(backend):
+    # Indexing sliced the block, and a slice past its end is clipped: b[1] was b"ef".
+    for starts, lengths in [([0, 4], [2, 5]), ([0, -2], [2, 2])]:
+        batch = tfl.RecordBatch(b"abcdef", np.array(starts, np.int64), np.array(lengths, np.int64))
+        assert batch[0] == b"ab"
+        for read in (lambda: batch[1], batch.to_numpy, lambda: list(batch)):
+            with pytest.raises(tfl.InvalidArgumentError, match="outside its"):
+                read()
+
+
+def test_a_record_batch_checks_its_starts_and_lengths(backend):
+    # Lists failed later with "a bytes-like object is required", a float array in the core,
+    # and a missing length was an IndexError from numpy.
+    batch = tfl.RecordBatch(b"abcdef", [0, 4], [2, 1])
+    assert list(batch) == batch.to_numpy().tolist() == [b"ab", b"e"] and batch.nbytes == 3
+    assert list(batch[1:]) == [b"e"] and len(tfl.RecordBatch(b"", [], [])) == 0
+    with pytest.raises(tfl.InvalidArgumentError, match="2 starts and 1 lengths"):
+        tfl.RecordBatch(b"abcdef", np.array([0, 4]), np.array([2]))
+    with pytest.raises(tfl.ArgumentTypeError, match="lengths must be 1-D integers, not float64"):
+        tfl.RecordBatch(b"abcdef", [0, 4], [2.0, 1.0])
+    with pytest.raises(tfl.ArgumentTypeError, match="starts must be 1-D"):
+        tfl.RecordBatch(segments=[(b"abcdef", np.zeros((1, 1), np.int64), [1])])
+
+
+def test_errors_say_what_was_given_and_what_to_do():
+    values = np.frombuffer(b"abcdef", np.uint8)
+    assert BytesColumn(values, np.array([0, 2, 6], np.int32)).to_list() == [b"ab", b"cdef"]
+    assert BytesColumn(values, [0, 2, 6]).offsets.dtype == np.int64
+    with pytest.raises(tfl.InvalidArgumentError, match="not float64 with shape"):
+        BytesColumn(values, np.array([0.0, 2.0]))
+    with pytest.raises(tfl.InvalidArgumentError, match="np.frombuffer"):
+        BytesColumn(b"abcdef", [0, 6])
+    zero_d = BytesColumn.from_list([b"q"], ())
+    for call in (len, iter):
+        with pytest.raises(tfl.ArgumentTypeError, match=r"col\[\(\)\] is its value"):
+            call(zero_d) if call is len else list(zero_d)
+    with pytest.raises(IndexError, match="index 5 is out of range for a RecordBatch of 2 records"):
+        tfl.RecordBatch(b"abcdef", [0, 2], [2, 2])[5]
+
+
+def test_copy_false_is_refused_as_numpy_refuses_it_for_a_list():
+    col = BytesColumn.from_list([b"a", b"bc"])
+    batch = tfl.RecordBatch(b"abc", [0, 1], [1, 2])
+    for items in (col, batch):
+        if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+            with pytest.raises(ValueError, match=r"copy=False"):
+                np.array(items, copy=False)
+        else:  # numpy 1's copy=False means "copy if needed" (and is not passed on)
+            assert np.array(items, copy=False).tolist() == [b"a", b"bc"]
+        assert np.array(items, copy=True).tolist() == np.asarray(items).tolist() == [b"a", b"bc"]
+        assert np.asarray(items, dtype="S2").tolist() == [b"a", b"bc"]
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_pickled_record_batch_holds_only_its_records(backend, tmp_path, mapped):
+    import copy
+    import pickle
+
+    records = [bytes([i % 251]) * 5000 for i in range(400)]
+    path = str(tmp_path / "r.tfrecord")
+    with TFRecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    batch = next(tfl.TFRecordReader(path, memory_map=mapped).record_batches(400))
+    part = batch[3:9:2]
+    data = pickle.dumps(part)
+    assert len(data) < 4 * 5000  # not the read block (1 MiB) or the mapped file (2 MB)
+    again = pickle.loads(data)
+    assert again == records[3:9:2] and again.framed == part.framed
+    assert [again.locate(i) for i in range(3)] == [(path, 3 * 5016, 3), (path, 5 * 5016, 5), (path, 7 * 5016, 7)]
+    # Records of unknown origin beside known ones, and a framed batch written back verbatim.
+    mixed = pickle.loads(pickle.dumps(part + tfl.RecordBatch(b"xyz", [0], [3])))
+    assert mixed == records[3:9:2] + [b"xyz"] and mixed.locate(3) is None and mixed.locate(1)[2] == 5
+    shallow = copy.copy(part)
+    assert shallow == part and shallow.segments[0][0] is part.segments[0][0]
+    out = str(tmp_path / "out.tfrecord")
+    with TFRecordWriter(out) as w:
+        w.write_many(again)
+    assert list(tfl.TFRecordReader(out)) == records[3:9:2]
+
+
 def test_bytes_output_is_checked(backend):
     with pytest.raises(FeatureSpecError, match="bytes_output"):
         tfl.parse_example([], {"b": tfl.FixedLenFeature([], bytes)}, bytes_output="list")

@@ -83,7 +83,8 @@ class _Packer:
             except (TypeError, RuntimeError):
                 return (_OBJECT, obj)  # torch's own pickling shares them
         if kind is BytesColumn:
-            return (_COLUMN, self.node(obj.values), self.node(obj.offsets), obj.shape)
+            values, offsets = obj._spanned()  # a dataset's batch is a slice of its task's buffer
+            return (_COLUMN, self.node(values), self.node(offsets), obj.shape)
         if kind is np.ndarray:
             if obj.dtype.hasobject:
                 values = obj.reshape(-1).tolist()

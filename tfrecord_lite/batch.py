@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _native
-from .errors import InvalidArgumentError, TFRecordError
+from .bytes_column import as_array
+from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
 
 __all__ = ["RecordBatch", "BlockOrigin", "RecordOrigins", "rebatch", "join_records", "locate_error"]
 
@@ -57,7 +58,8 @@ class RecordBatch(Sequence):
     """A sequence of records stored in place in frame blocks: ``segments`` is a list of
     ``(frames, starts, lengths)`` with int64 arrays locating each record's data in ``frames``.
 
-    Indexing gives ``bytes``; slicing (positive steps) and ``+`` give new RecordBatches that
+    Indexing gives ``bytes``; ``np.asarray(batch)`` an object array of them (``to_numpy``);
+    slicing (positive steps) and ``+`` give new RecordBatches that
     share the blocks, so batching records costs no copy and no object per record. The
     parsers read the records straight from the blocks.
 
@@ -84,6 +86,11 @@ class RecordBatch(Sequence):
             origins = None if origin is None else [origin]
         elif origin is not None:
             raise InvalidArgumentError("pass origins= (one per segment) with segments=, not origin=")
+        segments = [(f, _positions(s, "starts"), _positions(n, "lengths")) for f, s, n in segments]
+        for _, seg_starts, seg_lengths in segments:
+            if len(seg_starts) != len(seg_lengths):
+                raise InvalidArgumentError(f"a RecordBatch segment has {len(seg_starts)} starts and "
+                                           f"{len(seg_lengths)} lengths: one of each per record")
         if origins is not None:
             if len(origins) != len(segments):
                 raise InvalidArgumentError(f"{len(origins)} origins for {len(segments)} segments")
@@ -134,7 +141,7 @@ class RecordBatch(Sequence):
         its origin is unknown."""
         n, i = self._len, operator.index(i)
         if not -n <= i < n:
-            raise IndexError("record index out of range")
+            raise IndexError(f"record index {i} is out of range for a RecordBatch of {n} records")
         if self._gathered is not None:
             return self._gathered.locate(i % n)
         if self.origins is None:
@@ -162,7 +169,7 @@ class RecordBatch(Sequence):
             return self._slice(*i.indices(self._len))
         n, i = self._len, operator.index(i)
         if not -n <= i < n:
-            raise IndexError("record index out of range")
+            raise IndexError(f"record index {i} is out of range for a RecordBatch of {n} records")
         i %= n
         if self._gathered is not None:
             return self._gathered[i]
@@ -170,12 +177,36 @@ class RecordBatch(Sequence):
             if i < len(starts):
                 if mapped(frames):
                     return self[i:i + 1].to_numpy()[0]
-                start = int(starts[i])
-                return bytes(memoryview(frames)[start:start + int(lengths[i])])
+                start, n = int(starts[i]), int(lengths[i])
+                with memoryview(frames) as view:
+                    if start < 0 or n < 0 or start + n > view.nbytes:  # a slice would clip it silently
+                        raise InvalidArgumentError(f"a RecordBatch record ({start}, {n}) lies outside its "
+                                                   f"{view.nbytes}-byte block")
+                    return bytes(view[start:start + n])
             i -= len(starts)
 
     def __iter__(self):
         return copied(self)
+
+    def __copy__(self):  # sharing the blocks, as slicing does (__reduce__ would copy the records)
+        return self[:]
+
+    def __reduce__(self):
+        # Only the records, framed anew into one buffer: a slice took its whole read block
+        # along (1 MiB for one record), and a mapped file's batch the whole file.
+        records = self.to_numpy().tolist()
+        lengths = np.fromiter(map(len, records), np.int64, len(records))
+        frames = bytes(_native.framing.encode_frames(records))
+        starts = np.cumsum(lengths + (_HEADER + _FOOTER)) - lengths - _FOOTER
+        if self.origins is None:
+            return _rebuilt, ([(frames, starts, lengths)], None, self.framed)
+        parts = [(_record_origins(o, s) if o is not None else None, len(s)) for (_, s, _), o in
+                 zip(self.segments, self.origins)]
+        if all(o is not None for o, _ in parts):  # one segment, its records' origins joined
+            return _rebuilt, ([(frames, starts, lengths)], [_joined([o for o, _ in parts])], self.framed)
+        bounds = np.cumsum([0] + [m for _, m in parts]).tolist()
+        segments = [(frames, starts[lo:hi], lengths[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
+        return _rebuilt, (segments, [o for o, _ in parts], self.framed)
 
     def to_numpy(self) -> np.ndarray:
         """The records as a 1-D object array of ``bytes``, made by the core."""
@@ -186,6 +217,11 @@ class RecordBatch(Sequence):
             return _native.spans.split_records(g.buffers, g.which, g.starts, g.lengths)
         except TFRecordError as exc:  # a mapped file cut short: name the record
             raise locate_error(exc, self) from None
+
+    def __array__(self, dtype=None, copy=None):
+        # numpy's own conversion of a sequence of bytes makes an "S" array, which drops the
+        # trailing NUL bytes of every record (an Example often ends in one).
+        return as_array(self, dtype, copy)
 
     @property
     def nbytes(self) -> int:
@@ -269,6 +305,42 @@ class RecordBatch(Sequence):
     def __repr__(self):
         blocks = len(self.segments) if self._gathered is None else len(self._gathered.buffers)
         return f"RecordBatch({self._len} records in {blocks} blocks)"
+
+
+def _positions(values, what):
+    """starts or lengths as the int64 array the core reads (a list is taken as one)."""
+    array = np.asarray(values)
+    if array.dtype != np.int64:
+        if array.ndim != 1 or array.size and array.dtype.kind not in "iu":
+            raise ArgumentTypeError(f"a RecordBatch's {what} must be 1-D integers, not {array.dtype} "
+                                    f"with shape {array.shape}")
+        array = array.astype(np.int64)
+    elif array.ndim != 1:
+        raise ArgumentTypeError(f"a RecordBatch's {what} must be 1-D, not of shape {array.shape}")
+    return array
+
+
+def _rebuilt(segments, origins, framed) -> RecordBatch:
+    """A pickled RecordBatch (RecordBatch.__reduce__)."""
+    return RecordBatch(segments=segments, origins=origins, framed=framed)
+
+
+def _record_origins(origin, starts) -> RecordOrigins:
+    """The origin of each record of a segment (starts: its records' data offsets in its block)."""
+    if type(origin) is RecordOrigins:
+        return origin
+    m = len(starts)
+    return RecordOrigins([origin.path], np.zeros(m, np.int64), origin.base + starts - _HEADER,
+                         origin.first + np.arange(m, dtype=np.int64) * origin.step)
+
+
+def _joined(origins) -> RecordOrigins:
+    """RecordOrigins of several segments as one, over one list of paths."""
+    paths: dict = {}
+    ids = [np.array([paths.setdefault(str(p), len(paths)) for p in o.paths], np.int64)[np.asarray(o.path_ids)]
+           for o in origins]
+    return RecordOrigins(list(paths), np.concatenate(ids), np.concatenate([o.offsets for o in origins]),
+                         np.concatenate([o.indices for o in origins]))
 
 
 def _sliced(origin, cut):
@@ -372,12 +444,14 @@ def rebatch(chunks, size, drop_remainder=False, join=join_records):
     copied record by record. ``size`` may be a callable that gives each batch's size from
     the first chunk it takes records of."""
     size_of = size if callable(size) else None
+    if size_of is None:
+        _check_size(size)
     parts, have = [], 0
     for chunk in chunks:
         if not len(chunk):
             continue
         if size_of is not None and not have:
-            size = size_of(chunk)
+            size = _check_size(size_of(chunk))
         parts.append(chunk)
         have += len(chunk)
         while have >= size:
@@ -388,6 +462,13 @@ def rebatch(chunks, size, drop_remainder=False, join=join_records):
             yield join(parts)
             parts, have = ([last[len(last) - extra:]] if extra else []), extra
             if size_of is not None and have:
-                size = size_of(parts[0])
+                size = _check_size(size_of(parts[0]))
     if parts and not drop_remainder:
         yield join(parts)
+
+
+def _check_size(size):
+    """size, a batch size: one below 1 would make empty batches forever."""
+    if size < 1:
+        raise InvalidArgumentError(f"a batch size must be a positive integer, not {size!r}")
+    return size
