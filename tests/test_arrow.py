@@ -474,17 +474,26 @@ def test_write_arrow_takes_views_and_fixed_size_binary_as_their_plain_types(back
     assert list(TFRecordReader(tmp_path / "view.tfrecord")) == list(TFRecordReader(tmp_path / "plain.tfrecord"))
 
 
-def test_write_arrow_writes_no_feature_for_a_column_without_values(backend, tmp_path):
+def test_write_arrow_writes_a_column_without_values_as_features_of_no_kind(backend, tmp_path):
     """A column of type null (Ray types a block's all-None column so, pandas an all-None
-    object column) or list<null> (only empty lists and nulls): no record gets it, as no
-    record gets a null row's feature; an empty list of no type parses as a missing feature,
-    as a Feature holding no list does."""
-    table = pa.table({"n": pa.array([None, None], pa.null()), "i": [1, 2],
-                      "ln": pa.array([[], None], pa.list_(pa.null()))})
+    object column): no record gets it, as no record gets a null row's feature. A list<null>
+    column (only empty lists and nulls: Ray types a block's empty lists so) was left out of
+    every record too, so its [] rows read back as null: an empty list is now a Feature of no
+    kind, as encode_example writes [], which reads back as [] and parses as any type."""
+    table = pa.table({"n": pa.array([None, None, None], pa.null()), "i": [1, 2, 3],
+                      "ln": pa.array([[], None, []], pa.list_(pa.null())),
+                      "fz": pa.array([[], None, []], pa.list_(pa.null(), 0))})
     write_arrow(table, tmp_path / "t.tfrecord")
-    assert list(TFRecordReader(tmp_path / "t.tfrecord")) == tfl.encode_examples({"i": np.array([1, 2])})
+    assert list(TFRecordReader(tmp_path / "t.tfrecord")) == [
+        tfl.encode_example({"i": 1, "ln": [], "fz": []}), tfl.encode_example({"i": 2}),
+        tfl.encode_example({"i": 3, "ln": [], "fz": []})]
+    spec = {"ln": tfl.VarLenFeature("int64"), "fz": tfl.VarLenFeature(bytes)}
+    assert read_table(tmp_path / "t.tfrecord", spec).to_pydict() == {"ln": [[], None, []], "fz": [[], None, []]}
     assert write_arrow(pa.table({"n": pa.array([None], pa.null())}), tmp_path / "n.tfrecord") == 1
     assert list(TFRecordReader(tmp_path / "n.tfrecord")) == [tfl.encode_example({})]
+    with pytest.raises(FeatureSpecError, match="'ln': a list holds a null value"):
+        write_arrow(pa.table({"ln": pa.array([[], [None]], pa.list_(pa.null()))}), tmp_path / "bad.tfrecord")
+    assert not (tmp_path / "bad.tfrecord").exists()
 
 
 def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_path):

@@ -573,6 +573,21 @@ def test_a_block_where_a_column_is_all_none_is_written(backend, tmp_path):
     assert backend.name == tfl.implementation
 
 
+def test_a_block_of_only_empty_lists_writes_empty_features(cluster, tmp_path):
+    """Ray types a list column list<null> in a block where every row is [] or None: the
+    column was left out of that block's records, so its [] rows read back as null (a record
+    lacking the feature) where the other blocks' [] read back as []. They are written as
+    empty features now, and None rows as no feature, in every block."""
+    ds = ray.data.from_items([{"id": 0, "v": []}, {"id": 1, "v": None}, {"id": 2, "v": [5, 6]}, {"id": 3, "v": []}],
+                             override_num_blocks=2)
+    assert [str(b.schema.field("v").type) for b in map(ray.get, ds.to_arrow_refs())] == ["list<item: null>",
+                                                                                         "list<item: int64>"]
+    shards = write_tfrecords(ds, str(tmp_path / "part"))
+    back = collect(read_tfrecords([s.path for s in shards], {"id": tfl.FixedLenFeature([], "int64"),
+                                                             "v": tfl.VarLenFeature("int64")})).sort_by("id")
+    assert back.column("v").to_pylist() == [[], None, [5, 6], []]
+
+
 def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):
     """A null in record_column failed in the writer as 'cannot write a NoneType as a record',
     naming record 3 of the hidden staging file ('.part-<id>-00001.tfrecord')."""

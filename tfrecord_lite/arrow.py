@@ -27,8 +27,9 @@ Writing (``write_arrow``) takes numeric, bool, binary and string columns (views 
 fixed-size binary too), fixed-size and variable lists of them (list views too; dictionary
 columns are decoded first) and fixed-shape tensors (each row's values flattened, in the
 order of its logical shape), one Feature per column and row; a null row omits the feature
-from that record, and a column of type null or list<null> (no value in any row: Ray types a
-block's all-None column so) from every record.
+from that record, and a column of type null from every record. An empty list of a column of
+type list<null> (Ray types a block's empty lists so) is a Feature of no kind, which parses as
+an empty list of any type.
 The records are byte-identical to TensorFlow's Examples of typed Features (``bytes_list``,
 ``float_list``, ``int64_list``) of the same values.
 """
@@ -486,6 +487,13 @@ def _encodable(name, arr: pa.Array):
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     n = len(arr)
+    if _valueless(arr.type):  # list<null>: each row [] or null
+        import pyarrow.compute as pc
+
+        if pc.sum(pc.list_value_length(arr)).as_py():
+            raise FeatureSpecError(f"column {name!r}: a list holds a null value, which an Example cannot hold",
+                                   hint="fill or drop the nulls inside the lists (pyarrow.compute.fill_null)")
+        return [[]] * n
     if arr.null_count and not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         arr = _fill_nulls(name, arr)
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
@@ -583,9 +591,9 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
         raise FeatureSpecError("a table written as Examples needs distinct column names")
     arrays = {}
     for field, arr in zip(batch.schema, batch.columns):
-        if _valueless(field.type):
+        if pa.types.is_null(field.type):
             continue
-        if not _holdable(field.type):
+        if not _holdable(field.type) and not _valueless(field.type):
             raise _unsupported(field.name, field.type)
         arrays[field.name] = _plain(arr)
     columns = {name: _encodable(name, arr) for name, arr in arrays.items()}
@@ -604,8 +612,8 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
 
 
 def _valueless(t) -> bool:
-    """A column of type null or list<null>: no row holds a value (at most empty lists, which
-    parse as a missing feature, as a Feature of no type does)."""
+    """A column of type null or list<null>: no row holds a value. A null row is no feature,
+    an empty list a Feature of no kind (as encode_example writes [])."""
     return pa.types.is_null(t) or (_is_list(t) and pa.types.is_null(t.value_type))
 
 
