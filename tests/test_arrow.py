@@ -496,6 +496,27 @@ def test_write_arrow_writes_a_column_without_values_as_features_of_no_kind(backe
     assert not (tmp_path / "bad.tfrecord").exists()
 
 
+def test_write_arrow_leaves_out_an_unnamed_pandas_index(backend, tmp_path):
+    """Table.from_pandas of a filtered or sorted frame adds its unnamed index as a column
+    __index_level_0__, which was written as a feature of every record. Row labels are not
+    data (pandas' to_dict("records") and Ray drop them): they are left out now. A named
+    index is a column like any other, and is written."""
+    import pandas as pd
+    df = pd.DataFrame({"a": [1, 2, 3, 4], "b": ["w", "x", "y", "z"]})
+    table = pa.Table.from_pandas(df[df.a != 2].sort_values("b", ascending=False))
+    assert "__index_level_0__" in table.schema.names
+    write_arrow(table, tmp_path / "f.tfrecord")
+    assert list(TFRecordReader(tmp_path / "f.tfrecord")) == tfl.encode_examples(
+        {"a": np.array([4, 3, 1]), "b": [b"z", b"y", b"w"]})
+    named = pa.Table.from_pandas(df.set_index(pd.Index([3, 1, 0, 2], name="id")))
+    write_arrow(named.to_batches(max_chunksize=3), tmp_path / "n.tfrecord")
+    assert read_table(tmp_path / "n.tfrecord").to_pydict() == {
+        "a": [1, 2, 3, 4], "b": [b"w", b"x", b"y", b"z"], "id": [3, 1, 0, 2]}
+    # a column of that name in a table not from pandas is data
+    write_arrow(pa.table({"__index_level_0__": [5]}), tmp_path / "p.tfrecord")
+    assert read_table(tmp_path / "p.tfrecord").to_pydict() == {"__index_level_0__": [5]}
+
+
 def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_path):
     # A null item whose values are valid (made with a mask, as compute kernels do): it was
     # written as those values, [[1, 2], None] as the four floats 1, 2, 3, 4.

@@ -29,13 +29,15 @@ columns are decoded first) and fixed-shape tensors (each row's values flattened,
 order of its logical shape), one Feature per column and row; a null row omits the feature
 from that record, and a column of type null from every record. An empty list of a column of
 type list<null> (Ray types a block's empty lists so) is a Feature of no kind, which parses as
-an empty list of any type.
+an empty list of any type. The columns of an unnamed pandas index (``__index_level_0__``,
+which ``Table.from_pandas`` adds for a filtered or sorted frame) are row labels, not written.
 The records are byte-identical to TensorFlow's Examples of typed Features (``bytes_list``,
 ``float_list``, ``int64_list``) of the same values.
 """
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
 from typing import Any, Iterable, Sequence
@@ -590,8 +592,9 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
     if len(set(names)) != len(names):
         raise FeatureSpecError("a table written as Examples needs distinct column names")
     arrays = {}
+    unnamed = _pandas_unnamed_index(batch.schema)
     for field, arr in zip(batch.schema, batch.columns):
-        if pa.types.is_null(field.type):
+        if pa.types.is_null(field.type) or field.name in unnamed:
             continue
         if not _holdable(field.type) and not _valueless(field.type):
             raise _unsupported(field.name, field.type)
@@ -609,6 +612,15 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
                        if name not in null_of or not null_of[name][row]}
             records[row] = encode_example(mapping, deterministic)
     return records
+
+
+def _pandas_unnamed_index(schema) -> set:
+    """The columns of an unnamed pandas index (``__index_level_0__``...) that
+    Table.from_pandas adds to a frame without a RangeIndex (a filtered one): row labels, not
+    data, which pandas' to_dict("records") and Ray leave out too. A named index is data."""
+    meta = schema.pandas_metadata if schema.metadata and b"pandas" in schema.metadata else None
+    index = (meta or {}).get("index_columns", [])
+    return {c for c in index if isinstance(c, str) and re.fullmatch(r"__index_level_\d+__", c)}
 
 
 def _valueless(t) -> bool:
