@@ -517,6 +517,32 @@ def test_write_arrow_leaves_out_an_unnamed_pandas_index(backend, tmp_path):
     assert read_table(tmp_path / "p.tfrecord").to_pydict() == {"__index_level_0__": [5]}
 
 
+def test_a_raw_tensor_column_is_written_back_as_its_raw_bytes(backend, tmp_path):
+    """A RawTensorFeature read through Arrow (a fixed_size_list of its dtype) was written
+    back by write_arrow as numbers: uint8 and bool as int64_list, float16 as float_list, so
+    the copy no longer parsed with the spec it was read with. Its field carries the spec's
+    dtype (byte order included) now, and write_arrow writes the raw bytes read, also in the
+    records where another column is null; values of another dtype are written as numbers."""
+    from tfrecord_lite.arrow import RAW_DTYPE
+
+    spec = {"t": tfl.RawTensorFeature([2, 3], ">f2"), "u": tfl.RawTensorFeature([4], np.uint8),
+            "b": tfl.RawTensorFeature([2], bool), "i": tfl.VarLenFeature("int64")}
+    records = [tfl.encode_example({"t": (np.arange(6, dtype=">f2") * i).tobytes(), "u": bytes([1, 2, 3, i]),
+                                   "b": np.array([True, i % 2 == 0]).tobytes(), **({"i": [i]} if i % 2 else {})})
+               for i in range(5)]
+    with TFRecordWriter(tmp_path / "a.tfrecord") as w:
+        w.write_many(records)
+    table = read_table(tmp_path / "a.tfrecord", spec)
+    assert table.schema.field("u").metadata == {RAW_DTYPE: b"|u1"}
+    write_arrow(table, tmp_path / "b.tfrecord")
+    assert list(TFRecordReader(tmp_path / "b.tfrecord")) == records
+    assert read_table(tmp_path / "b.tfrecord", spec).equals(table)
+    floats = table.set_column(1, table.schema.field("u").with_type(pa.list_(pa.float32(), 4)),
+                              table.column("u").cast(pa.list_(pa.float32(), 4)))
+    write_arrow(floats.select(["u"]), tmp_path / "c.tfrecord")
+    assert list(TFRecordReader(tmp_path / "c.tfrecord"))[4] == tfl.encode_example({"u": np.float32([1, 2, 3, 4])})
+
+
 def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_path):
     # A null item whose values are valid (made with a mask, as compute kernels do): it was
     # written as those values, [[1, 2], None] as the four floats 1, 2, 3, 4.

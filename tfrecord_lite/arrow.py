@@ -15,6 +15,9 @@ RawTensorFeature                               fixed_size_list of its numpy dtyp
                                                (native byte order; bools packed into bits)
 =============================================  ================================================
 
+A RawTensorFeature's field has the metadata ``RAW_DTYPE``: its dtype, byte order included,
+by which ``write_arrow`` writes the column back as the raw bytes it was read from.
+
 Lists are always ``large_list`` and bytes always ``large_binary`` (64-bit offsets): the core
 produces int64 offsets, so bytes values reach Arrow without a copy and no column is limited
 to 2 GiB. A FixedLenFeature takes its default where a record lacks it, as in
@@ -26,7 +29,8 @@ its index and value keys as VarLenFeature) and raises FeatureSpecError.
 Writing (``write_arrow``) takes numeric, bool, binary and string columns (views and
 fixed-size binary too), fixed-size and variable lists of them (list views too; dictionary
 columns are decoded first) and fixed-shape tensors (each row's values flattened, in the
-order of its logical shape), one Feature per column and row; a null row omits the feature
+order of its logical shape), one Feature per column and row (a column marked ``RAW_DTYPE``,
+and of that dtype still, as one bytes value of each row's raw data); a null row omits the feature
 from that record, and a column of type null from every record. An empty list of a column of
 type list<null> (Ray types a block's empty lists so) is a Feature of no kind, which parses as
 an empty list of any type. The columns of an unnamed pandas index (``__index_level_0__``,
@@ -65,11 +69,14 @@ from .features import (
     infer_schema,
 )
 
-__all__ = ["arrow_schema", "to_arrow", "sequence_to_arrow", "iter_batches", "read_table", "write_arrow",
+__all__ = ["RAW_DTYPE", "arrow_schema", "to_arrow", "sequence_to_arrow", "iter_batches", "read_table", "write_arrow",
            "write_parquet"]
 
 _VALUE_TYPES = {"float32": pa.float32(), "int64": pa.int64(), "string": pa.large_binary()}
 _READ_BATCH = 65536  # records per RecordBatch that read_table asks for
+# Field metadata of a RawTensorFeature's column: its dtype (numpy's spelling, byte order
+# included), so that write_arrow writes the column back as the raw bytes it was read from.
+RAW_DTYPE = b"tfrecord_lite.raw_dtype"
 
 
 def _fixed_type(value_type, shape):
@@ -99,7 +106,8 @@ def _field(name, spec) -> pa.Field:
             raise FeatureSpecError(f"feature {name!r}: RawTensorFeature dtype {spec.dtype} has no Arrow type",
                                    hint="use a numeric or bool dtype, or read the value with "
                                         "FixedLenFeature([], bytes)")
-        return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False)
+        return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False,
+                        metadata={RAW_DTYPE: spec.dtype.str})
     value_type = _VALUE_TYPES[spec.dtype]
     if isinstance(spec, FixedLenFeature):
         return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False)
@@ -602,16 +610,36 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
     columns = {name: _encodable(name, arr) for name, arr in arrays.items()}
     if not columns:
         return [encode_example({})] * batch.num_rows
-    records = encode_examples(columns, deterministic)
+    raw = set()
+    for name, column in columns.items():
+        dtype = _raw_dtype(batch.schema.field(name), column)
+        if dtype is not None:
+            columns[name] = column.astype(dtype, copy=False)  # in the byte order read
+            raw.add(name)
+    records = encode_examples(columns, deterministic, raw)
     nulls = [(name, arr.is_null().to_numpy(zero_copy_only=False)) for name, arr in arrays.items() if arr.null_count]
     if nulls:
         any_null = np.logical_or.reduce([mask for _, mask in nulls])
         null_of = dict(nulls)
         for row in np.flatnonzero(any_null).tolist():
-            mapping = {name: column[row] for name, column in columns.items()
+            mapping = {name: column[row].tobytes() if name in raw else column[row] for name, column in columns.items()
                        if name not in null_of or not null_of[name][row]}
             records[row] = encode_example(mapping, deterministic)
     return records
+
+
+def _raw_dtype(field: pa.Field, column):
+    """The dtype a column read from a RawTensorFeature (its field's RAW_DTYPE metadata) is
+    written back in, as one bytes value per row, or None: not marked, or its values are no
+    longer of that dtype (they are then written as numbers)."""
+    spelled = (field.metadata or {}).get(RAW_DTYPE)
+    if spelled is None or not isinstance(column, np.ndarray):
+        return None
+    try:
+        dtype = np.dtype(spelled.decode())
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return None
+    return dtype if column.ndim == 2 and column.dtype == dtype.newbyteorder("=") else None
 
 
 def _pandas_unnamed_index(schema) -> set:
