@@ -735,10 +735,14 @@ def _scalar(t) -> bool:
 
 def _batches(data):
     """The RecordBatches of a Table, a RecordBatch, an iterable (a RecordBatchReader) of
-    either, or what has to_batches() (a pyarrow dataset or scanner, a Hugging Face Dataset's
-    .data); anything else (a pandas DataFrame iterates its column names) is refused."""
+    either, a Hugging Face Dataset, or what has to_batches() (a pyarrow dataset or scanner);
+    anything else (a pandas DataFrame iterates its column names) is refused."""
     if isinstance(data, (pa.Table, pa.RecordBatch)):
         items = [data]
+    elif type(data).__module__.split(".")[0] == "datasets" and callable(getattr(data, "iter", None)):
+        # Its rows as it holds them: ds.data is the table under the indices that select,
+        # filter and shuffle leave, every row of it in its stored order.
+        items = data.with_format("arrow").iter(batch_size=_READ_BATCH)
     elif callable(getattr(data, "to_batches", None)):  # streamed, a batch at a time
         items = data.to_batches()
     else:
@@ -757,14 +761,13 @@ def _batches(data):
             raise ArgumentTypeError(f"write_arrow takes a pyarrow Table, a RecordBatch or an iterable of them, "
                                     f"not {what}",
                                     hint="convert first: pyarrow.Table.from_pandas(df), pyarrow.table(mapping), "
-                                         "polars' df.to_arrow() (lazy: .collect() first), a Hugging Face "
-                                         "Dataset's ds.data")
+                                         "polars' df.to_arrow() (lazy: .collect() first)")
 
 
 def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,
                 deterministic: bool = False, **writer_options: Any) -> int:
-    """Write the rows of a ``pyarrow.Table``, a RecordBatch, an iterable of RecordBatches or
-    what has ``to_batches()`` (a pyarrow dataset, a Hugging Face Dataset's ``.data``) as
+    """Write the rows of a ``pyarrow.Table``, a RecordBatch, an iterable of RecordBatches, a
+    Hugging Face Dataset or what has ``to_batches()`` (a pyarrow dataset or scanner) as
     tf.train.Examples, one Feature per column (see the module docstring for the types);
     returns the number of records written.
 
