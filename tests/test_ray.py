@@ -601,6 +601,19 @@ def test_a_block_of_only_empty_lists_writes_empty_features(cluster, tmp_path):
     assert back.column("v").to_pylist() == [[], None, [5, 6], []]
 
 
+def test_a_directory_prefix_is_refused_before_the_dataset_is_computed(backend, tmp_path):
+    """write_tfrecords(ds, "out/") wrote shards named out/-00000-of-00004.tfrecord (no name,
+    and a leading dash commands take for an option), where ShardedWriter refuses such a
+    prefix. The sink refuses it too, naming a prefix that works."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    for prefix in (str(tmp_path) + os.sep, "file://" + str(tmp_path) + "/", "s3://bucket/out/"):
+        with pytest.raises(tfl.InvalidArgumentError, match="is a directory") as info:
+            TFRecordDatasink(prefix)
+        assert "train-00000-of-00002.tfrecord" in info.value.hint
+    assert os.listdir(tmp_path) == [] and backend.name == tfl.implementation
+
+
 def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):
     """A null in record_column failed in the writer as 'cannot write a NoneType as a record',
     naming record 3 of the hidden staging file ('.part-<id>-00001.tfrecord')."""

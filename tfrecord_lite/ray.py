@@ -47,7 +47,7 @@ from .index import build_index as _build_index
 from .index import _sidecar, index_path, load_index
 from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader, _read_exact
-from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
+from .sharded import DEFAULT_SUFFIX, ShardInfo, _check_prefix, shard_path
 from .writer import TFRecordWriter, check_index_compression, drop_kept, keep_replaced, put_back
 
 try:
@@ -389,7 +389,7 @@ class TFRecordDatasink(Datasink):
 
     def __init__(self, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
                  deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None):
-        self.prefix = os.fspath(path_prefix)
+        self.prefix = _check_prefix(path_prefix)  # not a directory: no shards named '-00000-of-...'
         if not _fs.is_url(self.prefix):
             self.prefix = _fs.local_path(self.prefix)  # file:// too
         self.columns = _arrow._names(columns)
