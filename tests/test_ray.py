@@ -614,6 +614,19 @@ def test_a_directory_prefix_is_refused_before_the_dataset_is_computed(backend, t
     assert os.listdir(tmp_path) == [] and backend.name == tfl.implementation
 
 
+def test_a_column_named_twice_is_refused_when_the_sink_is_made(backend, tmp_path):
+    """columns=["x", "x"] failed in every write task, once the dataset had been computed, as
+    'a table written as Examples needs distinct column names' (naming neither)."""
+    from tfrecord_lite.ray import TFRecordDatasink
+
+    with pytest.raises(tfl.InvalidArgumentError, match="columns names 'x' more than once"):
+        TFRecordDatasink(str(tmp_path / "part"), columns=["y", "x", "x"])
+    with pytest.raises(tfl.FeatureSpecError, match="distinct column names, but 'a' names more than one"):
+        tfl.arrow.write_arrow(pa.Table.from_arrays([pa.array([1]), pa.array([2])], ["a", "a"]),
+                              tmp_path / "t.tfrecord")
+    assert os.listdir(tmp_path) == [] and backend.name == tfl.implementation
+
+
 def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):
     """A null in record_column failed in the writer as 'cannot write a NoneType as a record',
     naming record 3 of the hidden staging file ('.part-<id>-00001.tfrecord')."""

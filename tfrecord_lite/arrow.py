@@ -598,7 +598,9 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
     """The batch's rows as serialized Examples."""
     names = batch.schema.names
     if len(set(names)) != len(names):
-        raise FeatureSpecError("a table written as Examples needs distinct column names")
+        twice = next(n for n in names if names.count(n) > 1)
+        raise FeatureSpecError(f"a table written as Examples needs distinct column names, but {twice!r} "
+                               "names more than one column", hint="rename or drop one (table.rename_columns)")
     arrays = {}
     unnamed = _pandas_unnamed_index(batch.schema)
     for field, arr in zip(batch.schema, batch.columns):

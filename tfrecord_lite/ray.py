@@ -393,6 +393,10 @@ class TFRecordDatasink(Datasink):
         if not _fs.is_url(self.prefix):
             self.prefix = _fs.local_path(self.prefix)  # file:// too
         self.columns = _arrow._names(columns)
+        twice = sorted({c for c in self.columns or () if self.columns.count(c) > 1})
+        if twice:  # else each write task fails once the dataset has been computed
+            raise InvalidArgumentError(f"columns names {twice[0]!r} more than once: a record holds one feature of "
+                                       "a name", hint="list each column once")
         self.record_column = record_column
         if record_column is not None and columns is not None:
             raise InvalidArgumentError("record_column writes one binary column verbatim; drop columns")
