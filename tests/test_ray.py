@@ -245,6 +245,8 @@ def test_sequence_examples_and_a_spec_that_is_no_mapping_are_refused(backend, tm
     with pytest.raises(tfl.FeatureSpecError, match="SequenceExamples.*read_tfrecords") as info:
         TFRecordDatasource(path)
     assert info.value.path == path and "sequence_to_arrow" in str(info.value)
+    # the hint is one a Ray user can follow (it told them to call sequence_to_arrow(records, ...))
+    assert "raw=True" in info.value.hint and "map_batches" in info.value.hint
     for spec in (tfl.infer_schema(path), [SPEC["id"]]):
         with pytest.raises(tfl.ArgumentTypeError, match="must map names to feature specs"):
             TFRecordDatasource(path, spec)

@@ -358,10 +358,14 @@ def _inferred(records: RecordBatch, reader="read_table and to-parquet"):
     tables do not hold; reader names the caller in that error."""
     features = infer_schema(records, sample=len(records))
     if isinstance(features, SequenceSchema):
+        hint = ("parse them with tfrecord_lite.arrow.sequence_to_arrow(records, context_features, "
+                "sequence_features) (infer_schema(path) gives the specs)")
+        if reader.startswith("read_tfrecords"):
+            hint = ("read them with raw=True and parse each batch: ds.map_batches(lambda b: pyarrow.Table."
+                    "from_batches([sequence_to_arrow(b['record'], context_features, sequence_features)]), "
+                    "batch_format='pyarrow'), sequence_to_arrow from tfrecord_lite.arrow")
         raise FeatureSpecError(f"the records are SequenceExamples (with feature lists), which {reader} "
-                               "cannot read", path=records.locate(0)[0],
-                               hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
-                                    "context_features, sequence_features)")
+                               "cannot read", path=records.locate(0)[0], hint=hint)
     return features
 
 
