@@ -433,18 +433,22 @@ def test_write_arrow_shards_and_dictionary_columns(backend, tmp_path):
     assert backend.name == tfl.implementation
 
 
-@pytest.mark.parametrize("column, type_name", [
-    (pa.array([{"a": 1}]), "struct"),
-    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "map"),
-    (pa.array([0], pa.timestamp("s")), "timestamp"),
-    (pa.array([[[1]]]), "list<item: list"),
-    (pa.array([[[1]]], pa.list_view(pa.list_(pa.int64()))), "list_view<item: list"),
+@pytest.mark.parametrize("column, type_name, hint", [
+    (pa.array([{"a": 1}]), "struct", "table.flatten()"),
+    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "map", "cast it"),
+    (pa.array([0], pa.timestamp("s")), "timestamp", "'bad' as int64 (units since the epoch) or string"),
+    (pa.array([[0]], pa.list_(pa.date32())), "date32", "'bad' as int32 (days since the epoch) or string"),
+    (pa.array([1], pa.decimal128(3, 1)), "decimal", "'bad' as float64 or string"),
+    (pa.array([[[1]]]), "list<item: list", "flatten each row"),
+    (pa.array([[[1]]], pa.list_view(pa.list_(pa.int64()))), "list_view<item: list", "flatten each row"),
 ])
-def test_write_arrow_rejects_what_an_example_cannot_hold(tmp_path, column, type_name):
+def test_write_arrow_rejects_what_an_example_cannot_hold(tmp_path, column, type_name, hint):
+    """The hint was one for every type ('cast it to numbers, strings or binary'): it names
+    what to do with the type at hand (a timestamp as int64, a struct flattened...)."""
     path = tmp_path / "x.tfrecord"
     with pytest.raises(FeatureSpecError, match=f"column 'bad'.*{type_name}") as info:
         write_arrow(pa.table({"ok": [1], "bad": column}), str(path))
-    assert info.value.hint and not path.exists()
+    assert hint in info.value.hint and not path.exists()
     with pytest.raises(FeatureSpecError, match="column 'l'.*null value"):
         write_arrow(pa.table({"l": pa.array([[1, None]])}), str(path))
     assert not path.exists()

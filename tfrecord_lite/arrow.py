@@ -459,9 +459,21 @@ def _check_codec(pq, codec) -> None:
 # -- Arrow -> Examples ---------------------------------------------------------------------
 
 def _unsupported(name, type_):
-    return FeatureSpecError(f"column {name!r}: Arrow type {type_} cannot be held by a tf.train.Example",
-                            hint="cast it to numbers, strings or binary, or lists of those "
-                                 "(e.g. table.cast(...)), or drop the column")
+    leaf, depth = type_, 0
+    while _is_list(leaf):
+        leaf, depth = leaf.value_type, depth + 1
+    if depth > 1 and _scalar(_leaf_type(leaf)):
+        what = "flatten each row's lists into one (an Example holds one flat list per feature), or drop the column"
+    elif pa.types.is_temporal(leaf):
+        ints = "int32 (days since the epoch)" if pa.types.is_date32(leaf) else "int64 (units since the epoch)"
+        what = f"cast it to numbers or text: table.cast(...) with {name!r} as {ints} or string, or drop the column"
+    elif pa.types.is_decimal(leaf):
+        what = f"cast it to numbers or text: table.cast(...) with {name!r} as float64 or string, or drop the column"
+    elif pa.types.is_struct(leaf):
+        what = f"table.flatten() makes a column of each of its fields ({name}.<field>), or drop the column"
+    else:
+        what = "cast it to numbers, strings or binary, or lists of those (e.g. table.cast(...)), or drop the column"
+    return FeatureSpecError(f"column {name!r}: Arrow type {type_} cannot be held by a tf.train.Example", hint=what)
 
 
 def _leaf(name, arr: pa.Array):
