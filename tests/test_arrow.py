@@ -547,6 +547,26 @@ def test_a_raw_tensor_column_is_written_back_as_its_raw_bytes(backend, tmp_path)
     assert list(TFRecordReader(tmp_path / "c.tfrecord"))[4] == tfl.encode_example({"u": np.float32([1, 2, 3, 4])})
 
 
+def test_write_arrow_refuses_a_column_whose_kind_changes_between_batches(backend, tmp_path):
+    """Batches whose column was int64 in one and string in the next were written as they
+    came: records of int64_list, then bytes_list, which no one spec parses. The write is now
+    refused, naming the column and the rows, and nothing is left; types of one kind (int8 and
+    int64, bool; float16 and double) and columns of no values go together."""
+    path = tmp_path / "x.tfrecord"
+    with pytest.raises(FeatureSpecError, match="column 'a' is int64 values at row 0 but bytes values at row 2") as info:
+        write_arrow([pa.record_batch({"a": [1, 2]}), pa.record_batch({"a": ["s"]})], path)
+    assert info.value.path == str(path) and "cast" in info.value.hint and not path.exists()
+    with pytest.raises(FeatureSpecError, match="'f' is float values at row 0 but int64"):
+        write_arrow([pa.record_batch({"f": [1.5]}), pa.record_batch({"f": pa.array([], pa.string())}),
+                     pa.record_batch({"f": [[1]]})], path)
+    batches = [pa.record_batch({"a": pa.array([1], pa.int8()), "f": pa.array([1.5], pa.float16()), "n": pa.nulls(1)}),
+               pa.record_batch({"a": [[True]], "f": [2.5], "n": pa.array([[]], pa.list_(pa.null()))}),
+               pa.record_batch({"a": [3], "f": [[3.5]], "n": [b"x"]})]
+    assert write_arrow(batches, path) == 3
+    assert read_table(path, {"a": tfl.VarLenFeature("int64"), "n": tfl.VarLenFeature(bytes)}).to_pydict() == {
+        "a": [[1], [1], [3]], "n": [None, [], [b"x"]]}
+
+
 def test_write_arrow_rejects_a_null_fixed_size_item_inside_a_list(backend, tmp_path):
     # A null item whose values are valid (made with a mask, as compute kernels do): it was
     # written as those values, [[1, 2], None] as the four floats 1, 2, 3, 4.

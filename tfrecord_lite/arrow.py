@@ -35,12 +35,16 @@ from that record, and a column of type null from every record. An empty list of 
 type list<null> (Ray types a block's empty lists so) is a Feature of no kind, which parses as
 an empty list of any type. The columns of an unnamed pandas index (``__index_level_0__``,
 which ``Table.from_pandas`` adds for a filtered or sorted frame) are row labels, not written.
+A column is one kind of Feature in every batch (int64 for integers and bools, float, bytes):
+one that is int64 in a batch and double or text in another is refused (``check_kinds``), as
+no one feature spec would parse the records.
 The records are byte-identical to TensorFlow's Examples of typed Features (``bytes_list``,
 ``float_list``, ``int64_list``) of the same values.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
@@ -802,10 +806,53 @@ def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: 
         writer = TFRecordWriter(path_or_prefix, **writer_options)
     else:
         writer = ShardedWriter(path_or_prefix, num_shards, **writer_options)
-    count = 0
     with writer:
-        for batch in _batches(table_or_batches):
-            records = _batch_records(batch, deterministic)
-            writer.write_many(records)
-            count += len(records)
+        return _write_batches(_batches(table_or_batches), writer, deterministic, {}, path_or_prefix)
+
+
+def _write_batches(batches, writer, deterministic, kinds, path, of="") -> int:
+    """Write the batches' rows; each column is one kind of Feature throughout (check_kinds)."""
+    count = 0
+    for batch in batches:
+        records = _batch_records(batch, deterministic)
+        if batch.num_rows:  # an empty block's types may be anything
+            check_kinds(kinds, _kinds(batch.schema), f"row {count}{of}", path)
+        writer.write_many(records)
+        count += len(records)
     return count
+
+
+def _kinds(schema) -> dict:
+    """name -> the kind of Feature its column is written as (int64, float or bytes); columns
+    of no values (any kind parses them) and an unnamed pandas index are left out."""
+    kinds = {}
+    unnamed = _pandas_unnamed_index(schema)
+    for field in schema:
+        t = _plain_type(_stored(field.type))
+        if _valueless(t) or field.name in unnamed:
+            continue
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            t = t.value_type
+        leaf = _leaf_type(t)
+        spelled = (field.metadata or {}).get(RAW_DTYPE)
+        try:
+            raw = spelled is not None and pa.from_numpy_dtype(np.dtype(spelled.decode()).newbyteorder("=")) == leaf
+        except (TypeError, ValueError, UnicodeDecodeError, pa.ArrowException):
+            raw = False
+        kinds[field.name] = ("bytes" if raw or not _numeric(leaf) else
+                             "float" if pa.types.is_floating(leaf) else "int64")
+    return kinds
+
+
+def check_kinds(kinds: dict, new: dict, where: str, path) -> None:
+    """Refuse a column written as another kind of Feature than before (an int64 column in one
+    batch, double in the next: a Ray block typed so): no one spec would parse the records.
+    kinds takes in the new columns."""
+    for name, kind in new.items():
+        before = kinds.setdefault(name, (kind, where))
+        if before[0] != kind:
+            raise FeatureSpecError(
+                f"column {name!r} is {before[0]} values at {before[1]} but {kind} values at {where}: "
+                "no one feature spec parses both", path=os.fspath(path),
+                hint="cast the column to one type throughout (table.cast(...); Ray: "
+                     "ds.map_batches(..., batch_format='pyarrow') casting it)")

@@ -19,7 +19,8 @@ and when every task has succeeded, ``on_write_complete`` renames the shards, in 
 order, to ``<prefix>-00003-of-00016<suffix>``. The count is known only then. If any task
 fails or a rename fails, every staging file and every shard already renamed is removed (and
 local files those had replaced are put back), so no file appears under a final name unless
-the whole write succeeded.
+the whole write succeeded. A column written as int64 values by one task and float or bytes
+by another (Ray types each block on its own) fails the write so, before any rename.
 """
 
 from __future__ import annotations
@@ -443,11 +444,12 @@ class TFRecordDatasink(Datasink):
     def write(self, blocks, ctx):
         path = self.staging_path(ctx.task_idx)
         tables = (_as_lists(self._select(BlockAccessor.for_block(b).to_arrow())) for b in blocks)
-        if self.record_column is None:
-            count = _arrow.write_arrow((batch for t in tables for batch in t.to_batches()), path,
-                                       deterministic=self.deterministic, **self.options)
-        else:
-            with TFRecordWriter(path, **self.options) as writer:
+        kinds = {}
+        with TFRecordWriter(path, **self.options) as writer:
+            if self.record_column is None:
+                count = _arrow._write_batches((batch for t in tables for batch in t.to_batches()), writer,
+                                              self.deterministic, kinds, self.prefix, f" of write task {ctx.task_idx}")
+            else:
                 for table in tables:
                     for chunk in table.column(0).chunks:
                         if chunk.null_count:  # else the writer names a row of a hidden staging file
@@ -458,7 +460,8 @@ class TFRecordDatasink(Datasink):
                                 hint="drop or fill the null rows first (Dataset.filter)")
                         writer.write_many(chunk.to_pylist())
                 count = writer.records_written
-        return {"task": ctx.task_idx, "path": path, "records": count}
+        return {"task": ctx.task_idx, "path": path, "records": count,
+                "kinds": {name: kind for name, (kind, _) in kinds.items()}}
 
     def _select(self, table):
         if self.record_column is not None:
@@ -467,6 +470,13 @@ class TFRecordDatasink(Datasink):
 
     def on_write_complete(self, write_result) -> None:
         done = sorted(write_result.write_returns, key=lambda r: r["task"])
+        kinds = {}
+        try:  # each task checked its own blocks; a column of one kind in every task too
+            for r in done:
+                _arrow.check_kinds(kinds, r["kinds"], f"write task {r['task']}", self.prefix)
+        except FeatureSpecError as exc:
+            self.on_write_failed(exc)
+            raise
         if not done:  # an empty dataset still gets one (empty) shard, as TF and Beam write
             with TFRecordWriter(self.staging_path(0), **self.options) as writer:
                 pass
