@@ -767,10 +767,10 @@ def test_write_arrow_encodes_lists_of_one_length_as_one_array(backend, tmp_path,
     array per row for the encoder: 15 to 20 times slower than the same values as a
     fixed-size list. Lists of one length go to it as one (n, k) array, as fixed-size lists
     do, and give the same records; ragged ones and ones with nulls are still cut per row."""
-    import tfrecord_lite.arrow as tfl_arrow
+    import tfrecord_lite._arrow_write as tfl_arrow_write
 
-    seen, real = [], tfl_arrow.encode_examples
-    monkeypatch.setattr(tfl_arrow, "encode_examples",
+    seen, real = [], tfl_arrow_write.encode_examples
+    monkeypatch.setattr(tfl_arrow_write, "encode_examples",
                         lambda columns, *a: seen.append({k: type(v) for k, v in columns.items()}) or real(columns, *a))
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     path = str(tmp_path / "t.tfrecord")

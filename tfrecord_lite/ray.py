@@ -38,6 +38,7 @@ from ray.data import extensions as _extensions
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorType
 
 from . import _native
+from . import _arrow_write as _write
 from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
@@ -263,8 +264,8 @@ def _stale(path, begin, end, got, count):
 def _tensor_shape(t):
     """The shape of a column of (nested) fixed-size lists of numbers (a shaped FixedLenFeature
     or RawTensorFeature), or None."""
-    shape = _arrow._fixed_sizes(t)
-    return tuple(shape) if shape and _arrow._numeric(_arrow._leaf_type(t)) else None
+    shape = _write._fixed_sizes(t)
+    return tuple(shape) if shape and _write._numeric(_write._leaf_type(t)) else None
 
 
 def _tensor_schema(features) -> pa.Schema:
@@ -275,7 +276,7 @@ def _tensor_schema(features) -> pa.Schema:
     for i, field in enumerate(schema):
         shape = _tensor_shape(field.type)
         if shape is not None:
-            empty = np.empty((0, *shape), _arrow._leaf_type(field.type).to_pandas_dtype())
+            empty = np.empty((0, *shape), _write._leaf_type(field.type).to_pandas_dtype())
             schema = schema.set(i, field.with_type(ArrowTensorArray.from_numpy(empty).type))
     return schema
 
@@ -447,7 +448,7 @@ class TFRecordDatasink(Datasink):
         kinds = {}
         with TFRecordWriter(path, **self.options) as writer:
             if self.record_column is None:
-                count = _arrow._write_batches((batch for t in tables for batch in t.to_batches()), writer,
+                count = _write._write_batches((batch for t in tables for batch in t.to_batches()), writer,
                                               self.deterministic, kinds, self.prefix, f" of write task {ctx.task_idx}")
             else:
                 for table in tables:
@@ -473,7 +474,7 @@ class TFRecordDatasink(Datasink):
         kinds = {}
         try:  # each task checked its own blocks; a column of one kind in every task too
             for r in done:
-                _arrow.check_kinds(kinds, r["kinds"], f"write task {r['task']}", self.prefix)
+                _write.check_kinds(kinds, r["kinds"], f"write task {r['task']}", self.prefix)
         except FeatureSpecError as exc:
             self.on_write_failed(exc)
             raise
@@ -552,7 +553,7 @@ def _as_lists(table: pa.Table) -> pa.Table:
             chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
         elif isinstance(field.type, _TENSOR_TYPES) and _is_text(field.type.storage_type):
             chunks = [_object_lists(field.name, list(chunk.to_numpy())) for chunk in table.column(i).chunks]
-        elif _arrow._is_list(field.type) and not _arrow._holdable(field.type):  # lists of lists
+        elif _write._is_list(field.type) and not _write._holdable(field.type):  # lists of lists
             chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
         else:
             continue
@@ -563,7 +564,7 @@ def _as_lists(table: pa.Table) -> pa.Table:
 
 def _is_text(storage) -> bool:
     """Whether a tensor's storage holds fixed-width binary: numpy's 'U' (and 'S') values."""
-    return pa.types.is_fixed_size_binary(_arrow._leaf_type(storage.value_type))
+    return pa.types.is_fixed_size_binary(_write._leaf_type(storage.value_type))
 
 
 def _object_lists(name, rows) -> pa.Array:
@@ -585,8 +586,8 @@ def _object_lists(name, rows) -> pa.Array:
         raise FeatureSpecError(f"column {name!r} holds Python objects an Example cannot hold ({exc})",
                                hint="make each row an array or list of numbers, bytes or strings "
                                     "(or None), all of one kind") from None
-    if not _arrow._holdable(array.type) and not _arrow._valueless(array.type):
-        raise _arrow._unsupported(name, array.type)
+    if not _write._holdable(array.type) and not _write._valueless(array.type):
+        raise _write._unsupported(name, array.type)
     return array
 
 
