@@ -245,6 +245,8 @@ def test_sequence_examples_and_a_spec_that_is_no_mapping_are_refused(backend, tm
     with pytest.raises(tfl.FeatureSpecError, match="SequenceExamples.*read_tfrecords") as info:
         TFRecordDatasource(path)
     assert info.value.path == path and "sequence_to_arrow" in str(info.value)
+    # the hint is one a Ray user can follow (it told them to call sequence_to_arrow(records, ...))
+    assert "raw=True" in info.value.hint and "map_batches" in info.value.hint
     for spec in (tfl.infer_schema(path), [SPEC["id"]]):
         with pytest.raises(tfl.ArgumentTypeError, match="must map names to feature specs"):
             TFRecordDatasource(path, spec)
@@ -571,6 +573,34 @@ def test_a_block_where_a_column_is_all_none_is_written(backend, tmp_path):
         got = [tfl.decode_example(r) for s in shards for r in tfl.TFRecordReader(s.path)]
         assert [(d["id"].tolist(), d.get("s")) for d in got] == [([0], [b"a"]), ([1], None), ([2], None), ([3], None)]
     assert backend.name == tfl.implementation
+
+
+def test_a_raw_tensor_column_is_written_back_as_read(cluster, tmp_path):
+    """read_tfrecords of a RawTensorFeature gives a Ray tensor of its dtype, which
+    write_tfrecords wrote as an int64_list of the values: the copy of an image dataset grew
+    several times over and no longer parsed with its spec. It is written back as raw bytes."""
+    spec = {"img": tfl.RawTensorFeature([2, 2], np.uint8), "id": tfl.FixedLenFeature([], "int64")}
+    records = [tfl.encode_example({"img": bytes([i, 255, 0, 7]), "id": i}) for i in range(6)]
+    with tfl.TFRecordWriter(str(tmp_path / "a.tfrecord")) as w:
+        w.write_many(records)
+    shards = write_tfrecords(read_tfrecords(str(tmp_path / "a.tfrecord"), spec).repartition(2),
+                             str(tmp_path / "out" / "part"))
+    assert sorted(r for s in shards for r in tfl.TFRecordReader(s.path)) == sorted(records)
+
+
+def test_a_block_of_only_empty_lists_writes_empty_features(cluster, tmp_path):
+    """Ray types a list column list<null> in a block where every row is [] or None: the
+    column was left out of that block's records, so its [] rows read back as null (a record
+    lacking the feature) where the other blocks' [] read back as []. They are written as
+    empty features now, and None rows as no feature, in every block."""
+    ds = ray.data.from_items([{"id": 0, "v": []}, {"id": 1, "v": None}, {"id": 2, "v": [5, 6]}, {"id": 3, "v": []}],
+                             override_num_blocks=2)
+    assert [str(b.schema.field("v").type) for b in map(ray.get, ds.to_arrow_refs())] == ["list<item: null>",
+                                                                                         "list<item: int64>"]
+    shards = write_tfrecords(ds, str(tmp_path / "part"))
+    back = collect(read_tfrecords([s.path for s in shards], {"id": tfl.FixedLenFeature([], "int64"),
+                                                             "v": tfl.VarLenFeature("int64")})).sort_by("id")
+    assert back.column("v").to_pylist() == [[], None, [5, 6], []]
 
 
 def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):

@@ -1,6 +1,6 @@
 """Apache Arrow in and out: parsed Examples as ``pyarrow.RecordBatch`` / ``Table``, and
-Arrow tables written as TFRecord files of Examples. The only module that imports pyarrow
-(the ``arrow`` extra).
+Arrow tables written as TFRecord files of Examples (``write_arrow``, in ``_arrow_write``).
+With that one, the only module that imports pyarrow (the ``arrow`` extra).
 
 Reading maps a feature spec to Arrow types (``arrow_schema``):
 
@@ -15,6 +15,9 @@ RawTensorFeature                               fixed_size_list of its numpy dtyp
                                                (native byte order; bools packed into bits)
 =============================================  ================================================
 
+A RawTensorFeature's field has the metadata ``RAW_DTYPE``: its dtype, byte order included,
+by which ``write_arrow`` writes the column back as the raw bytes it was read from.
+
 Lists are always ``large_list`` and bytes always ``large_binary`` (64-bit offsets): the core
 produces int64 offsets, so bytes values reach Arrow without a copy and no column is limited
 to 2 GiB. A FixedLenFeature takes its default where a record lacks it, as in
@@ -26,9 +29,15 @@ its index and value keys as VarLenFeature) and raises FeatureSpecError.
 Writing (``write_arrow``) takes numeric, bool, binary and string columns (views and
 fixed-size binary too), fixed-size and variable lists of them (list views too; dictionary
 columns are decoded first) and fixed-shape tensors (each row's values flattened, in the
-order of its logical shape), one Feature per column and row; a null row omits the feature
-from that record, and a column of type null or list<null> (no value in any row: Ray types a
-block's all-None column so) from every record.
+order of its logical shape), one Feature per column and row (a column marked ``RAW_DTYPE``,
+and of that dtype still, as one bytes value of each row's raw data); a null row omits the feature
+from that record, and a column of type null from every record. An empty list of a column of
+type list<null> (Ray types a block's empty lists so) is a Feature of no kind, which parses as
+an empty list of any type. The columns of an unnamed pandas index (``__index_level_0__``,
+which ``Table.from_pandas`` adds for a filtered or sorted frame) are row labels, not written.
+A column is one kind of Feature in every batch (int64 for integers and bools, float, bytes):
+one that is int64 in a batch and double or text in another is refused (``check_kinds``), as
+no one feature spec would parse the records.
 The records are byte-identical to TensorFlow's Examples of typed Features (``bytes_list``,
 ``float_list``, ``int64_list``) of the same values.
 """
@@ -43,8 +52,8 @@ import numpy as np
 import pyarrow as pa
 
 from . import example as _ex
-from .encoding import encode_example, encode_examples
 from ._typing import Features, Files, PathLike, Progress, Records
+from ._arrow_write import RAW_DTYPE, write_arrow
 from .batch import RecordBatch, parse_in_order
 from .dataset import TFRecordDataset
 from .files import resolve_files
@@ -62,7 +71,7 @@ from .features import (
     infer_schema,
 )
 
-__all__ = ["arrow_schema", "to_arrow", "sequence_to_arrow", "iter_batches", "read_table", "write_arrow",
+__all__ = ["RAW_DTYPE", "arrow_schema", "to_arrow", "sequence_to_arrow", "iter_batches", "read_table", "write_arrow",
            "write_parquet"]
 
 _VALUE_TYPES = {"float32": pa.float32(), "int64": pa.int64(), "string": pa.large_binary()}
@@ -96,7 +105,8 @@ def _field(name, spec) -> pa.Field:
             raise FeatureSpecError(f"feature {name!r}: RawTensorFeature dtype {spec.dtype} has no Arrow type",
                                    hint="use a numeric or bool dtype, or read the value with "
                                         "FixedLenFeature([], bytes)")
-        return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False)
+        return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False,
+                        metadata={RAW_DTYPE: spec.dtype.str})
     value_type = _VALUE_TYPES[spec.dtype]
     if isinstance(spec, FixedLenFeature):
         return pa.field(name, _fixed_type(value_type, spec.shape), nullable=False)
@@ -347,10 +357,14 @@ def _inferred(records: RecordBatch, reader="read_table and to-parquet"):
     tables do not hold; reader names the caller in that error."""
     features = infer_schema(records, sample=len(records))
     if isinstance(features, SequenceSchema):
+        hint = ("parse them with tfrecord_lite.arrow.sequence_to_arrow(records, context_features, "
+                "sequence_features) (infer_schema(path) gives the specs)")
+        if reader.startswith("read_tfrecords"):
+            hint = ("read them with raw=True and parse each batch: ds.map_batches(lambda b: pyarrow.Table."
+                    "from_batches([sequence_to_arrow(b['record'], context_features, sequence_features)]), "
+                    "batch_format='pyarrow'), sequence_to_arrow from tfrecord_lite.arrow")
         raise FeatureSpecError(f"the records are SequenceExamples (with feature lists), which {reader} "
-                               "cannot read", path=records.locate(0)[0],
-                               hint="parse them with tfrecord_lite.arrow.sequence_to_arrow(records, "
-                                    "context_features, sequence_features)")
+                               "cannot read", path=records.locate(0)[0], hint=hint)
     return features
 
 
@@ -439,304 +453,3 @@ def _check_codec(pq, codec) -> None:
     except Exception as exc:
         raise InvalidArgumentError(f"Parquet codec {codec!r} cannot be used: {str(exc).rstrip('.')}",
                                    hint="use snappy (the default), zstd, gzip, brotli, lz4 or none") from None
-
-
-# -- Arrow -> Examples ---------------------------------------------------------------------
-
-def _unsupported(name, type_):
-    return FeatureSpecError(f"column {name!r}: Arrow type {type_} cannot be held by a tf.train.Example",
-                            hint="cast it to numbers, strings or binary, or lists of those "
-                                 "(e.g. table.cast(...)), or drop the column")
-
-
-def _leaf(name, arr: pa.Array):
-    """(numpy array or list of bytes, values per item): the values under any fixed-size
-    lists, flattened, checked to hold no nulls."""
-    size = 1
-    while True:
-        if pa.types.is_dictionary(arr.type):
-            arr = arr.dictionary_decode()
-        if arr.null_count:  # at every level: .values drops a null item's mask, not its values
-            raise FeatureSpecError(f"column {name!r}: a list holds a null value, which an Example cannot hold",
-                                   hint="fill or drop the nulls inside the lists (pyarrow.compute.fill_null)")
-        if not pa.types.is_fixed_size_list(arr.type):
-            break
-        k = arr.type.list_size
-        arr = arr.values.slice(arr.offset * k, len(arr) * k)
-        size *= k
-    t = arr.type
-    if _numeric(t):
-        return arr.to_numpy(zero_copy_only=False), size
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return arr.to_pylist(), size
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return [v.encode() for v in arr.to_pylist()], size
-    raise _unsupported(name, t)
-
-
-def _encodable(name, arr: pa.Array):
-    """The column as encode_examples takes it: an (n, k) numeric array, or one value per row
-    (a list of bytes, or a list of arrays / bytes lists); null rows hold a placeholder.
-    Extension columns stored as lists (Arrow's and Ray's fixed-shape tensors: each row's
-    values flattened, as an Example holds a shaped array) are written as that storage, in
-    row-major order of the logical shape; other extension types (Python objects, ragged
-    tensors) are refused by name."""
-    if _stored(arr.type) is not arr.type:
-        arr = _row_major(arr)
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    n = len(arr)
-    if arr.null_count and not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-        arr = _fill_nulls(name, arr)
-    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        if arr.null_count:
-            import pyarrow.compute as pc  # 150 ms to import: only here
-
-            # A null row's slot may hold anything, nulls included: only the other rows' values
-            # are taken (and checked).
-            lengths = pc.list_value_length(arr).fill_null(0).to_numpy()
-            leaf = pc.list_flatten(arr)
-            offsets = np.concatenate([[0], np.cumsum(lengths)])
-        else:
-            offsets = arr.offsets.to_numpy()
-            first = int(offsets[0]) if n else 0
-            leaf = arr.values.slice(first, int(offsets[-1]) - first if n else 0)
-            offsets = offsets - first
-        values, size = _leaf(name, leaf)
-        widths = np.diff(offsets)
-        if isinstance(values, np.ndarray) and n and (widths == widths[0]).all():
-            # every row as long (a tensor column's storage): one (n, k) array, not n arrays
-            return values.reshape(n, int(widths[0]) * size)
-        return _rows(values, (offsets * size).tolist())
-    values, size = _leaf(name, arr)
-    if isinstance(values, np.ndarray):
-        return values.reshape(n, size)
-    if size == 1:
-        return values
-    return _rows(values, range(0, (n + 1) * size, size))
-
-
-def _row_major(arr: pa.Array) -> pa.Array:
-    """An extension column's storage, a fixed-shape tensor's rows in the row-major order of
-    their logical shape: Arrow's fixed_shape_tensor may store them permuted (logical
-    dimension i is physical dimension permutation[i]; from_numpy_ndarray of a transposed
-    array makes one)."""
-    storage = arr.storage
-    permutation = list(getattr(arr.type, "permutation", None) or ())
-    if permutation == sorted(permutation):
-        return storage
-    shape = arr.type.shape
-    size = prod(shape)
-    order = np.arange(size).reshape(shape).transpose(permutation).reshape(-1)
-    flat = storage.values.slice(storage.offset * size, len(storage) * size)
-    take = (np.arange(len(storage))[:, None] * size + order).reshape(-1)
-    validity = storage.is_valid().buffers()[1] if storage.null_count else None  # from_arrays' mask: pyarrow 15
-    return pa.Array.from_buffers(storage.type, len(storage), [validity], children=[flat.take(pa.array(take))])
-
-
-def _rows(values, bounds):
-    """values cut at bounds, one part per row. An empty row of bytes (a list) is an empty
-    object array, which is written as an empty bytes_list, as TensorFlow's typed Feature is,
-    where an empty list would be a Feature holding no list."""
-    if isinstance(values, np.ndarray):
-        return [values[a:b] for a, b in zip(bounds, bounds[1:])]
-    empty = np.empty(0, object)
-    return [values[a:b] if a != b else empty for a, b in zip(bounds, bounds[1:])]
-
-
-def _stored(t):
-    """t, or the storage type of an extension type stored as lists (fixed-shape tensors)."""
-    if isinstance(t, pa.BaseExtensionType):  # Arrow's own (fixed_shape_tensor) and Python-defined (Ray's)
-        s = t.storage_type
-        if pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_fixed_size_list(s):
-            return s
-    return t
-
-
-def _fill_nulls(name, arr):
-    """A placeholder in each null row (the rows are encoded again without the feature)."""
-    t = arr.type
-    leaf = _leaf_type(t)
-    if not _scalar(leaf):
-        raise _unsupported(name, t)
-    zero = pa.array([b"" if pa.types.is_binary(leaf) or pa.types.is_large_binary(leaf)
-                     else "" if pa.types.is_string(leaf) or pa.types.is_large_string(leaf)
-                     else False if pa.types.is_boolean(leaf) else 0], leaf)
-    fill = zero
-    for size in _fixed_sizes(t)[::-1]:
-        fill = pa.FixedSizeListArray.from_arrays(pa.concat_arrays([fill] * size), size)
-    return arr.fill_null(fill[0])
-
-
-def _fixed_sizes(t):
-    sizes = []
-    while pa.types.is_fixed_size_list(t):
-        sizes.append(t.list_size)
-        t = t.value_type
-    return sizes
-
-
-def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
-    """The batch's rows as serialized Examples."""
-    names = batch.schema.names
-    if len(set(names)) != len(names):
-        raise FeatureSpecError("a table written as Examples needs distinct column names")
-    arrays = {}
-    for field, arr in zip(batch.schema, batch.columns):
-        if _valueless(field.type):
-            continue
-        if not _holdable(field.type):
-            raise _unsupported(field.name, field.type)
-        arrays[field.name] = _plain(arr)
-    columns = {name: _encodable(name, arr) for name, arr in arrays.items()}
-    if not columns:
-        return [encode_example({})] * batch.num_rows
-    records = encode_examples(columns, deterministic)
-    nulls = [(name, arr.is_null().to_numpy(zero_copy_only=False)) for name, arr in arrays.items() if arr.null_count]
-    if nulls:
-        any_null = np.logical_or.reduce([mask for _, mask in nulls])
-        null_of = dict(nulls)
-        for row in np.flatnonzero(any_null).tolist():
-            mapping = {name: column[row] for name, column in columns.items()
-                       if name not in null_of or not null_of[name][row]}
-            records[row] = encode_example(mapping, deterministic)
-    return records
-
-
-def _valueless(t) -> bool:
-    """A column of type null or list<null>: no row holds a value (at most empty lists, which
-    parse as a missing feature, as a Feature of no type does)."""
-    return pa.types.is_null(t) or (_is_list(t) and pa.types.is_null(t.value_type))
-
-
-def _holdable(t) -> bool:
-    """Whether an Example can hold a column of this Arrow type (one Feature per row)."""
-    t = _plain_type(_stored(t))
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        t = t.value_type
-    return _scalar(_leaf_type(t))
-
-
-def _type_test(name):
-    return getattr(pa.types, name, lambda t: False)  # view types: pyarrow 16 on
-
-
-_is_string_view, _is_binary_view = _type_test("is_string_view"), _type_test("is_binary_view")
-_is_list_view, _is_large_list_view = _type_test("is_list_view"), _type_test("is_large_list_view")
-
-
-def _is_list(t) -> bool:
-    return (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-            or _is_list_view(t) or _is_large_list_view(t))
-
-
-def _plain_type(t):
-    """t with string and binary views and fixed-size binary as large_string / large_binary,
-    and list views as large lists, at any depth: the types the encoder reads."""
-    if _is_string_view(t):
-        return pa.large_string()
-    if _is_binary_view(t) or pa.types.is_fixed_size_binary(t):
-        return pa.large_binary()
-    if _is_list(t):
-        item = _plain_type(t.value_type)
-        if pa.types.is_fixed_size_list(t):
-            return t if item == t.value_type else pa.list_(item, t.list_size)
-        if pa.types.is_list(t):
-            return t if item == t.value_type else pa.list_(item)
-        return pa.large_list(item)
-    return t
-
-
-def _plain(arr: pa.Array) -> pa.Array:
-    """arr as _plain_type's type, dictionaries decoded. List views are rebuilt as lists from
-    their logical values (pyarrow's cast of a list view with nulls gives an invalid array)."""
-    if _stored(arr.type) is not arr.type:
-        return arr  # read as its storage
-    if pa.types.is_dictionary(arr.type):  # a null in the dictionary is none in the indices' count
-        arr = arr.dictionary_decode()
-    target = _plain_type(arr.type)
-    if target == arr.type:
-        return arr
-    if _is_list_view(arr.type) or _is_large_list_view(arr.type):
-        import pyarrow.compute as pc
-
-        lengths = pc.list_value_length(arr).fill_null(0).to_numpy()
-        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int64())
-        arr = pa.LargeListArray.from_arrays(offsets, _plain(pc.list_flatten(arr)),
-                                            mask=arr.is_null() if arr.null_count else None)
-    return arr.cast(target)
-
-
-def _leaf_type(t):
-    """The value type under fixed-size lists and a dictionary encoding."""
-    while pa.types.is_fixed_size_list(t):
-        t = t.value_type
-    return t.value_type if pa.types.is_dictionary(t) else t
-
-
-def _numeric(t) -> bool:
-    """Whether values of this Arrow type are numbers or booleans (a numpy array of them)."""
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-
-
-def _scalar(t) -> bool:
-    """Whether a Feature can hold values of this Arrow type: numbers, booleans, bytes, text."""
-    return (_numeric(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t))
-
-
-def _batches(data):
-    """The RecordBatches of a Table, a RecordBatch, an iterable (a RecordBatchReader) of
-    either, or what has to_batches() (a pyarrow dataset or scanner, a Hugging Face Dataset's
-    .data); anything else (a pandas DataFrame iterates its column names) is refused."""
-    if isinstance(data, (pa.Table, pa.RecordBatch)):
-        items = [data]
-    elif callable(getattr(data, "to_batches", None)):  # streamed, a batch at a time
-        items = data.to_batches()
-    else:
-        items = data
-    # Only what defines __iter__: iter() also walks an object by __getitem__(0), (1), ...,
-    # which raised a bare TypeError from inside (polars' LazyFrame: "not subscriptable").
-    items = iter(items) if hasattr(type(items), "__iter__") else iter([data])
-    for item in items:
-        if isinstance(item, pa.Table):
-            yield from item.to_batches()
-        elif isinstance(item, pa.RecordBatch):
-            yield item
-        else:
-            what = (type(data).__name__ if item is data
-                    else f"an iterable of {type(item).__name__} (a {type(data).__name__})")
-            raise ArgumentTypeError(f"write_arrow takes a pyarrow Table, a RecordBatch or an iterable of them, "
-                                    f"not {what}",
-                                    hint="convert first: pyarrow.Table.from_pandas(df), pyarrow.table(mapping), "
-                                         "polars' df.to_arrow() (lazy: .collect() first), a Hugging Face "
-                                         "Dataset's ds.data")
-
-
-def write_arrow(table_or_batches: Any, path_or_prefix: PathLike, *, num_shards: int | None = None,
-                deterministic: bool = False, **writer_options: Any) -> int:
-    """Write the rows of a ``pyarrow.Table``, a RecordBatch, an iterable of RecordBatches or
-    what has ``to_batches()`` (a pyarrow dataset, a Hugging Face Dataset's ``.data``) as
-    tf.train.Examples, one Feature per column (see the module docstring for the types);
-    returns the number of records written.
-
-    Without num_shards, one file through ``TFRecordWriter(path, **writer_options)``
-    (compression, index, fsync, ...); with it, shards ``<prefix>-0000i-of-0000n.tfrecord``
-    through ``ShardedWriter(prefix, num_shards, **writer_options)``. deterministic sorts the
-    features as ``encode_examples(..., deterministic=True)`` does. The writers are atomic: on
-    an error nothing appears under the final names."""
-    from .sharded import ShardedWriter
-    from .writer import TFRecordWriter
-
-    writer: TFRecordWriter | ShardedWriter
-    if num_shards is None:
-        writer = TFRecordWriter(path_or_prefix, **writer_options)
-    else:
-        writer = ShardedWriter(path_or_prefix, num_shards, **writer_options)
-    count = 0
-    with writer:
-        for batch in _batches(table_or_batches):
-            records = _batch_records(batch, deterministic)
-            writer.write_many(records)
-            count += len(records)
-    return count

@@ -19,7 +19,8 @@ and when every task has succeeded, ``on_write_complete`` renames the shards, in 
 order, to ``<prefix>-00003-of-00016<suffix>``. The count is known only then. If any task
 fails or a rename fails, every staging file and every shard already renamed is removed (and
 local files those had replaced are put back), so no file appears under a final name unless
-the whole write succeeded.
+the whole write succeeded. A column written as int64 values by one task and float or bytes
+by another (Ray types each block on its own) fails the write so, before any rename.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ray.data import extensions as _extensions
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorType
 
 from . import _native
+from . import _arrow_write as _write
 from . import arrow as _arrow
 from . import fs as _fs
 from ._typing import Compression, Features, Files, PathLike, StorageOptions
@@ -47,7 +49,7 @@ from .index import build_index as _build_index
 from .index import _sidecar, index_path, load_index
 from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader, _read_exact
-from .sharded import DEFAULT_SUFFIX, ShardInfo, shard_path
+from .sharded import DEFAULT_SUFFIX, ShardInfo, _check_prefix, shard_path
 from .writer import TFRecordWriter, check_index_compression, drop_kept, keep_replaced, put_back
 
 try:
@@ -262,8 +264,8 @@ def _stale(path, begin, end, got, count):
 def _tensor_shape(t):
     """The shape of a column of (nested) fixed-size lists of numbers (a shaped FixedLenFeature
     or RawTensorFeature), or None."""
-    shape = _arrow._fixed_sizes(t)
-    return tuple(shape) if shape and _arrow._numeric(_arrow._leaf_type(t)) else None
+    shape = _write._fixed_sizes(t)
+    return tuple(shape) if shape and _write._numeric(_write._leaf_type(t)) else None
 
 
 def _tensor_schema(features) -> pa.Schema:
@@ -274,7 +276,7 @@ def _tensor_schema(features) -> pa.Schema:
     for i, field in enumerate(schema):
         shape = _tensor_shape(field.type)
         if shape is not None:
-            empty = np.empty((0, *shape), _arrow._leaf_type(field.type).to_pandas_dtype())
+            empty = np.empty((0, *shape), _write._leaf_type(field.type).to_pandas_dtype())
             schema = schema.set(i, field.with_type(ArrowTensorArray.from_numpy(empty).type))
     return schema
 
@@ -389,10 +391,14 @@ class TFRecordDatasink(Datasink):
 
     def __init__(self, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
                  deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None):
-        self.prefix = os.fspath(path_prefix)
+        self.prefix = _check_prefix(path_prefix)  # not a directory: no shards named '-00000-of-...'
         if not _fs.is_url(self.prefix):
             self.prefix = _fs.local_path(self.prefix)  # file:// too
         self.columns = _arrow._names(columns)
+        twice = sorted({c for c in self.columns or () if self.columns.count(c) > 1})
+        if twice:  # else each write task fails once the dataset has been computed
+            raise InvalidArgumentError(f"columns names {twice[0]!r} more than once: a record holds one feature of "
+                                       "a name", hint="list each column once")
         self.record_column = record_column
         if record_column is not None and columns is not None:
             raise InvalidArgumentError("record_column writes one binary column verbatim; drop columns")
@@ -439,11 +445,12 @@ class TFRecordDatasink(Datasink):
     def write(self, blocks, ctx):
         path = self.staging_path(ctx.task_idx)
         tables = (_as_lists(self._select(BlockAccessor.for_block(b).to_arrow())) for b in blocks)
-        if self.record_column is None:
-            count = _arrow.write_arrow((batch for t in tables for batch in t.to_batches()), path,
-                                       deterministic=self.deterministic, **self.options)
-        else:
-            with TFRecordWriter(path, **self.options) as writer:
+        kinds = {}
+        with TFRecordWriter(path, **self.options) as writer:
+            if self.record_column is None:
+                count = _write._write_batches((batch for t in tables for batch in t.to_batches()), writer,
+                                              self.deterministic, kinds, self.prefix, f" of write task {ctx.task_idx}")
+            else:
                 for table in tables:
                     for chunk in table.column(0).chunks:
                         if chunk.null_count:  # else the writer names a row of a hidden staging file
@@ -454,7 +461,8 @@ class TFRecordDatasink(Datasink):
                                 hint="drop or fill the null rows first (Dataset.filter)")
                         writer.write_many(chunk.to_pylist())
                 count = writer.records_written
-        return {"task": ctx.task_idx, "path": path, "records": count}
+        return {"task": ctx.task_idx, "path": path, "records": count,
+                "kinds": {name: kind for name, (kind, _) in kinds.items()}}
 
     def _select(self, table):
         if self.record_column is not None:
@@ -463,6 +471,13 @@ class TFRecordDatasink(Datasink):
 
     def on_write_complete(self, write_result) -> None:
         done = sorted(write_result.write_returns, key=lambda r: r["task"])
+        kinds = {}
+        try:  # each task checked its own blocks; a column of one kind in every task too
+            for r in done:
+                _write.check_kinds(kinds, r["kinds"], f"write task {r['task']}", self.prefix)
+        except FeatureSpecError as exc:
+            self.on_write_failed(exc)
+            raise
         if not done:  # an empty dataset still gets one (empty) shard, as TF and Beam write
             with TFRecordWriter(self.staging_path(0), **self.options) as writer:
                 pass
@@ -538,7 +553,7 @@ def _as_lists(table: pa.Table) -> pa.Table:
             chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
         elif isinstance(field.type, _TENSOR_TYPES) and _is_text(field.type.storage_type):
             chunks = [_object_lists(field.name, list(chunk.to_numpy())) for chunk in table.column(i).chunks]
-        elif _arrow._is_list(field.type) and not _arrow._holdable(field.type):  # lists of lists
+        elif _write._is_list(field.type) and not _write._holdable(field.type):  # lists of lists
             chunks = [_object_lists(field.name, chunk.to_pylist()) for chunk in table.column(i).chunks]
         else:
             continue
@@ -549,7 +564,7 @@ def _as_lists(table: pa.Table) -> pa.Table:
 
 def _is_text(storage) -> bool:
     """Whether a tensor's storage holds fixed-width binary: numpy's 'U' (and 'S') values."""
-    return pa.types.is_fixed_size_binary(_arrow._leaf_type(storage.value_type))
+    return pa.types.is_fixed_size_binary(_write._leaf_type(storage.value_type))
 
 
 def _object_lists(name, rows) -> pa.Array:
@@ -571,8 +586,8 @@ def _object_lists(name, rows) -> pa.Array:
         raise FeatureSpecError(f"column {name!r} holds Python objects an Example cannot hold ({exc})",
                                hint="make each row an array or list of numbers, bytes or strings "
                                     "(or None), all of one kind") from None
-    if not _arrow._holdable(array.type) and not _arrow._valueless(array.type):
-        raise _arrow._unsupported(name, array.type)
+    if not _write._holdable(array.type) and not _write._valueless(array.type):
+        raise _write._unsupported(name, array.type)
     return array
 
 

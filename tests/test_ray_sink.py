@@ -1,0 +1,52 @@
+"""TFRecordDatasink's checks, run in-process (no cluster): what it refuses when made, and
+columns whose Feature kind differs between a task's blocks or between tasks."""
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import tfrecord_lite as tfl
+from tfrecord_lite.ray import TFRecordDatasink
+
+from .test_ray import _write_in_process
+
+
+def test_a_directory_prefix_is_refused_before_the_dataset_is_computed(backend, tmp_path):
+    """write_tfrecords(ds, "out/") wrote shards named out/-00000-of-00004.tfrecord (no name,
+    and a leading dash commands take for an option), where ShardedWriter refuses such a
+    prefix. The sink refuses it too, naming a prefix that works."""
+    for prefix in (str(tmp_path) + os.sep, "file://" + str(tmp_path) + "/", "s3://bucket/out/"):
+        with pytest.raises(tfl.InvalidArgumentError, match="is a directory") as info:
+            TFRecordDatasink(prefix)
+        assert "train-00000-of-00002.tfrecord" in info.value.hint
+    assert os.listdir(tmp_path) == [] and backend.name == tfl.implementation
+
+
+def test_a_column_named_twice_is_refused_when_the_sink_is_made(backend, tmp_path):
+    """columns=["x", "x"] failed in every write task, once the dataset had been computed, as
+    'a table written as Examples needs distinct column names' (naming neither)."""
+    with pytest.raises(tfl.InvalidArgumentError, match="columns names 'x' more than once"):
+        TFRecordDatasink(str(tmp_path / "part"), columns=["y", "x", "x"])
+    with pytest.raises(tfl.FeatureSpecError, match="distinct column names, but 'a' names more than one"):
+        tfl.arrow.write_arrow(pa.Table.from_arrays([pa.array([1]), pa.array([2])], ["a", "a"]),
+                              tmp_path / "t.tfrecord")
+    assert os.listdir(tmp_path) == [] and backend.name == tfl.implementation
+
+
+def test_a_column_of_int64_in_one_block_and_double_in_another_is_refused(backend, tmp_path):
+    """Ray types a column per block (from_items of 1 and 1.5, pandas' NaN making a float
+    block): the shards held int64_list in some records and float_list in others, which no one
+    spec parses. The write fails now, within a task or across tasks, leaving no file."""
+    ints, floats = pa.table({"x": [1, 2]}), pa.table({"x": [1.5, None]})
+    with pytest.raises(tfl.FeatureSpecError, match="'x' is int64 values at row 0 of write task 3 but float values "
+                       "at row 2 of write task 3") as info:
+        TFRecordDatasink(str(tmp_path / "part")).write([ints, floats], type("Ctx", (), {"task_idx": 3}))
+    assert info.value.path == str(tmp_path / "part")
+    with pytest.raises(tfl.FeatureSpecError, match="'x' is int64 values at write task 0 but float values at write "
+                       "task 1"):
+        _write_in_process(TFRecordDatasink(str(tmp_path / "part")), [ints, floats])
+    assert os.listdir(tmp_path) == []
+    halves = floats.cast(pa.schema([("x", pa.float16())]))
+    shards = _write_in_process(TFRecordDatasink(str(tmp_path / "part")), [floats, halves])
+    assert [s.records for s in shards] == [2, 2] and backend.name == tfl.implementation
