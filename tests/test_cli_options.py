@@ -76,10 +76,13 @@ def test_a_file_named_like_a_glob_is_itself_and_an_empty_match_is_an_error(backe
     literal = _write(tmp_path / "x[1].tfrecord", [b"r"] * 2)
     assert main(["count", literal]) == 0
     assert capfd.readouterr().out == f"2\t{literal}\n"
+    # exit 2, as for a missing file (it was 1, as for a damaged one)
     for arg in (str(tmp_path / "none-*.tfrecord"), str(tmp_path / "empty")):
         os.makedirs(tmp_path / "empty", exist_ok=True)
-        assert main(["to-parquet", arg, "-o", str(tmp_path / "o.parquet")]) == 1
+        assert main(["to-parquet", arg, "-o", str(tmp_path / "o.parquet")]) == 2
         assert "no TFRecord files found" in capfd.readouterr().err
+        assert main(["count", arg]) == 2 and "no TFRecord files found" in capfd.readouterr().err
+    assert main(["count", str(tmp_path / "missing.tfrecord")]) == 2
     assert not (tmp_path / "o.parquet").exists()
 
 

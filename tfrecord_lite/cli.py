@@ -479,6 +479,11 @@ examples:
 """
 
 
+_EPILOG_EXIT = ("exit status: 0 done; 1 damaged or non-TFRecord input, a failed verify, or another "
+                "error; 2 a usage error, or a FILE that names nothing (no such file, or a glob or "
+                "directory without files); 130 interrupted")
+
+
 class _CommandParser(argparse.ArgumentParser):
     """A command's parser: FILEs may come after options too (count a.tfrecord --no-crc
     b.tfrecord), which plain argparse refuses as unrecognized arguments."""
@@ -501,6 +506,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecord-lite",
         description="Read, write and check TFRecord files without TensorFlow.",
+        epilog=_EPILOG_EXIT,
     )
     parser.add_argument("--version", action="version", version=f"tfrecord_lite {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
@@ -608,7 +614,11 @@ def main(argv=None) -> int:
     skips = _SkipReport(args.command) if getattr(args, "on_corrupt", "raise") != "raise" else None
     try:
         if hasattr(args, "files"):
-            args.files = _input_files(args)
+            try:
+                args.files = _input_files(args)
+            except TFRecordError as exc:  # a glob or directory naming no file: as a missing file
+                print(f"tfrecord-lite {args.command}: {_in_cli_words(exc, args)}", file=sys.stderr)
+                return 2
         with _skip_log(skips) if skips else contextlib.nullcontext():
             return args.func(args)
     except TFRecordError as exc:
