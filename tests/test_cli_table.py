@@ -159,6 +159,15 @@ def test_to_parquet_refuses_a_codec_parquet_cannot_write(backend, files, tmp_pat
     assert not out.exists() and backend.name == tfl.implementation
 
 
+def test_to_parquet_into_a_directory_suggests_a_parquet_name(backend, files, tmp_path, capfd):
+    # It suggested DIR/out.tfrecord.
+    for out in (str(tmp_path), str(tmp_path / "new") + os.sep):
+        assert main(["to-parquet", *files, "-o", out]) == 1
+        err = capfd.readouterr().err
+        assert "names a directory" in err and os.path.join(out, "out.parquet") in err and ".tfrecord" not in err
+    assert backend.name == tfl.implementation
+
+
 def test_commands_as_a_program(files, tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = str(tmp_path / "t.parquet")

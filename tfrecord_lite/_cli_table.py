@@ -24,6 +24,7 @@ from .cli import (
     _storage,
 )
 from .errors import TFRecordError
+from .io import check_output_name
 from .ops import tracked_blocks
 
 
@@ -226,6 +227,7 @@ def cmd_to_parquet(args) -> int:
     except ImportError:
         raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
 
+    check_output_name(args.output, url=_fs.is_url(args.output), example="out.parquet")
     for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
         _check(path, args.compression, _storage(args))
         if not _fs.is_url(path) and not _fs.is_url(args.output) and os.path.exists(args.output) \
