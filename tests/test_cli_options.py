@@ -281,6 +281,22 @@ def test_a_pipe_is_read_once_as_a_stream(backend, tmp_path, capfd, argv):
         assert want[argv[0]] in std.out
 
 
+@pytest.mark.parametrize("argv", [["count", "-"], ["verify", "-"], ["head", "-n", "1", "-"], ["stats", "-"],
+                                  ["schema", "-"]])
+def test_a_dash_reads_standard_input(backend, tmp_path, argv):
+    # "-" was a file name: "tfrecord-lite count: -: no such file", exit 2.
+    import subprocess
+    import sys
+
+    packed = open(_write(tmp_path / "src.tfrecord.gz", _examples(0, 5), "gzip"), "rb").read()
+    env = dict(os.environ, PYTHONPATH=ROOT, TFRECORD_LITE_PURE_PYTHON="1" if backend.name == "python" else "")
+    done = subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], input=packed, capture_output=True,
+                          env=env, check=True)
+    want = {"count": b"5\t", "verify": b"OK\t5 good", "head": b"record 0:", "stats": b"5 records",
+            "schema": b"FixedLenFeature"}
+    assert want[argv[0]] in done.stdout and done.stderr == b""
+
+
 def test_to_parquet_without_a_spec_and_split_refuse_a_pipe(backend, tmp_path, capfd):
     # Inferring the spec read the pipe's first records, and the conversion then found none left.
     fifo = str(tmp_path / "fifo")

@@ -211,8 +211,9 @@ def _input_files(args) -> list[str]:
     """Each FILE argument as the files it names: itself, or a glob's matches and a
     directory's files, sorted (as TFRecordDataset resolves them), so that a pattern the shell
     did not expand (quoted, or an s3:// URL) reads the same in every command. A file whose
-    name holds glob characters is itself."""
-    return [path for spec in args.files for path in resolve_files(spec, _storage(args))]
+    name holds glob characters is itself; "-" is standard input, as a pipe (./- names a file)."""
+    return [path for spec in args.files
+            for path in (["/dev/stdin"] if spec == "-" else resolve_files(spec, _storage(args)))]
 
 
 def _progress_args(p):
