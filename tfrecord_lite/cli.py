@@ -482,7 +482,7 @@ examples:
 
 _EPILOG_EXIT = ("exit status: 0 done; 1 damaged or non-TFRecord input, a failed verify, or another "
                 "error; 2 a usage error, or a FILE that names nothing (no such file, or a glob or "
-                "directory without files); 130 interrupted")
+                "directory without files); 130 interrupted; 141 output pipe closed early (| head)")
 
 
 class _CommandParser(argparse.ArgumentParser):
@@ -611,6 +611,46 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    try:
+        code = _main(argv)
+    except SystemExit:  # --help, a usage error
+        _flush_or_drop()
+        raise
+    except BrokenPipeError:  # the reader left (| head -1): quietly, but not as a success that was not
+        # (verify's verdict was not seen); 128 + SIGPIPE, as a shell reports a tool ended by it
+        _drop_stdout()
+        return 141
+    except KeyboardInterrupt:  # before a command started
+        print("tfrecord-lite: interrupted", file=sys.stderr)
+        return 130
+    failed = _flush_or_drop()  # now, not at exit, where a failure is "Exception ignored" and status 120
+    if failed is None:
+        return code
+    if not isinstance(failed, BrokenPipeError):
+        print(f"tfrecord-lite: writing standard output: {failed.strerror or failed}", file=sys.stderr)
+    return code or (141 if isinstance(failed, BrokenPipeError) else 1)
+
+
+def _flush_or_drop():
+    """Flush stdout; if that fails, drop what it holds (see _drop_stdout) and return the error."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        _drop_stdout()
+        return exc
+    return None
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that what it still holds is not flushed at exit into the
+    pipe or file that failed (the recipe of Python's signal module documentation)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a file (captured, replaced)
+        pass
+
+
+def _main(argv) -> int:
     args = _build_parser().parse_args(argv)
     skips = _SkipReport(args.command) if getattr(args, "on_corrupt", "raise") != "raise" else None
     try:
@@ -630,11 +670,11 @@ def main(argv=None) -> int:
         print(f"tfrecord-lite {args.command}: {exc.filename}: {'no such file' if plain else exc.strerror}",
               file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
     except KeyboardInterrupt:  # outputs are atomic: nothing half-written is left to explain
         print(f"tfrecord-lite {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise
     except IsADirectoryError as exc:  # free space and permissions have nothing to do with it
         print(f"tfrecord-lite {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -642,6 +682,7 @@ def main(argv=None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"tfrecord-lite {args.command}: {where}{exc.strerror or exc}; check the path, "
               "permissions and free space", file=sys.stderr)
+        _flush_or_drop()  # if stdout failed, once is enough
         return 1
 
 
