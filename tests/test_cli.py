@@ -125,10 +125,13 @@ def test_head_takes_several_files_and_numbers_records_in_each(backend, tmp_path,
 def test_head_decodes_examples(backend, tmp_path, capfd):
     from tfrecord_lite import encode_example
 
-    path = _write(tmp_path / "e.tfrecord", [encode_example({"label": 3, "score": [0.5, 1.5], "id": b"x7"})])
+    path = _write(tmp_path / "e.tfrecord", [encode_example({"label": 3, "score": [0.5, 1.5], "id": b"x7",
+                                                           "p": [0.1, float("nan"), -1e30]})])
     assert main(["head", path]) == 0
     out = capfd.readouterr().out
     assert "label: int64[1] [3]" in out and "score: float32[2] [0.5, 1.5]" in out
+    # float32 values were shown widened to float64: 0.10000000149011612
+    assert "p: float32[3] [0.1, nan, -1e+30]" in out
     assert "id: bytes[1] [b'x7']" in out
 
 

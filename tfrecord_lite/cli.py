@@ -425,7 +425,7 @@ def _show_value(value, width: int) -> str:
         shown = ", ".join(repr(v[:width]) + ("..." if len(v) > width else "") for v in value[:4])
         more = f", ... ({len(value)} values)" if len(value) > 4 else ""
         return f"bytes[{len(value)}] [{shown}{more}]"
-    items = ", ".join(str(v) for v in value[:8].tolist())
+    items = ", ".join(map(str, value[:8]))  # NumPy's float32 repr: 0.1, not 0.10000000149011612
     more = f", ... ({len(value)} values)" if len(value) > 8 else ""
     return f"{value.dtype}[{len(value)}] [{items}{more}]"
 
