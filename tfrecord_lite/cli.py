@@ -254,32 +254,30 @@ def cmd_count(args) -> int:
 def cmd_verify(args) -> int:
     """Check every CRC of every record; report each bad record; exit 1 if any."""
     bad = foreign = 0
+    too_large = False
     with _bar(args, "verify") as bar, _skip_log():
-        results = []
-        for path in args.files:
+        for path in args.files:  # each file's report as it is done: a later file's error keeps it
             try:
                 with _open(path, args, on_corrupt="skip") as r:
                     n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
                     problems = r.skipped
-            except TFRecordError as exc:  # not TFRecord
+            except NotTFRecordError as exc:
+                _say(bar, f"NOT TFRECORD {_in_cli_words(exc, args)}\nnot a TFRecord file\t{path}")
+                foreign += 1
+                continue
+            except TFRecordError as exc:  # one that skipping cannot pass
                 n, problems = 0, [exc]
-            results.append((path, n, problems))
-    for path, n, problems in results:
-        if problems and isinstance(problems[0], NotTFRecordError):
-            print(f"NOT TFRECORD {_in_cli_words(problems[0], args)}")
-            print(f"not a TFRecord file\t{path}")
-            foreign += 1
-            continue
-        for err in problems:
-            print(f"CORRUPT {_without_hint(err)}")
-        bad += len(problems)
-        status = "OK" if not problems else f"{len(problems)} bad"
-        print(f"{status}\t{n} good records\t{path}")
+            for err in problems:
+                _say(bar, f"CORRUPT {_without_hint(err)}")
+            bad += len(problems)
+            too_large = too_large or any(isinstance(err, RecordTooLargeError) for err in problems)
+            status = "OK" if not problems else f"{len(problems)} bad"
+            _say(bar, f"{status}\t{n} good records\t{path}")
     if foreign:
         print(f"{foreign} file(s) are not TFRecord files.", file=sys.stderr)
     if bad:
         print(f"{bad} corrupt record(s) found. Re-create the damaged files, or {_SALVAGE}.", file=sys.stderr)
-    if any(isinstance(err, RecordTooLargeError) for _, _, problems in results for err in problems):
+    if too_large:
         print("A length over --max-record-bytes may be a real record that large: pass a larger "
               "--max-record-bytes to read it.", file=sys.stderr)
     return 1 if bad or foreign else 0
