@@ -147,6 +147,10 @@ def test_merge_and_cat_check_frames_on_the_way(backend, tmp_path, capfd):
         (["split", "FILE", "-n", "2", "--prefix", ""], "--prefix"), (["merge", "FILE", "-o", ""], "-o/--output"),
         (["cat", "FILE", "-o", ""], "-o/--output"), (["to-parquet", "FILE", "-o", ""], "-o/--output"),
         (["to-parquet", "FILE", "-o", "x", "--spec", ""], "--spec"), (["index", ""], "FILE")]],
+    # an option the command lacks was refused with the top parser's usage, naming no command
+    (["schema", "FILE", "--progress"], "usage: tfrecord-lite schema [-h]"),
+    (["schema", "FILE", "--progress"], "tfrecord-lite schema: error: unrecognized arguments: --progress"),
+    (["count", "FILE", "--nope", "--", "FILE"], "tfrecord-lite count: error: unrecognized arguments: --nope"),
 ])
 def test_bad_arguments_are_rejected_with_the_cli_spellings(tmp_path, capfd, argv, message):
     path = _write(tmp_path / "f.tfrecord", [b"r"])

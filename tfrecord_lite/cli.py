@@ -492,13 +492,19 @@ class _CommandParser(argparse.ArgumentParser):
     def parse_known_args(self, args=None, namespace=None):
         # parse_known_intermixed_args calls back here (before Python 3.12), and loses the
         # FILEs after a "--" (Python 3.11)
-        if self._mixing or "--" in (args or ()):
+        if self._mixing:
             return super().parse_known_args(args, namespace)
-        self._mixing = True
-        try:
-            return self.parse_known_intermixed_args(args, namespace)
-        finally:
-            self._mixing = False
+        if "--" in (args or ()):
+            namespace, extras = super().parse_known_args(args, namespace)
+        else:
+            self._mixing = True
+            try:
+                namespace, extras = self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._mixing = False
+        if extras:  # here, with this command's usage, not the top parser's
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 def _build_parser() -> argparse.ArgumentParser:
