@@ -125,10 +125,13 @@ def test_head_takes_several_files_and_numbers_records_in_each(backend, tmp_path,
 def test_head_decodes_examples(backend, tmp_path, capfd):
     from tfrecord_lite import encode_example
 
-    path = _write(tmp_path / "e.tfrecord", [encode_example({"label": 3, "score": [0.5, 1.5], "id": b"x7"})])
+    path = _write(tmp_path / "e.tfrecord", [encode_example({"label": 3, "score": [0.5, 1.5], "id": b"x7",
+                                                           "p": [0.1, float("nan"), -1e30]})])
     assert main(["head", path]) == 0
     out = capfd.readouterr().out
     assert "label: int64[1] [3]" in out and "score: float32[2] [0.5, 1.5]" in out
+    # float32 values were shown widened to float64: 0.10000000149011612
+    assert "p: float32[3] [0.1, nan, -1e+30]" in out
     assert "id: bytes[1] [b'x7']" in out
 
 
@@ -310,3 +313,29 @@ def test_schema_names_the_file_and_record_of_a_bad_record(backend, tmp_path, cap
         assert err.startswith(f"tfrecord-lite {command}: {mixed}, record 5"), err
     assert main(["schema", ex, mixed, "--sample", "5"]) == 0  # the bad record is past the sample
     assert "FixedLenFeature" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("progress", ["--no-progress", "--progress"])
+def test_verify_reports_each_file_as_it_is_done(backend, tmp_path, capfd, monkeypatch, progress):
+    # The reports came once every file was read: Ctrl-C (or a read error) in the last file
+    # hid the damage found in the first, and a long run showed nothing until its end.
+    from tfrecord_lite import cli
+
+    good = _write(tmp_path / "good.tfrecord", [b"a" * 10] * 4)
+    data = bytearray(open(good, "rb").read())
+    data[26 + 12] ^= 1
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    last = _write(tmp_path / "last.tfrecord", [b"b"])
+    opened = cli._open
+
+    def interrupted(path, *a, **kw):
+        if path == last:
+            raise KeyboardInterrupt
+        return opened(path, *a, **kw)
+
+    monkeypatch.setattr(cli, "_open", interrupted)
+    assert main(["verify", str(bad), good, last, progress]) == 130
+    out, err = capfd.readouterr()
+    assert out.splitlines()[-2:] == [f"1 bad\t3 good records\t{bad}", f"OK\t4 good records\t{good}"]
+    assert out.startswith(f"CORRUPT {bad}, record 1, byte offset 26") and "interrupted" in err

@@ -147,6 +147,10 @@ def test_merge_and_cat_check_frames_on_the_way(backend, tmp_path, capfd):
         (["split", "FILE", "-n", "2", "--prefix", ""], "--prefix"), (["merge", "FILE", "-o", ""], "-o/--output"),
         (["cat", "FILE", "-o", ""], "-o/--output"), (["to-parquet", "FILE", "-o", ""], "-o/--output"),
         (["to-parquet", "FILE", "-o", "x", "--spec", ""], "--spec"), (["index", ""], "FILE")]],
+    # an option the command lacks was refused with the top parser's usage, naming no command
+    (["schema", "FILE", "--progress"], "usage: tfrecord-lite schema [-h]"),
+    (["schema", "FILE", "--progress"], "tfrecord-lite schema: error: unrecognized arguments: --progress"),
+    (["count", "FILE", "--nope", "--", "FILE"], "tfrecord-lite count: error: unrecognized arguments: --nope"),
 ])
 def test_bad_arguments_are_rejected_with_the_cli_spellings(tmp_path, capfd, argv, message):
     path = _write(tmp_path / "f.tfrecord", [b"r"])
@@ -238,3 +242,36 @@ def test_a_plain_copy_checks_each_inputs_first_record_header(backend, tmp_path, 
     assert list(tfl.TFRecordReader(out / "m.tfrecord")) == [b"a", b"b"]
     help_text = " ".join(_run("merge", "--help").stdout.split())
     assert "a plain uncompressed copy checks each input's first record header" in help_text
+
+
+@pytest.mark.parametrize("buffered", [True, False])
+def test_output_into_a_closed_pipe_or_a_full_disk(backend, tmp_path, buffered):
+    # A pipe closed before the final flush printed "Exception ignored ... BrokenPipeError"
+    # and exited 120; one closed during verify exited 0, hiding the damage it had found.
+    good = _write(tmp_path / "good.tfrecord", [b"record %d" % i for i in range(3000)])
+    data = bytearray(open(good, "rb").read())
+    data[20] ^= 1
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    env = dict(os.environ, PYTHONPATH=ROOT, TFRECORD_LITE_PURE_PYTHON="1" if backend.name == "python" else "")
+    env.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+
+    def run(argv, stdout):
+        return subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+
+    for argv, codes in ((["count", good], {141}), (["head", "-n", "1000", good], {141}),
+                        (["verify", str(bad)], {1, 141}), (["--help"], {0})):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = run(argv, write)
+        finally:
+            os.close(write)
+        assert done.returncode in codes, (argv, done.returncode, done.stderr)
+        assert "Exception ignored" not in done.stderr and "Broken pipe" not in done.stderr
+    with open("/dev/full", "w") as full:
+        done = run(["count", good], full)
+    assert done.returncode == 1 and done.stderr.count("No space left on device") == 1, done.stderr

@@ -76,10 +76,13 @@ def test_a_file_named_like_a_glob_is_itself_and_an_empty_match_is_an_error(backe
     literal = _write(tmp_path / "x[1].tfrecord", [b"r"] * 2)
     assert main(["count", literal]) == 0
     assert capfd.readouterr().out == f"2\t{literal}\n"
+    # exit 2, as for a missing file (it was 1, as for a damaged one)
     for arg in (str(tmp_path / "none-*.tfrecord"), str(tmp_path / "empty")):
         os.makedirs(tmp_path / "empty", exist_ok=True)
-        assert main(["to-parquet", arg, "-o", str(tmp_path / "o.parquet")]) == 1
+        assert main(["to-parquet", arg, "-o", str(tmp_path / "o.parquet")]) == 2
         assert "no TFRecord files found" in capfd.readouterr().err
+        assert main(["count", arg]) == 2 and "no TFRecord files found" in capfd.readouterr().err
+    assert main(["count", str(tmp_path / "missing.tfrecord")]) == 2
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -276,6 +279,22 @@ def test_a_pipe_is_read_once_as_a_stream(backend, tmp_path, capfd, argv):
         want = {"count": "5\t", "head": "record 0:", "stats": f"5 records, {len(packed)} bytes in 1 file(s)",
                 "verify": "OK\t5 good"}
         assert want[argv[0]] in std.out
+
+
+@pytest.mark.parametrize("argv", [["count", "-"], ["verify", "-"], ["head", "-n", "1", "-"], ["stats", "-"],
+                                  ["schema", "-"]])
+def test_a_dash_reads_standard_input(backend, tmp_path, argv):
+    # "-" was a file name: "tfrecord-lite count: -: no such file", exit 2.
+    import subprocess
+    import sys
+
+    packed = open(_write(tmp_path / "src.tfrecord.gz", _examples(0, 5), "gzip"), "rb").read()
+    env = dict(os.environ, PYTHONPATH=ROOT, TFRECORD_LITE_PURE_PYTHON="1" if backend.name == "python" else "")
+    done = subprocess.run([sys.executable, "-m", "tfrecord_lite", *argv], input=packed, capture_output=True,
+                          env=env, check=True)
+    want = {"count": b"5\t", "verify": b"OK\t5 good", "head": b"record 0:", "stats": b"5 records",
+            "schema": b"FixedLenFeature"}
+    assert want[argv[0]] in done.stdout and done.stderr == b""
 
 
 def test_to_parquet_without_a_spec_and_split_refuse_a_pipe(backend, tmp_path, capfd):

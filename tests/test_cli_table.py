@@ -99,6 +99,19 @@ def test_stats(backend, files, tmp_path, capfd):
     assert f"{bad}, record 1" in err and backend.name == tfl.implementation
 
 
+def test_stats_of_a_feature_only_ever_empty(backend, tmp_path, capfd):
+    # A Feature with no list set has no dtype: JSON said "dtype": "-", a string no type is.
+    entry = b"\x0a\x01e\x12\x00"  # feature "e": Feature {}
+    path = str(tmp_path / "e.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write(b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry)
+    assert main(["stats", path, "--format", "json"]) == 0
+    assert json.loads(capfd.readouterr().out)["features"]["e"]["dtype"] is None
+    assert main(["stats", path]) == 0
+    assert capfd.readouterr().out.splitlines()[2].split() == ["e", "-", "1", "100.0%", "0", "0", "0"]
+    assert backend.name == tfl.implementation
+
+
 def test_stats_counts_a_sequence_examples_feature_lists(backend, tmp_path, capfd):
     # A SequenceExample decodes as an Example of its context: its feature lists went uncounted
     path = str(tmp_path / "seq.tfrecord")
@@ -157,6 +170,15 @@ def test_to_parquet_refuses_a_codec_parquet_cannot_write(backend, files, tmp_pat
     with pytest.raises(tfl.InvalidArgumentError, match=codec):
         write_parquet(files, str(out), codec=codec)
     assert not out.exists() and backend.name == tfl.implementation
+
+
+def test_to_parquet_into_a_directory_suggests_a_parquet_name(backend, files, tmp_path, capfd):
+    # It suggested DIR/out.tfrecord.
+    for out in (str(tmp_path), str(tmp_path / "new") + os.sep):
+        assert main(["to-parquet", *files, "-o", out]) == 1
+        err = capfd.readouterr().err
+        assert "names a directory" in err and os.path.join(out, "out.parquet") in err and ".tfrecord" not in err
+    assert backend.name == tfl.implementation
 
 
 def test_commands_as_a_program(files, tmp_path):

@@ -24,6 +24,7 @@ from .cli import (
     _storage,
 )
 from .errors import TFRecordError
+from .io import check_output_name
 from .ops import tracked_blocks
 
 
@@ -197,7 +198,7 @@ def cmd_stats(args) -> int:
             records += in_file
     # A feature is held by at least one record, so records > 0; JSON's share is the fraction.
     def rows(specs):
-        return [(name, "/".join(sorted(s.kinds)) or "-", s.present, s.present / records,
+        return [(name, "/".join(sorted(s.kinds)) or None, s.present, s.present / records,  # None: only empty
                  s.values, s.least if s.least is not None else "-", s.most)
                 for name, s in sorted(specs.items())]
 
@@ -213,7 +214,7 @@ def cmd_stats(args) -> int:
         if title:
             print(f"{title}:")
         _print_table(("feature", "dtype", "present", "share", "values", "min/rec", "max/rec"),
-                     [(*row[:3], f"{row[3]:.1%}", *row[4:]) for row in rows(specs)])
+                     [(row[0], row[1] or "-", row[2], f"{row[3]:.1%}", *row[4:]) for row in rows(specs)])
     return 0
 
 
@@ -226,6 +227,7 @@ def cmd_to_parquet(args) -> int:
     except ImportError:
         raise TFRecordError("to-parquet needs pyarrow", hint='pip install "tfrecordkit[arrow]" (or ".[arrow]" from a checkout)') from None
 
+    check_output_name(args.output, url=_fs.is_url(args.output), example="out.parquet")
     for path in args.files:  # the dataset's readers would call a Parquet input damaged TFRecord
         _check(path, args.compression, _storage(args))
         if not _fs.is_url(path) and not _fs.is_url(args.output) and os.path.exists(args.output) \

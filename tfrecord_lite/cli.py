@@ -211,8 +211,9 @@ def _input_files(args) -> list[str]:
     """Each FILE argument as the files it names: itself, or a glob's matches and a
     directory's files, sorted (as TFRecordDataset resolves them), so that a pattern the shell
     did not expand (quoted, or an s3:// URL) reads the same in every command. A file whose
-    name holds glob characters is itself."""
-    return [path for spec in args.files for path in resolve_files(spec, _storage(args))]
+    name holds glob characters is itself; "-" is standard input, as a pipe (./- names a file)."""
+    return [path for spec in args.files
+            for path in (["/dev/stdin"] if spec == "-" else resolve_files(spec, _storage(args)))]
 
 
 def _progress_args(p):
@@ -253,32 +254,30 @@ def cmd_count(args) -> int:
 def cmd_verify(args) -> int:
     """Check every CRC of every record; report each bad record; exit 1 if any."""
     bad = foreign = 0
+    too_large = False
     with _bar(args, "verify") as bar, _skip_log():
-        results = []
-        for path in args.files:
+        for path in args.files:  # each file's report as it is done: a later file's error keeps it
             try:
                 with _open(path, args, on_corrupt="skip") as r:
                     n = sum(len(offsets) for offsets, _ in tracked_blocks(r, bar, r.record_spans()))
                     problems = r.skipped
-            except TFRecordError as exc:  # not TFRecord
+            except NotTFRecordError as exc:
+                _say(bar, f"NOT TFRECORD {_in_cli_words(exc, args)}\nnot a TFRecord file\t{path}")
+                foreign += 1
+                continue
+            except TFRecordError as exc:  # one that skipping cannot pass
                 n, problems = 0, [exc]
-            results.append((path, n, problems))
-    for path, n, problems in results:
-        if problems and isinstance(problems[0], NotTFRecordError):
-            print(f"NOT TFRECORD {_in_cli_words(problems[0], args)}")
-            print(f"not a TFRecord file\t{path}")
-            foreign += 1
-            continue
-        for err in problems:
-            print(f"CORRUPT {_without_hint(err)}")
-        bad += len(problems)
-        status = "OK" if not problems else f"{len(problems)} bad"
-        print(f"{status}\t{n} good records\t{path}")
+            for err in problems:
+                _say(bar, f"CORRUPT {_without_hint(err)}")
+            bad += len(problems)
+            too_large = too_large or any(isinstance(err, RecordTooLargeError) for err in problems)
+            status = "OK" if not problems else f"{len(problems)} bad"
+            _say(bar, f"{status}\t{n} good records\t{path}")
     if foreign:
         print(f"{foreign} file(s) are not TFRecord files.", file=sys.stderr)
     if bad:
         print(f"{bad} corrupt record(s) found. Re-create the damaged files, or {_SALVAGE}.", file=sys.stderr)
-    if any(isinstance(err, RecordTooLargeError) for _, _, problems in results for err in problems):
+    if too_large:
         print("A length over --max-record-bytes may be a real record that large: pass a larger "
               "--max-record-bytes to read it.", file=sys.stderr)
     return 1 if bad or foreign else 0
@@ -412,7 +411,7 @@ def _show_value(value, width: int) -> str:
         shown = ", ".join(repr(v[:width]) + ("..." if len(v) > width else "") for v in value[:4])
         more = f", ... ({len(value)} values)" if len(value) > 4 else ""
         return f"bytes[{len(value)}] [{shown}{more}]"
-    items = ", ".join(str(v) for v in value[:8].tolist())
+    items = ", ".join(map(str, value[:8]))  # NumPy's float32 repr: 0.1, not 0.10000000149011612
     more = f", ... ({len(value)} values)" if len(value) > 8 else ""
     return f"{value.dtype}[{len(value)}] [{items}{more}]"
 
@@ -467,6 +466,11 @@ examples:
 """
 
 
+_EPILOG_EXIT = ("exit status: 0 done; 1 damaged or non-TFRecord input, a failed verify, or another "
+                "error; 2 a usage error, or a FILE that names nothing (no such file, or a glob or "
+                "directory without files); 130 interrupted; 141 output pipe closed early (| head)")
+
+
 class _CommandParser(argparse.ArgumentParser):
     """A command's parser: FILEs may come after options too (count a.tfrecord --no-crc
     b.tfrecord), which plain argparse refuses as unrecognized arguments."""
@@ -476,19 +480,26 @@ class _CommandParser(argparse.ArgumentParser):
     def parse_known_args(self, args=None, namespace=None):
         # parse_known_intermixed_args calls back here (before Python 3.12), and loses the
         # FILEs after a "--" (Python 3.11)
-        if self._mixing or "--" in (args or ()):
+        if self._mixing:
             return super().parse_known_args(args, namespace)
-        self._mixing = True
-        try:
-            return self.parse_known_intermixed_args(args, namespace)
-        finally:
-            self._mixing = False
+        if "--" in (args or ()):
+            namespace, extras = super().parse_known_args(args, namespace)
+        else:
+            self._mixing = True
+            try:
+                namespace, extras = self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._mixing = False
+        if extras:  # here, with this command's usage, not the top parser's
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecord-lite",
         description="Read, write and check TFRecord files without TensorFlow.",
+        epilog=_EPILOG_EXIT,
     )
     parser.add_argument("--version", action="version", version=f"tfrecord_lite {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
@@ -592,11 +603,55 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    try:
+        code = _main(argv)
+    except SystemExit:  # --help, a usage error
+        _flush_or_drop()
+        raise
+    except BrokenPipeError:  # the reader left (| head -1): quietly, but not as a success that was not
+        # (verify's verdict was not seen); 128 + SIGPIPE, as a shell reports a tool ended by it
+        _drop_stdout()
+        return 141
+    except KeyboardInterrupt:  # before a command started
+        print("tfrecord-lite: interrupted", file=sys.stderr)
+        return 130
+    failed = _flush_or_drop()  # now, not at exit, where a failure is "Exception ignored" and status 120
+    if failed is None:
+        return code
+    if not isinstance(failed, BrokenPipeError):
+        print(f"tfrecord-lite: writing standard output: {failed.strerror or failed}", file=sys.stderr)
+    return code or (141 if isinstance(failed, BrokenPipeError) else 1)
+
+
+def _flush_or_drop():
+    """Flush stdout; if that fails, drop what it holds (see _drop_stdout) and return the error."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        _drop_stdout()
+        return exc
+    return None
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that what it still holds is not flushed at exit into the
+    pipe or file that failed (the recipe of Python's signal module documentation)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a file (captured, replaced)
+        pass
+
+
+def _main(argv) -> int:
     args = _build_parser().parse_args(argv)
     skips = _SkipReport(args.command) if getattr(args, "on_corrupt", "raise") != "raise" else None
     try:
         if hasattr(args, "files"):
-            args.files = _input_files(args)
+            try:
+                args.files = _input_files(args)
+            except TFRecordError as exc:  # a glob or directory naming no file: as a missing file
+                print(f"tfrecord-lite {args.command}: {_in_cli_words(exc, args)}", file=sys.stderr)
+                return 2
         with _skip_log(skips) if skips else contextlib.nullcontext():
             return args.func(args)
     except TFRecordError as exc:
@@ -607,11 +662,11 @@ def main(argv=None) -> int:
         print(f"tfrecord-lite {args.command}: {exc.filename}: {'no such file' if plain else exc.strerror}",
               file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
     except KeyboardInterrupt:  # outputs are atomic: nothing half-written is left to explain
         print(f"tfrecord-lite {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise
     except IsADirectoryError as exc:  # free space and permissions have nothing to do with it
         print(f"tfrecord-lite {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -619,6 +674,7 @@ def main(argv=None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"tfrecord-lite {args.command}: {where}{exc.strerror or exc}; check the path, "
               "permissions and free space", file=sys.stderr)
+        _flush_or_drop()  # if stdout failed, once is enough
         return 1
 
 

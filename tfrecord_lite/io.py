@@ -299,14 +299,15 @@ def make_parents(path) -> None:
                                      "so the output cannot go under it", os.fspath(path)) from None
 
 
-def check_output_name(path: str, url: bool = False) -> None:
+def check_output_name(path: str, url: bool = False, example: str = "out.tfrecord") -> None:
     """Refuse an output path that names a directory (an existing one, or any path ending
     with a separator; for a URL, one ending with "/") before anything is written: the rename
     at commit would fail with a misleading message, and only after all the data was written;
-    an object store would store the data under the name without its "/"."""
+    an object store would store the data under the name without its "/". example: the file
+    name suggested in the directory."""
     seps = ("/",) if url else (os.sep, os.altsep) if os.altsep else (os.sep,)
     if path.endswith(seps) or (not url and os.path.isdir(path)):
-        example = (posixpath if url else os.path).join(path, "out.tfrecord")
+        example = (posixpath if url else os.path).join(path, example)
         raise IsADirectoryError(errno.EISDIR, f"names a directory, not a file: give the output a file name, "
                                 f"such as {example}", path)
 
