@@ -4,7 +4,8 @@ inference from sample records.
 
 Specs only describe; tfrecord_lite/example.py parses against them. dtype is np.float32,
 np.int64 or bytes, or one of the strings "float32", "int64", "string" (TensorFlow DType
-objects such as ``tf.float32`` also work, by name); specs store the string form.
+objects such as ``tf.float32`` also work, by name, and what tf.as_dtype takes: float,
+object and numpy bytes or str dtypes); specs store the string form.
 """
 
 from __future__ import annotations
@@ -46,14 +47,20 @@ NUMPY_DTYPES = {"float32": np.float32, "int64": np.int64, "string": object}
 
 def normalize_dtype(dtype) -> str:
     """"float32", "int64" or "string" for any accepted spelling of a feature dtype."""
+    if dtype is float:  # as tf.as_dtype: Python's float is float32, not numpy's float64
+        return "float32"
     if dtype is bytes or dtype is str:
         return "string"
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
-    if name is None:
+    if not isinstance(dtype, str):
         try:
-            name = np.dtype(dtype).name
+            np_dtype = np.dtype(dtype)
         except TypeError:
-            name = None
+            np_dtype = None
+        if np_dtype is not None and np_dtype.kind in "SUO":  # object, np.dtype("S3"): TF's tf.string
+            return "string"
+        if name is None and np_dtype is not None:
+            name = np_dtype.name
     if name not in _DTYPE_NAMES:
         raise FeatureSpecError(f"unsupported feature dtype {dtype!r}; use np.float32, np.int64 or bytes "
                                "(or 'float32', 'int64', 'string')")

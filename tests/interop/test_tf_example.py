@@ -397,3 +397,14 @@ def test_schema_tf_format_is_a_program_tensorflow_runs(tf, backend, tmp_path, ca
                 value, mine = [value], [ours[name]]
             for a, b in zip(value, mine):
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("dtype", [float, object, np.object_, np.dtype("S3"), np.dtype("U2"), "float32"])
+def test_dtype_spellings_tf_takes(tf, backend, dtype):
+    """What tf.as_dtype takes: Python's float is float32 (numpy's float is float64), object
+    and numpy bytes or str dtypes are tf.string; these were refused as unsupported."""
+    record = tfl.encode_example({"x": [b"ab"] if tf.as_dtype(dtype) == tf.string else [1.5]})
+    expected = tf.io.parse_example([record], {"x": tf.io.FixedLenFeature([1], dtype)})["x"]
+    spec = tfl.FixedLenFeature([1], dtype)
+    assert_same(tfl.parse_example([record], {"x": spec})["x"], expected)
+    assert eval(spec.to_tf(), {"tf": tf}).dtype == tf.as_dtype(dtype)
