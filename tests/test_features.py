@@ -81,3 +81,19 @@ def test_ragged_and_item_sequence(backend):
 def test_empty_batch(backend):
     out = tfl.parse_example([], {"a": tfl.FixedLenFeature([2], np.float32), "v": tfl.VarLenFeature(bytes)})
     assert out["a"].shape == (0, 2) and out["v"].dense_shape.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("spec", [tfl.FixedLenFeature, tfl.RawTensorFeature,
+                                  lambda shape, dtype: tfl.FixedLenSequenceFeature(shape, dtype, allow_missing=True),
+                                  lambda shape, dtype: tfl.SparseFeature("i", "v", dtype, shape)])
+@pytest.mark.parametrize("shape", [[2.5], "32", "3", [np.float64(2)], 2.0, None])
+def test_shapes_of_no_ints_are_refused(spec, shape):
+    """int() made [2.5] the shape [2] and the string "32" the shape [3, 2]."""
+    with pytest.raises(FeatureSpecError, match="shape must be a sequence of ints"):
+        spec(shape, np.int64)
+
+
+def test_unknown_dimensions_say_which_spec_takes_them():
+    for shape in ([None], [-1], [2, None]):
+        with pytest.raises(FeatureSpecError, match="unknown size needs VarLenFeature"):
+            tfl.FixedLenFeature(shape, np.float32)

@@ -10,6 +10,7 @@ object and numpy bytes or str dtypes); specs store the string form.
 
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import MISSING, dataclass, fields
 from math import isfinite, prod
@@ -70,12 +71,16 @@ def normalize_dtype(dtype) -> str:
 def _shape(shape, owner) -> tuple:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    try:
-        shape = tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
-        raise FeatureSpecError(f"{owner}: shape must be a sequence of ints, not {shape!r}") from None
+    unknown = "a dimension of unknown size needs VarLenFeature, RaggedFeature or FixedLenSequenceFeature"
+    try:  # index(), not int(): int() made [2.5] a 2 and "32" the shape [3, 2]
+        if isinstance(shape, (str, bytes)):
+            raise TypeError
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise FeatureSpecError(f"{owner}: shape must be a sequence of ints, not {shape!r}",
+                               hint=unknown if isinstance(shape, (list, tuple)) and None in shape else None) from None
     if any(d < 0 for d in shape):
-        raise FeatureSpecError(f"{owner}: shape {list(shape)} has a negative or unknown dimension")
+        raise FeatureSpecError(f"{owner}: shape {list(shape)} has a negative or unknown dimension", hint=unknown)
     return shape
 
 
