@@ -97,3 +97,16 @@ def test_unknown_dimensions_say_which_spec_takes_them():
     for shape in ([None], [-1], [2, None]):
         with pytest.raises(FeatureSpecError, match="unknown size needs VarLenFeature"):
             tfl.FixedLenFeature(shape, np.float32)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tfl.SparseFeature(None, "v", np.float32, 3),
+    lambda: tfl.SparseFeature(3, "v", np.float32, 3),
+    lambda: tfl.RaggedFeature(np.float32, row_splits_dtype="xyz"),
+    lambda: tfl.RawTensorFeature([2], np.float32, default_value=[1, 2, 3]),
+    lambda: tfl.RawTensorFeature([2], np.float32, default_value="abc"),
+])
+def test_bad_spec_arguments_raise_feature_spec_error(make):
+    """These raised TypeError or ValueError from deep inside numpy or tuple()."""
+    with pytest.raises(FeatureSpecError):
+        make()

@@ -209,7 +209,10 @@ class RaggedFeature:
         if self.validate:
             raise FeatureSpecError("RaggedFeature: validate=True is not supported")
         splits = getattr(self.row_splits_dtype, "name", self.row_splits_dtype)
-        splits = np.dtype(splits).name
+        try:
+            splits = np.dtype(splits).name
+        except TypeError:
+            splits = repr(splits)
         if splits not in ("int32", "int64"):
             raise FeatureSpecError(f"RaggedFeature: row_splits_dtype must be int32 or int64, not {splits}")
         _frozen_set(self, dtype=normalize_dtype(self.dtype), row_splits_dtype=splits)
@@ -232,7 +235,11 @@ class SparseFeature:
     already_sorted: bool = False
 
     def __post_init__(self):
-        index_key = self.index_key if isinstance(self.index_key, str) else tuple(self.index_key)
+        try:
+            index_key = self.index_key if isinstance(self.index_key, str) else tuple(self.index_key)
+        except TypeError:
+            raise FeatureSpecError(f"SparseFeature: index_key must be a feature name or a list of them, not "
+                                   f"{self.index_key!r}") from None
         size = int(self.size) if isinstance(self.size, (int, np.integer)) else _shape(self.size, "SparseFeature")
         _frozen_set(self, dtype=normalize_dtype(self.dtype), index_key=index_key, size=size)
         if len(self.index_keys) != len(self.sizes) or not self.index_keys:
@@ -299,7 +306,11 @@ class RawTensorFeature:
             raise FeatureSpecError(f"RawTensorFeature: dtype {dtype} has no fixed-size raw form")
         default = None
         if self.default_value is not None:
-            default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
+            try:
+                default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
+            except (TypeError, ValueError) as exc:
+                raise FeatureSpecError(f"RawTensorFeature: default_value {self.default_value!r:.80} does not "
+                                       f"fit shape {list(shape)} of {dtype} ({exc})") from None
         _frozen_set(self, shape=shape, dtype=dtype, default_value=default)
 
     @property
