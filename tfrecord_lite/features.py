@@ -85,6 +85,7 @@ def _shape(shape, owner) -> tuple:
 
 
 _DEFAULT_KINDS = {"int64": "biu", "float32": "biuf"}  # numpy kinds a default may hold, as TF converts
+_DEFAULT_NUMBERS = {"int64": (int, np.integer, np.bool_), "float32": (int, float, np.integer, np.floating, np.bool_)}
 
 
 def _default(value, shape, dtype, owner):
@@ -103,11 +104,20 @@ def _default(value, shape, dtype, owner):
             arr = np.asarray(value)
         except (TypeError, ValueError) as exc:  # ragged nesting
             raise FeatureSpecError(f"{owner}: default_value {value!r}: {exc}") from None
+        if arr.dtype.kind == "O" and arr.size:  # ints past uint64 (2**70), numbers in an object array
+            flat = arr.reshape(-1).tolist()
+            if all(isinstance(v, _DEFAULT_NUMBERS[dtype]) for v in flat):
+                try:
+                    arr = np.array(flat, dtype=NUMPY_DTYPES[dtype]).reshape(arr.shape)
+                except OverflowError:
+                    pass  # an int past int64, refused below
         info = np.iinfo(np.int64)
         if arr.size and arr.dtype.kind not in _DEFAULT_KINDS[dtype] or (
-                arr.dtype.kind in "iu" and arr.size and (arr.max() > info.max or arr.min() < info.min)):
+                dtype == "int64" and arr.dtype.kind in "iu" and arr.size
+                and (arr.max() > info.max or arr.min() < info.min)):
             raise FeatureSpecError(f"{owner}: default_value {value!r} cannot be held by {dtype}")
-        arr = arr.astype(NUMPY_DTYPES[dtype])
+        with np.errstate(over="ignore"):  # as TF: a float past float32 is inf
+            arr = arr.astype(NUMPY_DTYPES[dtype])
     size = prod(shape)
     if arr.size == size:
         return arr.reshape(shape)

@@ -408,3 +408,21 @@ def test_dtype_spellings_tf_takes(tf, backend, dtype):
     spec = tfl.FixedLenFeature([1], dtype)
     assert_same(tfl.parse_example([record], {"x": spec})["x"], expected)
     assert eval(spec.to_tf(), {"tf": tf}).dtype == tf.as_dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype, default", [("float32", 2**63), ("float32", 2**70), ("float32", [1, -2**70]),
+                                            ("float32", np.array([1, 2.5], dtype=object)), ("float32", 1e40),
+                                            ("int64", np.array([1, -2], dtype=object))])
+def test_defaults_tf_converts_are_taken(tf, backend, dtype, default):
+    """Ints past int64 for a float feature were refused as ints that int64 cannot hold, and
+    numbers in an object array as not numbers; a float past float32 warned of overflow."""
+    import warnings
+
+    shape = [np.size(default)] if np.ndim(default) else []
+    record = tfl.encode_example({"other": 1})
+    expected = tf.io.parse_example([record], {"x": tf.io.FixedLenFeature(shape, getattr(tf, dtype),
+                                                                         default_value=default)})["x"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spec = tfl.FixedLenFeature(shape, dtype, default_value=default)
+    assert_same(tfl.parse_example([record], {"x": spec})["x"], expected)
