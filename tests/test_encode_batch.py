@@ -235,3 +235,18 @@ def test_write_parallel_takes_framed_batches(backend, tmp_path, workers):
     for x, y in zip(a, b):
         assert _file_bytes(x.path) == _file_bytes(y.path)
         assert _file_bytes(x.path + ".index") == _file_bytes(y.path + ".index")
+
+
+@pytest.mark.parametrize("value, message", [
+    ([[1, 2], [3]], "rows have one length"),  # numpy's "inhomogeneous shape after 1 dimensions"
+    ([1, [2]], "rows have one length"),
+    ([[b"a"], [b"b", b"c"]], "rows have one length"),
+    ([[b"a"], [b"b"]], "a nested list of bytes or str"),  # "want floats, ints, bools, bytes or str"
+    ([["a", "b"]], "a nested list of bytes or str"),
+])
+def test_nested_lists_that_cannot_be_flattened_say_why(backend, value, message):
+    with pytest.raises(FeatureSpecError, match=message) as info:
+        tfl.encode_example({"x": value})
+    assert "encode_sequence_example" in str(info.value)
+    with pytest.raises(FeatureSpecError, match=message):
+        tfl.encode_examples({"x": [value]})
