@@ -107,10 +107,10 @@ class _Column:
             return int(row)
         return int(np.searchsorted(np.cumsum(np.maximum(self.steps, 0)), row, side="right"))
 
-    def fail(self, detail, row=None, record=None):
+    def fail(self, detail, row=None, record=None, hint=None):
         if record is None and row is not None:
             record = self.record_of(row)
-        raise FeatureSpecError(f"feature {self.name!r}: {detail}", index=record)
+        raise FeatureSpecError(f"feature {self.name!r}: {detail}", index=record, hint=hint)
 
     def typed(self, dtype):
         """Values of the spec's dtype, counts per row, and which rows have that kind; other
@@ -125,10 +125,10 @@ class _Column:
         values = self.floats if want == FLOAT else self.ints if want == INT64 else self.bytes
         return values, self.counts, present
 
-    def required(self, present, what="is required but could not be found"):
+    def required(self, present, what="is required but could not be found", hint=None):
         missing = np.flatnonzero(~present)
         if missing.size:
-            self.fail(what, record=int(missing[0]))
+            self.fail(what, record=int(missing[0]), hint=hint)
 
 
 def _splits(counts, dtype=np.int64):
@@ -160,7 +160,10 @@ def _dense(col, spec):
         if bad.size:
             col.fail(f"{counts[bad[0]]} values but the shape {list(spec.shape)} needs {size}", bad[0])
     if spec.default_value is None and not every:
-        col.required(present, f"(data type: {spec.dtype}) is required but could not be found")
+        col.required(present, f"(data type: {spec.dtype}) is required but could not be found",
+                     None if size else f"as in TensorFlow, a shape of no values ({list(spec.shape)}) takes no "
+                     "default_value: records must hold the feature as an empty list; use VarLenFeature or "
+                     "RaggedFeature to allow it to be missing")
     shape = (col.batch,) + spec.shape
     if every:
         return values.reshape(shape)

@@ -219,6 +219,9 @@ def test_defaults_sparse_and_item_sequences_match_tf(tf, backend):
     ([{"a": ("i", [1, 2, 3])}], {"a": ("FixedLenSequenceFeature", [2], "int64")}),  # not a multiple
     ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [0], "int64", {"default_value": []})}),  # a default of
     ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [2, 0], "string", {"default_value": []})}),  # no values
+    ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [0], "float32", {"default_value": []})}),
+    ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [0], "float32")}),
+    ([{"a": ("e", [])}], {"a": ("FixedLenFeature", [0], "float32", {"default_value": []})}),  # no kind
 ])
 def test_spec_errors_where_tf_raises(tf, backend, records, spec):
     serialized = [tf_example(tf, m).SerializeToString() for m in records]
@@ -235,6 +238,24 @@ def test_spec_errors_where_tf_raises(tf, backend, records, spec):
     with pytest.raises(FeatureSpecError) as info:
         tfl.parse_example(serialized, {k: build(tfl, v) for k, v in spec.items()})
     assert info.value.index == 0 and repr(next(iter(spec))) in str(info.value)
+
+
+def test_a_shape_of_no_values_parses_an_empty_list_and_requires_the_feature(tf, backend):
+    """As TF: FixedLenFeature([0], default_value=[]) parses a present empty float_list, and
+    a record without the feature raises 'required' (TF keeps no default of no values); the
+    error says why, as the default the spec was given is not used."""
+    empty = tf_example(tf, {"a": ("f", [])}).SerializeToString()
+    missing = tf_example(tf, {"b": ("i", [1])}).SerializeToString()
+    spec = tfl.FixedLenFeature([0], np.float32, default_value=[])
+    expected = tf.io.parse_example([empty, empty], {"a": tf_spec(tf, spec)})["a"]
+    assert_same(tfl.parse_example([empty, empty], {"a": spec})["a"], expected)
+    assert_same(tfl.parse_single_example(empty, {"a": spec})["a"],
+                tf.io.parse_single_example(empty, {"a": tf.io.FixedLenFeature([0], tf.float32, default_value=[])})["a"])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="required"):
+        tf.io.parse_example([empty, missing], {"a": tf.io.FixedLenFeature([0], tf.float32, default_value=[])})
+    with pytest.raises(FeatureSpecError, match="required.*a shape of no values") as info:
+        tfl.parse_example([empty, missing], {"a": spec})
+    assert info.value.index == 1
 
 
 @SETTINGS
