@@ -283,7 +283,15 @@ def _keys_of(name, spec):
 def _check_specs(features, allowed, where):
     for name, spec in features.items():
         if not isinstance(spec, allowed):
-            raise FeatureSpecError(f"feature {name!r}: {type(spec).__name__} is not supported in {where}")
+            kind = type(spec).__name__
+            if isinstance(spec, _EXAMPLE_SPECS):
+                raise FeatureSpecError(f"feature {name!r}: {kind} is not supported in {where}")
+            if kind in {t.__name__ for t in _EXAMPLE_SPECS}:  # tf.io's, whose name says nothing wrong
+                raise FeatureSpecError(f"feature {name!r}: a {type(spec).__module__}.{kind} is not a tfrecord_lite "
+                                       "spec", hint=f"use tfrecord_lite.{kind} with the same arguments")
+            raise FeatureSpecError(f"feature {name!r}: {spec!r:.60} is not a feature spec",
+                                   hint="use tfrecord_lite's FixedLenFeature, VarLenFeature, RaggedFeature, "
+                                        "SparseFeature, FixedLenSequenceFeature or RawTensorFeature")
         if where == "parse_example" and isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing:
             raise FeatureSpecError(f"feature {name!r}: FixedLenSequenceFeature requires allow_missing=True "
                                    "in parse_example")

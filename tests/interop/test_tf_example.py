@@ -447,3 +447,15 @@ def test_defaults_tf_converts_are_taken(tf, backend, dtype, default):
         warnings.simplefilter("error")
         spec = tfl.FixedLenFeature(shape, dtype, default_value=default)
     assert_same(tfl.parse_example([record], {"x": spec})["x"], expected)
+
+
+def test_tf_specs_are_refused_naming_the_spec_to_use(tf, backend):
+    """A tf.io spec was refused as 'FixedLenFeature is not supported in parse_example',
+    which reads as if this library had no FixedLenFeature."""
+    record = tfl.encode_example({"x": 1})
+    for spec in (tf.io.FixedLenFeature([], tf.int64), tf.io.VarLenFeature(tf.int64)):
+        name = type(spec).__name__
+        with pytest.raises(FeatureSpecError, match=f"not a tfrecord_lite spec. use tfrecord_lite.{name} with"):
+            tfl.parse_example([record], {"x": spec})
+        with pytest.raises(FeatureSpecError, match="not a tfrecord_lite spec"):
+            tfl.parse_sequence_example([record], {"x": spec})
