@@ -680,3 +680,17 @@ def test_feature_names_with_a_lone_surrogate_are_spec_errors(backend, call):
     for keys, error in ((["\ud800"], UnicodeEncodeError), ([b"a"], TypeError)):   # as the core's C API
         with pytest.raises(error):
             backend.example.decode_sequence_examples([b""], ["a"], keys)
+
+
+def test_a_numpy_bytes_array_of_records_says_it_dropped_trailing_nuls(backend):
+    """numpy's "S" dtype drops each record's trailing NUL bytes (an int64 0 last), and the
+    record then failed as malformed with no word of why (TensorFlow fails alike)."""
+    record = tfl.encode_example({"x": [0]})
+    batch = np.array([record, record])
+    spec = {"x": tfl.FixedLenFeature([], np.int64)}
+    for parse in (lambda: tfl.parse_example(batch, spec), lambda: tfl.decode_examples(batch),
+                  lambda: tfl.parse_sequence_example(batch, spec), lambda: tfl.decode_sequence_examples(batch)):
+        with pytest.raises(ExampleDecodeError, match="numpy bytes array .dtype S., which drops each record's "
+                                                     "trailing NUL bytes: pass a list"):
+            parse()
+    assert tfl.parse_example(np.array([record, record], dtype=object), spec)["x"].tolist() == [0, 0]

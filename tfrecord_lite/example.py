@@ -10,6 +10,7 @@ batch; every spec type goes through the same column checks (``_Column``).
 from __future__ import annotations
 
 from collections import Counter, namedtuple
+from contextlib import contextmanager
 from math import prod
 from typing import Any, Literal, overload
 
@@ -19,7 +20,7 @@ from . import _native
 from ._contract import DecodedColumn, Kind
 from ._typing import Buffer, Features, Records
 from .bytes_column import BytesColumn, scatter
-from .errors import ArgumentTypeError, FeatureSpecError, TFRecordError
+from .errors import ArgumentTypeError, ExampleDecodeError, FeatureSpecError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -92,6 +93,20 @@ def _records(serialized):
     except TypeError:
         raise ArgumentTypeError(f"a batch of records is expected (a list of bytes-likes), not "
                                 f"{type(serialized).__name__}") from None
+
+
+@contextmanager
+def _fixed_width_hint(serialized):
+    """A malformed record from a numpy bytes ("S") array: numpy drops a record's trailing
+    NUL bytes (an int64 0 as its last value), so the error says where the bytes went."""
+    try:
+        yield
+    except ExampleDecodeError as exc:
+        if isinstance(serialized, np.ndarray) and serialized.dtype.kind == "S" and exc.hint is None:
+            exc.hint = ("the records came in a numpy bytes array (dtype S), which drops each record's trailing "
+                        "NUL bytes: pass a list of bytes or an object array")
+            exc.args = (exc._render(),)
+        raise
 
 
 class _Column:
@@ -470,7 +485,8 @@ def parse_example(serialized: Records, features: Features, *, bytes_output: str 
     def parse(records):
         columns, _ = _decode(records, plan, bytes_output=bytes_output)
         return _build(plan, columns, len(records))
-    return parse_in_order(parse, records)
+    with _fixed_width_hint(serialized):
+        return parse_in_order(parse, records)
 
 
 def _unbatch(spec, value):
@@ -559,7 +575,8 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
             else:
                 feature_lists[name] = result
         return context, feature_lists, lengths
-    return parse_in_order(parse, records)
+    with _fixed_width_hint(serialized):
+        return parse_in_order(parse, records)
 
 
 def parse_single_sequence_example(serialized: Buffer, context_features: Features | None = None,
@@ -604,7 +621,8 @@ def decode_examples(serialized: Records) -> list[dict[str, Any]]:
     """Every feature of every record, without a spec: a list of dicts name -> float32 or
     int64 array, or list of bytes (names sorted; an empty Feature gives [])."""
     records = _records(serialized)
-    names, columns = _native_decode(_native.example.decode_examples, records)
+    with _fixed_width_hint(serialized):
+        names, columns = _native_decode(_native.example.decode_examples, records)
     out = [{} for _ in range(len(records))]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
         for record, value in zip(out, _split_rows(col)):
@@ -623,7 +641,8 @@ def decode_sequence_examples(serialized: Records) -> list[tuple[dict[str, Any], 
     list of (context, feature_lists) pairs. context is as decode_examples gives it;
     feature_lists maps each list's name to its steps, each step a value as in context."""
     records = _records(serialized)
-    names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
+    with _fixed_width_hint(serialized):
+        names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
     out = [({}, {}) for _ in range(len(records))]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
         for (context, _), value in zip(out, _split_rows(col)):
