@@ -117,3 +117,21 @@ def test_values_that_are_no_spec_are_named(backend, spec):
     """These were refused as 'NoneType is not supported in parse_example'."""
     with pytest.raises(FeatureSpecError, match="is not a feature spec. use tfrecord_lite's FixedLenFeature"):
         tfl.parse_example([tfl.encode_example({"x": 1})], {"x": spec})
+
+
+def test_specs_with_default_arrays_compare_and_hash():
+    """== compared the default arrays elementwise: ValueError for a default of several
+    values (comparing an inferred schema with an expected one, say), and no hash."""
+    a = tfl.FixedLenFeature([2], np.float32, default_value=[1, 2])
+    assert a == tfl.FixedLenFeature([2], np.float32, default_value=[1.0, 2.0])
+    assert {"x": a} == {"x": tfl.FixedLenFeature([2], np.float32, default_value=[1, 2])}
+    assert a != tfl.FixedLenFeature([2], np.float32) and a != tfl.FixedLenFeature([2], np.float32, default_value=[1, 3])
+    assert a != tfl.FixedLenSequenceFeature([2], np.float32)
+    nan = tfl.FixedLenFeature([], np.float32, default_value=float("nan"))
+    assert nan == tfl.FixedLenFeature([], np.float32, default_value=float("nan"))
+    assert tfl.FixedLenFeature([], np.float32, default_value=0.0) != tfl.FixedLenFeature([], np.float32, default_value=-0.0)
+    assert tfl.FixedLenFeature([], bytes, default_value="x") == tfl.FixedLenFeature([], bytes, default_value=b"x")
+    assert tfl.RawTensorFeature([2], np.int32, default_value=1) == tfl.RawTensorFeature([2], np.int32, default_value=[1, 1])
+    assert tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=3) == \
+        tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=3)
+    assert len({a, tfl.FixedLenFeature([2], np.float32, default_value=[1, 2]), nan}) == 2

@@ -163,8 +163,28 @@ def check_spec_mapping(features, name="features") -> None:
         raise ArgumentTypeError(f"{name} must map names to feature specs, not {features!r:.80}",
                                 hint="pass a dict such as {'id': FixedLenFeature([], np.int64)}")
 
-@dataclass(frozen=True)
-class FixedLenFeature:
+class _ArrayFields:
+    """Equality and hashing for a spec holding a default array: the generated ones compared
+    arrays elementwise (ValueError for a default of several values) and hashed none."""
+
+    def _key(self) -> tuple:
+        key = []
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, np.ndarray):  # by bytes: nan equals nan, -0.0 is not 0.0
+                value = (value.dtype.str, value.shape, value.tolist() if value.dtype.hasobject else value.tobytes())
+            key.append(value)
+        return tuple(key)
+
+    def __eq__(self, other):
+        return self._key() == other._key() if type(other) is type(self) else NotImplemented
+
+    def __hash__(self):
+        return hash(self._key())
+
+
+@dataclass(frozen=True, eq=False)
+class FixedLenFeature(_ArrayFields):
     """A feature with exactly prod(shape) values per record -> dense array (batch,) + shape.
     A missing (or kind-less) feature takes default_value; without one it is an error."""
 
@@ -269,8 +289,8 @@ class SparseFeature:
                 f"{self.size!r}, already_sorted={self.already_sorted})")
 
 
-@dataclass(frozen=True)
-class FixedLenSequenceFeature:
+@dataclass(frozen=True, eq=False)
+class FixedLenSequenceFeature(_ArrayFields):
     """A variable number of shape-sized items. In parse_example (allow_missing=True
     required, as in TF) the values are split into items and padded with default_value to the
     longest record; in parse_sequence_example each FeatureList step is one item, padded with
@@ -295,8 +315,8 @@ class FixedLenSequenceFeature:
                 f"allow_missing={self.allow_missing}{default})")
 
 
-@dataclass(frozen=True)
-class RawTensorFeature:
+@dataclass(frozen=True, eq=False)
+class RawTensorFeature(_ArrayFields):
     """A bytes feature holding one array's raw data (e.g. ``image.tobytes()``) -> dense array
     (batch,) + shape of ``dtype`` (any fixed-size numpy dtype, byte order as written), copied
     once from the record. The value must be exactly prod(shape) * itemsize bytes. TF spells
