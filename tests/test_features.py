@@ -135,3 +135,15 @@ def test_specs_with_default_arrays_compare_and_hash():
     assert tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=3) == \
         tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=3)
     assert len({a, tfl.FixedLenFeature([2], np.float32, default_value=[1, 2]), nan}) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ">f4", np.bool_, "datetime64[s]", "S3", "V4", "m8[ns]",
+                                   np.dtype([("a", "<i4"), ("b", ">f8")])])
+def test_to_code_of_raw_dtypes_runs(dtype):
+    """to_code printed np.<dtype name>, which numpy lacks for some: np.datetime64[s],
+    np.bytes24, np.void32 (a NameError or AttributeError when run)."""
+    spec = tfl.RawTensorFeature([2], dtype)
+    code = tfl.Schema(x=spec).to_code()
+    scope = {}
+    exec(code, scope)
+    assert scope["features"] == {"x": spec}

@@ -390,6 +390,14 @@ _IMPORTS = "import numpy as np\nimport tfrecord_lite as tfl\n"
 _DTYPE_CODE = {"float32": "np.float32", "int64": "np.int64", "string": "bytes"}
 
 
+def _numpy_dtype_code(dtype) -> str:
+    """Source for a numpy dtype: np.<name> where numpy has that name for it, else
+    np.dtype(...) (datetime64[s] and structured dtypes have no such name)."""
+    if dtype.isnative and np.dtype(getattr(np, dtype.name, object)) == dtype:
+        return f"np.{dtype.name}"
+    return f"np.dtype({dtype.descr if dtype.names else dtype.str!r})"
+
+
 def spec_code(spec) -> str:
     """A spec as tfrecord_lite source: required fields by position, others by keyword when
     they differ from the default."""
@@ -398,8 +406,7 @@ def spec_code(spec) -> str:
         value = getattr(spec, field.name)
         if field.name == "dtype":
             dtype = value if isinstance(value, str) else np.dtype(value)
-            text = (_DTYPE_CODE[dtype] if isinstance(dtype, str)
-                    else f"np.{dtype.name}" if dtype.isnative else f"np.dtype({dtype.str!r})")
+            text = _DTYPE_CODE[dtype] if isinstance(dtype, str) else _numpy_dtype_code(dtype)
         elif field.name == "shape":
             text = repr(list(value))
         else:
