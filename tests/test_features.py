@@ -105,6 +105,10 @@ def test_unknown_dimensions_say_which_spec_takes_them():
     lambda: tfl.RaggedFeature(np.float32, row_splits_dtype="xyz"),
     lambda: tfl.RawTensorFeature([2], np.float32, default_value=[1, 2, 3]),
     lambda: tfl.RawTensorFeature([2], np.float32, default_value="abc"),
+    lambda: tfl.RawTensorFeature([2], np.uint8, default_value=300),  # OverflowError
+    lambda: tfl.RawTensorFeature([2], np.uint8, default_value=-1),
+    lambda: tfl.RawTensorFeature([2], np.int32, default_value=1.5),  # silently 1
+    lambda: tfl.RawTensorFeature([2], np.int64, default_value=float("nan")),
 ])
 def test_bad_spec_arguments_raise_feature_spec_error(make):
     """These raised TypeError or ValueError from deep inside numpy or tuple()."""

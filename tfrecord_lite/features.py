@@ -337,8 +337,12 @@ class RawTensorFeature(_ArrayFields):
         default = None
         if self.default_value is not None:
             try:
-                default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
-            except (TypeError, ValueError) as exc:
+                given = np.asarray(self.default_value)
+                if dtype.kind in "iu" and given.dtype.kind == "f" and not np.all(np.mod(given, 1) == 0):
+                    raise ValueError("not a whole number")  # astype would cut it off without a word
+                with np.errstate(over="ignore"):  # a float past float32 is inf
+                    default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
+            except (TypeError, ValueError, OverflowError) as exc:
                 raise FeatureSpecError(f"RawTensorFeature: default_value {self.default_value!r:.80} does not "
                                        f"fit shape {list(shape)} of {dtype} ({exc})") from None
         _frozen_set(self, shape=shape, dtype=dtype, default_value=default)
