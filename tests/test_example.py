@@ -694,3 +694,17 @@ def test_a_numpy_bytes_array_of_records_says_it_dropped_trailing_nuls(backend):
                                                      "trailing NUL bytes: pass a list"):
             parse()
     assert tfl.parse_example(np.array([record, record], dtype=object), spec)["x"].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("dtype, empty", [("float32", np.zeros(0, np.float32)), ("int64", np.zeros(0, np.int64)),
+                                          ("string", np.array([], dtype=object))])
+def test_a_shape_of_no_values_names_how_to_write_an_empty_list(backend, dtype, empty):
+    """encode_example({'x': []}) writes a Feature of no kind, which FixedLenFeature([0])
+    counts as missing (as TF does); the error names the value that writes an empty list."""
+    spec = {"x": tfl.FixedLenFeature([0], dtype, default_value=[])}
+    assert tfl.parse_example([tfl.encode_example({"x": empty})], spec)["x"].shape == (1, 0)
+    with pytest.raises(FeatureSpecError, match="required") as info:
+        tfl.parse_example([tfl.encode_example({"x": []})], spec)
+    code = {"float32": "np.zeros(0, np.float32)", "int64": "np.zeros(0, np.int64)",
+            "string": "np.array([], dtype=object)"}[dtype]
+    assert f"encode_example writes {code} as one; a plain [] is a Feature of no kind" in str(info.value)

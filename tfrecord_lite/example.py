@@ -52,6 +52,8 @@ ABSENT, BYTES, FLOAT, INT64, EMPTY, RAW, ROWS = (k.value for k in Kind)  # plain
 _KIND = {"string": BYTES, "float32": FLOAT, "int64": INT64}
 _KIND_NAME = {BYTES: "string", FLOAT: "float32", INT64: "int64"}
 _ZERO = {"float32": np.float32(0), "int64": np.int64(0), "string": b""}
+_EMPTY_CODE = {"float32": "np.zeros(0, np.float32)", "int64": "np.zeros(0, np.int64)",
+               "string": "np.array([], dtype=object)"}
 
 SparseTensorValue = namedtuple("SparseTensorValue", ["indices", "values", "dense_shape"])
 SparseTensorValue.__doc__ = "The components of a tf.SparseTensor as numpy arrays."
@@ -177,8 +179,9 @@ def _dense(col, spec):
     if spec.default_value is None and not every:
         col.required(present, f"(data type: {spec.dtype}) is required but could not be found",
                      None if size else f"as in TensorFlow, a shape of no values ({list(spec.shape)}) takes no "
-                     "default_value: records must hold the feature as an empty list; use VarLenFeature or "
-                     "RaggedFeature to allow it to be missing")
+                     f"default_value: records must hold an empty {spec.dtype} list (encode_example writes "
+                     f"{_EMPTY_CODE[spec.dtype]} as one; a plain [] is a Feature of no kind, which counts as "
+                     "missing); VarLenFeature or RaggedFeature allow the feature to be missing")
     shape = (col.batch,) + spec.shape
     if every:
         return values.reshape(shape)
