@@ -102,6 +102,10 @@ def test_unknown_dimensions_say_which_spec_takes_them():
 @pytest.mark.parametrize("make", [
     lambda: tfl.SparseFeature(None, "v", np.float32, 3),
     lambda: tfl.SparseFeature(3, "v", np.float32, 3),
+    lambda: tfl.SparseFeature("i", None, np.float32, 3),  # refused only when parsing
+    lambda: tfl.SparseFeature(["i", 2], "v", np.float32, [3, 3]),
+    lambda: tfl.SparseFeature(b"i", "v", np.float32, 3),  # became the index key 105
+    lambda: tfl.RaggedFeature(np.float32, value_key=3),
     lambda: tfl.RaggedFeature(np.float32, row_splits_dtype="xyz"),
     lambda: tfl.RawTensorFeature([2], np.float32, default_value=[1, 2, 3]),
     lambda: tfl.RawTensorFeature([2], np.float32, default_value="abc"),

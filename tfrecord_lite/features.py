@@ -238,6 +238,8 @@ class RaggedFeature:
             raise FeatureSpecError("RaggedFeature: partitions are not supported (only the value_key level)")
         if self.validate:
             raise FeatureSpecError("RaggedFeature: validate=True is not supported")
+        if self.value_key is not None and not isinstance(self.value_key, str):
+            raise FeatureSpecError(f"RaggedFeature: feature names must be str, not value_key={self.value_key!r}")
         splits = getattr(self.row_splits_dtype, "name", self.row_splits_dtype)
         try:
             splits = np.dtype(splits).name
@@ -265,13 +267,20 @@ class SparseFeature:
     already_sorted: bool = False
 
     def __post_init__(self):
-        try:
+        try:  # one bytes name is no list of names (tuple(b"i") is (105,))
+            if isinstance(self.index_key, (bytes, bytearray)):
+                raise TypeError
             index_key = self.index_key if isinstance(self.index_key, str) else tuple(self.index_key)
         except TypeError:
             raise FeatureSpecError(f"SparseFeature: index_key must be a feature name or a list of them, not "
                                    f"{self.index_key!r}") from None
         size = int(self.size) if isinstance(self.size, (int, np.integer)) else _shape(self.size, "SparseFeature")
         _frozen_set(self, dtype=normalize_dtype(self.dtype), index_key=index_key, size=size)
+        bad = [k for k in [*self.index_keys, self.value_key] if not isinstance(k, str)]
+        if bad:
+            raise FeatureSpecError(f"SparseFeature: feature names must be str, not {bad[0]!r}",
+                                   hint="name the index feature(s) and the value feature, e.g. "
+                                        "SparseFeature('index', 'value', np.float32, 100)")
         if len(self.index_keys) != len(self.sizes) or not self.index_keys:
             raise FeatureSpecError(f"SparseFeature: {len(self.index_keys)} index keys but size has "
                                    f"{len(self.sizes)} dimensions")
