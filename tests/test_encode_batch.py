@@ -250,3 +250,18 @@ def test_nested_lists_that_cannot_be_flattened_say_why(backend, value, message):
     assert "encode_sequence_example" in str(info.value)
     with pytest.raises(FeatureSpecError, match=message):
         tfl.encode_examples({"x": [value]})
+
+
+@pytest.mark.parametrize("value", [1e40, -1e40, [1.5, 1e40], np.array([1e40]), np.float64(3.5e38)])
+def test_floats_past_float32_encode_as_inf_without_warning(backend, value):
+    """TF's FloatList stores them as inf; numpy's cast warned of overflow (the twin for a
+    single float too, where the compiled core did not)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        record = tfl.encode_example({"x": value})
+        assert tfl.encode_examples({"x": [value]}) == [record]
+    expected = np.asarray(value, dtype=np.float64).reshape(-1)
+    assert tfl.decode_example(record)["x"].tolist() == [v if abs(v) < 3.4e38 else np.sign(v) * np.inf
+                                                        for v in expected.tolist()]

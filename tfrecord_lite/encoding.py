@@ -91,7 +91,8 @@ def _numeric(name, arr, rows):
         if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > _INT64_MAX:
             raise FeatureSpecError(f"feature {name!r}: value {arr.max()} does not fit int64")
         kind, dtype = INT64, np.int64
-    values = np.ascontiguousarray(arr, dtype=dtype)
+    with np.errstate(over="ignore"):  # a float past float32 is inf, as tf.train.FloatList stores it
+        values = np.ascontiguousarray(arr, dtype=dtype)
     return kind, values.reshape(rows, -1) if rows >= 0 else values.reshape(-1)
 
 
