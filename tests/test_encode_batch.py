@@ -265,3 +265,13 @@ def test_floats_past_float32_encode_as_inf_without_warning(backend, value):
     expected = np.asarray(value, dtype=np.float64).reshape(-1)
     assert tfl.decode_example(record)["x"].tolist() == [v if abs(v) < 3.4e38 else np.sign(v) * np.inf
                                                         for v in expected.tolist()]
+
+
+@pytest.mark.parametrize("value", [np.array([1.5, 2], dtype=object), np.array([[np.float32(1.5)], [3]], dtype=object)])
+def test_numbers_in_an_object_array_encode_as_their_list(backend, value):
+    """An object array of floats (a pandas object column's values) was refused, where the
+    same numbers in a list, or an object array of ints, encode."""
+    expected = tfl.encode_example({"x": value.reshape(-1).tolist()})
+    assert tfl.encode_example({"x": value}) == expected
+    assert tfl.encode_examples({"x": [value]}) == [expected]
+    assert tfl.decode_example(expected)["x"].dtype == np.float32

@@ -75,6 +75,9 @@ def _normalize(name, value):
         ints = _int64_values(name, value)
         if ints is not None:
             return INT64, ints
+        flat = arr.reshape(-1).tolist()
+        if all(isinstance(v, (float, np.floating, int, np.integer)) for v in flat):  # floats in an object array
+            return _numeric(name, np.array(flat, dtype=np.float64), -1)  # (a pandas column): as a list of them
     if arr.dtype.kind in "SU" and arr.ndim > 1:  # numpy pads nested bytes to one width: never flattened
         raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r:.80}: a nested list of bytes or str",
                                hint="pass a flat list of bytes or str (a Feature holds one flat list); for one "
