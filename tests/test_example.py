@@ -708,3 +708,13 @@ def test_a_shape_of_no_values_names_how_to_write_an_empty_list(backend, dtype, e
     code = {"float32": "np.zeros(0, np.float32)", "int64": "np.zeros(0, np.int64)",
             "string": "np.array([], dtype=object)"}[dtype]
     assert f"encode_example writes {code} as one; a plain [] is a Feature of no kind" in str(info.value)
+
+
+def test_a_batch_given_to_parse_single_names_the_batch_function(backend):
+    """parse_single_example([record]) said 'record 0: list is not a serialized record'."""
+    record = tfl.encode_example({"x": 1})
+    spec = {"x": tfl.FixedLenFeature([], np.int64)}
+    with pytest.raises(ArgumentTypeError, match="one record is expected, not a list of them: use parse_example"):
+        tfl.parse_single_example([record], spec)
+    with pytest.raises(ArgumentTypeError, match="not a tuple of them: use parse_sequence_example for a batch"):
+        tfl.parse_single_sequence_example((record,), spec)

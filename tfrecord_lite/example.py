@@ -492,6 +492,14 @@ def parse_example(serialized: Records, features: Features, *, bytes_output: str 
         return parse_in_order(parse, records)
 
 
+def _one(serialized, batch_function):
+    """[serialized]: one record, a batch refused with the function that takes it."""
+    if isinstance(serialized, (list, tuple, RecordBatch, Gathered)):
+        raise ArgumentTypeError(f"one record is expected, not a {type(serialized).__name__} of them: use "
+                                f"{batch_function} for a batch")
+    return [serialized]
+
+
 def _unbatch(spec, value):
     if isinstance(spec, (VarLenFeature, SparseFeature)):
         return SparseTensorValue(value.indices[:, 1:], value.values, value.dense_shape[1:])
@@ -502,7 +510,7 @@ def _unbatch(spec, value):
 
 def parse_single_example(serialized: Buffer, features: Features, *, bytes_output: str = "object") -> dict[str, Any]:
     """parse_example for one record, without the batch dimension (as TF's)."""
-    parsed = parse_example([serialized], features, bytes_output=bytes_output)
+    parsed = parse_example(_one(serialized, "parse_example"), features, bytes_output=bytes_output)
     return {name: _unbatch(spec, parsed[name]) for name, spec in features.items()}
 
 
@@ -587,8 +595,8 @@ def parse_single_sequence_example(serialized: Buffer, context_features: Features
                                   ) -> tuple[dict[str, Any], dict[str, Any]]:
     """parse_sequence_example for one record, without the batch dimension:
     (context, feature_lists) as ``tf.io.parse_single_sequence_example`` returns."""
-    context, lists, _ = parse_sequence_example([serialized], context_features, sequence_features,
-                                               bytes_output=bytes_output)
+    context, lists, _ = parse_sequence_example(_one(serialized, "parse_sequence_example"), context_features,
+                                               sequence_features, bytes_output=bytes_output)
     context = {n: _unbatch(s, context[n]) for n, s in (context_features or {}).items()}
     out = {}
     for name, spec in (sequence_features or {}).items():
