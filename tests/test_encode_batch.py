@@ -235,3 +235,43 @@ def test_write_parallel_takes_framed_batches(backend, tmp_path, workers):
     for x, y in zip(a, b):
         assert _file_bytes(x.path) == _file_bytes(y.path)
         assert _file_bytes(x.path + ".index") == _file_bytes(y.path + ".index")
+
+
+@pytest.mark.parametrize("value, message", [
+    ([[1, 2], [3]], "rows have one length"),  # numpy's "inhomogeneous shape after 1 dimensions"
+    ([1, [2]], "rows have one length"),
+    ([[b"a"], [b"b", b"c"]], "rows have one length"),
+    ([[b"a"], [b"b"]], "a nested list of bytes or str"),  # "want floats, ints, bools, bytes or str"
+    ([["a", "b"]], "a nested list of bytes or str"),
+])
+def test_nested_lists_that_cannot_be_flattened_say_why(backend, value, message):
+    with pytest.raises(FeatureSpecError, match=message) as info:
+        tfl.encode_example({"x": value})
+    assert "encode_sequence_example" in str(info.value)
+    with pytest.raises(FeatureSpecError, match=message):
+        tfl.encode_examples({"x": [value]})
+
+
+@pytest.mark.parametrize("value", [1e40, -1e40, [1.5, 1e40], np.array([1e40]), np.float64(3.5e38)])
+def test_floats_past_float32_encode_as_inf_without_warning(backend, value):
+    """TF's FloatList stores them as inf; numpy's cast warned of overflow (the twin for a
+    single float too, where the compiled core did not)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        record = tfl.encode_example({"x": value})
+        assert tfl.encode_examples({"x": [value]}) == [record]
+    expected = np.asarray(value, dtype=np.float64).reshape(-1)
+    assert tfl.decode_example(record)["x"].tolist() == [v if abs(v) < 3.4e38 else np.sign(v) * np.inf
+                                                        for v in expected.tolist()]
+
+
+@pytest.mark.parametrize("value", [np.array([1.5, 2], dtype=object), np.array([[np.float32(1.5)], [3]], dtype=object)])
+def test_numbers_in_an_object_array_encode_as_their_list(backend, value):
+    """An object array of floats (a pandas object column's values) was refused, where the
+    same numbers in a list, or an object array of ints, encode."""
+    expected = tfl.encode_example({"x": value.reshape(-1).tolist()})
+    assert tfl.encode_example({"x": value}) == expected
+    assert tfl.encode_examples({"x": [value]}) == [expected]
+    assert tfl.decode_example(expected)["x"].dtype == np.float32

@@ -655,12 +655,12 @@ def test_a_spec_that_is_not_a_mapping_is_refused(backend, bad):
     assert backend.name == tfl.implementation
 
 
-@pytest.mark.parametrize("spec", [{b"a": tfl.VarLenFeature(np.int64)},
-                                  {"s": tfl.SparseFeature(b"i", "v", np.int64, 4)},
-                                  {"r": tfl.RaggedFeature(np.int64, value_key=b"a")}])
+@pytest.mark.parametrize("spec", [lambda: {b"a": tfl.VarLenFeature(np.int64)},
+                                  lambda: {"s": tfl.SparseFeature("i", b"v", np.int64, 4)},
+                                  lambda: {"r": tfl.RaggedFeature(np.int64, value_key=b"a")}])
 def test_feature_names_must_be_str(backend, spec):
-    with pytest.raises(FeatureSpecError, match="names must be str"):
-        tfl.parse_example([tfl.encode_example({"a": 1})], spec)
+    with pytest.raises(FeatureSpecError, match="names must be str"):  # made or parsed
+        tfl.parse_example([tfl.encode_example({"a": 1})], spec())
     assert backend.name == tfl.implementation
 
 
@@ -680,3 +680,41 @@ def test_feature_names_with_a_lone_surrogate_are_spec_errors(backend, call):
     for keys, error in ((["\ud800"], UnicodeEncodeError), ([b"a"], TypeError)):   # as the core's C API
         with pytest.raises(error):
             backend.example.decode_sequence_examples([b""], ["a"], keys)
+
+
+def test_a_numpy_bytes_array_of_records_says_it_dropped_trailing_nuls(backend):
+    """numpy's "S" dtype drops each record's trailing NUL bytes (an int64 0 last), and the
+    record then failed as malformed with no word of why (TensorFlow fails alike)."""
+    record = tfl.encode_example({"x": [0]})
+    batch = np.array([record, record])
+    spec = {"x": tfl.FixedLenFeature([], np.int64)}
+    for parse in (lambda: tfl.parse_example(batch, spec), lambda: tfl.decode_examples(batch),
+                  lambda: tfl.parse_sequence_example(batch, spec), lambda: tfl.decode_sequence_examples(batch)):
+        with pytest.raises(ExampleDecodeError, match="numpy bytes array .dtype S., which drops each record's "
+                                                     "trailing NUL bytes: pass a list"):
+            parse()
+    assert tfl.parse_example(np.array([record, record], dtype=object), spec)["x"].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("dtype, empty", [("float32", np.zeros(0, np.float32)), ("int64", np.zeros(0, np.int64)),
+                                          ("string", np.array([], dtype=object))])
+def test_a_shape_of_no_values_names_how_to_write_an_empty_list(backend, dtype, empty):
+    """encode_example({'x': []}) writes a Feature of no kind, which FixedLenFeature([0])
+    counts as missing (as TF does); the error names the value that writes an empty list."""
+    spec = {"x": tfl.FixedLenFeature([0], dtype, default_value=[])}
+    assert tfl.parse_example([tfl.encode_example({"x": empty})], spec)["x"].shape == (1, 0)
+    with pytest.raises(FeatureSpecError, match="required") as info:
+        tfl.parse_example([tfl.encode_example({"x": []})], spec)
+    code = {"float32": "np.zeros(0, np.float32)", "int64": "np.zeros(0, np.int64)",
+            "string": "np.array([], dtype=object)"}[dtype]
+    assert f"encode_example writes {code} as one; a plain [] is a Feature of no kind" in str(info.value)
+
+
+def test_a_batch_given_to_parse_single_names_the_batch_function(backend):
+    """parse_single_example([record]) said 'record 0: list is not a serialized record'."""
+    record = tfl.encode_example({"x": 1})
+    spec = {"x": tfl.FixedLenFeature([], np.int64)}
+    with pytest.raises(ArgumentTypeError, match="one record is expected, not a list of them: use parse_example"):
+        tfl.parse_single_example([record], spec)
+    with pytest.raises(ArgumentTypeError, match="not a tuple of them: use parse_sequence_example for a batch"):
+        tfl.parse_single_sequence_example((record,), spec)

@@ -81,3 +81,77 @@ def test_ragged_and_item_sequence(backend):
 def test_empty_batch(backend):
     out = tfl.parse_example([], {"a": tfl.FixedLenFeature([2], np.float32), "v": tfl.VarLenFeature(bytes)})
     assert out["a"].shape == (0, 2) and out["v"].dense_shape.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("spec", [tfl.FixedLenFeature, tfl.RawTensorFeature,
+                                  lambda shape, dtype: tfl.FixedLenSequenceFeature(shape, dtype, allow_missing=True),
+                                  lambda shape, dtype: tfl.SparseFeature("i", "v", dtype, shape)])
+@pytest.mark.parametrize("shape", [[2.5], "32", "3", [np.float64(2)], 2.0, None])
+def test_shapes_of_no_ints_are_refused(spec, shape):
+    """int() made [2.5] the shape [2] and the string "32" the shape [3, 2]."""
+    with pytest.raises(FeatureSpecError, match="shape must be a sequence of ints"):
+        spec(shape, np.int64)
+
+
+def test_unknown_dimensions_say_which_spec_takes_them():
+    for shape in ([None], [-1], [2, None]):
+        with pytest.raises(FeatureSpecError, match="unknown size needs VarLenFeature"):
+            tfl.FixedLenFeature(shape, np.float32)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tfl.SparseFeature(None, "v", np.float32, 3),
+    lambda: tfl.SparseFeature(3, "v", np.float32, 3),
+    lambda: tfl.SparseFeature("i", None, np.float32, 3),  # refused only when parsing
+    lambda: tfl.SparseFeature(["i", 2], "v", np.float32, [3, 3]),
+    lambda: tfl.SparseFeature(b"i", "v", np.float32, 3),  # became the index key 105
+    lambda: tfl.RaggedFeature(np.float32, value_key=3),
+    lambda: tfl.RaggedFeature(np.float32, row_splits_dtype="xyz"),
+    lambda: tfl.RawTensorFeature([2], np.float32, default_value=[1, 2, 3]),
+    lambda: tfl.RawTensorFeature([2], np.float32, default_value="abc"),
+    lambda: tfl.RawTensorFeature([2], np.uint8, default_value=300),  # OverflowError
+    lambda: tfl.RawTensorFeature([2], np.uint8, default_value=-1),
+    lambda: tfl.RawTensorFeature([2], np.int32, default_value=1.5),  # silently 1
+    lambda: tfl.RawTensorFeature([2], np.int64, default_value=float("nan")),
+])
+def test_bad_spec_arguments_raise_feature_spec_error(make):
+    """These raised TypeError or ValueError from deep inside numpy or tuple()."""
+    with pytest.raises(FeatureSpecError):
+        make()
+
+
+@pytest.mark.parametrize("spec", [None, np.int64, tfl.FixedLenFeature, "int64"])
+def test_values_that_are_no_spec_are_named(backend, spec):
+    """These were refused as 'NoneType is not supported in parse_example'."""
+    with pytest.raises(FeatureSpecError, match="is not a feature spec. use tfrecord_lite's FixedLenFeature"):
+        tfl.parse_example([tfl.encode_example({"x": 1})], {"x": spec})
+
+
+def test_specs_with_default_arrays_compare_and_hash():
+    """== compared the default arrays elementwise: ValueError for a default of several
+    values (comparing an inferred schema with an expected one, say), and no hash."""
+    a = tfl.FixedLenFeature([2], np.float32, default_value=[1, 2])
+    assert a == tfl.FixedLenFeature([2], np.float32, default_value=[1.0, 2.0])
+    assert {"x": a} == {"x": tfl.FixedLenFeature([2], np.float32, default_value=[1, 2])}
+    assert a != tfl.FixedLenFeature([2], np.float32) and a != tfl.FixedLenFeature([2], np.float32, default_value=[1, 3])
+    assert a != tfl.FixedLenSequenceFeature([2], np.float32)
+    nan = tfl.FixedLenFeature([], np.float32, default_value=float("nan"))
+    assert nan == tfl.FixedLenFeature([], np.float32, default_value=float("nan"))
+    assert tfl.FixedLenFeature([], np.float32, default_value=0.0) != tfl.FixedLenFeature([], np.float32, default_value=-0.0)
+    assert tfl.FixedLenFeature([], bytes, default_value="x") == tfl.FixedLenFeature([], bytes, default_value=b"x")
+    assert tfl.RawTensorFeature([2], np.int32, default_value=1) == tfl.RawTensorFeature([2], np.int32, default_value=[1, 1])
+    assert tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=3) == \
+        tfl.FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=3)
+    assert len({a, tfl.FixedLenFeature([2], np.float32, default_value=[1, 2]), nan}) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ">f4", np.bool_, "datetime64[s]", "S3", "V4", "m8[ns]",
+                                   np.dtype([("a", "<i4"), ("b", ">f8")])])
+def test_to_code_of_raw_dtypes_runs(dtype):
+    """to_code printed np.<dtype name>, which numpy lacks for some: np.datetime64[s],
+    np.bytes24, np.void32 (a NameError or AttributeError when run)."""
+    spec = tfl.RawTensorFeature([2], dtype)
+    code = tfl.Schema(x=spec).to_code()
+    scope = {}
+    exec(code, scope)
+    assert scope["features"] == {"x": spec}

@@ -501,7 +501,8 @@ def _feature(key, kind, values) -> bytes:
     survive (Python floats would quiet signalling NaNs)."""
     feature = Feature()
     if kind == KIND_FLOAT:
-        data = np.ascontiguousarray(values, dtype="<f4").tobytes()
+        with np.errstate(over="ignore"):  # a float past float32 is inf, as the compiled encoder casts it
+            data = np.ascontiguousarray(values, dtype="<f4").tobytes()
         feature.float_list.MergeFromString(_field(0x0A, data) if data else b"")
         feature.float_list.SetInParent()
     elif kind == KIND_INT64:

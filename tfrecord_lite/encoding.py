@@ -55,6 +55,11 @@ def _normalize(name, value):
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError) as exc:
+        if isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, np.ndarray)) for v in value):
+            raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r:.80}: a nested list is flattened "
+                                   "only when its rows have one length and its values one type",
+                                   hint="a Feature holds one flat list; for one list per step use "
+                                        "encode_sequence_example") from None
         raise FeatureSpecError(f"feature {name!r}: cannot encode {type(value).__name__}: {exc}") from None
     if arr.dtype.kind in "fiub":
         if arr.dtype == np.float64 and type(value) is not np.ndarray and isinstance(_first(value), _INTS):
@@ -70,7 +75,14 @@ def _normalize(name, value):
         ints = _int64_values(name, value)
         if ints is not None:
             return INT64, ints
-    raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r} (want floats, ints, bools, bytes or str)")
+        flat = arr.reshape(-1).tolist()
+        if all(isinstance(v, (float, np.floating, int, np.integer)) for v in flat):  # floats in an object array
+            return _numeric(name, np.array(flat, dtype=np.float64), -1)  # (a pandas column): as a list of them
+    if arr.dtype.kind in "SU" and arr.ndim > 1:  # numpy pads nested bytes to one width: never flattened
+        raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r:.80}: a nested list of bytes or str",
+                               hint="pass a flat list of bytes or str (a Feature holds one flat list); for one "
+                                    "list per step use encode_sequence_example")
+    raise FeatureSpecError(f"feature {name!r}: cannot encode {value!r:.80} (want floats, ints, bools, bytes or str)")
 
 
 def _numeric(name, arr, rows):
@@ -82,7 +94,8 @@ def _numeric(name, arr, rows):
         if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > _INT64_MAX:
             raise FeatureSpecError(f"feature {name!r}: value {arr.max()} does not fit int64")
         kind, dtype = INT64, np.int64
-    values = np.ascontiguousarray(arr, dtype=dtype)
+    with np.errstate(over="ignore"):  # a float past float32 is inf, as tf.train.FloatList stores it
+        values = np.ascontiguousarray(arr, dtype=dtype)
     return kind, values.reshape(rows, -1) if rows >= 0 else values.reshape(-1)
 
 

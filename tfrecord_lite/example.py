@@ -10,6 +10,7 @@ batch; every spec type goes through the same column checks (``_Column``).
 from __future__ import annotations
 
 from collections import Counter, namedtuple
+from contextlib import contextmanager
 from math import prod
 from typing import Any, Literal, overload
 
@@ -19,7 +20,7 @@ from . import _native
 from ._contract import DecodedColumn, Kind
 from ._typing import Buffer, Features, Records
 from .bytes_column import BytesColumn, scatter
-from .errors import ArgumentTypeError, FeatureSpecError, TFRecordError
+from .errors import ArgumentTypeError, ExampleDecodeError, FeatureSpecError, TFRecordError
 from .features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -51,6 +52,8 @@ ABSENT, BYTES, FLOAT, INT64, EMPTY, RAW, ROWS = (k.value for k in Kind)  # plain
 _KIND = {"string": BYTES, "float32": FLOAT, "int64": INT64}
 _KIND_NAME = {BYTES: "string", FLOAT: "float32", INT64: "int64"}
 _ZERO = {"float32": np.float32(0), "int64": np.int64(0), "string": b""}
+_EMPTY_CODE = {"float32": "np.zeros(0, np.float32)", "int64": "np.zeros(0, np.int64)",
+               "string": "np.array([], dtype=object)"}
 
 SparseTensorValue = namedtuple("SparseTensorValue", ["indices", "values", "dense_shape"])
 SparseTensorValue.__doc__ = "The components of a tf.SparseTensor as numpy arrays."
@@ -94,6 +97,20 @@ def _records(serialized):
                                 f"{type(serialized).__name__}") from None
 
 
+@contextmanager
+def _fixed_width_hint(serialized):
+    """A malformed record from a numpy bytes ("S") array: numpy drops a record's trailing
+    NUL bytes (an int64 0 as its last value), so the error says where the bytes went."""
+    try:
+        yield
+    except ExampleDecodeError as exc:
+        if isinstance(serialized, np.ndarray) and serialized.dtype.kind == "S" and exc.hint is None:
+            exc.hint = ("the records came in a numpy bytes array (dtype S), which drops each record's trailing "
+                        "NUL bytes: pass a list of bytes or an object array")
+            exc.args = (exc._render(),)
+        raise
+
+
 class _Column:
     """One key's rows from the core, checked against a spec dtype."""
 
@@ -107,10 +124,10 @@ class _Column:
             return int(row)
         return int(np.searchsorted(np.cumsum(np.maximum(self.steps, 0)), row, side="right"))
 
-    def fail(self, detail, row=None, record=None):
+    def fail(self, detail, row=None, record=None, hint=None):
         if record is None and row is not None:
             record = self.record_of(row)
-        raise FeatureSpecError(f"feature {self.name!r}: {detail}", index=record)
+        raise FeatureSpecError(f"feature {self.name!r}: {detail}", index=record, hint=hint)
 
     def typed(self, dtype):
         """Values of the spec's dtype, counts per row, and which rows have that kind; other
@@ -125,10 +142,10 @@ class _Column:
         values = self.floats if want == FLOAT else self.ints if want == INT64 else self.bytes
         return values, self.counts, present
 
-    def required(self, present, what="is required but could not be found"):
+    def required(self, present, what="is required but could not be found", hint=None):
         missing = np.flatnonzero(~present)
         if missing.size:
-            self.fail(what, record=int(missing[0]))
+            self.fail(what, record=int(missing[0]), hint=hint)
 
 
 def _splits(counts, dtype=np.int64):
@@ -160,7 +177,11 @@ def _dense(col, spec):
         if bad.size:
             col.fail(f"{counts[bad[0]]} values but the shape {list(spec.shape)} needs {size}", bad[0])
     if spec.default_value is None and not every:
-        col.required(present, f"(data type: {spec.dtype}) is required but could not be found")
+        col.required(present, f"(data type: {spec.dtype}) is required but could not be found",
+                     None if size else f"as in TensorFlow, a shape of no values ({list(spec.shape)}) takes no "
+                     f"default_value: records must hold an empty {spec.dtype} list (encode_example writes "
+                     f"{_EMPTY_CODE[spec.dtype]} as one; a plain [] is a Feature of no kind, which counts as "
+                     "missing); VarLenFeature or RaggedFeature allow the feature to be missing")
     shape = (col.batch,) + spec.shape
     if every:
         return values.reshape(shape)
@@ -280,7 +301,15 @@ def _keys_of(name, spec):
 def _check_specs(features, allowed, where):
     for name, spec in features.items():
         if not isinstance(spec, allowed):
-            raise FeatureSpecError(f"feature {name!r}: {type(spec).__name__} is not supported in {where}")
+            kind = type(spec).__name__
+            if isinstance(spec, _EXAMPLE_SPECS):
+                raise FeatureSpecError(f"feature {name!r}: {kind} is not supported in {where}")
+            if kind in {t.__name__ for t in _EXAMPLE_SPECS}:  # tf.io's, whose name says nothing wrong
+                raise FeatureSpecError(f"feature {name!r}: a {type(spec).__module__}.{kind} is not a tfrecord_lite "
+                                       "spec", hint=f"use tfrecord_lite.{kind} with the same arguments")
+            raise FeatureSpecError(f"feature {name!r}: {spec!r:.60} is not a feature spec",
+                                   hint="use tfrecord_lite's FixedLenFeature, VarLenFeature, RaggedFeature, "
+                                        "SparseFeature, FixedLenSequenceFeature or RawTensorFeature")
         if where == "parse_example" and isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing:
             raise FeatureSpecError(f"feature {name!r}: FixedLenSequenceFeature requires allow_missing=True "
                                    "in parse_example")
@@ -459,7 +488,16 @@ def parse_example(serialized: Records, features: Features, *, bytes_output: str 
     def parse(records):
         columns, _ = _decode(records, plan, bytes_output=bytes_output)
         return _build(plan, columns, len(records))
-    return parse_in_order(parse, records)
+    with _fixed_width_hint(serialized):
+        return parse_in_order(parse, records)
+
+
+def _one(serialized, batch_function):
+    """[serialized]: one record, a batch refused with the function that takes it."""
+    if isinstance(serialized, (list, tuple, RecordBatch, Gathered)):
+        raise ArgumentTypeError(f"one record is expected, not a {type(serialized).__name__} of them: use "
+                                f"{batch_function} for a batch")
+    return [serialized]
 
 
 def _unbatch(spec, value):
@@ -472,7 +510,7 @@ def _unbatch(spec, value):
 
 def parse_single_example(serialized: Buffer, features: Features, *, bytes_output: str = "object") -> dict[str, Any]:
     """parse_example for one record, without the batch dimension (as TF's)."""
-    parsed = parse_example([serialized], features, bytes_output=bytes_output)
+    parsed = parse_example(_one(serialized, "parse_example"), features, bytes_output=bytes_output)
     return {name: _unbatch(spec, parsed[name]) for name, spec in features.items()}
 
 
@@ -548,7 +586,8 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
             else:
                 feature_lists[name] = result
         return context, feature_lists, lengths
-    return parse_in_order(parse, records)
+    with _fixed_width_hint(serialized):
+        return parse_in_order(parse, records)
 
 
 def parse_single_sequence_example(serialized: Buffer, context_features: Features | None = None,
@@ -556,8 +595,8 @@ def parse_single_sequence_example(serialized: Buffer, context_features: Features
                                   ) -> tuple[dict[str, Any], dict[str, Any]]:
     """parse_sequence_example for one record, without the batch dimension:
     (context, feature_lists) as ``tf.io.parse_single_sequence_example`` returns."""
-    context, lists, _ = parse_sequence_example([serialized], context_features, sequence_features,
-                                               bytes_output=bytes_output)
+    context, lists, _ = parse_sequence_example(_one(serialized, "parse_sequence_example"), context_features,
+                                               sequence_features, bytes_output=bytes_output)
     context = {n: _unbatch(s, context[n]) for n, s in (context_features or {}).items()}
     out = {}
     for name, spec in (sequence_features or {}).items():
@@ -593,7 +632,8 @@ def decode_examples(serialized: Records) -> list[dict[str, Any]]:
     """Every feature of every record, without a spec: a list of dicts name -> float32 or
     int64 array, or list of bytes (names sorted; an empty Feature gives [])."""
     records = _records(serialized)
-    names, columns = _native_decode(_native.example.decode_examples, records)
+    with _fixed_width_hint(serialized):
+        names, columns = _native_decode(_native.example.decode_examples, records)
     out = [{} for _ in range(len(records))]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
         for record, value in zip(out, _split_rows(col)):
@@ -612,7 +652,8 @@ def decode_sequence_examples(serialized: Records) -> list[tuple[dict[str, Any], 
     list of (context, feature_lists) pairs. context is as decode_examples gives it;
     feature_lists maps each list's name to its steps, each step a value as in context."""
     records = _records(serialized)
-    names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
+    with _fixed_width_hint(serialized):
+        names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
     out = [({}, {}) for _ in range(len(records))]
     for name, col in sorted(zip(names, columns), key=lambda nc: nc[0]):
         for (context, _), value in zip(out, _split_rows(col)):

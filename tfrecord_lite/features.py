@@ -4,11 +4,13 @@ inference from sample records.
 
 Specs only describe; tfrecord_lite/example.py parses against them. dtype is np.float32,
 np.int64 or bytes, or one of the strings "float32", "int64", "string" (TensorFlow DType
-objects such as ``tf.float32`` also work, by name); specs store the string form.
+objects such as ``tf.float32`` also work, by name, and what tf.as_dtype takes: float,
+object and numpy bytes or str dtypes); specs store the string form.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import MISSING, dataclass, fields
 from math import isfinite, prod
@@ -46,14 +48,20 @@ NUMPY_DTYPES = {"float32": np.float32, "int64": np.int64, "string": object}
 
 def normalize_dtype(dtype) -> str:
     """"float32", "int64" or "string" for any accepted spelling of a feature dtype."""
+    if dtype is float:  # as tf.as_dtype: Python's float is float32, not numpy's float64
+        return "float32"
     if dtype is bytes or dtype is str:
         return "string"
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
-    if name is None:
+    if not isinstance(dtype, str):
         try:
-            name = np.dtype(dtype).name
+            np_dtype = np.dtype(dtype)
         except TypeError:
-            name = None
+            np_dtype = None
+        if np_dtype is not None and np_dtype.kind in "SUO":  # object, np.dtype("S3"): TF's tf.string
+            return "string"
+        if name is None and np_dtype is not None:
+            name = np_dtype.name
     if name not in _DTYPE_NAMES:
         raise FeatureSpecError(f"unsupported feature dtype {dtype!r}; use np.float32, np.int64 or bytes "
                                "(or 'float32', 'int64', 'string')")
@@ -63,16 +71,21 @@ def normalize_dtype(dtype) -> str:
 def _shape(shape, owner) -> tuple:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    try:
-        shape = tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
-        raise FeatureSpecError(f"{owner}: shape must be a sequence of ints, not {shape!r}") from None
+    unknown = "a dimension of unknown size needs VarLenFeature, RaggedFeature or FixedLenSequenceFeature"
+    try:  # index(), not int(): int() made [2.5] a 2 and "32" the shape [3, 2]
+        if isinstance(shape, (str, bytes)):
+            raise TypeError
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise FeatureSpecError(f"{owner}: shape must be a sequence of ints, not {shape!r}",
+                               hint=unknown if isinstance(shape, (list, tuple)) and None in shape else None) from None
     if any(d < 0 for d in shape):
-        raise FeatureSpecError(f"{owner}: shape {list(shape)} has a negative or unknown dimension")
+        raise FeatureSpecError(f"{owner}: shape {list(shape)} has a negative or unknown dimension", hint=unknown)
     return shape
 
 
 _DEFAULT_KINDS = {"int64": "biu", "float32": "biuf"}  # numpy kinds a default may hold, as TF converts
+_DEFAULT_NUMBERS = {"int64": (int, np.integer, np.bool_), "float32": (int, float, np.integer, np.floating, np.bool_)}
 
 
 def _default(value, shape, dtype, owner):
@@ -91,11 +104,20 @@ def _default(value, shape, dtype, owner):
             arr = np.asarray(value)
         except (TypeError, ValueError) as exc:  # ragged nesting
             raise FeatureSpecError(f"{owner}: default_value {value!r}: {exc}") from None
+        if arr.dtype.kind == "O" and arr.size:  # ints past uint64 (2**70), numbers in an object array
+            flat = arr.reshape(-1).tolist()
+            if all(isinstance(v, _DEFAULT_NUMBERS[dtype]) for v in flat):
+                try:
+                    arr = np.array(flat, dtype=NUMPY_DTYPES[dtype]).reshape(arr.shape)
+                except OverflowError:
+                    pass  # an int past int64, refused below
         info = np.iinfo(np.int64)
         if arr.size and arr.dtype.kind not in _DEFAULT_KINDS[dtype] or (
-                arr.dtype.kind in "iu" and arr.size and (arr.max() > info.max or arr.min() < info.min)):
+                dtype == "int64" and arr.dtype.kind in "iu" and arr.size
+                and (arr.max() > info.max or arr.min() < info.min)):
             raise FeatureSpecError(f"{owner}: default_value {value!r} cannot be held by {dtype}")
-        arr = arr.astype(NUMPY_DTYPES[dtype])
+        with np.errstate(over="ignore"):  # as TF: a float past float32 is inf
+            arr = arr.astype(NUMPY_DTYPES[dtype])
     size = prod(shape)
     if arr.size == size:
         return arr.reshape(shape)
@@ -141,8 +163,28 @@ def check_spec_mapping(features, name="features") -> None:
         raise ArgumentTypeError(f"{name} must map names to feature specs, not {features!r:.80}",
                                 hint="pass a dict such as {'id': FixedLenFeature([], np.int64)}")
 
-@dataclass(frozen=True)
-class FixedLenFeature:
+class _ArrayFields:
+    """Equality and hashing for a spec holding a default array: the generated ones compared
+    arrays elementwise (ValueError for a default of several values) and hashed none."""
+
+    def _key(self) -> tuple:
+        key = []
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, np.ndarray):  # by bytes: nan equals nan, -0.0 is not 0.0
+                value = (value.dtype.str, value.shape, value.tolist() if value.dtype.hasobject else value.tobytes())
+            key.append(value)
+        return tuple(key)
+
+    def __eq__(self, other):
+        return self._key() == other._key() if type(other) is type(self) else NotImplemented
+
+    def __hash__(self):
+        return hash(self._key())
+
+
+@dataclass(frozen=True, eq=False)
+class FixedLenFeature(_ArrayFields):
     """A feature with exactly prod(shape) values per record -> dense array (batch,) + shape.
     A missing (or kind-less) feature takes default_value; without one it is an error."""
 
@@ -196,8 +238,13 @@ class RaggedFeature:
             raise FeatureSpecError("RaggedFeature: partitions are not supported (only the value_key level)")
         if self.validate:
             raise FeatureSpecError("RaggedFeature: validate=True is not supported")
+        if self.value_key is not None and not isinstance(self.value_key, str):
+            raise FeatureSpecError(f"RaggedFeature: feature names must be str, not value_key={self.value_key!r}")
         splits = getattr(self.row_splits_dtype, "name", self.row_splits_dtype)
-        splits = np.dtype(splits).name
+        try:
+            splits = np.dtype(splits).name
+        except TypeError:
+            splits = repr(splits)
         if splits not in ("int32", "int64"):
             raise FeatureSpecError(f"RaggedFeature: row_splits_dtype must be int32 or int64, not {splits}")
         _frozen_set(self, dtype=normalize_dtype(self.dtype), row_splits_dtype=splits)
@@ -220,9 +267,20 @@ class SparseFeature:
     already_sorted: bool = False
 
     def __post_init__(self):
-        index_key = self.index_key if isinstance(self.index_key, str) else tuple(self.index_key)
+        try:  # one bytes name is no list of names (tuple(b"i") is (105,))
+            if isinstance(self.index_key, (bytes, bytearray)):
+                raise TypeError
+            index_key = self.index_key if isinstance(self.index_key, str) else tuple(self.index_key)
+        except TypeError:
+            raise FeatureSpecError(f"SparseFeature: index_key must be a feature name or a list of them, not "
+                                   f"{self.index_key!r}") from None
         size = int(self.size) if isinstance(self.size, (int, np.integer)) else _shape(self.size, "SparseFeature")
         _frozen_set(self, dtype=normalize_dtype(self.dtype), index_key=index_key, size=size)
+        bad = [k for k in [*self.index_keys, self.value_key] if not isinstance(k, str)]
+        if bad:
+            raise FeatureSpecError(f"SparseFeature: feature names must be str, not {bad[0]!r}",
+                                   hint="name the index feature(s) and the value feature, e.g. "
+                                        "SparseFeature('index', 'value', np.float32, 100)")
         if len(self.index_keys) != len(self.sizes) or not self.index_keys:
             raise FeatureSpecError(f"SparseFeature: {len(self.index_keys)} index keys but size has "
                                    f"{len(self.sizes)} dimensions")
@@ -240,8 +298,8 @@ class SparseFeature:
                 f"{self.size!r}, already_sorted={self.already_sorted})")
 
 
-@dataclass(frozen=True)
-class FixedLenSequenceFeature:
+@dataclass(frozen=True, eq=False)
+class FixedLenSequenceFeature(_ArrayFields):
     """A variable number of shape-sized items. In parse_example (allow_missing=True
     required, as in TF) the values are split into items and padded with default_value to the
     longest record; in parse_sequence_example each FeatureList step is one item, padded with
@@ -266,8 +324,8 @@ class FixedLenSequenceFeature:
                 f"allow_missing={self.allow_missing}{default})")
 
 
-@dataclass(frozen=True)
-class RawTensorFeature:
+@dataclass(frozen=True, eq=False)
+class RawTensorFeature(_ArrayFields):
     """A bytes feature holding one array's raw data (e.g. ``image.tobytes()``) -> dense array
     (batch,) + shape of ``dtype`` (any fixed-size numpy dtype, byte order as written), copied
     once from the record. The value must be exactly prod(shape) * itemsize bytes. TF spells
@@ -287,7 +345,15 @@ class RawTensorFeature:
             raise FeatureSpecError(f"RawTensorFeature: dtype {dtype} has no fixed-size raw form")
         default = None
         if self.default_value is not None:
-            default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
+            try:
+                given = np.asarray(self.default_value)
+                if dtype.kind in "iu" and given.dtype.kind == "f" and not np.all(np.mod(given, 1) == 0):
+                    raise ValueError("not a whole number")  # astype would cut it off without a word
+                with np.errstate(over="ignore"):  # a float past float32 is inf
+                    default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise FeatureSpecError(f"RawTensorFeature: default_value {self.default_value!r:.80} does not "
+                                       f"fit shape {list(shape)} of {dtype} ({exc})") from None
         _frozen_set(self, shape=shape, dtype=dtype, default_value=default)
 
     @property
@@ -337,6 +403,14 @@ _IMPORTS = "import numpy as np\nimport tfrecord_lite as tfl\n"
 _DTYPE_CODE = {"float32": "np.float32", "int64": "np.int64", "string": "bytes"}
 
 
+def _numpy_dtype_code(dtype) -> str:
+    """Source for a numpy dtype: np.<name> where numpy has that name for it, else
+    np.dtype(...) (datetime64[s] and structured dtypes have no such name)."""
+    if dtype.isnative and np.dtype(getattr(np, dtype.name, object)) == dtype:
+        return f"np.{dtype.name}"
+    return f"np.dtype({dtype.descr if dtype.names else dtype.str!r})"
+
+
 def spec_code(spec) -> str:
     """A spec as tfrecord_lite source: required fields by position, others by keyword when
     they differ from the default."""
@@ -345,8 +419,7 @@ def spec_code(spec) -> str:
         value = getattr(spec, field.name)
         if field.name == "dtype":
             dtype = value if isinstance(value, str) else np.dtype(value)
-            text = (_DTYPE_CODE[dtype] if isinstance(dtype, str)
-                    else f"np.{dtype.name}" if dtype.isnative else f"np.dtype({dtype.str!r})")
+            text = _DTYPE_CODE[dtype] if isinstance(dtype, str) else _numpy_dtype_code(dtype)
         elif field.name == "shape":
             text = repr(list(value))
         else:

@@ -219,6 +219,9 @@ def test_defaults_sparse_and_item_sequences_match_tf(tf, backend):
     ([{"a": ("i", [1, 2, 3])}], {"a": ("FixedLenSequenceFeature", [2], "int64")}),  # not a multiple
     ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [0], "int64", {"default_value": []})}),  # a default of
     ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [2, 0], "string", {"default_value": []})}),  # no values
+    ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [0], "float32", {"default_value": []})}),
+    ([{"b": ("i", [1])}], {"a": ("FixedLenFeature", [0], "float32")}),
+    ([{"a": ("e", [])}], {"a": ("FixedLenFeature", [0], "float32", {"default_value": []})}),  # no kind
 ])
 def test_spec_errors_where_tf_raises(tf, backend, records, spec):
     serialized = [tf_example(tf, m).SerializeToString() for m in records]
@@ -235,6 +238,24 @@ def test_spec_errors_where_tf_raises(tf, backend, records, spec):
     with pytest.raises(FeatureSpecError) as info:
         tfl.parse_example(serialized, {k: build(tfl, v) for k, v in spec.items()})
     assert info.value.index == 0 and repr(next(iter(spec))) in str(info.value)
+
+
+def test_a_shape_of_no_values_parses_an_empty_list_and_requires_the_feature(tf, backend):
+    """As TF: FixedLenFeature([0], default_value=[]) parses a present empty float_list, and
+    a record without the feature raises 'required' (TF keeps no default of no values); the
+    error says why, as the default the spec was given is not used."""
+    empty = tf_example(tf, {"a": ("f", [])}).SerializeToString()
+    missing = tf_example(tf, {"b": ("i", [1])}).SerializeToString()
+    spec = tfl.FixedLenFeature([0], np.float32, default_value=[])
+    expected = tf.io.parse_example([empty, empty], {"a": tf_spec(tf, spec)})["a"]
+    assert_same(tfl.parse_example([empty, empty], {"a": spec})["a"], expected)
+    assert_same(tfl.parse_single_example(empty, {"a": spec})["a"],
+                tf.io.parse_single_example(empty, {"a": tf.io.FixedLenFeature([0], tf.float32, default_value=[])})["a"])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="required"):
+        tf.io.parse_example([empty, missing], {"a": tf.io.FixedLenFeature([0], tf.float32, default_value=[])})
+    with pytest.raises(FeatureSpecError, match="required.*a shape of no values") as info:
+        tfl.parse_example([empty, missing], {"a": spec})
+    assert info.value.index == 1
 
 
 @SETTINGS
@@ -397,3 +418,44 @@ def test_schema_tf_format_is_a_program_tensorflow_runs(tf, backend, tmp_path, ca
                 value, mine = [value], [ours[name]]
             for a, b in zip(value, mine):
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("dtype", [float, object, np.object_, np.dtype("S3"), np.dtype("U2"), "float32"])
+def test_dtype_spellings_tf_takes(tf, backend, dtype):
+    """What tf.as_dtype takes: Python's float is float32 (numpy's float is float64), object
+    and numpy bytes or str dtypes are tf.string; these were refused as unsupported."""
+    record = tfl.encode_example({"x": [b"ab"] if tf.as_dtype(dtype) == tf.string else [1.5]})
+    expected = tf.io.parse_example([record], {"x": tf.io.FixedLenFeature([1], dtype)})["x"]
+    spec = tfl.FixedLenFeature([1], dtype)
+    assert_same(tfl.parse_example([record], {"x": spec})["x"], expected)
+    assert eval(spec.to_tf(), {"tf": tf}).dtype == tf.as_dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype, default", [("float32", 2**63), ("float32", 2**70), ("float32", [1, -2**70]),
+                                            ("float32", np.array([1, 2.5], dtype=object)), ("float32", 1e40),
+                                            ("int64", np.array([1, -2], dtype=object))])
+def test_defaults_tf_converts_are_taken(tf, backend, dtype, default):
+    """Ints past int64 for a float feature were refused as ints that int64 cannot hold, and
+    numbers in an object array as not numbers; a float past float32 warned of overflow."""
+    import warnings
+
+    shape = [np.size(default)] if np.ndim(default) else []
+    record = tfl.encode_example({"other": 1})
+    expected = tf.io.parse_example([record], {"x": tf.io.FixedLenFeature(shape, getattr(tf, dtype),
+                                                                         default_value=default)})["x"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spec = tfl.FixedLenFeature(shape, dtype, default_value=default)
+    assert_same(tfl.parse_example([record], {"x": spec})["x"], expected)
+
+
+def test_tf_specs_are_refused_naming_the_spec_to_use(tf, backend):
+    """A tf.io spec was refused as 'FixedLenFeature is not supported in parse_example',
+    which reads as if this library had no FixedLenFeature."""
+    record = tfl.encode_example({"x": 1})
+    for spec in (tf.io.FixedLenFeature([], tf.int64), tf.io.VarLenFeature(tf.int64)):
+        name = type(spec).__name__
+        with pytest.raises(FeatureSpecError, match=f"not a tfrecord_lite spec. use tfrecord_lite.{name} with"):
+            tfl.parse_example([record], {"x": spec})
+        with pytest.raises(FeatureSpecError, match="not a tfrecord_lite spec"):
+            tfl.parse_sequence_example([record], {"x": spec})
