@@ -188,6 +188,27 @@ def test_as_tensors_converts_every_numeric_array(backend, tmp_path, batch_size):
         check([TFRecordMapDataset(path, spec, as_tensors=True)[i] for i in range(3)], want)
 
 
+def test_pin_memory_pins_the_tensors_of_ragged_values(backend, tmp_path, monkeypatch):
+    """DataLoader(pin_memory=True) left an as_tensors batch's RaggedValue unpinned (torch pins
+    what it knows and calls pin_memory() on other objects). torch without a GPU cannot pin:
+    Tensor.pin_memory is replaced by a copy that records the call."""
+    import torch
+    from torch.utils.data._utils.pin_memory import pin_memory
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    path = str(tmp_path / "r.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(tfl.encode_example({"v": list(range(i))}) for i in range(4))
+    spec = {"g": tfl.RaggedFeature(np.int64, value_key="v")}
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: pinned.append(self.clone()) or pinned[-1])
+    batch = next(iter(TFRecordIterableDataset(path, spec, batch_size=3, as_tensors=True)))
+    got = pin_memory(batch)["g"]
+    assert type(got) is tfl.RaggedValue and len(pinned) == 2
+    assert all(any(t is p for p in pinned) for t in (got.row_splits, got.values))
+    assert got.to_list() == batch["g"].to_list()
+
+
 def test_map_dataset_reads_and_parses_a_loader_batch_at_once(backend, tmp_path):
     """A DataLoader batch of TFRecordMapDataset items was read and parsed one item at a time."""
     import torch
