@@ -209,6 +209,34 @@ def test_pin_memory_pins_the_tensors_of_ragged_values(backend, tmp_path, monkeyp
     assert got.to_list() == batch["g"].to_list()
 
 
+def test_as_tensors_copies_read_only_arrays(backend, tmp_path):
+    """A parse function's np.frombuffer(record) became a tensor over the record's bytes: torch
+    warned ("The given NumPy array is not writable"), and an in-place op wrote into the record."""
+    import warnings
+
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset
+
+    paths = write_files(tmp_path, [5])
+
+    seen = []  # the records parse saw, and their bytes then
+
+    def parse(records):
+        seen.extend((r, bytearray(r)) for r in records)
+        return [np.frombuffer(r, np.uint8) for r in records]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        items = [t for batch in TFRecordIterableDataset(paths, parse=parse, batch_size=2, as_tensors=True)
+                 for t in batch] + TFRecordMapDataset(paths, parse=parse, as_tensors=True).__getitems__([0, 1])
+    assert len(items) == 7 and all(type(t) is torch.Tensor for t in items)
+    want = [record(0, j) for j in range(5)] + [record(0, 0), record(0, 1)]
+    for t, rec in zip(items, want):
+        assert bytes(t.numpy()) == rec
+        t.add_(1)  # its own memory, not the record's
+    assert len(seen) == 7 and all(bytes(r) == then for r, then in seen)
+
+
 def test_map_dataset_reads_and_parses_a_loader_batch_at_once(backend, tmp_path):
     """A DataLoader batch of TFRecordMapDataset items was read and parsed one item at a time."""
     import torch

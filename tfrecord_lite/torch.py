@@ -238,6 +238,8 @@ def _to_tensors(value):
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject or value.dtype.kind in "SUV":
             return value
+        if not value.flags.writeable:  # a parse function's np.frombuffer(record): torch warns, and
+            value = value.copy()  # an in-place op on the tensor would write into the record
         return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
