@@ -110,6 +110,28 @@ def test_workers_read_exactly_their_ranks_shard(tmp_path, monkeypatch, counts, s
     assert sorted(by_rank) == whole
 
 
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawned_workers_shard_by_their_loaders_rank(tmp_path, monkeypatch, method):
+    """torch.distributed is not initialized in a worker started by spawn or forkserver: its
+    workers read every rank's records, so each rank's loader gave the whole data set."""
+    import torch
+    import torch.distributed as dist
+    from tfrecord_lite import TFRecordDataset
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [5, 6])
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    got = []
+    for rank in range(2):
+        monkeypatch.setattr(dist, "get_rank", lambda r=rank: r)
+        ds = TFRecordIterableDataset(paths)
+        mine = list(torch.utils.data.DataLoader(ds, num_workers=2, batch_size=None, multiprocessing_context=method))
+        assert sorted(mine) == sorted(ds.dataset())
+        got += mine
+    assert sorted(got) == sorted(TFRecordDataset(paths))
+
+
 def test_shard_with_dataloader_workers_is_the_shard(tmp_path):
     import torch
     from tfrecord_lite import TFRecordDataset
