@@ -787,6 +787,27 @@ def test_bad_options_fail_where_the_dataset_is_made(tmp_path):
     assert TFRecordIterableDataset(str(tmp_path)).files == paths  # a directory listed once
 
 
+def test_an_epoch_count_left_locked_fails_clearly(tmp_path, monkeypatch):
+    """A worker killed while it held the shared epoch count's lock left every later pass
+    waiting for ever; now the wait ends with an error that says what happened."""
+    import torch
+    from tfrecord_lite import torch as tfl_torch
+
+    paths = write_files(tmp_path, [3])
+    ds = tfl_torch.TFRecordIterableDataset(paths)
+    monkeypatch.setattr(tfl_torch, "_LOCK_WAIT", 0.2)
+    loader = torch.utils.data.DataLoader(ds, num_workers=1, batch_size=None)
+    assert sorted(loader) == [record(0, j) for j in range(3)]
+    ds._epochs.lock.acquire()  # held, as by a process gone without releasing it
+    try:
+        for attempt in (lambda: list(ds), lambda: list(loader), lambda: ds.set_epoch(3)):
+            with pytest.raises(tfl.TFRecordError, match="stayed locked for 0.2 s: a DataLoader worker was killed"):
+                attempt()
+    finally:
+        ds._epochs.lock.release()
+    assert sorted(ds) == [record(0, j) for j in range(3)]
+
+
 def test_set_epoch_takes_epochs_from_zero(tmp_path):
     from tfrecord_lite.torch import TFRecordIterableDataset
 

@@ -120,6 +120,7 @@ _ROWS = 64  # processes that iterate the dataset or run DataLoaders over it, eac
 _SLOTS = 8  # passes whose workers may still be joining: a fast persistent worker can start
 # the next pass before a slow one has started this one
 _MAX = 2**63 - 1
+_LOCK_WAIT = 60.0  # seconds
 
 
 class _EpochCount:
@@ -167,19 +168,32 @@ class _EpochCount:
         cell[at:at + 3] = pid, start, cell[0]
         return at
 
+    @contextlib.contextmanager
+    def _locked(self):
+        """The lock, held for a few reads and writes: a wait this long means a process died
+        holding it (killed mid-update), and every later pass would wait for ever."""
+        if not self.lock.acquire(timeout=_LOCK_WAIT):
+            raise TFRecordError(f"the shared epoch count of a TFRecordIterableDataset stayed locked for "
+                                f"{_LOCK_WAIT:g} s: a DataLoader worker was killed while updating it",
+                                hint="make the dataset anew (and its DataLoader)")
+        try:
+            yield
+        finally:
+            self.lock.release()
+
     @property
     def next(self) -> int:
-        with self.lock:
+        with self._locked():
             return self.cell[self._row() + 1]
 
     def set(self, epoch: int) -> None:
-        with self.lock:
+        with self._locked():
             self.cell[self._row() + 1] = epoch
 
     def take(self, key, workers: int, step: int) -> int:
         """The epoch of the pass this iter() belongs to; the count goes on by step."""
         cell = self.cell
-        with self.lock:
+        with self._locked():
             row = self._row()
             slots = range(1 + 3 * _ROWS, len(cell), 6)
             if key is not None:
