@@ -130,6 +130,9 @@ def test_spawned_workers_shard_by_their_loaders_rank(tmp_path, monkeypatch, meth
         assert sorted(mine) == sorted(ds.dataset())
         got += mine
     assert sorted(got) == sorted(TFRecordDataset(paths))
+    # A copy pickled by a rank and loaded where there is no process group reads everything.
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    assert sorted(pickle.loads(pickle.dumps(ds))) == sorted(TFRecordDataset(paths))
 
 
 def test_shard_with_dataloader_workers_is_the_shard(tmp_path):

@@ -74,7 +74,7 @@ def _rank_and_worker(rank: tuple[int, int] | None = None) -> tuple[tuple[int, in
 
     info = get_worker_info()
     worker = (info.id, info.num_workers) if info is not None else (0, 1)
-    return _distributed() or rank or (0, 1), worker
+    return _distributed() or (info is not None and rank) or (0, 1), worker
 
 
 def _compose(outer, inner) -> tuple[int, int]:
@@ -401,8 +401,11 @@ def _build():
             state = self.__dict__.copy()
             state["_current"] = None  # the running iteration stays with this copy
             # A worker started by spawn or forkserver has no process group: it shards by the
-            # rank of its loader's process, which pickles the dataset for it.
-            state["_rank"] = _distributed() or self._rank
+            # rank of its loader's process, which pickles the dataset for it (a copy saved or
+            # handed on otherwise shards where it runs).
+            from multiprocessing.context import get_spawning_popen
+
+            state["_rank"] = _distributed() if get_spawning_popen() is not None else None
             return state
 
     class TFRecordMapDataset(Dataset):
