@@ -110,6 +110,31 @@ def test_workers_read_exactly_their_ranks_shard(tmp_path, monkeypatch, counts, s
     assert sorted(by_rank) == whole
 
 
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawned_workers_shard_by_their_loaders_rank(tmp_path, monkeypatch, method):
+    """torch.distributed is not initialized in a worker started by spawn or forkserver: its
+    workers read every rank's records, so each rank's loader gave the whole data set."""
+    import torch
+    import torch.distributed as dist
+    from tfrecord_lite import TFRecordDataset
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [5, 6])
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    got = []
+    for rank in range(2):
+        monkeypatch.setattr(dist, "get_rank", lambda r=rank: r)
+        ds = TFRecordIterableDataset(paths)
+        mine = list(torch.utils.data.DataLoader(ds, num_workers=2, batch_size=None, multiprocessing_context=method))
+        assert sorted(mine) == sorted(ds.dataset())
+        got += mine
+    assert sorted(got) == sorted(TFRecordDataset(paths))
+    # A copy pickled by a rank and loaded where there is no process group reads everything.
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    assert sorted(pickle.loads(pickle.dumps(ds))) == sorted(TFRecordDataset(paths))
+
+
 def test_shard_with_dataloader_workers_is_the_shard(tmp_path):
     import torch
     from tfrecord_lite import TFRecordDataset
@@ -186,6 +211,55 @@ def test_as_tensors_converts_every_numeric_array(backend, tmp_path, batch_size):
     check(list(TFRecordIterableDataset(path, spec, batch_size=batch_size, as_tensors=True)), want)
     if batch_size is None:
         check([TFRecordMapDataset(path, spec, as_tensors=True)[i] for i in range(3)], want)
+
+
+def test_pin_memory_pins_the_tensors_of_ragged_values(backend, tmp_path, monkeypatch):
+    """DataLoader(pin_memory=True) left an as_tensors batch's RaggedValue unpinned (torch pins
+    what it knows and calls pin_memory() on other objects). torch without a GPU cannot pin:
+    Tensor.pin_memory is replaced by a copy that records the call."""
+    import torch
+    from torch.utils.data._utils.pin_memory import pin_memory
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    path = str(tmp_path / "r.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(tfl.encode_example({"v": list(range(i))}) for i in range(4))
+    spec = {"g": tfl.RaggedFeature(np.int64, value_key="v")}
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: pinned.append(self.clone()) or pinned[-1])
+    batch = next(iter(TFRecordIterableDataset(path, spec, batch_size=3, as_tensors=True)))
+    got = pin_memory(batch)["g"]
+    assert type(got) is tfl.RaggedValue and len(pinned) == 2
+    assert all(any(t is p for p in pinned) for t in (got.row_splits, got.values))
+    assert got.to_list() == batch["g"].to_list()
+
+
+def test_as_tensors_copies_read_only_arrays(backend, tmp_path):
+    """A parse function's np.frombuffer(record) became a tensor over the record's bytes: torch
+    warned ("The given NumPy array is not writable"), and an in-place op wrote into the record."""
+    import warnings
+
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset
+
+    paths = write_files(tmp_path, [5])
+
+    seen = []  # the records parse saw, and their bytes then
+
+    def parse(records):
+        seen.extend((r, bytearray(r)) for r in records)
+        return [np.frombuffer(r, np.uint8) for r in records]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        items = [t for batch in TFRecordIterableDataset(paths, parse=parse, batch_size=2, as_tensors=True)
+                 for t in batch] + TFRecordMapDataset(paths, parse=parse, as_tensors=True).__getitems__([0, 1])
+    assert len(items) == 7 and all(type(t) is torch.Tensor for t in items)
+    want = [record(0, j) for j in range(5)] + [record(0, 0), record(0, 1)]
+    for t, rec in zip(items, want):
+        assert bytes(t.numpy()) == rec
+        t.add_(1)  # its own memory, not the record's
+    assert len(seen) == 7 and all(bytes(r) == then for r, then in seen)
 
 
 def test_map_dataset_reads_and_parses_a_loader_batch_at_once(backend, tmp_path):
@@ -714,6 +788,27 @@ def test_bad_options_fail_where_the_dataset_is_made(tmp_path):
     with pytest.raises(tfl.InvalidArgumentError, match="as_tensors"):
         TFRecordIterableDataset(paths, SPEC, batch_size=2, output="arrow", as_tensors=True)
     assert TFRecordIterableDataset(str(tmp_path)).files == paths  # a directory listed once
+
+
+def test_an_epoch_count_left_locked_fails_clearly(tmp_path, monkeypatch):
+    """A worker killed while it held the shared epoch count's lock left every later pass
+    waiting for ever; now the wait ends with an error that says what happened."""
+    import torch
+    from tfrecord_lite import torch as tfl_torch
+
+    paths = write_files(tmp_path, [3])
+    ds = tfl_torch.TFRecordIterableDataset(paths)
+    monkeypatch.setattr(tfl_torch, "_LOCK_WAIT", 0.2)
+    loader = torch.utils.data.DataLoader(ds, num_workers=1, batch_size=None)
+    assert sorted(loader) == [record(0, j) for j in range(3)]
+    ds._epochs.lock.acquire()  # held, as by a process gone without releasing it
+    try:
+        for attempt in (lambda: list(ds), lambda: list(loader), lambda: ds.set_epoch(3)):
+            with pytest.raises(tfl.TFRecordError, match="stayed locked for 0.2 s: a DataLoader worker was killed"):
+                attempt()
+    finally:
+        ds._epochs.lock.release()
+    assert sorted(ds) == [record(0, j) for j in range(3)]
 
 
 def test_set_epoch_takes_epochs_from_zero(tmp_path):

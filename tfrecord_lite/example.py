@@ -72,6 +72,13 @@ class RaggedValue:
     def __len__(self) -> int:
         return len(self.row_splits) - 1
 
+    def pin_memory(self) -> RaggedValue:
+        """Its tensors pinned (an ``as_tensors`` batch): DataLoader(pin_memory=True) calls this,
+        and would otherwise pass the value on unpinned."""
+        values, splits = self.values, self.row_splits
+        return RaggedValue(values.pin_memory() if hasattr(values, "pin_memory") else values,
+                           splits.pin_memory() if hasattr(splits, "pin_memory") else splits)
+
     def to_list(self) -> list:
         inner = self.values.to_list() if isinstance(self.values, (RaggedValue, BytesColumn)) else self.values.tolist()
         s = self.row_splits.tolist()

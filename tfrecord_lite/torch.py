@@ -3,7 +3,8 @@
 
 ``TFRecordIterableDataset`` streams through ``TFRecordDataset`` and shards itself: across
 DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes of
-``torch.distributed`` (rank x world size, when initialized), on top of any ``shard=`` given.
+``torch.distributed`` (rank x world size, when initialized; a worker started by spawn or
+forkserver takes its loader process's), on top of any ``shard=`` given.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
 into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts, those in a
@@ -58,15 +59,22 @@ __all__ = ["TFRecordIterableDataset", "TFRecordMapDataset", "worker_shard"]
 _classes: dict = {}
 
 
-def _rank_and_worker() -> tuple[tuple[int, int], tuple[int, int]]:
-    """((rank, world size), (worker, workers)) of the calling process."""
+def _distributed() -> tuple[int, int] | None:
+    """(rank, world size) where torch.distributed is initialized in this process."""
     import torch.distributed as dist
+
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else None
+
+
+def _rank_and_worker(rank: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((rank, world size), (worker, workers)) of the calling process; rank: the loader
+    process's, for a worker started by spawn or forkserver (torch.distributed is not
+    initialized there)."""
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()
     worker = (info.id, info.num_workers) if info is not None else (0, 1)
-    rank = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
-    return rank, worker
+    return _distributed() or (info is not None and rank) or (0, 1), worker
 
 
 def _compose(outer, inner) -> tuple[int, int]:
@@ -87,12 +95,12 @@ def worker_shard(shard: tuple[int, int] | None = None) -> tuple[int, int]:
     return _compose(_compose(shard, rank), worker)
 
 
-def _plan(files, shard, storage_options):
+def _plan(files, shard, storage_options, rank=None):
     """(files, shard) that this worker of this rank reads: shard of the data, then the rank's
     shard of that, then the worker's. Where a level takes whole files (see shard_plan) the
     next shards those files, not the data: so the workers read exactly what the rank's shard
     holds (its len()), whatever their number, and the ranks what shard holds."""
-    levels = [level for level in _rank_and_worker() if level[1] > 1]
+    levels = [level for level in _rank_and_worker(rank) if level[1] > 1]
     if not levels:
         return files, shard
     if shard is None:
@@ -112,6 +120,7 @@ _ROWS = 64  # processes that iterate the dataset or run DataLoaders over it, eac
 _SLOTS = 8  # passes whose workers may still be joining: a fast persistent worker can start
 # the next pass before a slow one has started this one
 _MAX = 2**63 - 1
+_LOCK_WAIT = 60.0  # seconds
 
 
 class _EpochCount:
@@ -159,19 +168,32 @@ class _EpochCount:
         cell[at:at + 3] = pid, start, cell[0]
         return at
 
+    @contextlib.contextmanager
+    def _locked(self):
+        """The lock, held for a few reads and writes: a wait this long means a process died
+        holding it (killed mid-update), and every later pass would wait for ever."""
+        if not self.lock.acquire(timeout=_LOCK_WAIT):
+            raise TFRecordError(f"the shared epoch count of a TFRecordIterableDataset stayed locked for "
+                                f"{_LOCK_WAIT:g} s: a DataLoader worker was killed while updating it",
+                                hint="make the dataset anew (and its DataLoader)")
+        try:
+            yield
+        finally:
+            self.lock.release()
+
     @property
     def next(self) -> int:
-        with self.lock:
+        with self._locked():
             return self.cell[self._row() + 1]
 
     def set(self, epoch: int) -> None:
-        with self.lock:
+        with self._locked():
             self.cell[self._row() + 1] = epoch
 
     def take(self, key, workers: int, step: int) -> int:
         """The epoch of the pass this iter() belongs to; the count goes on by step."""
         cell = self.cell
-        with self.lock:
+        with self._locked():
             row = self._row()
             slots = range(1 + 3 * _ROWS, len(cell), 6)
             if key is not None:
@@ -238,6 +260,8 @@ def _to_tensors(value):
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject or value.dtype.kind in "SUV":
             return value
+        if not value.flags.writeable:  # a parse function's np.frombuffer(record): torch warns, and
+            value = value.copy()  # an in-place op on the tensor would write into the record
         return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
@@ -280,6 +304,7 @@ def _build():
             self._loaded: dict | None = None  # a state_dict() for the next iter()
             self._current = None  # the TFRecordDataset of the newest iter()
             self._ended = False  # the newest iter() yielded its last item
+            self._rank = None  # the rank of the process that pickled this copy (__getstate__)
 
         @property
         def epoch(self) -> int:
@@ -301,7 +326,7 @@ def _build():
 
         def dataset(self) -> TFRecordDataset:
             """A TFRecordDataset over this worker's shard, at the next epoch."""
-            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"))
+            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"), self._rank)
             ds = TFRecordDataset(files, self.features, shard=shard, **self.options)
             ds.set_epoch(self.epoch)
             if self._current is not None:
@@ -375,6 +400,12 @@ def _build():
         def __getstate__(self):
             state = self.__dict__.copy()
             state["_current"] = None  # the running iteration stays with this copy
+            # A worker started by spawn or forkserver has no process group: it shards by the
+            # rank of its loader's process, which pickles the dataset for it (a copy saved or
+            # handed on otherwise shards where it runs).
+            from multiprocessing.context import get_spawning_popen
+
+            state["_rank"] = _distributed() if get_spawning_popen() is not None else None
             return state
 
     class TFRecordMapDataset(Dataset):
