@@ -108,8 +108,11 @@ class TFRecordWriter(CommitOnExit):
         # The per-record path is one C call: the instance's write is the core's, which frames
         # into its buffer (and index lines) under its lock and drains to the file itself.
         sink = self._write_out if self._z is None else _deflating(self._z, self._write_out)
-        self._core = _native.framing.FrameBuffer(sink, FLUSH_BYTES, self.path,
-                                                 None if self._index is None else self._index.file.write)
+        # The sidecar's writes are watched too: one that failed may have left part of its
+        # lines, and the core hands them all again on its next drain.
+        index_sink = None if self._index is None else _watched(
+            _whole(self._index.file.write, self._index_path or index_path(self.path)), self._failures)
+        self._core = _native.framing.FrameBuffer(sink, FLUSH_BYTES, self.path, index_sink)
         self._lock = self._core
         self.write = self._core.write
 
