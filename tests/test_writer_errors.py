@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tfrecord_lite import TFRecordError, TFRecordReader, TFRecordWriter
+from tfrecord_lite import InvalidArgumentError, TFRecordError, TFRecordReader, TFRecordWriter
 from tfrecord_lite.io import NamedWriter
 
 
@@ -33,4 +33,27 @@ def test_a_failed_sidecar_write_is_never_committed(backend, tmp_path, monkeypatc
     w.write(b"y")
     with pytest.raises(TFRecordError, match=r"a\.tfrecord.*an earlier write to the file failed \(OSError:"):
         w.close()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_compression_level(backend, tmp_path, compression):
+    """compression_level had no equivalent of TFRecordOptions(compression_level=...)."""
+    records = [b"abc" * 1000] * 20
+    sizes = {}
+    for level in (0, 1, 9, None):
+        path = tmp_path / f"{level}.tfrecord"
+        with TFRecordWriter(path, compression, compression_level=level) as w:
+            w.write_many(records)
+        assert list(TFRecordReader(path)) == records
+        sizes[level] = path.stat().st_size
+    assert sizes[0] > sum(map(len, records)) > sizes[1] > sizes[9] and sizes[None] <= sizes[1]
+
+
+@pytest.mark.parametrize("level", [10, -2, True, "9", 1.0])
+def test_a_level_deflate_cannot_take_is_refused_up_front(backend, tmp_path, level):
+    """TensorFlow's writer aborts the process on one; here nothing is created."""
+    with pytest.raises(InvalidArgumentError, match=rf"a\.tfrecord: compression_level={level!r} is not a deflate "
+                       r"level\. use an int from 0 \(no compression\) to 9"):
+        TFRecordWriter(tmp_path / "a.tfrecord", "gzip", compression_level=level)
     assert os.listdir(tmp_path) == []

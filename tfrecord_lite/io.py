@@ -174,9 +174,20 @@ def _check_first_header(head: bytes, path) -> None:
                              "file you meant")
 
 
-def compressor(compression):
-    """A zlib compressobj producing TensorFlow's exact GZIP/ZLIB output."""
-    return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS[compression], _MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY)
+def compressor(compression, level=None):
+    """A zlib compressobj producing TensorFlow's exact GZIP/ZLIB output at level (None: TF's
+    default, -1; else 0 to 9, see check_level)."""
+    return zlib.compressobj(_LEVEL if level is None else level, zlib.DEFLATED, _WBITS[compression], _MEM_LEVEL,
+                            zlib.Z_DEFAULT_STRATEGY)
+
+
+def check_level(level, path=None):
+    """Refuse a compression level deflate cannot take (TensorFlow's writer aborts the whole
+    process on one)."""
+    if level is not None and (type(level) is not int or not -1 <= level <= 9):
+        raise InvalidArgumentError(f"compression_level={level!r} is not a deflate level", path=path,
+                                   hint="use an int from 0 (no compression) to 9 (smallest), or -1 or None "
+                                   "for the default (6)")
 
 
 class DecompressingStream:

@@ -18,7 +18,7 @@ from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
-from .io import AtomicFile, CommitOnExit, _fsync_dir, compressor, normalize_compression
+from .io import AtomicFile, CommitOnExit, _fsync_dir, check_level, compressor, normalize_compression
 from .batch import RecordBatch
 from .index import index_path
 
@@ -31,8 +31,11 @@ class TFRecordWriter(CommitOnExit):
     """Write records (bytes-like) to a path, an fsspec URL (``s3://...``, with
     ``storage_options``) or a binary file object.
 
-    compression: None/"" (raw), "gzip"/"GZIP" or "zlib"/"ZLIB"; output is byte-identical to
-    ``tf.io.TFRecordWriter`` with the same option.
+    compression: None/"" (raw), "gzip"/"GZIP" or "zlib"/"ZLIB", or a ``tf.io.TFRecordOptions``
+    (its compression_type and compression_level); output is byte-identical to
+    ``tf.io.TFRecordWriter`` with the same options. compression_level: 1 (fastest) to 9
+    (smallest), None or -1 for deflate's default, 0 for none (stored blocks, which TensorFlow
+    reads, though they split where zlib's buffers end, not where TF's do).
     atomic (paths only, default True): write to a temporary file in the same directory and
     rename it to ``path`` on a successful close; on an exception inside ``with`` (or
     ``abort()``), the temporary file is removed and nothing appears under ``path``. A process
@@ -56,7 +59,8 @@ class TFRecordWriter(CommitOnExit):
 
     def __init__(self, path_or_fileobj: PathLike | BinaryIO, compression: Compression = None, *,
                  atomic: bool = True, fsync: bool = False, index: bool | PathLike = False,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None, compression_level: int | None = None) -> None:
+        compression, compression_level = _tf_options(compression, compression_level)
         self.compression = normalize_compression(compression)
         self._atomic = None
         self._renamed = False
@@ -75,6 +79,7 @@ class TFRecordWriter(CommitOnExit):
             raise ArgumentTypeError(
                 f"TFRecordWriter needs a path or a binary file object, not {type(path_or_fileobj).__name__}"
             )
+        check_level(compression_level, self.path)
         if index:
             check_index_compression(self.compression, compression, self.path)
             if index is True and not isinstance(path_or_fileobj, (str, os.PathLike)):
@@ -100,7 +105,7 @@ class TFRecordWriter(CommitOnExit):
                 self._index.discard()
             raise
         self._fsync = fsync
-        self._z = compressor(self.compression) if self.compression else None
+        self._z = compressor(self.compression, compression_level) if self.compression else None
         # Errors handing bytes to the file, which then misses some. A list, not the writer:
         # the core keeps the sink, and a reference back would keep an unclosed writer alive.
         self._failures = []
@@ -332,6 +337,26 @@ class TFRecordWriter(CommitOnExit):
             self._file.close()
         if self._index is not None:
             self._index.discard()
+
+
+# tf.io.TFRecordOptions fields that change the compressed bytes in ways not supported here.
+_TF_OPTIONS_UNSUPPORTED = ("flush_mode", "window_bits", "compression_method", "mem_level", "compression_strategy")
+
+
+def _tf_options(compression, level):
+    """(compression, level) from a tf.io.TFRecordOptions passed as compression (TensorFlow's
+    writer takes one as its options); any other compression passes as it is."""
+    if isinstance(compression, (str, type(None))) or not hasattr(compression, "compression_type"):
+        return compression, level
+    unsupported = [name for name in _TF_OPTIONS_UNSUPPORTED if getattr(compression, name, None) is not None]
+    if unsupported:
+        raise InvalidArgumentError(f"TFRecordOptions {', '.join(unsupported)} are not supported",
+                                   hint="leave them unset (TensorFlow's defaults); only compression_type and "
+                                   "compression_level are honoured")
+    given = getattr(compression, "compression_level", None)
+    if level is not None and given is not None and level != given:
+        raise InvalidArgumentError(f"compression_level={level!r} contradicts the TFRecordOptions' {given!r}")
+    return compression.compression_type, given if level is None else level
 
 
 def check_index_compression(normalized, compression, path) -> None:

@@ -1,6 +1,7 @@
 """Framing against live TensorFlow: files read both ways, byte-identical output under every
 compression, and the same error offsets for truncation and corruption."""
 
+import os
 import re
 
 import pytest
@@ -65,6 +66,54 @@ def test_large_records_byte_identical(tf, backend, tmp_path, compression):
         w.write_many(records)
     assert (tmp_path / "ours").read_bytes() == (tmp_path / "tf").read_bytes()
     assert list(TFRecordReader(tmp_path / "tf")) == records
+
+
+@pytest.mark.parametrize("level", [None, -1, 0, 1, 5, 9])
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_compression_levels_byte_identical(tf, backend, tmp_path, compression, level):
+    # TFRecordOptions(compression_level=...) had no equivalent: neither the keyword nor the
+    # options object itself (TF's writer takes one) was accepted.
+    import random
+
+    rng = random.Random(3)
+    records = [rng.randbytes(rng.randint(0, 200_000)) + b"z" * rng.randint(0, 200_000) for _ in range(8)]
+    records += [b"ab" * 40] * 50
+    options = tf.io.TFRecordOptions(compression, compression_level=level)
+    tf_write(tf, tmp_path / "tf", records, options)
+    with TFRecordWriter(tmp_path / "ours", compression, compression_level=level) as w:
+        w.write_many(records[:4])
+        w.flush()
+        w.write_many(records[4:])
+    with TFRecordWriter(tmp_path / "tf_options", options) as w:
+        w.write_many(records[:4])
+        w.flush()
+        w.write_many(records[4:])
+    tf_flushed = tmp_path / "tf_flushed"
+    with tf.io.TFRecordWriter(str(tf_flushed), options=options) as w:
+        for i, r in enumerate(records):
+            if i == 4:
+                w.flush()
+            w.write(r)
+    assert (tmp_path / "ours").read_bytes() == (tmp_path / "tf_options").read_bytes()
+    if level != 0:
+        assert (tmp_path / "ours").read_bytes() == tf_flushed.read_bytes()
+    else:  # stored blocks end where zlib's buffers do, and TF's are not Python's
+        assert tf_read(tf, tmp_path / "ours", compression) == records
+    assert list(TFRecordReader(tmp_path / "tf", compression=compression.lower())) == records
+
+
+def test_tf_options_it_cannot_honour_are_refused(tf, tmp_path):
+    from tfrecord_lite import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="TFRecordOptions mem_level, compression_strategy are not supported"):
+        TFRecordWriter(tmp_path / "a", tf.io.TFRecordOptions("GZIP", mem_level=8, compression_strategy=1))
+    with pytest.raises(InvalidArgumentError, match="compression_level=9 contradicts the TFRecordOptions' 1"):
+        TFRecordWriter(tmp_path / "a", tf.io.TFRecordOptions("GZIP", compression_level=1), compression_level=9)
+    with TFRecordWriter(tmp_path / "a", tf.io.TFRecordOptions("", compression_level=9)) as w:  # TF ignores it
+        w.write(b"x")
+    tf_write(tf, tmp_path / "tf", [b"x"], tf.io.TFRecordOptions("", compression_level=9))
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "tf").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["a", "tf"]
 
 
 def tf_error_offset(tf, path):
