@@ -277,13 +277,23 @@ cdef class FrameBuffer:
         return 0
 
     cdef int _drain(self) except -1:
-        cdef bytearray frames = self.buf
+        cdef bytearray frames = self.buf, lines = self._lines
         if PyByteArray_GET_SIZE(frames):
-            self.sink(frames)
+            try:
+                self.sink(frames)
+            except BaseException:
+                # The failed sink's traceback may hold a view of frames, which cannot grow while
+                # it lives: later appends go to a copy (they failed as "not a record").
+                self.buf = bytearray(frames)
+                raise
             self.drained += PyByteArray_GET_SIZE(frames)
             self.buf = bytearray()  # not emptied in place: a view the sink still holds would forbid it
-        if self._lines is not None and PyByteArray_GET_SIZE(self._lines):
-            self.index_sink(self._lines)
+        if lines is not None and PyByteArray_GET_SIZE(lines):
+            try:
+                self.index_sink(lines)
+            except BaseException:
+                self._lines = bytearray(lines)
+                raise
             self._lines = bytearray()
         return 0
 

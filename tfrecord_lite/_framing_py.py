@@ -180,7 +180,13 @@ class FrameBuffer:
     def drain(self):
         """Hand the buffered frames to sink and the pending index lines to index_sink."""
         if self.buf:
-            self.sink(self.buf)
+            try:
+                self.sink(self.buf)
+            except BaseException:
+                # The failed sink's traceback may hold a view of buf, which cannot grow while it
+                # lives: later appends go to a copy.
+                self.buf = bytearray(self.buf)
+                raise
             self.drained += len(self.buf)
             self.buf = bytearray()  # not emptied in place: a view the sink still holds would forbid it
         if self._lines:
