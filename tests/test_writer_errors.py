@@ -113,3 +113,18 @@ def test_a_write_after_a_failed_sidecar_write_is_not_called_not_a_record(backend
     with pytest.raises(TFRecordError, match="an earlier write to the file failed"):
         w.close()
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("options", [{}, {"compression": "gzip"}, {"index": True}])
+def test_an_exception_inside_with_is_not_hidden_by_a_full_disk(backend, tmp_path, monkeypatch, options):
+    """Discarding the temporary files wrote out their buffered bytes first: on a full disk that
+    raised ENOSPC in place of the caller's exception and left the temporary files behind."""
+    def full(self):
+        raise OSError(28, "No space left on device", self._name())
+
+    monkeypatch.setattr(NamedWriter, "flush", full)
+    with pytest.raises(ValueError, match="the caller's"):
+        with TFRecordWriter(tmp_path / "a.tfrecord", **options) as w:
+            w.write(b"x")
+            raise ValueError("the caller's")
+    assert os.listdir(tmp_path) == []

@@ -397,6 +397,10 @@ class AtomicFile:
             _fsync_dir(os.path.dirname(os.path.abspath(target)))
 
     def discard(self) -> None:
+        # Bytes still buffered belong to the file being removed: closing the descriptor first
+        # drops them unwritten (a full disk failed that write, hid the error that led here and
+        # left the temporary file).
+        self.file.raw.close()
         self.file.close()
         try:
             os.unlink(self.temp_path)
