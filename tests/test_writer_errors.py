@@ -3,6 +3,7 @@
 import io
 import os
 
+import numpy as np
 import pytest
 
 from tfrecord_lite import InvalidArgumentError, TFRecordError, TFRecordReader, TFRecordWriter
@@ -128,3 +129,26 @@ def test_an_exception_inside_with_is_not_hidden_by_a_full_disk(backend, tmp_path
             w.write(b"x")
             raise ValueError("the caller's")
     assert os.listdir(tmp_path) == []
+
+
+class _Message:
+    def SerializeToString(self):
+        return b""
+
+
+@pytest.mark.parametrize("record, fix", [
+    ("text", r"encode a str first: record\.encode\(\)"),
+    (_Message(), r"serialize a protobuf message first: record\.SerializeToString\(\)"),
+    ({"a": [1]}, r"encode a dict of features first: tfrecord_lite\.encode_example\(record\)"),
+    (np.arange(8, dtype=np.uint8)[::2], r"copy a strided array first: numpy\.ascontiguousarray\(record\)"),
+])
+def test_a_record_that_is_not_bytes_says_how_to_make_it_bytes(backend, record, fix):
+    """The usual mistakes (a str, which TensorFlow's writer takes as its UTF-8; a
+    tf.train.Example itself; a dict of features; a strided array) said only 'records must be
+    bytes-like'."""
+    w = TFRecordWriter(io.BytesIO())
+    with pytest.raises(TFRecordError, match=r"record 0: cannot write a \w+ as a record \(.*\)\. records must be "
+                       r"bytes-like \(.*\); " + fix):
+        w.write(record)
+    with pytest.raises(TFRecordError, match=r"record 1: .*" + fix):
+        w.write_many([b"ok", record])

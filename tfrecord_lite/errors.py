@@ -174,7 +174,16 @@ def writer_closed(path) -> TFRecordError:
 
 
 def not_a_record(record, exc, path, index) -> TFRecordError:
-    return TFRecordError(
-        f"cannot write a {type(record).__name__} as a record ({exc})", path=path, index=index,
-        hint="records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)",
-    )
+    hint = "records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)"
+    # What to do about the usual mistakes: TensorFlow's writer took a str (as its UTF-8) and
+    # tf.train.Example users pass the message itself.
+    if isinstance(record, str):
+        hint += "; encode a str first: record.encode()"
+    elif hasattr(record, "SerializeToString"):
+        hint += "; serialize a protobuf message first: record.SerializeToString()"
+    elif isinstance(record, dict):
+        hint += "; encode a dict of features first: tfrecord_lite.encode_example(record)"
+    elif "contiguous" in str(exc):
+        hint += "; copy a strided array first: numpy.ascontiguousarray(record)"
+    return TFRecordError(f"cannot write a {type(record).__name__} as a record ({exc})", path=path, index=index,
+                         hint=hint)
