@@ -18,7 +18,7 @@ import os
 cimport numpy as cnp
 import numpy as np
 
-from tfrecord_lite.errors import InvalidArgumentError, not_a_record, writer_closed
+from tfrecord_lite.errors import InvalidArgumentError, not_a_record, writer_closed, writer_in_use
 
 from cpython.buffer cimport PyBuffer_FillInfo, PyBuffer_Release
 from cpython.bytearray cimport (
@@ -29,7 +29,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromSt
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
-    PyThread_release_lock, PyThread_type_lock,
+    PyThread_get_thread_ident, PyThread_release_lock, PyThread_type_lock,
 )
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, realloc
@@ -166,6 +166,7 @@ cdef class FrameBuffer:
     ``write`` takes the lock itself: the per-record path is this one call. ``write_many``,
     ``write_frames``, ``drain`` and ``check_open`` expect the caller to hold it."""
     cdef PyThread_type_lock _lock
+    cdef unsigned long _owner   # the thread holding _lock, 0 when none
     cdef public bytearray buf
     cdef public Py_ssize_t records
     cdef public int64_t drained
@@ -191,21 +192,37 @@ cdef class FrameBuffer:
             PyThread_free_lock(self._lock)
 
     def __enter__(self):
-        _take(self._lock)
+        self._take()
         return True
 
     def __exit__(self, *exc):
-        PyThread_release_lock(self._lock)
+        self._give()
 
     def write(self, record):
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
-        _take(self._lock)
+        self._take()
         try:
             self._append(record)
             if PyByteArray_GET_SIZE(self.buf) >= self.flush_bytes:
                 self._drain()
         finally:
-            PyThread_release_lock(self._lock)
+            self._give()
+
+    cdef int _take(self) except -1:
+        """Take the lock; the thread that holds it (a write_many iterable or a signal handler
+        calling back) gets an error, not a deadlock."""
+        cdef unsigned long me = <unsigned long>PyThread_get_thread_ident()
+        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            if self._owner == me:
+                raise writer_in_use(self.path)
+            with nogil:  # the holder may need the GIL to let go
+                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+        self._owner = me
+        return 0
+
+    cdef inline void _give(self):
+        self._owner = 0
+        PyThread_release_lock(self._lock)
 
     def write_many(self, records):
         """Append each record of an iterable; one that is not bytes-like raises, naming its
@@ -296,12 +313,6 @@ cdef class FrameBuffer:
                 raise
             self._lines = bytearray()
         return 0
-
-
-cdef inline void _take(PyThread_type_lock lock):
-    if not PyThread_acquire_lock(lock, NOWAIT_LOCK):
-        with nogil:  # the holder may need the GIL to let go
-            PyThread_acquire_lock(lock, WAIT_LOCK)
 
 
 def _check_tiling(Py_ssize_t nbytes, lengths):

@@ -2,6 +2,7 @@
 
 import io
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -152,3 +153,32 @@ def test_a_record_that_is_not_bytes_says_how_to_make_it_bytes(backend, record, f
         w.write(record)
     with pytest.raises(TFRecordError, match=r"record 1: .*" + fix):
         w.write_many([b"ok", record])
+
+
+@pytest.mark.parametrize("again", ["write", "flush", "close"])
+def test_a_writer_called_again_by_its_writing_thread_raises_instead_of_hanging(backend, again):
+    """A write_many iterable (or a signal handler) that calls the writer back deadlocked on
+    its lock, held by the same thread."""
+    out = io.BytesIO()
+    w = TFRecordWriter(out)
+    got = []
+
+    def records():
+        yield b"a"
+        getattr(w, again)(*([b"b"] if again == "write" else []))
+        yield b"c"
+
+    def run():
+        try:
+            w.write_many(records())
+        except TFRecordError as exc:
+            got.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout=30)
+    assert not t.is_alive(), "deadlocked"
+    assert len(got) == 1 and "called again by the thread that is writing with it" in str(got[0])
+    w.write(b"d")  # the lock was let go
+    w.close()
+    assert list(TFRecordReader(io.BytesIO(out.getvalue()))) == [b"a", b"d"]

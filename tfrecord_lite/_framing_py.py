@@ -16,7 +16,7 @@ import threading
 import crc32c as _crc32c_pkg
 import numpy as np
 
-from .errors import InvalidArgumentError, not_a_record, writer_closed
+from .errors import InvalidArgumentError, not_a_record, writer_closed, writer_in_use
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
@@ -113,6 +113,7 @@ class FrameBuffer:
 
     def __init__(self, sink, flush_bytes, path="<stream>", index_sink=None):
         self._lock = threading.Lock()
+        self._owner = None  # the thread holding _lock
         self.buf = bytearray()
         self.records = self.drained = 0
         self.closed = False
@@ -123,14 +124,21 @@ class FrameBuffer:
         self._lines = None if index_sink is None else []
 
     def __enter__(self):
-        return self._lock.acquire()
+        me = threading.get_ident()
+        if not self._lock.acquire(blocking=False):
+            if self._owner == me:
+                raise writer_in_use(self.path)
+            self._lock.acquire()
+        self._owner = me
+        return True
 
     def __exit__(self, *exc):
+        self._owner = None
         self._lock.release()
 
     def write(self, record):
         """Append one record (bytes, bytearray, memoryview or any contiguous buffer)."""
-        with self._lock:
+        with self:
             self._append(record)
             if len(self.buf) >= self.flush_bytes:
                 self.drain()

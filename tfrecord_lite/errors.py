@@ -173,6 +173,13 @@ def writer_closed(path) -> TFRecordError:
                          "abort(), an exception inside its with block or a failed close)")
 
 
+def writer_in_use(path) -> TFRecordError:
+    return TFRecordError("the TFRecordWriter was called again by the thread that is writing with it (from a "
+                         "write_many iterable, or a signal handler that ran during a write), which would hang",
+                         path=path, hint="write from outside the iterable; in a signal handler, set a flag and "
+                         "close the writer once the write returns")
+
+
 def not_a_record(record, exc, path, index) -> TFRecordError:
     hint = "records must be bytes-like (bytes, bytearray, memoryview, contiguous numpy array)"
     # What to do about the usual mistakes: TensorFlow's writer took a str (as its UTF-8) and
