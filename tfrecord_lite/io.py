@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import io
+import operator
 import os
 import posixpath
 import stat
@@ -182,12 +183,19 @@ def compressor(compression, level=None):
 
 
 def check_level(level, path=None):
-    """Refuse a compression level deflate cannot take (TensorFlow's writer aborts the whole
-    process on one)."""
-    if level is not None and (type(level) is not int or not -1 <= level <= 9):
+    """level as an int, or None; refuse one deflate cannot take (TensorFlow's writer aborts
+    the whole process on one)."""
+    if level is None:
+        return None
+    try:
+        value = None if isinstance(level, bool) else operator.index(level)  # numpy ints too
+    except TypeError:
+        value = None
+    if value is None or not -1 <= value <= 9:
         raise InvalidArgumentError(f"compression_level={level!r} is not a deflate level", path=path,
                                    hint="use an int from 0 (no compression) to 9 (smallest), or -1 or None "
                                    "for the default (6)")
+    return value
 
 
 class DecompressingStream:

@@ -79,7 +79,7 @@ class TFRecordWriter(CommitOnExit):
             raise ArgumentTypeError(
                 f"TFRecordWriter needs a path or a binary file object, not {type(path_or_fileobj).__name__}"
             )
-        check_level(compression_level, self.path)
+        compression_level = check_level(compression_level, self.path)
         if index:
             check_index_compression(self.compression, compression, self.path)
             if index is True and not isinstance(path_or_fileobj, (str, os.PathLike)):
