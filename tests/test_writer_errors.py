@@ -185,3 +185,19 @@ def test_a_writer_called_again_by_its_writing_thread_raises_instead_of_hanging(b
     w.write(b"d")  # the lock was let go
     w.close()
     assert list(TFRecordReader(io.BytesIO(out.getvalue()))) == [b"a", b"d"]
+
+
+@pytest.mark.parametrize("options", [{}, {"index": True}, {"atomic": False}])
+def test_writing_through_a_symlink_removes_the_targets_old_sidecar(backend, tmp_path, options):
+    """The data went to the link's target, but only link + '.index' was removed: the target's
+    own sidecar stayed beside it, describing records it no longer holds."""
+    target, link = tmp_path / "t.tfrecord", tmp_path / "link.tfrecord"
+    with TFRecordWriter(target, index=True) as w:
+        w.write_many([b"a" * 4, b"b" * 8, b"c" * 4])
+    link.symlink_to(target)
+    with TFRecordWriter(link, **options) as w:
+        w.write_many([b"N" * 8, b"M" * 4, b"c" * 4])
+    assert not os.path.exists(str(target) + ".index")
+    assert list(TFRecordReader(target)) == [b"N" * 8, b"M" * 4, b"c" * 4]
+    assert sorted(os.listdir(tmp_path)) == ["link.tfrecord"] + ["link.tfrecord.index"] * ("index" in options) + [
+        "t.tfrecord"]

@@ -95,7 +95,8 @@ class TFRecordWriter(CommitOnExit):
                 else:
                     # The file changes from here on: a sidecar of its old records must go, or
                     # a rewrite of the same size would be counted and indexed by it.
-                    self._unlink(index_path(self.path))
+                    for name in _old_sidecars(self.path, _link_target(self.path)):
+                        self._unlink(name)
                     self._file = _fs.open_plain_output(self.path, storage_options)
                 self._owned = True
             else:
@@ -287,10 +288,12 @@ class TFRecordWriter(CommitOnExit):
             # puts them back.
             if self._index is not None:
                 self._index.path = self._index_path or index_path(self._atomic.path)
-            self._kept = keep_replaced([getattr(self._atomic, "target", self.path), index_path(self.path)]
-                                       + ([self._index.path] if self._index is not None else []),
+            target = getattr(self._atomic, "target", self.path)
+            stale = _old_sidecars(self.path, target)
+            self._kept = keep_replaced([target] + stale + ([self._index.path] if self._index is not None else []),
                                        self._storage_options)
-            self._unlink(index_path(self.path))
+            for name in stale:
+                self._unlink(name)
             if self._index is not None:
                 self._unlink(self._index.path)
             self._atomic.commit()
@@ -357,6 +360,20 @@ def _tf_options(compression, level):
     if level is not None and given is not None and level != given:
         raise InvalidArgumentError(f"compression_level={level!r} contradicts the TFRecordOptions' {given!r}")
     return compression.compression_type, given if level is None else level
+
+
+def _old_sidecars(path, target) -> list:
+    """The sidecars that describe the file at path before it is replaced: beside path, and
+    beside target, the file a symlink at path points to (written through, it changes too)."""
+    return list(dict.fromkeys([index_path(path), index_path(target)]))
+
+
+def _link_target(path) -> str:
+    """The file a local symlink at path points to, else path."""
+    if _fs.is_url(path):
+        return path
+    local = _fs.local_path(path)
+    return os.path.realpath(local) if os.path.islink(local) else path
 
 
 def check_index_compression(normalized, compression, path) -> None:
