@@ -112,6 +112,21 @@ def test_stats_of_a_feature_only_ever_empty(backend, tmp_path, capfd):
     assert backend.name == tfl.implementation
 
 
+def test_schema_and_stats_name_a_record_that_is_not_an_example_alike(backend, tmp_path, capfd):
+    # schema said "malformed SequenceExample" where stats says "malformed Example".
+    path = str(tmp_path / "bad.tfrecord")
+    first = tfl.encode_example({"a": 1})
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many([first, b"\x0a\x05garbage"])
+    said = []
+    for command in ("schema", "stats"):
+        assert main([command, path]) == 1
+        err = capfd.readouterr().err
+        assert f"{path}, record 1, byte offset {16 + len(first)}: malformed Example: " in err, err
+        said.append(err.split(": malformed ")[1].split(". ")[0].rstrip())
+    assert said[0] == said[1]
+
+
 def test_stats_counts_a_sequence_examples_feature_lists(backend, tmp_path, capfd):
     # A SequenceExample decodes as an Example of its context: its feature lists went uncounted
     path = str(tmp_path / "seq.tfrecord")

@@ -138,6 +138,19 @@ def test_bad_record_in_a_file_is_named_by_file_offset_and_index(backend, tmp_pat
         assert tfl.infer_schema(path, sample=2500) == {"a": tfl.VarLenFeature(np.int64)}
 
 
+def test_a_record_neither_example_nor_sequence_example_is_a_malformed_example(backend):
+    """Such records are mostly meant as Examples (and `stats` says so), but infer_schema
+    named them "malformed SequenceExample", the decoder it tries first."""
+    records = [tfl.encode_example({"a": 1}), b"\x0a\x05garbage"]
+    with pytest.raises(tfl.ExampleDecodeError, match="malformed Example: ") as info:
+        tfl.infer_schema(records)
+    assert "SequenceExample" not in str(info.value) and info.value.index == 1
+    # A SequenceExample whose feature lists are broken stays a malformed SequenceExample.
+    broken = b"\x12\x03\x0a\x01\xff"  # feature_lists {feature_list {<a bad key field>}}
+    with pytest.raises(tfl.ExampleDecodeError, match="malformed SequenceExample: "):
+        tfl.infer_schema([broken])
+
+
 def test_decode_sequence_example(backend):
     context, lists = tfl.decode_sequence_example(_sequences()[0])
     assert context["id"].tolist() == [1] and context["name"] == [b"a"]

@@ -495,12 +495,27 @@ def _sample(source, sample, progress, storage_options):
     return records
 
 
-def _infer(records) -> Schema | SequenceSchema:
+def decode_records(records):
+    """The core's columns of Examples and SequenceExamples: an Example decodes as a
+    SequenceExample without lists (same field 1). A record that is neither fails in an
+    Example's words, as it is mostly meant to be one."""
     from . import _native
+    from .errors import TFRecordError
     from .example import _native_decode
 
-    # An Example parses as a SequenceExample with no feature lists (same field 1).
-    names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
+    try:
+        return _native_decode(_native.example.decode_sequence_examples, records)
+    except TFRecordError as exc:
+        error = exc
+    try:
+        _native_decode(_native.example.decode_examples, records)
+    except TFRecordError as exc:
+        raise exc from None
+    raise error
+
+
+def _infer(records) -> Schema | SequenceSchema:
+    names, columns, list_names, list_columns = decode_records(records)
     context = Schema()
     for name, column in sorted(zip(names, columns), key=lambda nc: nc[0]):
         dtype, count = _dtype_and_count(name, column, int)
