@@ -205,3 +205,16 @@ def test_commands_as_a_program(files, tmp_path):
         assert done.stdout or done.stderr
     assert pq.read_table(out).column("id").to_pylist() == list(range(100))
     assert np.array_equal(pq.read_table(out).column("xy").to_pylist()[3], [0.75, 1.0])
+
+
+def test_schema_marks_a_feature_only_ever_empty(backend, tmp_path, capfd):
+    entry = b"\x0a\x01e\x12\x00"  # feature "e": Feature {}
+    path = str(tmp_path / "e.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write(b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry)
+    assert main(["schema", path]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert lines[1].split() == ["e", "VarLenFeature", "float32", "*"]
+    assert lines[2] == "* only empty Features seen: any dtype parses it"
+    assert main(["schema", path, "--format", "json"]) == 0  # still a spec --spec loads
+    assert json.loads(capfd.readouterr().out) == {"e": {"type": "VarLenFeature", "dtype": "float32", "shape": None}}

@@ -179,3 +179,29 @@ def test_spec_code_rebuilds_every_spec_type(spec):
         assert getattr(rebuilt, field, None) == getattr(spec, field, None), field
     if getattr(spec, "default_value", None) is not None:
         assert np.array_equal(rebuilt.default_value, spec.default_value)
+
+
+def _empty_feature_example(name=b"e"):
+    """An Example whose feature `name` is a Feature with no value list set."""
+    entry = b"\x0a" + bytes([len(name)]) + name + b"\x12\x00"
+    return b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry
+
+
+def test_a_feature_only_ever_empty_is_marked_as_of_any_dtype(backend):
+    """A feature only ever seen as an empty Feature (no kind) has no dtype to infer: the
+    schema gave VarLenFeature(float32) as if the records said float32. It still does (any
+    dtype parses it, to no values), but marks the name in .untyped and says so in the code."""
+    records = [_empty_feature_example(), tfl.encode_example({"a": 1})]
+    schema = tfl.infer_schema(records)
+    assert schema == {"e": tfl.VarLenFeature(np.float32), "a": tfl.VarLenFeature(np.int64)}
+    assert schema.untyped == {"e"}
+    assert "'e': tfl.VarLenFeature(np.float32),  # only empty Features seen: any dtype parses it" in schema.to_code()
+    assert "'a': tfl.VarLenFeature(np.int64),\n" in schema.to_code()
+    assert "tf.io.VarLenFeature(tf.float32),  # only empty Features seen" in schema.to_tf_code()
+    for dtype in (np.float32, np.int64, bytes):
+        assert tfl.parse_example(records, {"e": tfl.VarLenFeature(dtype)})["e"].values.size == 0
+    # Once a record gives it a type, that is its dtype, and nothing is marked.
+    typed = tfl.infer_schema(records + [tfl.encode_example({"e": [b"x"]})])
+    assert typed["e"] == tfl.VarLenFeature(bytes) and not typed.untyped
+    context, lists = tfl.infer_schema([tfl.encode_sequence_example({}, {"t": [[1]]})])
+    assert not context.untyped and not lists.untyped

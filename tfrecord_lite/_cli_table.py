@@ -90,7 +90,7 @@ def cmd_schema(args) -> int:
     """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
     as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code. SequenceExamples
     give two specs, the context's and the feature lists'."""
-    from .features import SequenceSchema, infer_schema
+    from .features import UNTYPED, SequenceSchema, infer_schema
 
     records = _sample_records(args)
     schema = infer_schema(records, sample=len(records))  # its errors name the record's file
@@ -109,8 +109,10 @@ def cmd_schema(args) -> int:
             if title:
                 print(f"{title.replace('_', ' ')}:")
             _print_table(("feature", "spec", "dtype", "shape"),
-                         [(n, kind, dtype, "" if shape is None else shape)
+                         [(n, kind, dtype + " *" * (n in specs.untyped), "" if shape is None else shape)
                           for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in specs.items())])
+            if specs.untyped:
+                print(f"* {UNTYPED}")
     return 0
 
 

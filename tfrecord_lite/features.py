@@ -366,11 +366,18 @@ class RawTensorFeature(_ArrayFields):
 
 class Schema(dict):
     """name -> spec, as infer_schema returns it for Examples. ``to_tf_code()`` prints the
-    TensorFlow equivalent, ``to_code()`` the tfrecord_lite one."""
+    TensorFlow equivalent, ``to_code()`` the tfrecord_lite one. ``untyped``: the names of
+    features only ever seen as empty Features (no value list set), whose dtype, float32, is
+    a guess: a spec of any dtype parses them (to no values); the code says so."""
+
+    untyped: frozenset = frozenset()
+
+    def _comment(self, name) -> str:
+        return f"  # {UNTYPED}" if name in self.untyped else ""
 
     def to_tf_code(self, variable: str = "features") -> str:
         lines = [f"{variable} = {{"]
-        lines += [f"    {name!r}: {spec.to_tf()}," for name, spec in self.items()]
+        lines += [f"    {name!r}: {spec.to_tf()},{self._comment(name)}" for name, spec in self.items()]
         lines.append("}")
         return "\n".join(lines)
 
@@ -378,9 +385,12 @@ class Schema(dict):
         """Python source that builds this spec with tfrecord_lite (imports included)."""
         lines = [_IMPORTS] if imports else []
         lines += [f"{variable} = {{"]
-        lines += [f"    {name!r}: {spec_code(spec)}," for name, spec in self.items()]
+        lines += [f"    {name!r}: {spec_code(spec)},{self._comment(name)}" for name, spec in self.items()]
         lines.append("}")
         return "\n".join(lines)
+
+
+UNTYPED = "only empty Features seen: any dtype parses it"
 
 
 class SequenceSchema(NamedTuple):
@@ -435,8 +445,9 @@ _KIND_NAMES = {Kind.BYTES: "string", Kind.FLOAT: "float32", Kind.INT64: "int64"}
 
 
 def _dtype_and_count(name, column, record_of):
-    """The dtype of a column's values, and the value count every row shares (None if the
-    counts differ or a row has no typed value); several dtypes raise FeatureSpecError."""
+    """The dtype of a column's values (None if no row has a typed value), and the value
+    count every row shares (None if the counts differ or a row has no typed value);
+    several dtypes raise FeatureSpecError."""
     kinds, counts = column.kinds, column.counts
     typed = kinds[(kinds == Kind.BYTES) | (kinds == Kind.FLOAT) | (kinds == Kind.INT64)]
     found = set(np.unique(typed).tolist())
@@ -444,7 +455,7 @@ def _dtype_and_count(name, column, record_of):
         at = int(np.flatnonzero(kinds == typed[np.flatnonzero(typed != typed[0])[0]])[0])
         raise FeatureSpecError(f"feature {name!r} has values of more than one type "
                                f"({', '.join(sorted(_KIND_NAMES[k] for k in found))})", index=record_of(at))
-    dtype = _KIND_NAMES[int(typed[0])] if typed.size else "float32"  # never typed: any works
+    dtype = _KIND_NAMES[int(typed[0])] if typed.size else None
     uniform = len(typed) == len(kinds) and len(kinds) and np.all(counts == counts[0])
     return dtype, int(counts[0]) if uniform else None
 
@@ -519,7 +530,8 @@ def _infer(records) -> Schema | SequenceSchema:
     context = Schema()
     for name, column in sorted(zip(names, columns), key=lambda nc: nc[0]):
         dtype, count = _dtype_and_count(name, column, int)
-        context[name] = VarLenFeature(dtype) if count is None else FixedLenFeature(_shape_of(count), dtype)
+        context[name] = VarLenFeature(dtype or "float32") if count is None else FixedLenFeature(_shape_of(count), dtype)
+    context.untyped = _untyped(names, columns)
     if not list_names:
         return context
     lists = Schema()
@@ -527,6 +539,14 @@ def _infer(records) -> Schema | SequenceSchema:
         steps = column.steps
         ends = np.cumsum(np.maximum(steps, 0))
         dtype, count = _dtype_and_count(name, column, lambda row: int(np.searchsorted(ends, row, side="right")))
-        lists[name] = (VarLenFeature(dtype) if count is None else
+        lists[name] = (VarLenFeature(dtype or "float32") if count is None else
                        FixedLenSequenceFeature(_shape_of(count), dtype, allow_missing=bool((steps < 0).any())))
+    lists.untyped = _untyped(list_names, list_columns)
     return SequenceSchema(context, lists)
+
+
+def _untyped(names, columns) -> frozenset:
+    """The names whose values never had a type: their VarLenFeature's float32 is a guess, as
+    any dtype parses them (to no values)."""
+    typed = (Kind.BYTES, Kind.FLOAT, Kind.INT64)
+    return frozenset(name for name, column in zip(names, columns) if not np.isin(column.kinds, typed).any())
