@@ -218,3 +218,15 @@ def test_schema_marks_a_feature_only_ever_empty(backend, tmp_path, capfd):
     assert lines[2] == "* only empty Features seen: any dtype parses it"
     assert main(["schema", path, "--format", "json"]) == 0  # still a spec --spec loads
     assert json.loads(capfd.readouterr().out) == {"e": {"type": "VarLenFeature", "dtype": "float32", "shape": None}}
+
+
+def test_schema_of_files_that_disagree_on_a_type_names_both(backend, tmp_path, capfd):
+    paths = [str(tmp_path / f"{n}.tfrecord") for n in "ab"]
+    for path, value in zip(paths, ([1], [0.5])):
+        with tfl.TFRecordWriter(path) as w:
+            w.write_many([tfl.encode_example({"x": value})] * 2)
+    assert main(["schema", *paths]) == 1
+    err = capfd.readouterr().err
+    assert err.startswith(f"tfrecord-lite schema: {paths[1]}, record 0, byte offset 0: feature 'x' has values of "
+                          f"more than one type (float32, int64): float32 here, int64 in {paths[0]}, record 0, "
+                          "byte offset 0. A spec gives each feature one type"), err

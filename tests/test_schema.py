@@ -205,3 +205,18 @@ def test_a_feature_only_ever_empty_is_marked_as_of_any_dtype(backend):
     assert typed["e"] == tfl.VarLenFeature(bytes) and not typed.untyped
     context, lists = tfl.infer_schema([tfl.encode_sequence_example({}, {"t": [[1]]})])
     assert not context.untyped and not lists.untyped
+
+
+def test_a_feature_of_two_types_names_both_records_and_says_what_to_do(backend):
+    """The error named only the record of the second type and gave no hint."""
+    records = [tfl.encode_example({"b": 1}), tfl.encode_example({"a": 1}), tfl.encode_example({"a": [0.5]})]
+    with pytest.raises(tfl.FeatureSpecError) as info:
+        tfl.infer_schema(records)
+    err = info.value
+    assert err.index == 2 and "fix or leave out the records" in err.hint
+    assert str(err).startswith("record 2: feature 'a' has values of more than one type (float32, int64): "
+                               "float32 here, int64 in record 1. A spec gives each feature one type")
+    lists = [tfl.encode_sequence_example({}, {"t": [[1], [2]]}), tfl.encode_sequence_example({}, {"t": [[b"x"]]})]
+    with pytest.raises(tfl.FeatureSpecError, match="string here, int64 in record 0. A spec") as info:
+        tfl.infer_schema(lists)
+    assert info.value.index == 1

@@ -444,17 +444,26 @@ def spec_code(spec) -> str:
 _KIND_NAMES = {Kind.BYTES: "string", Kind.FLOAT: "float32", Kind.INT64: "int64"}
 
 
-def _dtype_and_count(name, column, record_of):
+_MIXED_HINT = ("A spec gives each feature one type, and a record of another type fails to parse with it: "
+               "fix or leave out the records (or files) of the other type, or write the spec by hand "
+               "for the records you will read")
+
+
+def _dtype_and_count(name, column, record_of, where):
     """The dtype of a column's values (None if no row has a typed value), and the value
     count every row shares (None if the counts differ or a row has no typed value);
-    several dtypes raise FeatureSpecError."""
+    several dtypes raise FeatureSpecError at the first row of another type than the first,
+    naming where (record position -> words) the first type was seen."""
     kinds, counts = column.kinds, column.counts
     typed = kinds[(kinds == Kind.BYTES) | (kinds == Kind.FLOAT) | (kinds == Kind.INT64)]
     found = set(np.unique(typed).tolist())
     if len(found) > 1:
-        at = int(np.flatnonzero(kinds == typed[np.flatnonzero(typed != typed[0])[0]])[0])
+        other = typed[np.flatnonzero(typed != typed[0])[0]]
+        first, at = (int(np.flatnonzero(kinds == kind)[0]) for kind in (typed[0], other))
         raise FeatureSpecError(f"feature {name!r} has values of more than one type "
-                               f"({', '.join(sorted(_KIND_NAMES[k] for k in found))})", index=record_of(at))
+                               f"({', '.join(sorted(_KIND_NAMES[k] for k in found))}): "
+                               f"{_KIND_NAMES[int(other)]} here, {_KIND_NAMES[int(typed[0])]} in "
+                               f"{where(record_of(first))}", index=record_of(at), hint=_MIXED_HINT)
     dtype = _KIND_NAMES[int(typed[0])] if typed.size else None
     uniform = len(typed) == len(kinds) and len(kinds) and np.all(counts == counts[0])
     return dtype, int(counts[0]) if uniform else None
@@ -527,9 +536,14 @@ def decode_records(records):
 
 def _infer(records) -> Schema | SequenceSchema:
     names, columns, list_names, list_columns = decode_records(records)
+
+    def where(i):  # a record in an error's words: by its file where known
+        place = records.locate(i) if hasattr(records, "locate") else None
+        return f"record {i}" if place is None else f"{place[0]}, record {place[2]}, byte offset {place[1]}"
+
     context = Schema()
     for name, column in sorted(zip(names, columns), key=lambda nc: nc[0]):
-        dtype, count = _dtype_and_count(name, column, int)
+        dtype, count = _dtype_and_count(name, column, int, where)
         context[name] = VarLenFeature(dtype or "float32") if count is None else FixedLenFeature(_shape_of(count), dtype)
     context.untyped = _untyped(names, columns)
     if not list_names:
@@ -538,7 +552,8 @@ def _infer(records) -> Schema | SequenceSchema:
     for name, column in sorted(zip(list_names, list_columns), key=lambda nc: nc[0]):
         steps = column.steps
         ends = np.cumsum(np.maximum(steps, 0))
-        dtype, count = _dtype_and_count(name, column, lambda row: int(np.searchsorted(ends, row, side="right")))
+        dtype, count = _dtype_and_count(name, column, lambda row: int(np.searchsorted(ends, row, side="right")),
+                                        where)
         lists[name] = (VarLenFeature(dtype or "float32") if count is None else
                        FixedLenSequenceFeature(_shape_of(count), dtype, allow_missing=bool((steps < 0).any())))
     lists.untyped = _untyped(list_names, list_columns)
