@@ -220,3 +220,39 @@ def test_a_feature_of_two_types_names_both_records_and_says_what_to_do(backend):
     with pytest.raises(tfl.FeatureSpecError, match="string here, int64 in record 0. A spec") as info:
         tfl.infer_schema(lists)
     assert info.value.index == 1
+
+
+def test_infer_schema_reads_an_iterator_no_further_than_the_sample(backend):
+    """An iterable source was read to its end (list(source)) before the sample was cut: an
+    endless or huge one (a dataset, a generator) hung or filled memory."""
+    import itertools
+
+    taken = []
+
+    def records():  # endless, but fails rather than hang when read too far
+        for i in itertools.count():
+            taken.append(i)
+            assert i < 100, "read past the sample"
+            yield tfl.encode_example({"a": [i]})
+
+    assert tfl.infer_schema(records(), sample=3) == {"a": tfl.FixedLenFeature([], np.int64)}
+    assert len(taken) == 3
+
+
+def test_infer_schema_refuses_a_sample_it_cannot_take(backend, tmp_path):
+    """sample=-1 dropped a list's last record ([:-1]) where a file's read none; one bytes
+    record was iterated as ints ('int is not a serialized record')."""
+    records = [tfl.encode_example({"a": [1]})] * 3
+    path = tmp_path / "a.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(records)
+    for source in (records, path):
+        for sample in (-1, -3):
+            with pytest.raises(tfl.InvalidArgumentError, match=f"number of records >= 0, not {sample}"):
+                tfl.infer_schema(source, sample=sample)
+        assert tfl.infer_schema(source, sample=0) == {}
+        with pytest.raises(tfl.ArgumentTypeError, match="sample must be an int, not float"):
+            tfl.infer_schema(source, sample=2.5)
+    with pytest.raises(tfl.ArgumentTypeError, match="not one serialized record. Pass a list of records"):
+        tfl.infer_schema(records[0])
+    assert tfl.infer_schema(records, sample=np.int64(1)) == {"a": tfl.FixedLenFeature([], np.int64)}

@@ -10,6 +10,7 @@ object and numpy bytes or str dtypes); specs store the string form.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 from dataclasses import MISSING, dataclass, fields
@@ -20,7 +21,7 @@ import numpy as np
 
 from ._typing import BinaryIO, PathLike, Records
 from ._contract import Kind
-from .errors import ArgumentTypeError, FeatureSpecError
+from .errors import ArgumentTypeError, FeatureSpecError, InvalidArgumentError
 
 # np.float32, np.int64, bytes, or "float32", "int64", "string" (and other spellings).
 DType = Union[str, type, "np.dtype[Any]"]
@@ -504,10 +505,19 @@ def _sample(source, sample, progress, storage_options):
     from .progress import progress as _progress
     from .reader import TFRecordReader
 
+    try:
+        sample = operator.index(sample)
+    except TypeError:
+        raise ArgumentTypeError(f"sample must be an int, not {type(sample).__name__}") from None
+    if sample < 0:  # a list's [:-1] dropped its last record, while a file's read none
+        raise InvalidArgumentError(f"sample must be a number of records >= 0, not {sample}")
     if isinstance(source, RecordBatch):
         return source[:sample]
+    if isinstance(source, (bytes, bytearray, memoryview)):  # its items are ints: "int is not a record"
+        raise ArgumentTypeError("infer_schema takes records or a file, not one serialized record",
+                                hint="pass a list of records: infer_schema([record])")
     if not (isinstance(source, (str, os.PathLike)) or hasattr(source, "read")):
-        return list(source)[:sample]
+        return list(itertools.islice(source, sample))  # an iterator is read no further than the sample
     with TFRecordReader(source, storage_options=storage_options) as reader, \
             _progress(sample, desc="schema", enabled=progress) as bar:
         records = reader.head(sample)
