@@ -120,7 +120,7 @@ def test_every_command_reading_records_takes_on_corrupt(backend, damaged, tmp_pa
         std = capfd.readouterr()
         dropped = [line for line in std.err.splitlines() if " dropped " in line]
         assert dropped == [f"tfrecord-lite {argv[0]}: dropped {damaged}, record 1, byte offset 47: corrupted "
-                           "record: the masked CRC32C of the 31-byte data does not match"]
+                           "record at 59: the masked CRC32C of the 31-byte data does not match"]
         if argv[0] == "count":
             assert std.out == f"{len(ids)}\t{damaged}\n"
         elif argv[0] == "head":
@@ -381,7 +381,7 @@ def test_a_length_over_the_default_limit_is_named_in_each_commands_words(backend
     assert "over max_record_bytes=2147483648. If the file really holds records this large, pass a larger " \
         "--max-record-bytes; otherwise" in capfd.readouterr().err
     assert main(["count", str(path), "--max-record-bytes", str(2**32)]) == 1
-    assert "byte offset 0: truncated record: it ends at byte 2147483665" in capfd.readouterr().err
+    assert "truncated record at 0: it ends at byte 2147483665" in capfd.readouterr().err
     # to-parquet has no --max-record-bytes: no Example is that large
     assert main(["to-parquet", str(path), "-o", str(tmp_path / "x.parquet")]) == 1
     err = capfd.readouterr().err

@@ -43,29 +43,3 @@ def test_a_hint_is_its_own_sentence(backend, tmp_path):
     assert "The compressed file is truncated" in text and ". the" not in text, text
     err = tfl.TFRecordError("it broke.", path="a.tfrecord", hint="do this")
     assert str(err) == "a.tfrecord: it broke. Do this"
-
-
-def test_a_damaged_frame_states_one_offset(backend, tmp_path):
-    """A damaged frame's message gave its offset twice, or two different ones: 'byte offset
-    17: corrupted record at 29' (TensorFlow's offset of a data CRC, its data's). It now states
-    the frame's offset once, as .offset has it."""
-    good = bytes(backend.framing.encode_frames([b"x", b"hello"]))
-    path = tmp_path / "bad.tfrecord"
-    for byte, says in [(17 + 2, "corrupted record: the masked CRC32C of the length field does not match"),
-                       (17 + 13, "corrupted record: the masked CRC32C of the 5-byte data does not match"),
-                       (None, "truncated record: ")]:
-        data = bytearray(good)
-        if byte is None:
-            del data[-3:]
-        else:
-            data[byte] ^= 1
-        path.write_bytes(bytes(data))
-        with pytest.raises(tfl.DataLossError) as info:
-            list(tfl.TFRecordReader(path))
-        err = info.value
-        assert (err.path, err.offset, err.index) == (str(path), 17, 1)
-        assert str(err).startswith(f"{path}, record 1, byte offset 17: {says}"), str(err)
-        assert " at 17" not in str(err) and "29" not in str(err)
-    from tfrecord_lite._streams import _changed  # a stream's error named its file and byte twice
-
-    assert str(_changed("s3://b/k", 5)).startswith("s3://b/k, byte offset 5: the file changed while it was read. ")

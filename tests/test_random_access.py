@@ -266,7 +266,7 @@ def test_a_file_damaged_after_its_index_was_read_fails_as_the_reader_fails(backe
     good = open(path, "rb").read()
     starts = [int(o) for o in TFRecordFile(path).offsets] + [len(good)]
 
-    def fields(err):  # the detail up to its first colon: "corrupted record", or all of it
+    def fields(err):  # the detail up to its first colon: "corrupted record at 49", or all of it
         return type(err), err.path, err.offset, err.index, err.detail.split(":")[0]
 
     damaged = [good[:cut] for cut in range(starts[1], len(good))]
@@ -292,7 +292,7 @@ def test_a_file_damaged_after_its_index_was_read_fails_as_the_reader_fails(backe
             list(TFRecordReader(path))
             assert len(data) in starts  # a cut between records: the reader ends there quietly
             k = starts.index(len(data))
-            want = (TruncatedRecordError, path, len(data), k, "truncated record")
+            want = (TruncatedRecordError, path, len(data), k, f"truncated record at {len(data)}")
         except TFRecordError as exc:
             want = fields(exc)
             k = exc.index

@@ -87,8 +87,8 @@ class SignedStream(io.RawIOBase):
             time.sleep(0.1 * attempt)
         if isinstance(failure, PermissionError):  # refused each time (credentials expired): say so
             raise failure
-        raise TFRecordError(f"reading failed after {_STREAM_ATTEMPTS} attempts: {failure!r}",
-                            path=self.name, offset=self._pos,
+        raise TFRecordError(f"reading {self.name} failed at byte {self._pos} after {_STREAM_ATTEMPTS} "
+                            f"attempts: {failure!r}", path=self.name, offset=self._pos,
                             hint="check the network and the object store, then read it again")
 
     def close(self) -> None:
@@ -145,7 +145,7 @@ class SignedStream(io.RawIOBase):
 
 
 def _changed(name, offset) -> TFRecordError:
-    return TFRecordError("the file changed while it was read", path=name, offset=offset,
+    return TFRecordError(f"{name} changed while it was read (at byte {offset})", path=name, offset=offset,
                          hint="read it again from the start")
 
 

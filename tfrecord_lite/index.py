@@ -442,7 +442,7 @@ class TFRecordFile:
         hint = (f"if {self.path} changed since it was opened, {again}; if not, it is damaged: check it "
                 "with `tfrecord-lite verify`")
         size = sizes[wrong] if wrong is not None else self._frame_size(offset, index, hint)
-        raise CorruptRecordError(f"corrupted record: its frame is {size} bytes but the index "
+        raise CorruptRecordError(f"corrupted record at {offset}: the frame there is {size} bytes but the index "
                                  f"says {int(self.lengths[index])}", path=self.path, offset=offset, index=index,
                                  hint=hint)
 
@@ -458,7 +458,7 @@ class TFRecordFile:
         except StopIteration:  # the file now ends where the frame began
             end = offset + int(self.lengths[index])
             raise TruncatedRecordError(
-                "truncated record: the file now ends where the record starts, before its end at "
+                f"truncated record at {offset}: the file ends at byte {offset}, before the record's end at "
                 f"byte {end}", path=self.path, offset=offset, index=index, hint=hint) from None
         finally:
             reader.close()

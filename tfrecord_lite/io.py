@@ -165,10 +165,10 @@ def _check_first_header(head: bytes, path) -> None:
 
     size = _native.framing.HEADER_BYTES
     if len(head) < size:
-        raise TruncatedRecordError(f"truncated record: the file ends inside the first record's header "
+        raise TruncatedRecordError(f"truncated record at 0: the file ends inside the first record's header "
                                    f"({len(head)} of its {size} bytes)", path=path, offset=0, index=0,
                                    hint="The file was cut short or is not a TFRecord file")
-    raise CorruptRecordError("corrupted record: the masked CRC32C of the length field does not match",
+    raise CorruptRecordError("corrupted record at 0: the masked CRC32C of the length field does not match",
                              path=path, offset=0, index=0,
                              hint="The file is damaged or not a TFRecord file; check that it is the "
                              "file you meant")

@@ -471,7 +471,7 @@ class TFRecordReader:
 
     def _truncated(self, offset, index, detail):
         return self._error(
-            TruncatedRecordError, f"truncated record: {detail}", offset, index,
+            TruncatedRecordError, f"truncated record at {offset}: {detail}", offset, index,
             hint=f"The file was cut short (an interrupted write or copy?); {_HINT_KEEP}",
         )
 
@@ -494,7 +494,7 @@ class TFRecordReader:
         if status == F.FRAME_SHRUNK:
             return self._error(
                 TruncatedRecordError,
-                f"truncated record: the file was cut short while it was mapped (its bytes "
+                f"truncated record at {offset}: the file was cut short while it was mapped (its bytes "
                 f"from {value} on are gone)",
                 offset, index,
                 hint="A file read with memory_map=True must not change until it is read; the "
@@ -503,13 +503,14 @@ class TFRecordReader:
         if status == F.FRAME_BAD_LENGTH_CRC:
             return self._error(
                 CorruptRecordError,
-                "corrupted record: the masked CRC32C of the length field does not match",
+                f"corrupted record at {offset}: the masked CRC32C of the length field does not match",
                 offset, index,
             )
         if status == F.FRAME_BAD_DATA_CRC:
             return self._error(
                 CorruptRecordError,
-                f"corrupted record: the masked CRC32C of the {value}-byte data does not match",
+                f"corrupted record at {offset + _HEADER}: the masked CRC32C of the {value}-byte data "
+                "does not match",
                 offset, index,
             )
         return self._error(
