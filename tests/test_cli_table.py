@@ -112,6 +112,21 @@ def test_stats_of_a_feature_only_ever_empty(backend, tmp_path, capfd):
     assert backend.name == tfl.implementation
 
 
+def test_schema_and_stats_name_a_record_that_is_not_an_example_alike(backend, tmp_path, capfd):
+    # schema said "malformed SequenceExample" where stats says "malformed Example".
+    path = str(tmp_path / "bad.tfrecord")
+    first = tfl.encode_example({"a": 1})
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many([first, b"\x0a\x05garbage"])
+    said = []
+    for command in ("schema", "stats"):
+        assert main([command, path]) == 1
+        err = capfd.readouterr().err
+        assert f"{path}, record 1, byte offset {16 + len(first)}: malformed Example: " in err, err
+        said.append(err.split(": malformed ")[1].split(". ")[0].rstrip())
+    assert said[0] == said[1]
+
+
 def test_stats_counts_a_sequence_examples_feature_lists(backend, tmp_path, capfd):
     # A SequenceExample decodes as an Example of its context: its feature lists went uncounted
     path = str(tmp_path / "seq.tfrecord")
@@ -190,3 +205,28 @@ def test_commands_as_a_program(files, tmp_path):
         assert done.stdout or done.stderr
     assert pq.read_table(out).column("id").to_pylist() == list(range(100))
     assert np.array_equal(pq.read_table(out).column("xy").to_pylist()[3], [0.75, 1.0])
+
+
+def test_schema_marks_a_feature_only_ever_empty(backend, tmp_path, capfd):
+    entry = b"\x0a\x01e\x12\x00"  # feature "e": Feature {}
+    path = str(tmp_path / "e.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write(b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry)
+    assert main(["schema", path]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert lines[1].split() == ["e", "VarLenFeature", "float32", "*"]
+    assert lines[2] == "* only empty Features seen: any dtype parses it"
+    assert main(["schema", path, "--format", "json"]) == 0  # still a spec --spec loads
+    assert json.loads(capfd.readouterr().out) == {"e": {"type": "VarLenFeature", "dtype": "float32", "shape": None}}
+
+
+def test_schema_of_files_that_disagree_on_a_type_names_both(backend, tmp_path, capfd):
+    paths = [str(tmp_path / f"{n}.tfrecord") for n in "ab"]
+    for path, value in zip(paths, ([1], [0.5])):
+        with tfl.TFRecordWriter(path) as w:
+            w.write_many([tfl.encode_example({"x": value})] * 2)
+    assert main(["schema", *paths]) == 1
+    err = capfd.readouterr().err
+    assert err.startswith(f"tfrecord-lite schema: {paths[1]}, record 0, byte offset 0: feature 'x' has values of "
+                          f"more than one type (float32, int64): float32 here, int64 in {paths[0]}, record 0, "
+                          "byte offset 0. A spec gives each feature one type"), err

@@ -368,7 +368,7 @@ def test_random_access_detects_corruption_and_stale_index(s3):
         f[1]
     assert err.value.path == url and err.value.index == 1 and url in str(err.value)
     s3.put("x.tfrecord", bytes(data[:100]))
-    with pytest.raises(TFRecordError, match="the index is stale"):
+    with pytest.raises(TFRecordError, match="The index is stale"):
         tfl.TFRecordFile(url)
 
 

@@ -93,7 +93,7 @@ def test_a_url_with_a_query_is_scanned_and_its_index_only_read_when_given(http_d
     assert not [r for r in requests if ".index" in r]
     with pytest.raises(InvalidArgumentError, match="query string") as info:
         tfl.build_index(url)
-    assert "pass index_file" in str(info.value)
+    assert "Pass index_file" in str(info.value)
 
     tfl.build_index(str(directory / "a.tfrecord"), str(directory / "a.idx"))
     (directory / "a.tfrecord").write_bytes(framed(records))
@@ -186,7 +186,7 @@ def test_a_file_of_unknown_size_is_read_and_refused_what_needs_its_size(http_dir
                  lambda: tfl.TFRecordDataset(url).num_elements()):
         with pytest.raises(TFRecordError, match="its size is unknown: the server sends no Content-Length") as info:
             call()
-        assert info.value.path == url and "read it as a stream" in str(info.value)
+        assert info.value.path == url and "Read it as a stream" in str(info.value)
 
 
 def test_a_refused_or_missing_url_with_a_query_says_so_naming_it(http_dir):

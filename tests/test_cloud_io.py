@@ -395,7 +395,7 @@ def test_storage_options_the_filesystem_refuses_are_named(s3, s3_versioned):
     for call in calls:
         with pytest.raises(InvalidArgumentError, match="does not take these storage_options .*'anonn'") as info:
             call({"anonn": True})
-        assert "check storage_options" in str(info.value)
+        assert "Check storage_options" in str(info.value)
     with tfl.TFRecordWriter(s3_versioned.url("v.tfrecord")) as w:
         w.write(b"v")
     pinned = f"{s3_versioned.url('v.tfrecord')}?versionId={s3_versioned.version('v.tfrecord')}"
@@ -522,7 +522,7 @@ def test_an_object_version_is_read_has_no_sidecar_and_is_never_written(s3_versio
     assert tfl.TFRecordFile(old)[1] == b"old1" and len(tfl.IndexedDataset(old)) == 2
     with pytest.raises(InvalidArgumentError, match="object version") as info:
         tfl.build_index(old)
-    assert "pass index_file" in str(info.value)
+    assert "Pass index_file" in str(info.value)
     for atomic in (True, False):
         with pytest.raises(InvalidArgumentError, match="cannot be written") as info:
             tfl.TFRecordWriter(old, atomic=atomic)

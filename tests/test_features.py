@@ -123,7 +123,7 @@ def test_bad_spec_arguments_raise_feature_spec_error(make):
 @pytest.mark.parametrize("spec", [None, np.int64, tfl.FixedLenFeature, "int64"])
 def test_values_that_are_no_spec_are_named(backend, spec):
     """These were refused as 'NoneType is not supported in parse_example'."""
-    with pytest.raises(FeatureSpecError, match="is not a feature spec. use tfrecord_lite's FixedLenFeature"):
+    with pytest.raises(FeatureSpecError, match="is not a feature spec. Use tfrecord_lite's FixedLenFeature"):
         tfl.parse_example([tfl.encode_example({"x": 1})], {"x": spec})
 
 

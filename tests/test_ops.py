@@ -128,7 +128,7 @@ def test_split_of_an_input_that_changes_between_its_reads_writes_nothing(backend
 
     monkeypatch.setattr(ops, "_progress", rewrite_first)
     with pytest.raises(TFRecordError, match="in.tfrecord: the input changed while it was split: .*"
-                       "split it again once nothing writes to it; no shard was written"):
+                       "Split it again once nothing writes to it; no shard was written"):
         split(src, 3, tmp_path / "out" / "s", compression=compression, index=index and compression is None)
     assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
 

@@ -117,7 +117,7 @@ def test_sidecar_of_part_of_the_file_is_stale(backend, tmp_path):
         with pytest.raises(TFRecordError, match=r"frames span bytes 0\.\.\d+ but .* has \d+ bytes") as err:
             make(path)
         assert err.value.path == path + ".index"
-        assert f"the index is stale: rebuild it with `tfrecord-lite index {path}`" in str(err.value)
+        assert f"The index is stale: rebuild it with `tfrecord-lite index {path}`" in str(err.value)
     assert count_records(path) == 5  # and rewrites the sidecar
     assert len(TFRecordFile(path)) == 5 and TFRecordFile(path)[-1] == b"r4"
 
@@ -156,7 +156,7 @@ def test_sidecar_of_a_file_rewritten_to_the_same_size_is_stale(backend, tmp_path
     assert os.path.getsize(path) == total and os.path.exists(path + ".index")
     if old[0] == new[0] and old[-1] == new[-1]:
         return  # both ends are frames of the file: the sidecar looks right (reads still check)
-    with pytest.raises(TFRecordError, match="the index is stale") as err:
+    with pytest.raises(TFRecordError, match="The index is stale") as err:
         TFRecordFile(path)
     assert err.value.path == path + ".index"
     assert count_records(path) == len(new) == TFRecordDataset(path).num_elements()
@@ -433,7 +433,7 @@ def test_a_compressed_file_with_a_sidecar_is_refused_as_compressed(backend, tmp_
     for make in (TFRecordFile, lambda p: IndexedDataset([p])):
         with pytest.raises(TFRecordError, match="compressed TFRecord files cannot be indexed") as info:
             make(packed)
-        assert info.value.path == packed and "decompress it first" in str(info.value)
+        assert info.value.path == packed and "Decompress it first" in str(info.value)
 
 
 @pytest.mark.parametrize("sidecar", ["0 19\n19 19\n38", "0 19\n19 19\n38 1\n", "0 19\n19 x\n", "\x00" * 8])

@@ -138,6 +138,19 @@ def test_bad_record_in_a_file_is_named_by_file_offset_and_index(backend, tmp_pat
         assert tfl.infer_schema(path, sample=2500) == {"a": tfl.VarLenFeature(np.int64)}
 
 
+def test_a_record_neither_example_nor_sequence_example_is_a_malformed_example(backend):
+    """Such records are mostly meant as Examples (and `stats` says so), but infer_schema
+    named them "malformed SequenceExample", the decoder it tries first."""
+    records = [tfl.encode_example({"a": 1}), b"\x0a\x05garbage"]
+    with pytest.raises(tfl.ExampleDecodeError, match="malformed Example: ") as info:
+        tfl.infer_schema(records)
+    assert "SequenceExample" not in str(info.value) and info.value.index == 1
+    # A SequenceExample whose feature lists are broken stays a malformed SequenceExample.
+    broken = b"\x12\x03\x0a\x01\xff"  # feature_lists {feature_list {<a bad key field>}}
+    with pytest.raises(tfl.ExampleDecodeError, match="malformed SequenceExample: "):
+        tfl.infer_schema([broken])
+
+
 def test_decode_sequence_example(backend):
     context, lists = tfl.decode_sequence_example(_sequences()[0])
     assert context["id"].tolist() == [1] and context["name"] == [b"a"]
@@ -166,3 +179,80 @@ def test_spec_code_rebuilds_every_spec_type(spec):
         assert getattr(rebuilt, field, None) == getattr(spec, field, None), field
     if getattr(spec, "default_value", None) is not None:
         assert np.array_equal(rebuilt.default_value, spec.default_value)
+
+
+def _empty_feature_example(name=b"e"):
+    """An Example whose feature `name` is a Feature with no value list set."""
+    entry = b"\x0a" + bytes([len(name)]) + name + b"\x12\x00"
+    return b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry
+
+
+def test_a_feature_only_ever_empty_is_marked_as_of_any_dtype(backend):
+    """A feature only ever seen as an empty Feature (no kind) has no dtype to infer: the
+    schema gave VarLenFeature(float32) as if the records said float32. It still does (any
+    dtype parses it, to no values), but marks the name in .untyped and says so in the code."""
+    records = [_empty_feature_example(), tfl.encode_example({"a": 1})]
+    schema = tfl.infer_schema(records)
+    assert schema == {"e": tfl.VarLenFeature(np.float32), "a": tfl.VarLenFeature(np.int64)}
+    assert schema.untyped == {"e"}
+    assert "'e': tfl.VarLenFeature(np.float32),  # only empty Features seen: any dtype parses it" in schema.to_code()
+    assert "'a': tfl.VarLenFeature(np.int64),\n" in schema.to_code()
+    assert "tf.io.VarLenFeature(tf.float32),  # only empty Features seen" in schema.to_tf_code()
+    for dtype in (np.float32, np.int64, bytes):
+        assert tfl.parse_example(records, {"e": tfl.VarLenFeature(dtype)})["e"].values.size == 0
+    # Once a record gives it a type, that is its dtype, and nothing is marked.
+    typed = tfl.infer_schema(records + [tfl.encode_example({"e": [b"x"]})])
+    assert typed["e"] == tfl.VarLenFeature(bytes) and not typed.untyped
+    context, lists = tfl.infer_schema([tfl.encode_sequence_example({}, {"t": [[1]]})])
+    assert not context.untyped and not lists.untyped
+
+
+def test_a_feature_of_two_types_names_both_records_and_says_what_to_do(backend):
+    """The error named only the record of the second type and gave no hint."""
+    records = [tfl.encode_example({"b": 1}), tfl.encode_example({"a": 1}), tfl.encode_example({"a": [0.5]})]
+    with pytest.raises(tfl.FeatureSpecError) as info:
+        tfl.infer_schema(records)
+    err = info.value
+    assert err.index == 2 and "fix or leave out the records" in err.hint
+    assert str(err).startswith("record 2: feature 'a' has values of more than one type (float32, int64): "
+                               "float32 here, int64 in record 1. A spec gives each feature one type")
+    lists = [tfl.encode_sequence_example({}, {"t": [[1], [2]]}), tfl.encode_sequence_example({}, {"t": [[b"x"]]})]
+    with pytest.raises(tfl.FeatureSpecError, match="string here, int64 in record 0. A spec") as info:
+        tfl.infer_schema(lists)
+    assert info.value.index == 1
+
+
+def test_infer_schema_reads_an_iterator_no_further_than_the_sample(backend):
+    """An iterable source was read to its end (list(source)) before the sample was cut: an
+    endless or huge one (a dataset, a generator) hung or filled memory."""
+    import itertools
+
+    taken = []
+
+    def records():  # endless, but fails rather than hang when read too far
+        for i in itertools.count():
+            taken.append(i)
+            assert i < 100, "read past the sample"
+            yield tfl.encode_example({"a": [i]})
+
+    assert tfl.infer_schema(records(), sample=3) == {"a": tfl.FixedLenFeature([], np.int64)}
+    assert len(taken) == 3
+
+
+def test_infer_schema_refuses_a_sample_it_cannot_take(backend, tmp_path):
+    """sample=-1 dropped a list's last record ([:-1]) where a file's read none; one bytes
+    record was iterated as ints ('int is not a serialized record')."""
+    records = [tfl.encode_example({"a": [1]})] * 3
+    path = tmp_path / "a.tfrecord"
+    with tfl.TFRecordWriter(path) as w:
+        w.write_many(records)
+    for source in (records, path):
+        for sample in (-1, -3):
+            with pytest.raises(tfl.InvalidArgumentError, match=f"number of records >= 0, not {sample}"):
+                tfl.infer_schema(source, sample=sample)
+        assert tfl.infer_schema(source, sample=0) == {}
+        with pytest.raises(tfl.ArgumentTypeError, match="sample must be an int, not float"):
+            tfl.infer_schema(source, sample=2.5)
+    with pytest.raises(tfl.ArgumentTypeError, match="not one serialized record. Pass a list of records"):
+        tfl.infer_schema(records[0])
+    assert tfl.infer_schema(records, sample=np.int64(1)) == {"a": tfl.FixedLenFeature([], np.int64)}

@@ -147,7 +147,7 @@ def test_sharded_writer_argument_errors(tmp_path):
     for make in (lambda p: ShardedWriter(p, 2), lambda p: ShardedWriter(p, max_records_per_shard=3),
                  lambda p: write_parallel(range(3), bytes, p, 2)):
         with pytest.raises(InvalidArgumentError, match=r"the shard prefix '.*out/' is a directory: the shards would "
-                           r"be named '.*out/-00000-of-00002.tfrecord'.*end it with a file name: '.*out/train' "
+                           r"be named '.*out/-00000-of-00002.tfrecord'.*End it with a file name: '.*out/train' "
                            r"gives '.*out/train-00000-of-00002.tfrecord'"):
             make(f"{tmp_path}/out/")
     assert not (tmp_path / "out").exists()
@@ -302,7 +302,7 @@ def test_write_many_needs_one_key_per_record(backend, tmp_path):
         # An iterator is read one past the records: its count was given as 11, whatever it was.
         with ShardedWriter(tmp_path / f"s{n}", 3) as w:
             with pytest.raises(InvalidArgumentError, match=f"write_many got 10 records but {told} keys.*"
-                               "pass one key per record; nothing was written"):
+                               "Pass one key per record; nothing was written"):
                 w.write_many(recs, keys=keys)
             assert w.records_written == 0
     # Unsized records: a chunk short of keys is refused; extra keys are found at the end.

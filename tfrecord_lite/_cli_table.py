@@ -90,7 +90,7 @@ def cmd_schema(args) -> int:
     """Infer a feature spec from the first records of each FILE (infer_schema) and print it:
     as a table, as TensorFlow code, as JSON, or as tfrecord_lite Python code. SequenceExamples
     give two specs, the context's and the feature lists'."""
-    from .features import SequenceSchema, infer_schema
+    from .features import UNTYPED, SequenceSchema, infer_schema
 
     records = _sample_records(args)
     schema = infer_schema(records, sample=len(records))  # its errors name the record's file
@@ -109,8 +109,10 @@ def cmd_schema(args) -> int:
             if title:
                 print(f"{title.replace('_', ' ')}:")
             _print_table(("feature", "spec", "dtype", "shape"),
-                         [(n, kind, dtype, "" if shape is None else shape)
+                         [(n, kind, dtype + " *" * (n in specs.untyped), "" if shape is None else shape)
                           for n, (kind, dtype, shape) in ((n, _spec_row(s)) for n, s in specs.items())])
+            if specs.untyped:
+                print(f"* {UNTYPED}")
     return 0
 
 
@@ -155,22 +157,13 @@ class _FeatureStats:
         self.most = max(self.most, most)
 
 
-def _decode_records(batch):
-    """Examples and SequenceExamples: an Example decodes as a SequenceExample without lists
-    (same field 1). Records that are neither are named malformed Examples, as they mostly are."""
-    try:
-        return _native.example.decode_sequence_examples(batch)
-    except TFRecordError:
-        _native.example.decode_examples(batch)  # raises in an Example's words if not one either
-        raise
-
-
 def cmd_stats(args) -> int:
     """Count the records and bytes of FILEs and, per feature, the records holding it and
     its values (total, fewest and most per record). A SequenceExample's feature lists are
     listed after its context, a list's values summed over its steps. Records that are not
     Examples or SequenceExamples fail."""
     from .batch import RecordBatch
+    from .features import decode_records
 
     records = nbytes = 0
     features: dict = collections.defaultdict(_FeatureStats)
@@ -182,7 +175,7 @@ def cmd_stats(args) -> int:
                 for block in tracked_blocks(r, bar):
                     batch = RecordBatch(*block)
                     try:
-                        names, columns, list_names, list_columns = _decode_records(batch)
+                        names, columns, list_names, list_columns = decode_records(batch)
                     except TFRecordError as exc:  # name the file and the record within it
                         i = exc.index or 0  # the block's frames follow one another from batch_offset
                         raise type(exc)(exc.detail, path=path, index=r.batch_index + i,

@@ -65,8 +65,10 @@ class TFRecordError(Exception):
         if self.offset is not None:
             where.append(f"byte offset {self.offset}")
         text = f"{', '.join(where)}: {self.detail}" if where else self.detail
-        if self.hint:
-            text += f". {self.hint}"
+        if self.hint:  # its own sentence after the detail's, whichever case it was written in
+            hint = str(self.hint)
+            stop = " " if text.endswith((".", "!", "?")) else ". "
+            text += stop + hint[:1].upper() + hint[1:]
         return text
 
     def _keywords(self) -> dict:

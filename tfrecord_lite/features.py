@@ -10,6 +10,7 @@ object and numpy bytes or str dtypes); specs store the string form.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 from dataclasses import MISSING, dataclass, fields
@@ -20,7 +21,7 @@ import numpy as np
 
 from ._typing import BinaryIO, PathLike, Records
 from ._contract import Kind
-from .errors import ArgumentTypeError, FeatureSpecError
+from .errors import ArgumentTypeError, FeatureSpecError, InvalidArgumentError
 
 # np.float32, np.int64, bytes, or "float32", "int64", "string" (and other spellings).
 DType = Union[str, type, "np.dtype[Any]"]
@@ -366,11 +367,18 @@ class RawTensorFeature(_ArrayFields):
 
 class Schema(dict):
     """name -> spec, as infer_schema returns it for Examples. ``to_tf_code()`` prints the
-    TensorFlow equivalent, ``to_code()`` the tfrecord_lite one."""
+    TensorFlow equivalent, ``to_code()`` the tfrecord_lite one. ``untyped``: the names of
+    features only ever seen as empty Features (no value list set), whose dtype, float32, is
+    a guess: a spec of any dtype parses them (to no values); the code says so."""
+
+    untyped: frozenset = frozenset()
+
+    def _comment(self, name) -> str:
+        return f"  # {UNTYPED}" if name in self.untyped else ""
 
     def to_tf_code(self, variable: str = "features") -> str:
         lines = [f"{variable} = {{"]
-        lines += [f"    {name!r}: {spec.to_tf()}," for name, spec in self.items()]
+        lines += [f"    {name!r}: {spec.to_tf()},{self._comment(name)}" for name, spec in self.items()]
         lines.append("}")
         return "\n".join(lines)
 
@@ -378,9 +386,12 @@ class Schema(dict):
         """Python source that builds this spec with tfrecord_lite (imports included)."""
         lines = [_IMPORTS] if imports else []
         lines += [f"{variable} = {{"]
-        lines += [f"    {name!r}: {spec_code(spec)}," for name, spec in self.items()]
+        lines += [f"    {name!r}: {spec_code(spec)},{self._comment(name)}" for name, spec in self.items()]
         lines.append("}")
         return "\n".join(lines)
+
+
+UNTYPED = "only empty Features seen: any dtype parses it"
 
 
 class SequenceSchema(NamedTuple):
@@ -434,17 +445,27 @@ def spec_code(spec) -> str:
 _KIND_NAMES = {Kind.BYTES: "string", Kind.FLOAT: "float32", Kind.INT64: "int64"}
 
 
-def _dtype_and_count(name, column, record_of):
-    """The dtype of a column's values, and the value count every row shares (None if the
-    counts differ or a row has no typed value); several dtypes raise FeatureSpecError."""
+_MIXED_HINT = ("A spec gives each feature one type, and a record of another type fails to parse with it: "
+               "fix or leave out the records (or files) of the other type, or write the spec by hand "
+               "for the records you will read")
+
+
+def _dtype_and_count(name, column, record_of, where):
+    """The dtype of a column's values (None if no row has a typed value), and the value
+    count every row shares (None if the counts differ or a row has no typed value);
+    several dtypes raise FeatureSpecError at the first row of another type than the first,
+    naming where (record position -> words) the first type was seen."""
     kinds, counts = column.kinds, column.counts
     typed = kinds[(kinds == Kind.BYTES) | (kinds == Kind.FLOAT) | (kinds == Kind.INT64)]
     found = set(np.unique(typed).tolist())
     if len(found) > 1:
-        at = int(np.flatnonzero(kinds == typed[np.flatnonzero(typed != typed[0])[0]])[0])
+        other = typed[np.flatnonzero(typed != typed[0])[0]]
+        first, at = (int(np.flatnonzero(kinds == kind)[0]) for kind in (typed[0], other))
         raise FeatureSpecError(f"feature {name!r} has values of more than one type "
-                               f"({', '.join(sorted(_KIND_NAMES[k] for k in found))})", index=record_of(at))
-    dtype = _KIND_NAMES[int(typed[0])] if typed.size else "float32"  # never typed: any works
+                               f"({', '.join(sorted(_KIND_NAMES[k] for k in found))}): "
+                               f"{_KIND_NAMES[int(other)]} here, {_KIND_NAMES[int(typed[0])]} in "
+                               f"{where(record_of(first))}", index=record_of(at), hint=_MIXED_HINT)
+    dtype = _KIND_NAMES[int(typed[0])] if typed.size else None
     uniform = len(typed) == len(kinds) and len(kinds) and np.all(counts == counts[0])
     return dtype, int(counts[0]) if uniform else None
 
@@ -484,10 +505,19 @@ def _sample(source, sample, progress, storage_options):
     from .progress import progress as _progress
     from .reader import TFRecordReader
 
+    try:
+        sample = operator.index(sample)
+    except TypeError:
+        raise ArgumentTypeError(f"sample must be an int, not {type(sample).__name__}") from None
+    if sample < 0:  # a list's [:-1] dropped its last record, while a file's read none
+        raise InvalidArgumentError(f"sample must be a number of records >= 0, not {sample}")
     if isinstance(source, RecordBatch):
         return source[:sample]
+    if isinstance(source, (bytes, bytearray, memoryview)):  # its items are ints: "int is not a record"
+        raise ArgumentTypeError("infer_schema takes records or a file, not one serialized record",
+                                hint="pass a list of records: infer_schema([record])")
     if not (isinstance(source, (str, os.PathLike)) or hasattr(source, "read")):
-        return list(source)[:sample]
+        return list(itertools.islice(source, sample))  # an iterator is read no further than the sample
     with TFRecordReader(source, storage_options=storage_options) as reader, \
             _progress(sample, desc="schema", enabled=progress) as bar:
         records = reader.head(sample)
@@ -495,23 +525,53 @@ def _sample(source, sample, progress, storage_options):
     return records
 
 
-def _infer(records) -> Schema | SequenceSchema:
+def decode_records(records):
+    """The core's columns of Examples and SequenceExamples: an Example decodes as a
+    SequenceExample without lists (same field 1). A record that is neither fails in an
+    Example's words, as it is mostly meant to be one."""
     from . import _native
+    from .errors import TFRecordError
     from .example import _native_decode
 
-    # An Example parses as a SequenceExample with no feature lists (same field 1).
-    names, columns, list_names, list_columns = _native_decode(_native.example.decode_sequence_examples, records)
+    try:
+        return _native_decode(_native.example.decode_sequence_examples, records)
+    except TFRecordError as exc:
+        error = exc
+    try:
+        _native_decode(_native.example.decode_examples, records)
+    except TFRecordError as exc:
+        raise exc from None
+    raise error
+
+
+def _infer(records) -> Schema | SequenceSchema:
+    names, columns, list_names, list_columns = decode_records(records)
+
+    def where(i):  # a record in an error's words: by its file where known
+        place = records.locate(i) if hasattr(records, "locate") else None
+        return f"record {i}" if place is None else f"{place[0]}, record {place[2]}, byte offset {place[1]}"
+
     context = Schema()
     for name, column in sorted(zip(names, columns), key=lambda nc: nc[0]):
-        dtype, count = _dtype_and_count(name, column, int)
-        context[name] = VarLenFeature(dtype) if count is None else FixedLenFeature(_shape_of(count), dtype)
+        dtype, count = _dtype_and_count(name, column, int, where)
+        context[name] = VarLenFeature(dtype or "float32") if count is None else FixedLenFeature(_shape_of(count), dtype)
+    context.untyped = _untyped(names, columns)
     if not list_names:
         return context
     lists = Schema()
     for name, column in sorted(zip(list_names, list_columns), key=lambda nc: nc[0]):
         steps = column.steps
         ends = np.cumsum(np.maximum(steps, 0))
-        dtype, count = _dtype_and_count(name, column, lambda row: int(np.searchsorted(ends, row, side="right")))
-        lists[name] = (VarLenFeature(dtype) if count is None else
+        dtype, count = _dtype_and_count(name, column, lambda row: int(np.searchsorted(ends, row, side="right")),
+                                        where)
+        lists[name] = (VarLenFeature(dtype or "float32") if count is None else
                        FixedLenSequenceFeature(_shape_of(count), dtype, allow_missing=bool((steps < 0).any())))
+    lists.untyped = _untyped(list_names, list_columns)
     return SequenceSchema(context, lists)
+
+
+def _untyped(names, columns) -> frozenset:
+    """The names whose values never had a type: their VarLenFeature's float32 is a guess, as
+    any dtype parses them (to no values)."""
+    typed = (Kind.BYTES, Kind.FLOAT, Kind.INT64)
+    return frozenset(name for name, column in zip(names, columns) if not np.isin(column.kinds, typed).any())

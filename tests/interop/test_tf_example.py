@@ -455,7 +455,7 @@ def test_tf_specs_are_refused_naming_the_spec_to_use(tf, backend):
     record = tfl.encode_example({"x": 1})
     for spec in (tf.io.FixedLenFeature([], tf.int64), tf.io.VarLenFeature(tf.int64)):
         name = type(spec).__name__
-        with pytest.raises(FeatureSpecError, match=f"not a tfrecord_lite spec. use tfrecord_lite.{name} with"):
+        with pytest.raises(FeatureSpecError, match=f"not a tfrecord_lite spec. Use tfrecord_lite.{name} with"):
             tfl.parse_example([record], {"x": spec})
         with pytest.raises(FeatureSpecError, match="not a tfrecord_lite spec"):
             tfl.parse_sequence_example([record], {"x": spec})
