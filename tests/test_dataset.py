@@ -262,6 +262,15 @@ def test_missing_file_raises(tmp_path, files):
         list(TFRecordDataset(files + [str(tmp_path / "gone.tfrecord")]))
 
 
+def test_a_directory_given_as_a_file_says_what_to_pass_instead(backend, tmp_path, files):
+    # It was open()'s bare "Is a directory".
+    says = "names a directory, not a file: give a file in it, or read all of its files with TFRecordDataset"
+    for read in (lambda: list(TFRecordReader(tmp_path)), lambda: list(TFRecordDataset([files[0], tmp_path]))):
+        with pytest.raises(IsADirectoryError, match=says) as info:
+            read()
+        assert info.value.filename == str(tmp_path)
+
+
 def _fds():
     return len(os.listdir("/proc/self/fd"))
 
