@@ -218,3 +218,19 @@ def test_a_damaged_state_is_refused_at_load(raw_files, change):
         fresh.load_state_dict({**state, **change})
     fresh.load_state_dict(json.loads(json.dumps(state)))  # as saved to a JSON file
     assert [list(b) for b in it] == [list(b) for b in fresh]
+
+
+def test_zero_epochs_read_nothing(backend, raw_files):
+    # num_epochs=0 was refused ("must be a positive integer"); tf.data's repeat(0) is empty, and
+    # a count of epochs left to run (total - done) reaches 0.
+    ds = TFRecordDataset(raw_files[None], num_epochs=0, shuffle_buffer=4, seed=3)
+    assert list(ds) == [] and list(ds) == []
+    state = ds.state_dict()
+    assert (state["epoch"], state["elements"], state["stop_epoch"]) == (0, 0, 0)
+    fresh = TFRecordDataset(raw_files[None], num_epochs=0, shuffle_buffer=4, seed=3)
+    fresh.load_state_dict(state)
+    assert list(fresh) == []
+    for bad in (-1, 1.5, "2"):
+        with pytest.raises(tfl.InvalidArgumentError, match="num_epochs must be a non-negative integer.*None to repeat"):
+            TFRecordDataset(raw_files[None], num_epochs=bad)
+    assert backend.name in ("cython", "python")
