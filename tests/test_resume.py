@@ -234,3 +234,28 @@ def test_zero_epochs_read_nothing(backend, raw_files):
         with pytest.raises(tfl.InvalidArgumentError, match="num_epochs must be a non-negative integer.*None to repeat"):
             TFRecordDataset(raw_files[None], num_epochs=bad)
     assert backend.name in ("cython", "python")
+
+
+@pytest.mark.parametrize("memory_map", [False, True])
+def test_resuming_in_a_file_cut_shorter_since_says_so(backend, tmp_path, memory_map):
+    # A start_offset past the end of an uncompressed file read as no records at all (a
+    # compressed one raised): a resumed dataset silently skipped the rest of a file rewritten
+    # shorter since its state was saved.
+    path = write_files(tmp_path, [40], size=5)[0]
+    ds = TFRecordDataset([path], batch_size=4, memory_map=memory_map)
+    ds.state_dict()
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+    state = ds.state_dict()
+    write_files(tmp_path, [3], size=5)
+    fresh = TFRecordDataset([path], batch_size=4, memory_map=memory_map)
+    fresh.load_state_dict(state)
+    with pytest.raises(tfl.TruncatedRecordError, match=r"record 20, byte offset \d+: the input ends \d+ bytes early "
+                       r"\(while skipping to start_offset \d+\)\. pass an offset saved from this same file") as info:
+        list(fresh)
+    assert info.value.path == path and info.value.index == 20
+    data = open(path, "rb").read()
+    with pytest.raises(tfl.TruncatedRecordError, match="the input ends 1 bytes early"):
+        list(tfl.TFRecordReader(data, start_offset=len(data) + 1))
+    assert list(tfl.TFRecordReader(data, start_offset=len(data))) == []
