@@ -271,6 +271,16 @@ def test_a_directory_given_as_a_file_says_what_to_pass_instead(backend, tmp_path
         assert info.value.filename == str(tmp_path)
 
 
+def test_a_reader_of_something_unreadable_says_what_to_pass(backend, files):
+    # None or a number failed at the first read with AttributeError, a text-mode file with
+    # UnicodeDecodeError.
+    with open(files[2]) as text:
+        for source in (None, 5, text):
+            with pytest.raises(tfl.ArgumentTypeError, match="not a path, a binary file or bytes. pass a path, or a "
+                               r"file opened with open\(path, 'rb'\)"):
+                TFRecordReader(source)
+
+
 def _fds():
     return len(os.listdir("/proc/self/fd"))
 

@@ -144,6 +144,10 @@ class TFRecordReader:
                 self._map(maps)
         else:
             self.path = getattr(source, "name", None) or "<stream>"
+            if not hasattr(source, "read") or isinstance(source, io.TextIOBase):
+                # Else an AttributeError, or a UnicodeDecodeError from a text-mode file, at the first read.
+                raise ArgumentTypeError(f"cannot read records from {source!r:.80}: not a path, a binary file "
+                                        "or bytes", hint="pass a path, or a file opened with open(path, 'rb')")
             self._file = source
         self._iter = None
         self._gen = None  # the scanning generator, once reading has started
