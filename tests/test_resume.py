@@ -259,3 +259,21 @@ def test_resuming_in_a_file_cut_shorter_since_says_so(backend, tmp_path, memory_
     with pytest.raises(tfl.TruncatedRecordError, match="the input ends 1 bytes early"):
         list(tfl.TFRecordReader(data, start_offset=len(data) + 1))
     assert list(tfl.TFRecordReader(data, start_offset=len(data))) == []
+
+
+def test_a_state_of_other_options_names_the_ones_that_differ(raw_files):
+    # It said only "different files or options": resuming on a machine with more cores, a
+    # user had to guess that the default cycle_length follows num_threads.
+    files = raw_files[None]
+    ds = TFRecordDataset(files, num_threads=2)
+    next(iter(ds))
+    state = ds.state_dict()
+    for other, says in [({"num_threads": 4}, r"different cycle_length \(2 then, 4 now; by default it is "
+                                             r"min\(num_threads, max_open_files\)\)"),
+                        ({"num_threads": 2, "batch_size": 3, "shard": (0, 2)},
+                         r"different shard \(None then, \[0, 2\] now\), batch_size \(None then, 3 now\)"),
+                        ({"num_threads": 2, "files": files[:-1]}, r"different files \(5 then, 4 now; then, not now: "),
+                        ({"num_threads": 2, "files": files[::-1]}, r"different files \(in another order\)")]:
+        fresh = TFRecordDataset(other.pop("files", files), **other)
+        with pytest.raises(tfl.InvalidArgumentError, match=says + ".*build the dataset with the same files"):
+            fresh.load_state_dict(state)

@@ -237,7 +237,7 @@ class TFRecordDataset:
         epoch = self._next_epoch
         return epoch, 0, None if self.num_epochs is None else epoch + self.num_epochs, None
 
-    def _fingerprint(self):
+    def _fingerprint(self):  # the options of _resume.FINGERPRINT
         return [list(self.files), self.shard and list(self.shard), self.batch_size, self.drop_remainder,
                 self.cycle_length, self.block_length, self.shuffle_files, self.shuffle_buffer,
                 self.features is not None or self.parse is not None]
