@@ -73,3 +73,20 @@ def test_ctrl_c_with_an_iterator_held_exits_without_running_the_queued_parses(ba
     assert out.returncode != 0 and "KeyboardInterrupt" in out.stderr, out.stderr
     assert "Exception ignored" not in out.stderr, out.stderr
     assert ended - float(out.stdout) < 3, ended - float(out.stdout)
+
+
+def test_a_forked_child_leaves_the_parents_open_runs_alone(backend, tmp_path):
+    # A child has none of the runs' threads, and a lock of theirs held as it forked stays held
+    # there: its exit must not touch them.
+    from tfrecord_lite import TFRecordDataset, _pipeline
+
+    (tmp_path / "a.tfrecord").write_bytes(bytes(backend.framing.encode_frames([b"r"] * 100)))
+    it = iter(TFRecordDataset(str(tmp_path / "a.tfrecord"), parse=lambda r: r, num_threads=2))
+    next(it)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(len(_pipeline._open_runs))
+    assert os.waitpid(pid, 0)[1] == 0
+    assert len(_pipeline._open_runs) == 1
+    it.close()
+    assert len(_pipeline._open_runs) == 0

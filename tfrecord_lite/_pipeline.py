@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import os
 import threading
 import weakref
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -633,6 +634,8 @@ def _drop_queued_work():
 
 # Run before concurrent.futures' own hook, registered as it was imported above (last in, first run).
 threading._register_atexit(_drop_queued_work)
+if hasattr(os, "register_at_fork"):  # a child has none of the runs' threads, and their locks may be held
+    os.register_at_fork(after_in_child=_open_runs.clear)
 
 
 def _rounds(slots, index, block):
