@@ -277,3 +277,24 @@ def test_a_state_of_other_options_names_the_ones_that_differ(raw_files):
         fresh = TFRecordDataset(other.pop("files", files), **other)
         with pytest.raises(tfl.InvalidArgumentError, match=says + ".*build the dataset with the same files"):
             fresh.load_state_dict(state)
+
+
+def test_set_epoch_of_a_loaded_states_epoch_keeps_its_position(backend, raw_files):
+    # A training loop resumed with load_state_dict() and then called set_epoch(epoch) as the
+    # epoch started, as it does for each: the position was dropped and the epoch's records
+    # before it came again.
+    files = raw_files[None]
+    ds = TFRecordDataset(files, shuffle_buffer=8, seed=5)
+    ds.set_epoch(1)
+    it = iter(ds)
+    head = [next(it) for _ in range(10)]
+    state = ds.state_dict()
+    rest = list(it)
+    fresh = TFRecordDataset(files, shuffle_buffer=8, seed=5)
+    fresh.load_state_dict(state)
+    fresh.set_epoch(1)
+    assert list(fresh) == rest and sorted(head + rest) == sorted(TFRecordDataset(files))
+    fresh.load_state_dict(state)
+    fresh.set_epoch(2)  # another epoch: from its start
+    assert len(list(fresh)) == len(head + rest)
+    assert backend.name in ("cython", "python")

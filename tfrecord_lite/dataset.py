@@ -164,8 +164,13 @@ class TFRecordDataset:
         return it
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter()`` start at this epoch (its shuffles depend on it)."""
-        self._next_epoch = _epoch(epoch)
+        """Make the next ``iter()`` start at this epoch (its shuffles depend on it). A state
+        loaded for this same epoch keeps its position: a training loop calls set_epoch as each
+        epoch starts, the one it resumes included."""
+        epoch = _epoch(epoch)
+        if self._resume is not None and self._resume[0] == epoch:
+            return
+        self._next_epoch = epoch
         self._resume = None
 
     def num_elements(self) -> int:
