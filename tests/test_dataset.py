@@ -262,6 +262,25 @@ def test_missing_file_raises(tmp_path, files):
         list(TFRecordDataset(files + [str(tmp_path / "gone.tfrecord")]))
 
 
+def test_a_directory_given_as_a_file_says_what_to_pass_instead(backend, tmp_path, files):
+    # It was open()'s bare "Is a directory".
+    says = "names a directory, not a file: give a file in it, or read all of its files with TFRecordDataset"
+    for read in (lambda: list(TFRecordReader(tmp_path)), lambda: list(TFRecordDataset([files[0], tmp_path]))):
+        with pytest.raises(IsADirectoryError, match=says) as info:
+            read()
+        assert info.value.filename == str(tmp_path)
+
+
+def test_a_reader_of_something_unreadable_says_what_to_pass(backend, files):
+    # None or a number failed at the first read with AttributeError, a text-mode file with
+    # UnicodeDecodeError.
+    with open(files[2]) as text:
+        for source in (None, 5, text):
+            with pytest.raises(tfl.ArgumentTypeError, match="not a path, a binary file or bytes. pass a path, or a "
+                               r"file opened with open\(path, 'rb'\)"):
+                TFRecordReader(source)
+
+
 def _fds():
     return len(os.listdir("/proc/self/fd"))
 
@@ -638,7 +657,7 @@ def test_resume_continues_exactly(files, k, batch, buffer, epochs, cycle):
 
 def test_resume_rejects_other_dataset(files):
     state = TFRecordDataset(files, batch_size=2).state_dict()
-    with pytest.raises(TFRecordError, match="different files or options"):
+    with pytest.raises(TFRecordError, match=r"different batch_size \(2 then, 3 now\)"):
         TFRecordDataset(files, batch_size=3).load_state_dict(state)
 
 

@@ -120,6 +120,28 @@ def test_unbatched_records_of_a_parse_function_giving_sparse_or_ragged_values(ba
     assert got == [[[j, j] for j in range(i + 1)] for i in range(count)]
     assert backend.name == tfrecord_lite.implementation
 
+
+@pytest.mark.parametrize("count", [1, 2, 66])
+def test_unbatched_records_of_a_parse_function_giving_a_tuple_of_arrays(backend, tmp_path, count):
+    """A tuple of arrays (x, y) was taken for a sequence of records: a group of 2 records (a
+    file of 2, or the last 2 of 66 read 64 at a time) gave x and y as the two records, other
+    groups parsed each record alone and kept its batch dimension ((array([0]), array([0]))).
+    Each record is now (x[i], y[i]), as tf.data's unbatch() splits a tuple."""
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write_many(b"%d" % i for i in range(count))
+    calls = []
+
+    def parse(records):
+        calls.append(len(records))
+        ids = np.array([int(r) for r in records])
+        return ids, np.stack([ids, -ids], axis=1)
+
+    got = [(int(x), y.tolist()) for x, y in TFRecordDataset(path, parse=parse)]
+    assert got == [(i, [i, -i]) for i in range(count)]
+    assert sorted(calls) == sorted([64, 2] if count == 66 else [count])  # one call per group
+    assert backend.name == tfrecord_lite.implementation
+
 def _mixed_example(f, j):
     data = {"y": j, "x": [float(f), j / 4], "s": [f"{f}:{j}".encode()]}
     if j % 3:

@@ -218,3 +218,83 @@ def test_a_damaged_state_is_refused_at_load(raw_files, change):
         fresh.load_state_dict({**state, **change})
     fresh.load_state_dict(json.loads(json.dumps(state)))  # as saved to a JSON file
     assert [list(b) for b in it] == [list(b) for b in fresh]
+
+
+def test_zero_epochs_read_nothing(backend, raw_files):
+    # num_epochs=0 was refused ("must be a positive integer"); tf.data's repeat(0) is empty, and
+    # a count of epochs left to run (total - done) reaches 0.
+    ds = TFRecordDataset(raw_files[None], num_epochs=0, shuffle_buffer=4, seed=3)
+    assert list(ds) == [] and list(ds) == []
+    state = ds.state_dict()
+    assert (state["epoch"], state["elements"], state["stop_epoch"]) == (0, 0, 0)
+    fresh = TFRecordDataset(raw_files[None], num_epochs=0, shuffle_buffer=4, seed=3)
+    fresh.load_state_dict(state)
+    assert list(fresh) == []
+    for bad in (-1, 1.5, "2"):
+        with pytest.raises(tfl.InvalidArgumentError, match="num_epochs must be a non-negative integer.*None to repeat"):
+            TFRecordDataset(raw_files[None], num_epochs=bad)
+    assert backend.name in ("cython", "python")
+
+
+@pytest.mark.parametrize("memory_map", [False, True])
+def test_resuming_in_a_file_cut_shorter_since_says_so(backend, tmp_path, memory_map):
+    # A start_offset past the end of an uncompressed file read as no records at all (a
+    # compressed one raised): a resumed dataset silently skipped the rest of a file rewritten
+    # shorter since its state was saved.
+    path = write_files(tmp_path, [40], size=5)[0]
+    ds = TFRecordDataset([path], batch_size=4, memory_map=memory_map)
+    ds.state_dict()
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+    state = ds.state_dict()
+    write_files(tmp_path, [3], size=5)
+    fresh = TFRecordDataset([path], batch_size=4, memory_map=memory_map)
+    fresh.load_state_dict(state)
+    with pytest.raises(tfl.TruncatedRecordError, match=r"record 20, byte offset \d+: the input ends \d+ bytes early "
+                       r"\(while skipping to start_offset \d+\)\. pass an offset saved from this same file") as info:
+        list(fresh)
+    assert info.value.path == path and info.value.index == 20
+    data = open(path, "rb").read()
+    with pytest.raises(tfl.TruncatedRecordError, match="the input ends 1 bytes early"):
+        list(tfl.TFRecordReader(data, start_offset=len(data) + 1))
+    assert list(tfl.TFRecordReader(data, start_offset=len(data))) == []
+
+
+def test_a_state_of_other_options_names_the_ones_that_differ(raw_files):
+    # It said only "different files or options": resuming on a machine with more cores, a
+    # user had to guess that the default cycle_length follows num_threads.
+    files = raw_files[None]
+    ds = TFRecordDataset(files, num_threads=2)
+    next(iter(ds))
+    state = ds.state_dict()
+    for other, says in [({"num_threads": 4}, r"different cycle_length \(2 then, 4 now; by default it is "
+                                             r"min\(num_threads, max_open_files\)\)"),
+                        ({"num_threads": 2, "batch_size": 3, "shard": (0, 2)},
+                         r"different shard \(None then, \[0, 2\] now\), batch_size \(None then, 3 now\)"),
+                        ({"num_threads": 2, "files": files[:-1]}, r"different files \(5 then, 4 now; then, not now: "),
+                        ({"num_threads": 2, "files": files[::-1]}, r"different files \(in another order\)")]:
+        fresh = TFRecordDataset(other.pop("files", files), **other)
+        with pytest.raises(tfl.InvalidArgumentError, match=says + ".*build the dataset with the same files"):
+            fresh.load_state_dict(state)
+
+
+def test_set_epoch_of_a_loaded_states_epoch_keeps_its_position(backend, raw_files):
+    # A training loop resumed with load_state_dict() and then called set_epoch(epoch) as the
+    # epoch started, as it does for each: the position was dropped and the epoch's records
+    # before it came again.
+    files = raw_files[None]
+    ds = TFRecordDataset(files, shuffle_buffer=8, seed=5)
+    ds.set_epoch(1)
+    it = iter(ds)
+    head = [next(it) for _ in range(10)]
+    state = ds.state_dict()
+    rest = list(it)
+    fresh = TFRecordDataset(files, shuffle_buffer=8, seed=5)
+    fresh.load_state_dict(state)
+    fresh.set_epoch(1)
+    assert list(fresh) == rest and sorted(head + rest) == sorted(TFRecordDataset(files))
+    fresh.load_state_dict(state)
+    fresh.set_epoch(2)  # another epoch: from its start
+    assert len(list(fresh)) == len(head + rest)
+    assert backend.name in ("cython", "python")

@@ -35,7 +35,9 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import os
 import threading
+import weakref
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
@@ -138,6 +140,7 @@ class Run:
         self._lock = threading.Lock()
         self._unstarted = 0  # parse tasks submitted, not started
         self._pool = ThreadPoolExecutor(ds.num_threads, thread_name_prefix="tfrecord_lite")
+        _open_runs.add(self)
         self._parse = ds._parse_fn()
         # Records stay in their read blocks all the way to parse_example, which reads them in
         # place, or to the RecordBatches of batched raw output: the interleave and batching
@@ -212,6 +215,7 @@ class Run:
         if self.finished:
             return
         self.finished = True
+        _open_runs.discard(self)
         cursor = self.position.cursor
         if cursor is not None and cursor.epoch == self.position.epoch:
             cursor.freeze(self.position.elements * (self.ds.batch_size or 1))
@@ -615,6 +619,23 @@ class Run:
                 fut = fut.next
             slot.close()
         self._slots, self._early = [], {}
+
+
+_open_runs = weakref.WeakSet()
+
+
+def _drop_queued_work():
+    """As the interpreter exits, before concurrent.futures joins the pools' threads (which run
+    every task queued first): cancel what the runs still open queued (an iterator held as
+    Ctrl-C ends the program kept it 10 s running 40 queued parses). Running tasks finish."""
+    for run in list(_open_runs):
+        run._pool.shutdown(wait=False, cancel_futures=True)
+
+
+# Run before concurrent.futures' own hook, registered as it was imported above (last in, first run).
+threading._register_atexit(_drop_queued_work)
+if hasattr(os, "register_at_fork"):  # a child has none of the runs' threads, and their locks may be held
+    os.register_at_fork(after_in_child=_open_runs.clear)
 
 
 def _rounds(slots, index, block):

@@ -46,7 +46,8 @@ def check_state(state: dict, version: int, fingerprint, cycle_length: int):
     if not {"fingerprint", "epoch", "elements", "stop_epoch", "seed"} <= state.keys():
         raise not_a_state
     if state["fingerprint"] != fingerprint:
-        raise InvalidArgumentError("the state was saved by a dataset with different files or options",
+        differ = _differences(state["fingerprint"], fingerprint)
+        raise InvalidArgumentError(f"the state was saved by a dataset with different {differ}",
                                    hint="build the dataset with the same files, shard, batching, "
                                    "interleave and shuffle options before loading its state")
     cursor = state.get("cursor")
@@ -60,6 +61,37 @@ def check_state(state: dict, version: int, fingerprint, cycle_length: int):
         raise InvalidArgumentError("the state's file positions do not fit this dataset's cycle_length",
                                    hint="build the dataset with the cycle_length that saved the state")
     return int(state["epoch"]), int(state["elements"]), None if stop is None else int(stop), cursor
+
+
+# What the entries of TFRecordDataset._fingerprint() are.
+FINGERPRINT = ("files", "shard", "batch_size", "drop_remainder", "cycle_length", "block_length", "shuffle_files",
+               "shuffle_buffer", "parsed")
+
+
+def _differences(saved, now) -> str:
+    """Which options differ, with both values: 'files or options' alone left a resume on a
+    machine with more cores to guess that cycle_length follows num_threads."""
+    if not isinstance(saved, list) or len(saved) != len(now):
+        return "files or options"
+    parts = []
+    for name, a, b in zip(FINGERPRINT, saved, now):
+        if a == b:
+            continue
+        if name == "files":
+            if not isinstance(a, list):
+                parts.append("files")
+            elif len(a) == len(b) and all(f in b for f in a):
+                parts.append("files (in another order)")
+            else:
+                gone = [f for f in a if f not in b]
+                parts.append(f"files ({len(a)} then, {len(b)} now{f'; then, not now: {gone!r:.200}' if gone else ''})")
+        elif name == "parsed":
+            parts.append("parsing (features or parse given then, not now)" if a else
+                         "parsing (features or parse not given then, given now)")
+        else:
+            default = "; by default it is min(num_threads, max_open_files)" if name == "cycle_length" else ""
+            parts.append(f"{name} ({a!r:.40} then, {b!r} now{default})")
+    return ", ".join(parts) or "files or options"
 
 
 def _integer(value) -> bool:

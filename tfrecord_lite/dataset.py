@@ -74,7 +74,7 @@ class TFRecordDataset:
         threads on, at most 4 times), each batch's arrays then being views of the task's.
         Raw records are read ahead one piece per open file whatever this is; batched raw
         output is made as it is taken (it is index arrays over the read blocks).
-    num_epochs: passes per ``iter()``; None repeats forever. Each ``iter()`` continues the
+    num_epochs: passes per ``iter()`` (0: none); None repeats forever. Each ``iter()`` continues the
         epoch count (or call ``set_epoch``), so a new pass reshuffles. Each epoch is batched
         on its own (TensorFlow's ``.batch(...).repeat(num_epochs)``): no batch spans two.
 
@@ -137,7 +137,9 @@ class TFRecordDataset:
         self.check_crc = bool(check_crc)
         self.memory_map = bool(memory_map)
         self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
-        self.num_epochs = _positive("num_epochs", num_epochs, allow_none=True)
+        # 0 reads nothing, as tf.data's repeat(0).
+        self.num_epochs = _positive("num_epochs", num_epochs, allow_none=True, allow_zero=True,
+                                    hint="pass None to repeat forever")
         self._next_epoch = 0
         self._resume = None  # (epoch, elements, stop epoch, file positions) for the next iter()
         self._position = None  # the newest iterator's _Position
@@ -162,8 +164,13 @@ class TFRecordDataset:
         return it
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter()`` start at this epoch (its shuffles depend on it)."""
-        self._next_epoch = _epoch(epoch)
+        """Make the next ``iter()`` start at this epoch (its shuffles depend on it). A state
+        loaded for this same epoch keeps its position: a training loop calls set_epoch as each
+        epoch starts, the one it resumes included."""
+        epoch = _epoch(epoch)
+        if self._resume is not None and self._resume[0] == epoch:
+            return
+        self._next_epoch = epoch
         self._resume = None
 
     def num_elements(self) -> int:
@@ -235,7 +242,7 @@ class TFRecordDataset:
         epoch = self._next_epoch
         return epoch, 0, None if self.num_epochs is None else epoch + self.num_epochs, None
 
-    def _fingerprint(self):
+    def _fingerprint(self):  # the options of _resume.FINGERPRINT
         return [list(self.files), self.shard and list(self.shard), self.batch_size, self.drop_remainder,
                 self.cycle_length, self.block_length, self.shuffle_files, self.shuffle_buffer,
                 self.features is not None or self.parse is not None]
@@ -335,13 +342,14 @@ def _epoch(value) -> int:
     return epoch
 
 
-def _positive(name, value, allow_none=False):
+def _positive(name, value, allow_none=False, allow_zero=False, hint=None):
     if value is None and allow_none:
         return None
     try:
         v = int(value)
     except (TypeError, ValueError):
-        v = 0
-    if v < 1 or v != value:
-        raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
+        v = -1
+    if v < (0 if allow_zero else 1) or v != value:
+        raise InvalidArgumentError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, "
+                                   f"not {value!r}", hint=hint)
     return v

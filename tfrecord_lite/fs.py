@@ -241,7 +241,11 @@ def open_input(path, storage_options=None):
     """A binary input stream: an unbuffered local file, a SignedStream for an S3 object, or
     an fsspec file read in blocks of BLOCK_BYTES (the next one fetched in the background)."""
     if not is_url(path):
-        return open(local_path(path), "rb", buffering=0)
+        try:
+            return open(local_path(path), "rb", buffering=0)
+        except IsADirectoryError:
+            raise IsADirectoryError(errno.EISDIR, "names a directory, not a file: give a file in it, or read "
+                                    "all of its files with TFRecordDataset(directory)", path) from None
     if _bucket_only(path):
         raise _not_a_file(path)
     import fsspec.caching

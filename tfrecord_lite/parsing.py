@@ -74,8 +74,8 @@ class LocatedParse:
 
 
 def unbatch(parsed, n, parse, records):
-    """Per-record results from a parsed group: dict values and sequences are indexed per
-    record; anything not splittable is parsed record by record instead. A feature spec's
+    """Per-record results from a parsed group: dict values, the arrays of a tuple and
+    sequences are indexed per record; anything not splittable is parsed record by record instead. A feature spec's
     results are parse_single_example's: sparse, ragged and sequence values do not split by
     position (a SparseTensorValue is a 3-tuple; a sequence is padded to the group's longest),
     so their records are parsed alone."""
@@ -87,6 +87,10 @@ def unbatch(parsed, n, parse, records):
     elif isinstance(parsed, dict):
         if all(_rows(v) == n for v in parsed.values()):
             return [{k: _row(v, i) for k, v in parsed.items()} for i in range(n)]
+    elif type(parsed) is tuple and parsed and all(len(getattr(c, "shape", ())) and c.shape[0] == n for c in parsed):
+        # A tuple of arrays (x, y) is columns, as tf.data's unbatch() splits it: its length
+        # is no record count (a group of 2 records gave x and y as the two records).
+        return [tuple(c[i] for c in parsed) for i in range(n)]
     elif _rows(parsed) == n:
         return [_row(parsed, i) for i in range(n)]
     if n == 1:

@@ -144,6 +144,10 @@ class TFRecordReader:
                 self._map(maps)
         else:
             self.path = getattr(source, "name", None) or "<stream>"
+            if not hasattr(source, "read") or isinstance(source, io.TextIOBase):
+                # Else an AttributeError, or a UnicodeDecodeError from a text-mode file, at the first read.
+                raise ArgumentTypeError(f"cannot read records from {source!r:.80}: not a path, a binary file "
+                                        "or bytes", hint="pass a path, or a file opened with open(path, 'rb')")
             self._file = source
         self._iter = None
         self._gen = None  # the scanning generator, once reading has started
@@ -343,6 +347,12 @@ class TFRecordReader:
         (stream offsets, lengths)."""
         F = _native.framing
         stream, head, total = self._open_stream()
+        if total is not None and self.start_offset > total:
+            # As a compressed file says (_open_stream): no record there, not an empty file.
+            self._on_error(self._error(TruncatedRecordError, f"the input ends {self.start_offset - total} bytes early "
+                                       f"(while skipping to start_offset {self.start_offset})", self.start_offset,
+                                       self.start_index, "pass an offset saved from this same file"))
+            return
         check, limit = self.check_crc, self.max_record_bytes
         chunk = self.chunk_size or (BLOCK_CHUNK_BYTES if blocks or spans else CHUNK_BYTES)
         if stream is None:
