@@ -20,7 +20,7 @@ import sys
 
 from ._version import __version__
 from . import fs as _fs
-from .errors import NotTFRecordError, RecordTooLargeError, TFRecordError
+from .errors import InvalidArgumentError, NotTFRecordError, RecordTooLargeError, TFRecordError
 from .files import resolve_files
 from .index import build_index, check_seekable, not_a_file
 from .io import check_tfrecord, normalize_compression
@@ -649,7 +649,7 @@ def _main(argv) -> int:
         if hasattr(args, "files"):
             try:
                 args.files = _input_files(args)
-            except TFRecordError as exc:  # a glob or directory naming no file: as a missing file
+            except InvalidArgumentError as exc:  # a glob or directory naming no file: as a missing file
                 print(f"tfrecord-lite {args.command}: {_in_cli_words(exc, args)}", file=sys.stderr)
                 return 2
         with _skip_log(skips) if skips else contextlib.nullcontext():

@@ -9,7 +9,7 @@ import operator
 import os
 
 from . import fs as _fs
-from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["check_shard", "resolve_files", "shard_plan"]
 
@@ -40,7 +40,7 @@ def resolve_files(files, storage_options=None) -> list[str]:
         hint = "pass a list of paths, a glob pattern or a directory that holds files"
         if isinstance(files, (str, os.PathLike)) and not _fs.is_url(spec):
             hint = _why_none(_fs.local_path(spec)) or hint
-        raise TFRecordError(f"no TFRecord files found for {files!r}", hint=hint)
+        raise InvalidArgumentError(f"no TFRecord files found for {files!r}", hint=hint)
     return paths
 
 
