@@ -632,8 +632,10 @@ def _drop_queued_work():
         run._pool.shutdown(wait=False, cancel_futures=True)
 
 
-# Run before concurrent.futures' own hook, registered as it was imported above (last in, first run).
-threading._register_atexit(_drop_queued_work)
+# Run before concurrent.futures' own hook, registered as it was imported above (last in, first
+# run). A private hook of threading's (3.9+): without it, exit only waits longer.
+if hasattr(threading, "_register_atexit"):
+    threading._register_atexit(_drop_queued_work)
 if hasattr(os, "register_at_fork"):  # a child has none of the runs' threads, and their locks may be held
     os.register_at_fork(after_in_child=_open_runs.clear)
 
