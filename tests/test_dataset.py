@@ -276,7 +276,7 @@ def test_a_reader_of_something_unreadable_says_what_to_pass(backend, files):
     # UnicodeDecodeError.
     with open(files[2]) as text:
         for source in (None, 5, text):
-            with pytest.raises(tfl.ArgumentTypeError, match="not a path, a binary file or bytes. pass a path, or a "
+            with pytest.raises(tfl.ArgumentTypeError, match="not a path, a binary file or bytes. Pass a path, or a "
                                r"file opened with open\(path, 'rb'\)"):
                 TFRecordReader(source)
 

@@ -252,7 +252,7 @@ def test_resuming_in_a_file_cut_shorter_since_says_so(backend, tmp_path, memory_
     fresh = TFRecordDataset([path], batch_size=4, memory_map=memory_map)
     fresh.load_state_dict(state)
     with pytest.raises(tfl.TruncatedRecordError, match=r"record 20, byte offset \d+: the input ends \d+ bytes early "
-                       r"\(while skipping to start_offset \d+\)\. pass an offset saved from this same file") as info:
+                       r"\(while skipping to start_offset \d+\)\. Pass an offset saved from this same file") as info:
         list(fresh)
     assert info.value.path == path and info.value.index == 20
     data = open(path, "rb").read()
@@ -275,7 +275,7 @@ def test_a_state_of_other_options_names_the_ones_that_differ(raw_files):
                         ({"num_threads": 2, "files": files[:-1]}, r"different files \(5 then, 4 now; then, not now: "),
                         ({"num_threads": 2, "files": files[::-1]}, r"different files \(in another order\)")]:
         fresh = TFRecordDataset(other.pop("files", files), **other)
-        with pytest.raises(tfl.InvalidArgumentError, match=says + ".*build the dataset with the same files"):
+        with pytest.raises(tfl.InvalidArgumentError, match=says + ".*Build the dataset with the same files"):
             fresh.load_state_dict(state)
 
 

@@ -60,7 +60,7 @@ def test_compression_level(backend, tmp_path, compression):
 def test_a_level_deflate_cannot_take_is_refused_up_front(backend, tmp_path, level):
     """TensorFlow's writer aborts the process on one; here nothing is created."""
     with pytest.raises(InvalidArgumentError, match=rf"a\.tfrecord: compression_level={re.escape(repr(level))} is "
-                       r"not a deflate level\. use an int from 0 \(no compression\) to 9"):
+                       r"not a deflate level\. Use an int from 0 \(no compression\) to 9"):
         TFRecordWriter(tmp_path / "a.tfrecord", "gzip", compression_level=level)
     assert os.listdir(tmp_path) == []
 
@@ -151,7 +151,7 @@ def test_a_record_that_is_not_bytes_says_how_to_make_it_bytes(backend, record, f
     tf.train.Example itself; a dict of features; a strided array) said only 'records must be
     bytes-like'."""
     w = TFRecordWriter(io.BytesIO())
-    with pytest.raises(TFRecordError, match=r"record 0: cannot write a \w+ as a record \(.*\)\. records must be "
+    with pytest.raises(TFRecordError, match=r"record 0: cannot write a \w+ as a record \(.*\)\. Records must be "
                        r"bytes-like \(.*\); " + fix):
         w.write(record)
     with pytest.raises(TFRecordError, match=r"record 1: .*" + fix):
