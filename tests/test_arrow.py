@@ -387,7 +387,7 @@ def test_columns_given_as_one_str_are_refused(tmp_path):
     path = str(tmp_path / "a.tfrecord")
     with TFRecordWriter(path) as w:
         w.write(tfl.encode_example({"a": 1, "b": 2, "ab": 3}))
-    with pytest.raises(tfl.ArgumentTypeError, match=r"columns must be a list of names.*pass \['ab'\]"):
+    with pytest.raises(tfl.ArgumentTypeError, match=r"columns must be a list of names.*Pass \['ab'\]"):
         read_table(path, columns="ab")
     assert read_table(path, columns=["ab"]).to_pydict() == {"ab": [3]}
 
