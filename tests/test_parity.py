@@ -8,6 +8,7 @@ import logging
 import struct
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -179,6 +180,18 @@ def test_records_of_any_shape_decode_alike(backend, rows):
     on_both(backend, lambda: _native.example.decode_examples(records, ["a", "é"], None, True))
     on_both(backend, lambda: _native.example.decode_sequence_examples(records))
     on_both(backend, lambda: _native.example.decode_sequence_examples(records, ["b"], ["a"]))
+
+
+@pytest.mark.parametrize("record", [
+    b"#\x00\x00$",  # field 0 in an unknown group
+    b"#\x00\x00+\x08\x01,$\n\x00",  # and a group in it, then an empty Features
+    b"#" + b"\x00\x00" * 100 + b"$\n\x00",  # contents past a one-byte length
+])
+def test_field_zero_in_an_unknown_group_decodes_alike(backend, record):
+    """protobuf before 5 (the oldest the package takes) refuses field 0 in a group, which the
+    core skips as protobuf now does: the pure-Python backend said 'malformed Example'."""
+    assert on_both(backend, lambda: _native.example.decode_examples([record]))[0] == "ok"
+    on_both(backend, lambda: _native.example.decode_sequence_examples([record]))
 
 
 # -- frames -------------------------------------------------------------------------------

@@ -239,9 +239,31 @@ def _parse(message_class, data, index):
     except Exception as exc:  # DecodeError, RecursionError, UnicodeDecodeError, ...
         # protobuf says neither what nor where: walk the record as the core does to say both.
         found = walk.fault()
+        if not found and walk.groups:
+            try:  # protobuf before 5 refuses field 0 in a group, which the core skips as protobuf now does
+                message.ParseFromString(_blank_groups(data, walk.groups))
+                return message, walk
+            except Exception:
+                pass
         detail = malformed(walk.sequence, *found) if found else f"malformed {message_class.__name__}: {exc}"
         raise ExampleDecodeError(detail, index=index) from None
     return message, walk
+
+
+def _blank_groups(data: bytes, groups) -> bytes:
+    """data with the contents of each unknown group (dropped unread either way) made one
+    unknown LEN field (15) of the same size: no length around them changes."""
+    out = bytearray(data)
+    for start, end in groups:
+        n = end - start  # 0, or 2 and more: a field is a tag and a value
+        if n >= 2:
+            k = 1  # bytes of the length varint, padded (protobuf takes a varint of up to 10)
+            while n - 1 - k >= 1 << (7 * k):
+                k += 1
+            size = n - 1 - k
+            length = [(size >> (7 * i)) & 0x7F | (0x80 if i < k - 1 else 0) for i in range(k)]
+            out[start:end] = bytes([15 << 3 | _LEN, *length]) + bytes(size)
+    return bytes(out)
 
 
 # -- the core's walk, for its error messages -----------------------------------------------
@@ -266,6 +288,7 @@ class _Walk:
         self.sequence = sequence
         self.found = ({}, {})   # Features and FeatureLists keys, in order of first appearance
         self.walked = False
+        self.groups = []   # (start, end) of the contents of each outermost unknown group
 
     def fault(self):
         """(Err, byte offset) of the record's first fault, or None."""
@@ -326,13 +349,19 @@ class _Walk:
             raise _Fault(_E_GROUP if wire == _EGROUP else _E_WIRE, at)
         if depth >= 100:
             raise _Fault(_E_DEPTH, at)
+        outermost = not self.groups or self.groups[-1] is not None
+        if outermost:
+            self.groups.append(None)  # open: the groups inside it are not recorded
         while True:
             if pos >= end:
                 raise _Fault(_E_TRUNCATED, at)
+            closing = pos
             f2, w2, pos = self.tag(pos, end, in_group=True)
             if w2 == _EGROUP:
                 if f2 != field:
                     raise _Fault(_E_GROUP, at)
+                if outermost:
+                    self.groups[-1] = (at, closing)
                 return pos
             pos = self.skip(pos, end, f2, w2, depth + 1)
 
