@@ -350,6 +350,10 @@ class RawTensorFeature(_ArrayFields):
                 given = np.asarray(self.default_value)
                 if dtype.kind in "iu" and given.dtype.kind == "f" and not np.all(np.mod(given, 1) == 0):
                     raise ValueError("not a whole number")  # astype would cut it off without a word
+                if dtype.kind in "iu" and given.dtype.kind in "iuf" and given.size:
+                    info = np.iinfo(dtype)  # numpy before 1.24 wraps a value out of range
+                    if given.min() < info.min or given.max() > info.max:
+                        raise ValueError(f"outside {info.min}..{info.max}")
                 with np.errstate(over="ignore"):  # a float past float32 is inf
                     default = np.broadcast_to(np.asarray(self.default_value, dtype=dtype), shape)
             except (TypeError, ValueError, OverflowError) as exc:
