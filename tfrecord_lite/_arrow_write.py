@@ -193,8 +193,10 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
         return [encode_example({})] * batch.num_rows
     raw = set()
     for name, column in columns.items():
-        dtype = _raw_dtype(batch.schema.field(name), column)
-        if dtype is not None:
+        dtype = _marked_dtype(batch.schema.field(name))
+        # values no longer of the marked dtype (cast since) are written as numbers
+        if (dtype is not None and isinstance(column, np.ndarray) and column.ndim == 2
+                and column.dtype == dtype.newbyteorder("=")):
             columns[name] = column.astype(dtype, copy=False)  # in the byte order read
             raw.add(name)
     records = encode_examples(columns, deterministic, raw)
@@ -209,18 +211,16 @@ def _batch_records(batch: pa.RecordBatch, deterministic: bool) -> list:
     return records
 
 
-def _raw_dtype(field: pa.Field, column):
-    """The dtype a column read from a RawTensorFeature (its field's RAW_DTYPE metadata) is
-    written back in, as one bytes value per row, or None: not marked, or its values are no
-    longer of that dtype (they are then written as numbers)."""
+def _marked_dtype(field: pa.Field):
+    """The dtype, byte order included, a field read from a RawTensorFeature is marked with
+    (its RAW_DTYPE metadata), or None: not marked, or marked with no dtype numpy knows."""
     spelled = (field.metadata or {}).get(RAW_DTYPE)
-    if spelled is None or not isinstance(column, np.ndarray):
+    if spelled is None:
         return None
     try:
-        dtype = np.dtype(spelled.decode())
+        return np.dtype(spelled.decode())
     except (TypeError, ValueError, UnicodeDecodeError):
         return None
-    return dtype if column.ndim == 2 and column.dtype == dtype.newbyteorder("=") else None
 
 
 def _pandas_unnamed_index(schema) -> set:
@@ -393,10 +393,10 @@ def _kinds(schema) -> dict:
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             t = t.value_type
         leaf = _leaf_type(t)
-        spelled = (field.metadata or {}).get(RAW_DTYPE)
+        dtype = _marked_dtype(field)
         try:
-            raw = spelled is not None and pa.from_numpy_dtype(np.dtype(spelled.decode()).newbyteorder("=")) == leaf
-        except (TypeError, ValueError, UnicodeDecodeError, pa.ArrowException):
+            raw = dtype is not None and pa.from_numpy_dtype(dtype.newbyteorder("=")) == leaf
+        except pa.ArrowException:  # a dtype Arrow has no type for: not this column's
             raw = False
         kinds[field.name] = ("bytes" if raw or not _numeric(leaf) else
                              "float" if pa.types.is_floating(leaf) else "int64")
