@@ -230,3 +230,17 @@ def test_schema_of_files_that_disagree_on_a_type_names_both(backend, tmp_path, c
     assert err.startswith(f"tfrecord-lite schema: {paths[1]}, record 0, byte offset 0: feature 'x' has values of "
                           f"more than one type (float32, int64): float32 here, int64 in {paths[0]}, record 0, "
                           "byte offset 0. A spec gives each feature one type"), err
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_schema_of_files_without_records_fails_saying_so(backend, tmp_path, capfd, fmt):
+    paths = [str(tmp_path / f"{n}.tfrecord") for n in "ab"]
+    for path in paths:
+        open(path, "wb").close()
+    assert main(["schema", paths[0], "--format", fmt]) == 1
+    captured = capfd.readouterr()
+    assert captured.out == ""  # no empty spec for `> spec.json` to keep
+    assert captured.err.startswith(f"tfrecord-lite schema: no records in {paths[0]}: no feature spec to infer. "
+                                   "Pass files that hold records"), captured.err
+    assert main(["schema", *paths]) == 1
+    assert "no records in any of the 2 files" in capfd.readouterr().err

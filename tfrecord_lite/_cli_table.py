@@ -93,6 +93,10 @@ def cmd_schema(args) -> int:
     from .features import UNTYPED, SequenceSchema, infer_schema
 
     records = _sample_records(args)
+    if not len(records):  # an empty spec would parse nothing the files may hold later
+        where = args.files[0] if len(args.files) == 1 else f"any of the {len(args.files)} files"
+        raise TFRecordError(f"no records in {where}: no feature spec to infer",
+                            hint="Pass files that hold records (tfrecord-lite count FILE counts them)")
     schema = infer_schema(records, sample=len(records))  # its errors name the record's file
     parts = ({"context": schema.context, "feature_lists": schema.feature_lists}
              if isinstance(schema, SequenceSchema) else None)
