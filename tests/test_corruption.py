@@ -334,3 +334,34 @@ def test_the_wrong_compression_is_named_with_the_right_one(backend, tmp_path, ac
         assert (err.offset, err.index) == (0, 0)
         assert err.hint == (f"The file looks {what}, but compression={given!r} was given: pass "
                             f"compression={fix}, or 'auto' to detect it")
+
+
+@pytest.mark.parametrize("head, looks", [(b"id,label\n1,cat\n2,dog\n", "text (starting 'id,label')"),
+                                         ("名前,ラベル\n".encode(), "text (starting '名前,ラ"),
+                                         (b"PAR1" + bytes(range(40)), "a Parquet file")])
+@pytest.mark.parametrize("source", ["buffer", "stream", "pipe", "file", "mapped"])
+def test_input_of_another_format_is_named_where_a_reader_starts(backend, tmp_path, head, looks, source):
+    """Text or another format read as TFRecord is "corrupted record at 0", as TensorFlow says,
+    with what it looks like instead of advice to skip bad records; read from a pipe too, which
+    nothing can check ahead of the reader. A damaged TFRecord file keeps its advice."""
+    path = tmp_path / "in.bin"
+    damaged = bytearray(backend.framing.encode_frames(RECORDS))
+    damaged[0] ^= 1
+    for data, hint in ((head, f"It looks like {looks}"), (bytes(damaged), "The file is damaged")):
+        path.write_bytes(data)
+        if source == "pipe":
+            r, w = os.pipe()
+            os.write(w, data)
+            os.close(w)
+            src, options, name = open(r, "rb"), {}, f"<file descriptor {r}>"
+        else:
+            src, options, name = {"buffer": (data, {}, "<buffer>"), "stream": (io.BytesIO(data), {}, "<stream>"),
+                                  "file": (str(path), {}, str(path)),
+                                  "mapped": (str(path), {"memory_map": True}, str(path))}[source]
+        with TFRecordReader(src, **options) as reader, pytest.raises(CorruptRecordError) as info:
+            list(reader)
+        assert (info.value.path, info.value.offset, info.value.index) == (name, 0, 0)
+        assert info.value.detail.startswith("corrupted record at 0")
+        assert info.value.hint.startswith(hint), info.value.hint
+        if source == "pipe":
+            src.close()

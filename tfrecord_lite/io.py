@@ -108,18 +108,39 @@ _MAGIC = (
 SNIFF_BYTES = 1 << 16  # a TFRecord file has a valid record header within this many bytes
 
 
-def describe_head(head: bytes):
-    """What a stream that is not TFRecord looks like, from its first bytes; None when it is
+def describe_head(head: bytes, cut: bool | None = None):
+    """What a stream that is not TFRecord looks like, from its first bytes (cut: whether they
+    may end inside a character; by default when they are all SNIFF_BYTES); None when it is
     no format known here (nor text)."""
     for magic, what in _MAGIC:
         if head.startswith(magic):
             return what
     text = head.decode("utf-8", errors="replace")
-    if len(head) >= SNIFF_BYTES:
-        text = text[:-4]  # the read may have cut a character in two
+    if len(head) >= SNIFF_BYTES if cut is None else cut:
+        text = text[:-3] + text[-3:].rstrip("\ufffd")  # a character cut in two
     if text and "\ufffd" not in text and all(c.isprintable() or c in "\t\r\n\f" for c in text):
         return f"text (starting {text.lstrip().split(chr(10), 1)[0][:40]!r})"
     return None
+
+
+def head_hint(head: bytes, compression):
+    """The hint for an error at byte 0 of a stream whose first bytes are head, read with
+    compression (as given, "auto" included): compression= looks wrong, or the stream is
+    uncompressed and looks like text or another format; None otherwise (damage)."""
+    from . import _native
+
+    if compression != "auto":
+        mismatch = compression_mismatch(head, compression)
+        if mismatch:
+            return mismatch
+    if (compression if compression != "auto" else detect_compression(head)) is not None:
+        return None  # what decompresses is checked as it is read
+    header = _native.framing.HEADER_BYTES
+    if len(head) >= header and _native.framing.find_header(head, 0, header) == 0:
+        return None
+    what = describe_head(head, cut=True)
+    return None if what is None else (f"It looks like {what}, not a TFRecord file: check that this is the file "
+                                      "you meant (only TFRecord files, optionally gzip or zlib compressed, can be read)")
 
 
 def check_tfrecord(f, path, compression="auto", *, first_header: bool = False) -> None:

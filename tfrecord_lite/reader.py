@@ -26,7 +26,7 @@ from .errors import (
     TruncatedRecordError,
 )
 from .batch import BlockOrigin, RecordBatch, rebatch
-from .io import DecompressingStream, compression_mismatch, detect_compression, normalize_compression
+from .io import DecompressingStream, detect_compression, head_hint, normalize_compression
 
 __all__ = ["TFRecordReader", "DEFAULT_MAX_RECORD_BYTES", "ON_CORRUPT"]
 
@@ -127,7 +127,7 @@ class TFRecordReader:
         self._buffer = None
         self._file = None
         self._mapped = False
-        self._mismatch = None  # the hint for an error at byte 0 when compression= looks wrong
+        self._mismatch = None  # the hint for an error at byte 0 (head_hint): a wrong compression=, another format
         if _is_buffer(source):
             self.path = "<buffer>"
             try:
@@ -143,7 +143,9 @@ class TFRecordReader:
             if memory_map:
                 self._map(maps)
         else:
-            self.path = getattr(source, "name", None) or "<stream>"
+            name = getattr(source, "name", None)  # an int for a file opened from a descriptor
+            self.path = (f"<file descriptor {name}>" if isinstance(name, int) and not isinstance(name, bool)
+                         else name or "<stream>")
             if not hasattr(source, "read") or isinstance(source, io.TextIOBase):
                 # Else an AttributeError, or a UnicodeDecodeError from a text-mode file, at the first read.
                 raise ArgumentTypeError(f"cannot read records from {source!r:.80}: not a path, a binary file "
@@ -288,8 +290,8 @@ class TFRecordReader:
             head = os.pread(fd, _HEADER, 0)
             if self.compression == "auto" and detect_compression(head) is not None:
                 return
-            if self.compression is None:  # never read from the mapping here: only the core's reads are guarded
-                self._mismatch = compression_mismatch(head, None)
+            # never read from the mapping here: only the core's reads are guarded
+            self._mismatch = head_hint(head, self.compression)
             mapped = maps.mapping(fd, info, self.path) if maps is not None else _map_file(fd, info, self.path)
         except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
             return  # not a local file, or one this system cannot map: read it
@@ -309,8 +311,7 @@ class TFRecordReader:
             self._file = _Counted(self._file)  # so input_offset can say how far a pipe was read
         start = self.start_offset
         head = bytes(memoryview(self._buffer)[:_HEADER]) if in_memory else _read_exact(self._file, _HEADER)
-        if self.compression != "auto":
-            self._mismatch = compression_mismatch(head, self.compression)
+        self._mismatch = head_hint(head, self.compression)
         compression = detect_compression(head) if self.compression == "auto" else self.compression
         if compression is not None:
             raw = io.BytesIO(self._buffer) if in_memory else self._file
