@@ -553,3 +553,56 @@ def test_a_child_forked_while_a_thread_held_a_lock_reads(backend, tmp_path):
     _, status = os.waitpid(pid, 0)
     assert status == 0
     assert ds[6] == record(1, 3) and f[3] == record(1, 3)
+
+
+def _sidecar_text(offsets, lengths):
+    """The sidecar format, one line per frame, as the tfrecord package writes it."""
+    return "".join(f"{o} {n}\n" for o, n in zip(offsets, lengths)).encode()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300), max_size=40),
+       pairs=st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1)), max_size=40))
+def test_write_index_writes_the_sidecar_format_byte_for_byte(tmp_path_factory, sizes, pairs):
+    from tfrecord_lite.index import read_index, write_index
+
+    directory = tmp_path_factory.mktemp("index")
+    (path,) = write_files(directory, [len(sizes)], make=lambda f, j: b"r" * sizes[j])
+    offsets = np.cumsum([0] + [n + 16 for n in sizes])[:-1]
+    with open(build_index(path), "rb") as f:
+        assert f.read() == _sidecar_text(offsets.tolist(), [n + 16 for n in sizes])
+    assert [a.tolist() for a in read_index(path + ".index")] == [offsets.tolist(), [n + 16 for n in sizes]]
+    write_index(str(directory / "any.index"), [o for o, _ in pairs], [n for _, n in pairs])
+    with open(directory / "any.index", "rb") as f:
+        assert f.read() == (_sidecar_text(*zip(*pairs)) if pairs else b"")
+
+
+def test_write_index_formats_without_an_object_per_number_and_refuses_what_it_cannot_write(tmp_path):
+    # write_index made a Python string per line (seconds per million records, and several
+    # times the sidecar's size in memory), and zip() dropped the frames of the longer of
+    # offsets and lengths without a word; negative numbers made a sidecar nothing reads.
+    import tracemalloc
+
+    from tfrecord_lite.errors import InvalidArgumentError
+    from tfrecord_lite.index import write_index
+
+    n = 200_000
+    lengths = np.arange(n, dtype=np.int64) % 100_000 + 16
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    index_file = str(tmp_path / "big.index")
+    tracemalloc.start()
+    try:
+        write_index(index_file, offsets, lengths)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    with open(index_file, "rb") as f:
+        text = f.read()
+    assert text == _sidecar_text(offsets.tolist(), lengths.tolist())
+    assert peak < 2 * len(text)  # work arrays for a chunk of lines, no object per number
+    for bad in (([0, 19], [19]), ([[0, 19]], [[19, 19]]), ([0, -19], [19, 19])):
+        with pytest.raises(InvalidArgumentError) as info:
+            write_index(index_file, *bad)
+        assert info.value.path == index_file
+    with open(index_file, "rb") as f:
+        assert f.read() == text  # a refused write leaves the old sidecar
