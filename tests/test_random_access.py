@@ -606,3 +606,22 @@ def test_write_index_formats_without_an_object_per_number_and_refuses_what_it_ca
         assert info.value.path == index_file
     with open(index_file, "rb") as f:
         assert f.read() == text  # a refused write leaves the old sidecar
+
+
+def test_an_index_out_of_range_names_the_dataset_files_and_length(backend, tmp_path):
+    # The message read "<dataset>: record index 9 out of range for 9 records".
+    paths = write_files(tmp_path, [3, 0, 4, 1, 1])
+    ds = IndexedDataset(paths[:2])
+    for key in (3, -4, [0, 3], slice(None), np.array([7])):
+        if isinstance(key, slice):
+            assert ds[key] == [record(0, j) for j in range(3)]
+            continue
+        with pytest.raises(IndexError, match=rf"^IndexedDataset of 2 files \({paths[0]}, {paths[1]}\): record index "
+                           rf"-?\d out of range for 3 records$"):
+            ds[key]
+    with pytest.raises(IndexError) as info:
+        IndexedDataset(paths)[9]
+    assert str(info.value) == (f"IndexedDataset of 5 files ({paths[0]}, ... 3 more ..., {paths[4]}): record index 9 "
+                               "out of range for 9 records")
+    with pytest.raises(IndexError, match=rf"^{paths[2]}: record index -5 out of range for 4 records$"):
+        TFRecordFile(paths[2])[-5]

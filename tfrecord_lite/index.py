@@ -574,7 +574,7 @@ class IndexedDataset:
 
     def locate(self, i: int):
         """(file number, record number in that file) of global record i."""
-        i = _position(i, len(self), "<dataset>")
+        i = _position(i, len(self), self._name)  # a bound method: named only on error
         k = int(np.searchsorted(self.cumulative, i, side="right"))
         return k, i - (int(self.cumulative[k - 1]) if k else 0)
 
@@ -618,6 +618,13 @@ class IndexedDataset:
             f = self.files[k]
             return f.path, int(f.offsets[j]), j
         return origin
+
+    def _name(self) -> str:
+        """The files, for messages: all of a few, else the first and the last."""
+        paths = [f.path for f in self.files]
+        if len(paths) > 3:
+            paths = [paths[0], f"... {len(paths) - 2} more ...", paths[-1]]
+        return f"IndexedDataset of {len(self.files)} file{'s' * (len(self.files) != 1)} ({', '.join(paths)})"
 
     def __repr__(self):
         paths = [f.path for f in self.files]
@@ -699,7 +706,7 @@ def _is_index(key) -> bool:
     return True
 
 
-def _position(key, n, path):
+def _position(key, n, name):
     try:
         i = operator.index(key)  # an integer: not a float or a string that int() would take
     except TypeError:
@@ -707,5 +714,5 @@ def _position(key, n, path):
     if i < 0:
         i += n
     if not 0 <= i < n:
-        raise IndexError(f"{path}: record index {key} out of range for {n} records")
+        raise IndexError(f"{name() if callable(name) else name}: record index {key} out of range for {n} records")
     return i
