@@ -625,3 +625,43 @@ def test_an_index_out_of_range_names_the_dataset_files_and_length(backend, tmp_p
                                "out of range for 9 records")
     with pytest.raises(IndexError, match=rf"^{paths[2]}: record index -5 out of range for 4 records$"):
         TFRecordFile(paths[2])[-5]
+
+
+@pytest.mark.parametrize("dataset", [False, True])
+def test_close_during_a_read_of_another_thread_lets_the_read_finish(backend, tmp_path, monkeypatch, dataset):
+    # close() closed the descriptor under a read in flight: the read failed with EBADF, or
+    # read whichever file was given the number next (here a decoy of other bytes).
+    import threading
+
+    (path,) = write_files(tmp_path, [4], size=50)
+    decoy = str(tmp_path / "decoy")
+    with open(decoy, "wb") as f:
+        f.write(b"\xff" * 4096)
+    source = IndexedDataset([path]) if dataset else TFRecordFile(path)
+    source[0]
+    entered, go, real_pread = threading.Event(), threading.Event(), os.pread
+
+    def gated_pread(fd, n, offset):
+        entered.set()
+        go.wait(10)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", gated_pread)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(source[2]))
+    reader.start()
+    assert entered.wait(10)
+    source.close()
+    fd = os.open(decoy, os.O_RDONLY)  # takes the number close() freed, if it freed it
+    try:
+        go.set()
+        reader.join(10)
+    finally:
+        os.close(fd)
+    assert got == [record(0, 2, 50)]
+    files = source.files if dataset else [source]
+    assert not any(f._fds for f in files)  # closed by the read, once it ended
+    monkeypatch.setattr(os, "pread", real_pread)
+    assert source[3] == record(0, 3, 50)  # a read after close() opens it again
+    source.close()
+    assert not any(f._fds for f in files)

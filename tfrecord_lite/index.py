@@ -403,6 +403,7 @@ class TFRecordFile:
                                            storage_options)
         self._fds = {}  # pid -> the descriptor opened in that process (a forked child opens its own)
         self._remote = None  # (fsspec filesystem, path in it), made on first remote read
+        self._reset_readers()
         # A sidecar's frames tile the file; a record over the limit must still not make a
         # read allocate what its length claims (a scan raised the reader's error for it).
         biggest = int(self.lengths.max()) - OVERHEAD if len(self.lengths) else 0
@@ -449,14 +450,35 @@ class TFRecordFile:
             if self._remote is None:
                 self._remote = _fs.filesystem(self.path, self.storage_options)
             return _fs.read_range(*self._remote, begin, end)
-        fd = self.fileno()
-        data = os.pread(fd, end - begin, begin)
-        while len(data) < end - begin:  # pread may return short reads; zero means EOF
-            more = os.pread(fd, end - begin - len(data), begin + len(data))
-            if not more:
-                break
-            data += more
+        with self._guarded():
+            self._readers += 1  # close() now leaves the descriptor to the last reader to close
+        try:
+            fd = self.fileno()
+            data = os.pread(fd, end - begin, begin)
+            while len(data) < end - begin:  # pread may return short reads; zero means EOF
+                more = os.pread(fd, end - begin - len(data), begin + len(data))
+                if not more:
+                    break
+                data += more
+        finally:
+            with self._guarded():
+                self._readers -= 1
+                if self._closing and not self._readers:
+                    self._closing = False
+                    self._close_fd()
         return data
+
+    def _reset_readers(self) -> None:
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        self._readers = 0  # preads in flight in this process
+        self._closing = False  # close() was called during one of them
+
+    def _guarded(self) -> threading.Lock:
+        """The lock over _readers and _closing. A forked child makes its own (a thread of
+        the parent may have held it as the process forked; the parent's reads are not its)."""
+        if self._lock_pid != os.getpid():
+            self._reset_readers()
+        return self._lock
 
     def verify(self, data: bytes, start: int, stop: int) -> list:
         """The records of frames start..stop-1 held in data, with their CRCs checked."""
@@ -512,6 +534,16 @@ class TFRecordFile:
         return fd
 
     def close(self) -> None:
+        """Close the descriptor; one that a read of another thread is using is closed when
+        the last such read ends (closing it under the read failed it, or made it read
+        whichever file got the number next). A later read opens it again."""
+        with self._guarded():
+            if self._readers:
+                self._closing = True
+            else:
+                self._close_fd()
+
+    def _close_fd(self) -> None:
         fd = self._fds.pop(os.getpid(), None)
         if fd is not None:
             os.close(fd)
@@ -531,7 +563,12 @@ class TFRecordFile:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_fds"], state["_remote"] = {}, None
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset_readers()
 
 
 class IndexedDataset:
@@ -662,6 +699,8 @@ class IndexedDataset:
         finally:
             with self._guarded():
                 self._busy[k] -= 1
+                if k not in self._open and not self._busy[k]:
+                    f.close()  # close() ran meanwhile: the descriptor this read opened is not kept
                 self._evict()
         return f.verify(data, start, stop)
 
@@ -674,8 +713,10 @@ class IndexedDataset:
                 self._open.pop(k).close()
 
     def close(self) -> None:
+        """Close the descriptors; those under reads of other threads close as the reads
+        end (TFRecordFile.close). Reads after it open them again."""
         with self._guarded():
-            for f in self._open.values():
+            for f in self.files:
                 f.close()
             self._open.clear()
 
