@@ -665,3 +665,46 @@ def test_close_during_a_read_of_another_thread_lets_the_read_finish(backend, tmp
     assert source[3] == record(0, 3, 50)  # a read after close() opens it again
     source.close()
     assert not any(f._fds for f in files)
+
+
+@pytest.mark.parametrize("dataset", [False, True])
+def test_a_pickle_carries_the_index_file_not_the_offsets(backend, tmp_path, dataset):
+    # A pickled IndexedDataset (or TFRecordFile) carried every record's offset and length, 16
+    # bytes a record to each worker process; an index that came from a file is now read again
+    # where it is unpickled, and refused there if it is not the one the pickle was made with.
+    paths = write_files(tmp_path, [10_000, 3], size=1)
+    for path in paths:
+        build_index(path)
+    make = (lambda: IndexedDataset(paths)) if dataset else (lambda: TFRecordFile(paths[0]))
+    source = make()
+    data = pickle.dumps(source)
+    assert len(data) < 2000
+    clone = pickle.loads(data)
+    assert len(clone) == len(source) and clone[9_999] == record(0, 9_999, 1) and clone[-1] == source[-1]
+    assert len(pickle.dumps(clone)) < 2000
+    rebuilt = pickle.loads(data)
+    with open(paths[0] + ".index") as f:
+        text = f.read()
+    write_files(tmp_path, [10_000], size=2)  # rewritten: another index
+    build_index(paths[0])
+    with pytest.raises(TFRecordError, match="changed after it was opened and pickled") as info:
+        rebuilt[5]
+    assert info.value.path == paths[0] + ".index"
+    os.remove(paths[0] + ".index")
+    with pytest.raises(TFRecordError, match="cannot be read again where it was unpickled") as info:
+        pickle.loads(data)[5]
+    assert info.value.path == paths[0] + ".index"
+    write_files(tmp_path, [10_000], size=1)  # the file as it was (the writer drops its sidecar)
+    with open(paths[0] + ".index", "w") as f:
+        f.write(text)  # and the same index again: unpickled as it was
+    clone = pickle.loads(data)
+    assert len(clone) == len(source) and clone[9_999] == record(0, 9_999, 1)
+
+
+def test_a_pickle_of_a_scanned_file_carries_the_scan(backend, tmp_path):
+    (path,) = write_files(tmp_path, [5])
+    f = TFRecordFile(path)
+    assert f.index_file is None
+    clone = pickle.loads(pickle.dumps(f))
+    os.remove(path)
+    assert len(clone) == 5 and np.array_equal(clone.offsets, f.offsets)

@@ -24,6 +24,7 @@ import contextlib
 import operator
 import os
 import threading
+import zlib
 from typing import Any
 
 import numpy as np
@@ -387,8 +388,9 @@ class TFRecordFile:
     string or an object version) when present, else from an in-memory scan. Fetched
     frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
     CRC); ``index_file`` is the index read, None when the file was scanned. The descriptor
-    opens on first read; the object pickles without it. For an fsspec URL (with
-    ``storage_options``) each read is one ranged request instead.
+    opens on first read; the object pickles without it, and without an index read from a
+    file, which is read again (and must be the same) where it is unpickled. For an fsspec
+    URL (with ``storage_options``) each read is one ranged request instead.
     """
 
     def __init__(self, path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
@@ -561,10 +563,38 @@ class TFRecordFile:
             pass
 
     def __getstate__(self):
+        # An index read from a file is read again where this is unpickled, not carried (16
+        # bytes a record, to each worker process); one from a scan is carried.
+        if self.index_file is not None and "_digest" not in self.__dict__:
+            self._digest = _digest(self.offsets, self.lengths)
         state = self.__dict__.copy()
         state["_fds"], state["_remote"] = {}, None
         del state["_lock"]
+        if self.index_file is not None:
+            state.pop("offsets", None)
+            state.pop("lengths", None)
         return state
+
+    def __getattr__(self, name):
+        # Only for attributes not set: the index of an unpickled TFRecordFile, read on first use.
+        if name not in ("offsets", "lengths") or "_digest" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._reload()
+        return self.__dict__[name]
+
+    def _reload(self) -> None:
+        again = "open the file again (make the dataset again) where it was pickled"
+        try:
+            offsets, lengths = read_index(self.index_file, storage_options=self.storage_options)
+        except OSError as exc:
+            raise TFRecordError(f"the index read when {self.path} was opened cannot be read again where it was "
+                                f"unpickled ({exc})", path=os.fspath(self.index_file),
+                                hint=f"make it readable there, or {again}") from None
+        if _digest(offsets, lengths) != self._digest:
+            raise TFRecordError(f"the index of {self.path} changed after it was opened and pickled: its records "
+                                "would not be those its length and positions were taken from",
+                                path=os.fspath(self.index_file), hint=again)
+        self.offsets, self.lengths = offsets, lengths
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -736,6 +766,12 @@ class IndexedDataset:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock, self._lock_pid = threading.Lock(), os.getpid()
+
+
+def _digest(offsets, lengths) -> tuple:
+    """What tells an index from another: contiguous frames are fixed by where the first
+    starts and by their lengths."""
+    return len(offsets), int(offsets[0]) if len(offsets) else 0, zlib.crc32(np.ascontiguousarray(lengths, np.int64))
 
 
 def _is_index(key) -> bool:
