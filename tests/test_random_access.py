@@ -708,3 +708,48 @@ def test_a_pickle_of_a_scanned_file_carries_the_scan(backend, tmp_path):
     clone = pickle.loads(pickle.dumps(f))
     os.remove(path)
     assert len(clone) == 5 and np.array_equal(clone.offsets, f.offsets)
+
+
+@settings(max_examples=80, deadline=None)
+@given(counts=st.lists(st.integers(0, 5), min_size=1, max_size=4), data=st.data())
+def test_indexed_dataset_reads_any_indices_as_a_list_of_the_records_would(backend, tmp_path_factory, counts, data):
+    paths = write_files(tmp_path_factory.mktemp("ds"), counts)
+    want = [record(f, j) for f, n in enumerate(counts) for j in range(n)]
+    assume(want)
+    n = len(want)
+    ds = IndexedDataset(paths, max_open_files=2)
+    keys = data.draw(st.lists(st.integers(-n - 2, n + 1), max_size=12))
+    as_array = data.draw(st.sampled_from([list, np.array, lambda k: np.array(k, np.int32), tuple]))
+    if all(-n <= k < n for k in keys):
+        assert ds[as_array(keys)] == [want[k] for k in keys] == ds._getitems(keys)
+    else:
+        first = next(k for k in keys if not -n <= k < n)
+        with pytest.raises(IndexError, match=rf"record index {first} out of range for {n} records$"):
+            ds[as_array(keys)]
+    start, stop, step = (data.draw(st.none() | st.integers(-n - 2, n + 2)) for _ in range(3))
+    step = step or None
+    assert ds[start:stop:step] == want[start:stop:step]
+    if n:
+        positive = [k for k in keys if 0 <= k < n]
+        assert ds[np.array(positive, np.uint64)] == [want[k] for k in positive]
+    ds.close()
+
+
+def test_a_slice_of_an_indexed_dataset_takes_no_python_step_per_record(backend, tmp_path, monkeypatch):
+    # records() located each index in Python (a few microseconds each, seconds for a slice
+    # of a million records that is then read with one pread per file).
+    paths = write_files(tmp_path, [30_000, 30_000])
+    ds = IndexedDataset(paths)
+    located = []
+    position = index_module._position
+    monkeypatch.setattr(index_module, "_position", lambda *a: located.append(a) or position(*a))
+    got = ds[10:50_000]
+    assert len(got) == 49_990 and got[0] == record(0, 10) and got[-1] == record(1, 19_999)
+    assert ds[np.arange(59_990, 60_000)] == [record(1, j) for j in range(29_990, 30_000)]
+    assert len(located) == 0
+    with pytest.raises(IndexError, match="record index 60000 out of range"):
+        ds[np.array([5, 60_000])]
+    with pytest.raises(TFRecordError, match="not float"):
+        ds[[0, 1.0]]
+    with pytest.raises(IndexError, match="record index 60000 out of range"):
+        ds.records(range(59_999, 60_001))

@@ -700,19 +700,34 @@ class IndexedDataset:
     def records(self, indices) -> list:
         """Raw records at global indices, in that order; runs of consecutive records in one
         file are fetched with one read."""
+        at = self._positions(indices)
+        if not len(at):
+            return []
+        k = np.searchsorted(self.cumulative, at, side="right")  # file numbers
+        j = at - np.concatenate(([0], self.cumulative[:-1]))[k]  # record numbers in them
+        cuts = (np.flatnonzero((k[1:] != k[:-1]) | (j[1:] != j[:-1] + 1)) + 1).tolist()
         out = []
-        run = None  # [file number, first, stop]
-        for i in indices:
-            k, j = self.locate(i)
-            if run is not None and run[0] == k and run[2] == j:
-                run[2] += 1
-                continue
-            if run is not None:
-                out.extend(self._fetch(*run))
-            run = [k, j, j + 1]
-        if run is not None:
-            out.extend(self._fetch(*run))
+        for a, b in zip([0, *cuts], [*cuts, len(at)]):
+            out.extend(self._fetch(int(k[a]), int(j[a]), int(j[b - 1]) + 1))
         return out
+
+    def _positions(self, indices) -> np.ndarray:
+        """Global indices as int64, negative ones counted from the end, found in NumPy (a
+        Python step per index made a slice of a million records take seconds); the first
+        that is not an integer, or is out of range, raises as locate() does."""
+        n = len(self)
+        try:
+            at = (np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
+                  if isinstance(indices, range) else np.asarray(indices))
+        except (ValueError, TypeError, OverflowError):  # ragged, not numbers, beyond int64
+            at = None
+        if at is None or at.ndim != 1 or at.dtype.kind not in "iu" or (at.dtype.kind == "u" and (at >= n).any()):
+            return np.array([_position(i, n, self._name) for i in indices], np.int64)
+        at = at.astype(np.int64)
+        wrong = (at < -n) | (at >= n)
+        if wrong.any():
+            _position(int(at[wrong.argmax()]), n, self._name)  # raises
+        return np.where(at < 0, at + n, at)
 
     def _fetch(self, k, start, stop):
         f = self.files[k]
