@@ -753,3 +753,17 @@ def test_a_slice_of_an_indexed_dataset_takes_no_python_step_per_record(backend, 
         ds[[0, 1.0]]
     with pytest.raises(IndexError, match="record index 60000 out of range"):
         ds.records(range(59_999, 60_001))
+
+
+def test_read_range_refuses_records_out_of_range(backend, tmp_path):
+    # read_range(3, 9) of 5 records failed with NumPy's IndexError, and read_range(-2, 5)
+    # read from the fourth frame's offset to the end and blamed a truncated record on the file.
+    (path,) = write_files(tmp_path, [5])
+    f = TFRecordFile(path)
+    for start, stop in ((3, 9), (-2, 5), (-2, 1), (0, 6)):
+        with pytest.raises(IndexError, match=rf"^{path}: records {start}\.\.{stop - 1} out of range for 5 records$"):
+            f.read_range(start, stop)
+    assert f.read_range(np.int64(1), 3) == [record(0, 1), record(0, 2)] and f.read_range(4, 2) == []
+    assert f.read_range(5, 5) == [] and f.read_range(0, 5) == [record(0, j) for j in range(5)]
+    with pytest.raises(TFRecordError, match="read_range takes integers, not float and int"):
+        f.read_range(1.0, 3)

@@ -437,7 +437,15 @@ class TFRecordFile:
         return f"TFRecordFile({self.path!r}, records={len(self)})"
 
     def read_range(self, start: int, stop: int) -> list:
-        """Records start..stop-1 (contiguous, so one read)."""
+        """Records start..stop-1 (contiguous, so one read); none when stop <= start."""
+        n = len(self.offsets)
+        try:
+            start, stop = operator.index(start), operator.index(stop)
+        except TypeError:
+            raise ArgumentTypeError(f"read_range takes integers, not {type(start).__name__} and "
+                                    f"{type(stop).__name__}") from None
+        if not (0 <= start <= n and 0 <= stop <= n):  # NumPy would take a negative one from the end
+            raise IndexError(f"{self.path}: records {start}..{stop - 1} out of range for {n} records")
         if stop <= start:
             return []
         begin, end = self.span(start, stop)
