@@ -767,3 +767,20 @@ def test_read_range_refuses_records_out_of_range(backend, tmp_path):
     assert f.read_range(5, 5) == [] and f.read_range(0, 5) == [record(0, j) for j in range(5)]
     with pytest.raises(TFRecordError, match="read_range takes integers, not float and int"):
         f.read_range(1.0, 3)
+
+
+def test_a_file_reads_runs_of_a_batch_at_once_and_takes_index_lists(backend, tmp_path, monkeypatch):
+    # TFRecordFile._getitems (Grain's batched read) made one pread per record, where
+    # IndexedDataset reads each run of consecutive records with one; f[[i, j]] was refused.
+    (path,) = write_files(tmp_path, [12])
+    f = TFRecordFile(path)
+    reads, pread = [], TFRecordFile.pread
+    monkeypatch.setattr(TFRecordFile, "pread", lambda self, a, b: reads.append((a, b)) or pread(self, a, b))
+    keys = [3, 4, 5, -1, 0, 1, 1]
+    want = [record(0, k % 12) for k in keys]
+    assert f._getitems(keys) == want and len(reads) == 4
+    assert f[keys] == f[np.array(keys)] == want and f[[]] == [] and f[2:9] == [record(0, j) for j in range(2, 9)]
+    with pytest.raises(IndexError, match=rf"^{path}: record index 12 out of range for 12 records$"):
+        f[[0, 12]]
+    with pytest.raises(TFRecordError, match="not float"):
+        f[[0, 1.5]]

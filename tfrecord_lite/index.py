@@ -383,14 +383,15 @@ def count_shard(files, positions, record_rule=None, storage_options=None, reader
 class TFRecordFile:
     """Random access to the records of one uncompressed TFRecord file.
 
-    ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
-    from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
-    string or an object version) when present, else from an in-memory scan. Fetched
-    frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
-    CRC); ``index_file`` is the index read, None when the file was scanned. The descriptor
-    opens on first read; the object pickles without it, and without an index read from a
-    file, which is read again (and must be the same) where it is unpickled. For an fsspec
-    URL (with ``storage_options``) each read is one ranged request instead.
+    ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` and ``f[[i, j, ...]]`` -> list of
+    bytes, each run of consecutive records read at once. Offsets come from index_file, else
+    the sidecar (``path + '.index'``; none for an HTTP URL with a query string or an object
+    version) when present, else from an in-memory scan. Fetched frames are read with
+    ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data CRC);
+    ``index_file`` is the index read, None when the file was scanned. The descriptor opens on
+    first read; the object pickles without it, and without an index read from a file, which
+    is read again (and must be the same) where it is unpickled. For an fsspec URL (with
+    ``storage_options``) each read is one ranged request instead.
     """
 
     def __init__(self, path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
@@ -422,16 +423,19 @@ class TFRecordFile:
     def __getitem__(self, key: Any) -> Any:
         n = len(self.offsets)
         if isinstance(key, slice):
-            start, stop, step = key.indices(n)
-            if step == 1:
-                return self.read_range(start, stop)
-            return [self.read_range(i, i + 1)[0] for i in range(start, stop, step)]
-        i = _position(key, n, self.path)
-        return self.read_range(i, i + 1)[0]
+            return self._getitems(range(*key.indices(n)))
+        if _is_index(key) or not hasattr(key, "__iter__"):
+            i = _position(key, n, self.path)
+            return self.read_range(i, i + 1)[0]
+        return self._getitems(key)
 
     def _getitems(self, indices) -> list:
-        """Records at indices (Grain's batched read)."""
-        return [self[i] for i in indices]
+        """Records at indices, runs of consecutive ones read with one read (Grain's batched
+        read, and ``f[[i, j, ...]]``)."""
+        at = _positions(indices, len(self.offsets), self.path)
+        cuts = (np.flatnonzero(at[1:] != at[:-1] + 1) + 1).tolist()
+        return [r for a, b in zip([0, *cuts], [*cuts, len(at)]) if b > a
+                for r in self.read_range(int(at[a]), int(at[b - 1]) + 1)]
 
     def __repr__(self):
         return f"TFRecordFile({self.path!r}, records={len(self)})"
@@ -708,7 +712,7 @@ class IndexedDataset:
     def records(self, indices) -> list:
         """Raw records at global indices, in that order; runs of consecutive records in one
         file are fetched with one read."""
-        at = self._positions(indices)
+        at = _positions(indices, len(self), self._name)
         if not len(at):
             return []
         k = np.searchsorted(self.cumulative, at, side="right")  # file numbers
@@ -718,24 +722,6 @@ class IndexedDataset:
         for a, b in zip([0, *cuts], [*cuts, len(at)]):
             out.extend(self._fetch(int(k[a]), int(j[a]), int(j[b - 1]) + 1))
         return out
-
-    def _positions(self, indices) -> np.ndarray:
-        """Global indices as int64, negative ones counted from the end, found in NumPy (a
-        Python step per index made a slice of a million records take seconds); the first
-        that is not an integer, or is out of range, raises as locate() does."""
-        n = len(self)
-        try:
-            at = (np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
-                  if isinstance(indices, range) else np.asarray(indices))
-        except (ValueError, TypeError, OverflowError):  # ragged, not numbers, beyond int64
-            at = None
-        if at is None or at.ndim != 1 or at.dtype.kind not in "iu" or (at.dtype.kind == "u" and (at >= n).any()):
-            return np.array([_position(i, n, self._name) for i in indices], np.int64)
-        at = at.astype(np.int64)
-        wrong = (at < -n) | (at >= n)
-        if wrong.any():
-            _position(int(at[wrong.argmax()]), n, self._name)  # raises
-        return np.where(at < 0, at + n, at)
 
     def _fetch(self, k, start, stop):
         f = self.files[k]
@@ -804,6 +790,24 @@ def _is_index(key) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _positions(indices, n, name) -> np.ndarray:
+    """Indices as int64, negative ones counted from the end, found in NumPy (a Python step
+    per index made a slice of a million records take seconds); the first that is not an
+    integer, or is out of range, raises as _position does."""
+    try:
+        at = (np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
+              if isinstance(indices, range) else np.asarray(indices))
+    except (ValueError, TypeError, OverflowError):  # ragged, not numbers, beyond int64
+        at = None
+    if at is None or at.ndim != 1 or at.dtype.kind not in "iu" or (at.dtype.kind == "u" and (at >= n).any()):
+        return np.array([_position(i, n, name) for i in indices], np.int64)
+    at = at.astype(np.int64)
+    wrong = (at < -n) | (at >= n)
+    if wrong.any():
+        _position(int(at[wrong.argmax()]), n, name)  # raises
+    return np.where(at < 0, at + n, at)
 
 
 def _position(key, n, name):
