@@ -784,3 +784,17 @@ def test_a_file_reads_runs_of_a_batch_at_once_and_takes_index_lists(backend, tmp
         f[[0, 12]]
     with pytest.raises(TFRecordError, match="not float"):
         f[[0, 1.5]]
+
+
+def test_a_read_that_differs_from_the_file_read_again_says_it_changed(backend, tmp_path, monkeypatch):
+    # Bytes read while the file changed, which it holds right again when the error is made,
+    # were reported as "the frame there is 70 bytes but the index says 70".
+    (path,) = write_files(tmp_path, [4], size=50)
+    f = TFRecordFile(path)
+    pread = TFRecordFile.pread
+    monkeypatch.setattr(TFRecordFile, "pread", lambda self, a, b: b"\xff" + pread(self, a, b)[1:])
+    with pytest.raises(CorruptRecordError) as info:
+        f[2]
+    assert (info.value.index, info.value.offset) == (2, 140)
+    assert "did not hold the 70-byte frame the index lists, which the file holds now" in str(info.value)
+    assert info.value.hint == f"read it again once nothing writes to {path}"

@@ -513,9 +513,15 @@ class TFRecordFile:
         hint = (f"if {self.path} changed since it was opened, {again}; if not, it is damaged: check it "
                 "with `tfrecord-lite verify`")
         size = sizes[wrong] if wrong is not None else self._frame_size(offset, index, hint)
-        raise CorruptRecordError(f"corrupted record at {offset}: the frame there is {size} bytes but the index "
-                                 f"says {int(self.lengths[index])}", path=self.path, offset=offset, index=index,
-                                 hint=hint)
+        said = int(self.lengths[index])
+        # Read again, the file holds the frame listed when it changed while it was read.
+        found = f"the frame there is {size} bytes but the index says {said}"
+        if size == said:
+            found = (f"the bytes read there did not hold the {said}-byte frame the index lists, which the file "
+                     "holds now: it changed while it was read")
+            hint = f"read it again once nothing writes to {self.path}"
+        raise CorruptRecordError(f"corrupted record at {offset}: {found}", path=self.path, offset=offset,
+                                 index=index, hint=hint)
 
     def _frame_size(self, offset, index, hint) -> int:
         """The size of the frame at offset as the reader reads it; where it cannot, the
