@@ -582,7 +582,8 @@ class TFRecordFile:
 
     def __getstate__(self):
         # An index read from a file is read again where this is unpickled, not carried (16
-        # bytes a record, to each worker process); one from a scan is carried.
+        # bytes a record, to each worker process); one from a scan is carried as its frame
+        # lengths alone, 4 bytes each where they fit: the frames tile the file from byte 0.
         if self.index_file is not None and "_digest" not in self.__dict__:
             self._digest = _digest(self.offsets, self.lengths)
         state = self.__dict__.copy()
@@ -591,6 +592,8 @@ class TFRecordFile:
         if self.index_file is not None:
             state.pop("offsets", None)
             state.pop("lengths", None)
+        elif not len(self.offsets) or (self.offsets[0] == 0 and self.lengths.max() < 2**32):
+            state["offsets"], state["lengths"] = None, self.lengths.astype(np.uint32)
         return state
 
     def __getattr__(self, name):
@@ -617,6 +620,9 @@ class TFRecordFile:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._reset_readers()
+        if state.get("offsets", 0) is None:
+            self.lengths = self.lengths.astype(np.int64)
+            self.offsets = np.cumsum(self.lengths) - self.lengths
 
 
 class IndexedDataset:
