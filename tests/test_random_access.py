@@ -553,3 +553,252 @@ def test_a_child_forked_while_a_thread_held_a_lock_reads(backend, tmp_path):
     _, status = os.waitpid(pid, 0)
     assert status == 0
     assert ds[6] == record(1, 3) and f[3] == record(1, 3)
+
+
+def _sidecar_text(offsets, lengths):
+    """The sidecar format, one line per frame, as the tfrecord package writes it."""
+    return "".join(f"{o} {n}\n" for o, n in zip(offsets, lengths)).encode()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300), max_size=40),
+       pairs=st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1)), max_size=40))
+def test_write_index_writes_the_sidecar_format_byte_for_byte(tmp_path_factory, sizes, pairs):
+    from tfrecord_lite.index import read_index, write_index
+
+    directory = tmp_path_factory.mktemp("index")
+    (path,) = write_files(directory, [len(sizes)], make=lambda f, j: b"r" * sizes[j])
+    offsets = np.cumsum([0] + [n + 16 for n in sizes])[:-1]
+    with open(build_index(path), "rb") as f:
+        assert f.read() == _sidecar_text(offsets.tolist(), [n + 16 for n in sizes])
+    assert [a.tolist() for a in read_index(path + ".index")] == [offsets.tolist(), [n + 16 for n in sizes]]
+    write_index(str(directory / "any.index"), [o for o, _ in pairs], [n for _, n in pairs])
+    with open(directory / "any.index", "rb") as f:
+        assert f.read() == (_sidecar_text(*zip(*pairs)) if pairs else b"")
+
+
+def test_write_index_formats_without_an_object_per_number_and_refuses_what_it_cannot_write(tmp_path):
+    # write_index made a Python string per line (seconds per million records, and several
+    # times the sidecar's size in memory), and zip() dropped the frames of the longer of
+    # offsets and lengths without a word; negative numbers made a sidecar nothing reads.
+    import tracemalloc
+
+    from tfrecord_lite.errors import InvalidArgumentError
+    from tfrecord_lite.index import write_index
+
+    n = 200_000
+    lengths = np.arange(n, dtype=np.int64) % 100_000 + 16
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    index_file = str(tmp_path / "big.index")
+    tracemalloc.start()
+    try:
+        write_index(index_file, offsets, lengths)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    with open(index_file, "rb") as f:
+        text = f.read()
+    assert text == _sidecar_text(offsets.tolist(), lengths.tolist())
+    assert peak < 2 * len(text)  # work arrays for a chunk of lines, no object per number
+    for bad in (([0, 19], [19]), ([[0, 19]], [[19, 19]]), ([0, -19], [19, 19])):
+        with pytest.raises(InvalidArgumentError) as info:
+            write_index(index_file, *bad)
+        assert info.value.path == index_file
+    with open(index_file, "rb") as f:
+        assert f.read() == text  # a refused write leaves the old sidecar
+
+
+def test_an_index_out_of_range_names_the_dataset_files_and_length(backend, tmp_path):
+    # The message read "<dataset>: record index 9 out of range for 9 records".
+    paths = write_files(tmp_path, [3, 0, 4, 1, 1])
+    ds = IndexedDataset(paths[:2])
+    for key in (3, -4, [0, 3], slice(None), np.array([7])):
+        if isinstance(key, slice):
+            assert ds[key] == [record(0, j) for j in range(3)]
+            continue
+        with pytest.raises(IndexError, match=rf"^IndexedDataset of 2 files \({paths[0]}, {paths[1]}\): record index "
+                           rf"-?\d out of range for 3 records$"):
+            ds[key]
+    with pytest.raises(IndexError) as info:
+        IndexedDataset(paths)[9]
+    assert str(info.value) == (f"IndexedDataset of 5 files ({paths[0]}, ... 3 more ..., {paths[4]}): record index 9 "
+                               "out of range for 9 records")
+    with pytest.raises(IndexError, match=rf"^{paths[2]}: record index -5 out of range for 4 records$"):
+        TFRecordFile(paths[2])[-5]
+
+
+@pytest.mark.parametrize("dataset", [False, True])
+def test_close_during_a_read_of_another_thread_lets_the_read_finish(backend, tmp_path, monkeypatch, dataset):
+    # close() closed the descriptor under a read in flight: the read failed with EBADF, or
+    # read whichever file was given the number next (here a decoy of other bytes).
+    import threading
+
+    (path,) = write_files(tmp_path, [4], size=50)
+    decoy = str(tmp_path / "decoy")
+    with open(decoy, "wb") as f:
+        f.write(b"\xff" * 4096)
+    source = IndexedDataset([path]) if dataset else TFRecordFile(path)
+    source[0]
+    entered, go, real_pread = threading.Event(), threading.Event(), os.pread
+
+    def gated_pread(fd, n, offset):
+        entered.set()
+        go.wait(10)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", gated_pread)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(source[2]))
+    reader.start()
+    assert entered.wait(10)
+    source.close()
+    fd = os.open(decoy, os.O_RDONLY)  # takes the number close() freed, if it freed it
+    try:
+        go.set()
+        reader.join(10)
+    finally:
+        os.close(fd)
+    assert got == [record(0, 2, 50)]
+    files = source.files if dataset else [source]
+    assert not any(f._fds for f in files)  # closed by the read, once it ended
+    monkeypatch.setattr(os, "pread", real_pread)
+    assert source[3] == record(0, 3, 50)  # a read after close() opens it again
+    source.close()
+    assert not any(f._fds for f in files)
+
+
+@pytest.mark.parametrize("dataset", [False, True])
+def test_a_pickle_carries_the_index_file_not_the_offsets(backend, tmp_path, dataset):
+    # A pickled IndexedDataset (or TFRecordFile) carried every record's offset and length, 16
+    # bytes a record to each worker process; an index that came from a file is now read again
+    # where it is unpickled, and refused there if it is not the one the pickle was made with.
+    paths = write_files(tmp_path, [10_000, 3], size=1)
+    for path in paths:
+        build_index(path)
+    make = (lambda: IndexedDataset(paths)) if dataset else (lambda: TFRecordFile(paths[0]))
+    source = make()
+    data = pickle.dumps(source)
+    assert len(data) < 2000
+    clone = pickle.loads(data)
+    assert len(clone) == len(source) and clone[9_999] == record(0, 9_999, 1) and clone[-1] == source[-1]
+    assert len(pickle.dumps(clone)) < 2000
+    rebuilt = pickle.loads(data)
+    with open(paths[0] + ".index") as f:
+        text = f.read()
+    write_files(tmp_path, [10_000], size=2)  # rewritten: another index
+    build_index(paths[0])
+    with pytest.raises(TFRecordError, match="changed after it was opened and pickled") as info:
+        rebuilt[5]
+    assert info.value.path == paths[0] + ".index"
+    os.remove(paths[0] + ".index")
+    with pytest.raises(TFRecordError, match="cannot be read again where it was unpickled") as info:
+        pickle.loads(data)[5]
+    assert info.value.path == paths[0] + ".index"
+    write_files(tmp_path, [10_000], size=1)  # the file as it was (the writer drops its sidecar)
+    with open(paths[0] + ".index", "w") as f:
+        f.write(text)  # and the same index again: unpickled as it was
+    clone = pickle.loads(data)
+    assert len(clone) == len(source) and clone[9_999] == record(0, 9_999, 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(counts=st.lists(st.integers(0, 5), min_size=1, max_size=4), data=st.data())
+def test_indexed_dataset_reads_any_indices_as_a_list_of_the_records_would(backend, tmp_path_factory, counts, data):
+    paths = write_files(tmp_path_factory.mktemp("ds"), counts)
+    want = [record(f, j) for f, n in enumerate(counts) for j in range(n)]
+    assume(want)
+    n = len(want)
+    ds = IndexedDataset(paths, max_open_files=2)
+    keys = data.draw(st.lists(st.integers(-n - 2, n + 1), max_size=12))
+    as_array = data.draw(st.sampled_from([list, np.array, lambda k: np.array(k, np.int32), tuple]))
+    if all(-n <= k < n for k in keys):
+        assert ds[as_array(keys)] == [want[k] for k in keys] == ds._getitems(keys)
+    else:
+        first = next(k for k in keys if not -n <= k < n)
+        with pytest.raises(IndexError, match=rf"record index {first} out of range for {n} records$"):
+            ds[as_array(keys)]
+    start, stop, step = (data.draw(st.none() | st.integers(-n - 2, n + 2)) for _ in range(3))
+    step = step or None
+    assert ds[start:stop:step] == want[start:stop:step]
+    if n:
+        positive = [k for k in keys if 0 <= k < n]
+        assert ds[np.array(positive, np.uint64)] == [want[k] for k in positive]
+    ds.close()
+
+
+def test_a_slice_of_an_indexed_dataset_takes_no_python_step_per_record(backend, tmp_path, monkeypatch):
+    # records() located each index in Python (a few microseconds each, seconds for a slice
+    # of a million records that is then read with one pread per file).
+    paths = write_files(tmp_path, [30_000, 30_000])
+    ds = IndexedDataset(paths)
+    located = []
+    position = index_module._position
+    monkeypatch.setattr(index_module, "_position", lambda *a: located.append(a) or position(*a))
+    got = ds[10:50_000]
+    assert len(got) == 49_990 and got[0] == record(0, 10) and got[-1] == record(1, 19_999)
+    assert ds[np.arange(59_990, 60_000)] == [record(1, j) for j in range(29_990, 30_000)]
+    assert len(located) == 0
+    with pytest.raises(IndexError, match="record index 60000 out of range"):
+        ds[np.array([5, 60_000])]
+    with pytest.raises(TFRecordError, match="not float"):
+        ds[[0, 1.0]]
+    with pytest.raises(IndexError, match="record index 60000 out of range"):
+        ds.records(range(59_999, 60_001))
+
+
+def test_read_range_refuses_records_out_of_range(backend, tmp_path):
+    # read_range(3, 9) of 5 records failed with NumPy's IndexError, and read_range(-2, 5)
+    # read from the fourth frame's offset to the end and blamed a truncated record on the file.
+    (path,) = write_files(tmp_path, [5])
+    f = TFRecordFile(path)
+    for start, stop in ((3, 9), (-2, 5), (-2, 1), (0, 6)):
+        with pytest.raises(IndexError, match=rf"^{path}: records {start}\.\.{stop - 1} out of range for 5 records$"):
+            f.read_range(start, stop)
+    assert f.read_range(np.int64(1), 3) == [record(0, 1), record(0, 2)] and f.read_range(4, 2) == []
+    assert f.read_range(5, 5) == [] and f.read_range(0, 5) == [record(0, j) for j in range(5)]
+    with pytest.raises(TFRecordError, match="read_range takes integers, not float and int"):
+        f.read_range(1.0, 3)
+
+
+def test_a_file_reads_runs_of_a_batch_at_once_and_takes_index_lists(backend, tmp_path, monkeypatch):
+    # TFRecordFile._getitems (Grain's batched read) made one pread per record, where
+    # IndexedDataset reads each run of consecutive records with one; f[[i, j]] was refused.
+    (path,) = write_files(tmp_path, [12])
+    f = TFRecordFile(path)
+    reads, pread = [], TFRecordFile.pread
+    monkeypatch.setattr(TFRecordFile, "pread", lambda self, a, b: reads.append((a, b)) or pread(self, a, b))
+    keys = [3, 4, 5, -1, 0, 1, 1]
+    want = [record(0, k % 12) for k in keys]
+    assert f._getitems(keys) == want and len(reads) == 4
+    assert f[keys] == f[np.array(keys)] == want and f[[]] == [] and f[2:9] == [record(0, j) for j in range(2, 9)]
+    with pytest.raises(IndexError, match=rf"^{path}: record index 12 out of range for 12 records$"):
+        f[[0, 12]]
+    with pytest.raises(TFRecordError, match="not float"):
+        f[[0, 1.5]]
+
+
+def test_a_read_that_differs_from_the_file_read_again_says_it_changed(backend, tmp_path, monkeypatch):
+    # Bytes read while the file changed, which it holds right again when the error is made,
+    # were reported as "the frame there is 70 bytes but the index says 70".
+    (path,) = write_files(tmp_path, [4], size=50)
+    f = TFRecordFile(path)
+    pread = TFRecordFile.pread
+    monkeypatch.setattr(TFRecordFile, "pread", lambda self, a, b: b"\xff" + pread(self, a, b)[1:])
+    with pytest.raises(CorruptRecordError) as info:
+        f[2]
+    assert (info.value.index, info.value.offset) == (2, 140)
+    assert "did not hold the 70-byte frame the index lists, which the file holds now" in str(info.value)
+    assert info.value.hint == f"read it again once nothing writes to {path}"
+
+
+def test_a_pickle_of_a_scanned_file_carries_its_frame_lengths_alone(backend, tmp_path):
+    # The scan of a file without a sidecar was carried as offsets and lengths, 16 bytes a
+    # record; the frames tile the file, so the lengths (4 bytes each) are enough.
+    (path,) = write_files(tmp_path, [10_000], size=3)
+    f = TFRecordFile(path)
+    data = pickle.dumps(IndexedDataset([path]))
+    assert f.index_file is None and len(data) < 4 * 10_000 + 2000
+    clone = pickle.loads(data).files[0]
+    assert clone.offsets.dtype == clone.lengths.dtype == np.int64
+    assert np.array_equal(clone.offsets, f.offsets) and np.array_equal(clone.lengths, f.lengths)
+    assert clone[9_999] == record(0, 9_999, 3) and pickle.loads(pickle.dumps(clone))[5] == record(0, 5, 3)

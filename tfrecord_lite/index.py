@@ -24,6 +24,7 @@ import contextlib
 import operator
 import os
 import threading
+import zlib
 from typing import Any
 
 import numpy as np
@@ -136,17 +137,52 @@ def _check_uncompressed(path, storage_options) -> None:
 
 
 def write_index(index_file, offsets, lengths, *, storage_options=None) -> None:
-    """Write a sidecar atomically."""
+    """Write a sidecar atomically: one ``<offset> <length>`` line per frame."""
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
+    if offsets.ndim != 1 or offsets.shape != lengths.shape:
+        raise InvalidArgumentError(f"an index needs one offset per frame length: got offsets of shape "
+                                   f"{offsets.shape} and lengths of shape {lengths.shape}",
+                                   path=os.fspath(index_file))
+    if len(offsets) and min(offsets.min(), lengths.min()) < 0:
+        raise InvalidArgumentError("index offsets and frame lengths are byte counts: none can be negative",
+                                   path=os.fspath(index_file))
     out = _fs.open_output(index_file, storage_options)
     try:
-        text = "".join(f"{o} {n}\n" for o, n in zip(offsets.tolist(), lengths.tolist()))
-        out.file.write(text.encode("ascii"))
+        for start in range(0, len(offsets), _CHUNK):
+            out.file.write(_index_text(offsets[start:start + _CHUNK], lengths[start:start + _CHUNK]))
         out.commit()
     except BaseException:
         out.discard()
         raise
+
+
+_CHUNK = 1 << 16  # lines formatted at once: a few MB of work arrays, whatever the index's size
+_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+
+
+def _index_text(offsets, lengths) -> bytes:
+    """The lines of these frames, as ``f"{offset} {length}\\n"`` of each writes them, formatted
+    column by column in NumPy (a Python string per number took seconds per million frames):
+    each number is written right-aligned into a fixed-width row, and the leading places it
+    does not fill are dropped."""
+    widths = [int(np.searchsorted(_POW10, a.max(), side="right")) + 1 for a in (offsets, lengths)]
+    rows = sum(widths) + 2
+    text = np.empty((rows, len(offsets)), np.uint8)  # one column per line
+    keep = np.empty((rows, len(offsets)), bool)
+    first = 0
+    for values, width in zip((offsets, lengths), widths):
+        for row in range(first + width - 1, first, -1):  # last digit first
+            keep[row] = values > 0
+            quotient = values // 10
+            text[row] = values - quotient * 10 + ord("0")
+            values = quotient
+        text[first], keep[first] = values + ord("0"), values > 0
+        keep[first + width - 1] = True  # 0 is written "0"
+        first += width
+        text[first], keep[first] = ord(" ") if first < rows - 1 else ord("\n"), True
+        first += 1
+    return text.T[keep.T].tobytes()
 
 
 def build_index(path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
@@ -347,12 +383,14 @@ def count_shard(files, positions, record_rule=None, storage_options=None, reader
 class TFRecordFile:
     """Random access to the records of one uncompressed TFRecord file.
 
-    ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` -> list of bytes. Offsets come
-    from index_file, else the sidecar (``path + '.index'``; none for an HTTP URL with a query
-    string or an object version) when present, else from an in-memory scan. Fetched
-    frames are read with ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data
-    CRC); ``index_file`` is the index read, None when the file was scanned. The descriptor
-    opens on first read; the object pickles without it. For an fsspec URL (with
+    ``len(f)``, ``f[i]`` (negative too) -> bytes, ``f[a:b:c]`` and ``f[[i, j, ...]]`` -> list of
+    bytes, each run of consecutive records read at once. Offsets come from index_file, else
+    the sidecar (``path + '.index'``; none for an HTTP URL with a query string or an object
+    version) when present, else from an in-memory scan. Fetched frames are read with
+    ``os.pread`` and both CRCs checked (``check_crc=False`` skips the data CRC);
+    ``index_file`` is the index read, None when the file was scanned. The descriptor opens on
+    first read; the object pickles without it, and without an index read from a file, which
+    is read again (and must be the same) where it is unpickled. For an fsspec URL (with
     ``storage_options``) each read is one ranged request instead.
     """
 
@@ -368,6 +406,7 @@ class TFRecordFile:
                                            storage_options)
         self._fds = {}  # pid -> the descriptor opened in that process (a forked child opens its own)
         self._remote = None  # (fsspec filesystem, path in it), made on first remote read
+        self._reset_readers()
         # A sidecar's frames tile the file; a record over the limit must still not make a
         # read allocate what its length claims (a scan raised the reader's error for it).
         biggest = int(self.lengths.max()) - OVERHEAD if len(self.lengths) else 0
@@ -384,22 +423,33 @@ class TFRecordFile:
     def __getitem__(self, key: Any) -> Any:
         n = len(self.offsets)
         if isinstance(key, slice):
-            start, stop, step = key.indices(n)
-            if step == 1:
-                return self.read_range(start, stop)
-            return [self.read_range(i, i + 1)[0] for i in range(start, stop, step)]
-        i = _position(key, n, self.path)
-        return self.read_range(i, i + 1)[0]
+            return self._getitems(range(*key.indices(n)))
+        if _is_index(key) or not hasattr(key, "__iter__"):
+            i = _position(key, n, self.path)
+            return self.read_range(i, i + 1)[0]
+        return self._getitems(key)
 
     def _getitems(self, indices) -> list:
-        """Records at indices (Grain's batched read)."""
-        return [self[i] for i in indices]
+        """Records at indices, runs of consecutive ones read with one read (Grain's batched
+        read, and ``f[[i, j, ...]]``)."""
+        at = _positions(indices, len(self.offsets), self.path)
+        cuts = (np.flatnonzero(at[1:] != at[:-1] + 1) + 1).tolist()
+        return [r for a, b in zip([0, *cuts], [*cuts, len(at)]) if b > a
+                for r in self.read_range(int(at[a]), int(at[b - 1]) + 1)]
 
     def __repr__(self):
         return f"TFRecordFile({self.path!r}, records={len(self)})"
 
     def read_range(self, start: int, stop: int) -> list:
-        """Records start..stop-1 (contiguous, so one read)."""
+        """Records start..stop-1 (contiguous, so one read); none when stop <= start."""
+        n = len(self.offsets)
+        try:
+            start, stop = operator.index(start), operator.index(stop)
+        except TypeError:
+            raise ArgumentTypeError(f"read_range takes integers, not {type(start).__name__} and "
+                                    f"{type(stop).__name__}") from None
+        if not (0 <= start <= n and 0 <= stop <= n):  # NumPy would take a negative one from the end
+            raise IndexError(f"{self.path}: records {start}..{stop - 1} out of range for {n} records")
         if stop <= start:
             return []
         begin, end = self.span(start, stop)
@@ -414,14 +464,35 @@ class TFRecordFile:
             if self._remote is None:
                 self._remote = _fs.filesystem(self.path, self.storage_options)
             return _fs.read_range(*self._remote, begin, end)
-        fd = self.fileno()
-        data = os.pread(fd, end - begin, begin)
-        while len(data) < end - begin:  # pread may return short reads; zero means EOF
-            more = os.pread(fd, end - begin - len(data), begin + len(data))
-            if not more:
-                break
-            data += more
+        with self._guarded():
+            self._readers += 1  # close() now leaves the descriptor to the last reader to close
+        try:
+            fd = self.fileno()
+            data = os.pread(fd, end - begin, begin)
+            while len(data) < end - begin:  # pread may return short reads; zero means EOF
+                more = os.pread(fd, end - begin - len(data), begin + len(data))
+                if not more:
+                    break
+                data += more
+        finally:
+            with self._guarded():
+                self._readers -= 1
+                if self._closing and not self._readers:
+                    self._closing = False
+                    self._close_fd()
         return data
+
+    def _reset_readers(self) -> None:
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        self._readers = 0  # preads in flight in this process
+        self._closing = False  # close() was called during one of them
+
+    def _guarded(self) -> threading.Lock:
+        """The lock over _readers and _closing. A forked child makes its own (a thread of
+        the parent may have held it as the process forked; the parent's reads are not its)."""
+        if self._lock_pid != os.getpid():
+            self._reset_readers()
+        return self._lock
 
     def verify(self, data: bytes, start: int, stop: int) -> list:
         """The records of frames start..stop-1 held in data, with their CRCs checked."""
@@ -442,9 +513,15 @@ class TFRecordFile:
         hint = (f"if {self.path} changed since it was opened, {again}; if not, it is damaged: check it "
                 "with `tfrecord-lite verify`")
         size = sizes[wrong] if wrong is not None else self._frame_size(offset, index, hint)
-        raise CorruptRecordError(f"corrupted record at {offset}: the frame there is {size} bytes but the index "
-                                 f"says {int(self.lengths[index])}", path=self.path, offset=offset, index=index,
-                                 hint=hint)
+        said = int(self.lengths[index])
+        # Read again, the file holds the frame listed when it changed while it was read.
+        found = f"the frame there is {size} bytes but the index says {said}"
+        if size == said:
+            found = (f"the bytes read there did not hold the {said}-byte frame the index lists, which the file "
+                     "holds now: it changed while it was read")
+            hint = f"read it again once nothing writes to {self.path}"
+        raise CorruptRecordError(f"corrupted record at {offset}: {found}", path=self.path, offset=offset,
+                                 index=index, hint=hint)
 
     def _frame_size(self, offset, index, hint) -> int:
         """The size of the frame at offset as the reader reads it; where it cannot, the
@@ -477,6 +554,16 @@ class TFRecordFile:
         return fd
 
     def close(self) -> None:
+        """Close the descriptor; one that a read of another thread is using is closed when
+        the last such read ends (closing it under the read failed it, or made it read
+        whichever file got the number next). A later read opens it again."""
+        with self._guarded():
+            if self._readers:
+                self._closing = True
+            else:
+                self._close_fd()
+
+    def _close_fd(self) -> None:
         fd = self._fds.pop(os.getpid(), None)
         if fd is not None:
             os.close(fd)
@@ -494,9 +581,48 @@ class TFRecordFile:
             pass
 
     def __getstate__(self):
+        # An index read from a file is read again where this is unpickled, not carried (16
+        # bytes a record, to each worker process); one from a scan is carried as its frame
+        # lengths alone, 4 bytes each where they fit: the frames tile the file from byte 0.
+        if self.index_file is not None and "_digest" not in self.__dict__:
+            self._digest = _digest(self.offsets, self.lengths)
         state = self.__dict__.copy()
         state["_fds"], state["_remote"] = {}, None
+        del state["_lock"]
+        if self.index_file is not None:
+            state.pop("offsets", None)
+            state.pop("lengths", None)
+        elif not len(self.offsets) or (self.offsets[0] == 0 and self.lengths.max() < 2**32):
+            state["offsets"], state["lengths"] = None, self.lengths.astype(np.uint32)
         return state
+
+    def __getattr__(self, name):
+        # Only for attributes not set: the index of an unpickled TFRecordFile, read on first use.
+        if name not in ("offsets", "lengths") or "_digest" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._reload()
+        return self.__dict__[name]
+
+    def _reload(self) -> None:
+        again = "open the file again (make the dataset again) where it was pickled"
+        try:
+            offsets, lengths = read_index(self.index_file, storage_options=self.storage_options)
+        except OSError as exc:
+            raise TFRecordError(f"the index read when {self.path} was opened cannot be read again where it was "
+                                f"unpickled ({exc})", path=os.fspath(self.index_file),
+                                hint=f"make it readable there, or {again}") from None
+        if _digest(offsets, lengths) != self._digest:
+            raise TFRecordError(f"the index of {self.path} changed after it was opened and pickled: its records "
+                                "would not be those its length and positions were taken from",
+                                path=os.fspath(self.index_file), hint=again)
+        self.offsets, self.lengths = offsets, lengths
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset_readers()
+        if state.get("offsets", 0) is None:
+            self.lengths = self.lengths.astype(np.int64)
+            self.offsets = np.cumsum(self.lengths) - self.lengths
 
 
 class IndexedDataset:
@@ -539,7 +665,7 @@ class IndexedDataset:
 
     def locate(self, i: int):
         """(file number, record number in that file) of global record i."""
-        i = _position(i, len(self), "<dataset>")
+        i = _position(i, len(self), self._name)  # a bound method: named only on error
         k = int(np.searchsorted(self.cumulative, i, side="right"))
         return k, i - (int(self.cumulative[k - 1]) if k else 0)
 
@@ -584,6 +710,13 @@ class IndexedDataset:
             return f.path, int(f.offsets[j]), j
         return origin
 
+    def _name(self) -> str:
+        """The files, for messages: all of a few, else the first and the last."""
+        paths = [f.path for f in self.files]
+        if len(paths) > 3:
+            paths = [paths[0], f"... {len(paths) - 2} more ...", paths[-1]]
+        return f"IndexedDataset of {len(self.files)} file{'s' * (len(self.files) != 1)} ({', '.join(paths)})"
+
     def __repr__(self):
         paths = [f.path for f in self.files]
         return f"IndexedDataset({paths!r}, features={self.features!r}, records={len(self)})"
@@ -591,18 +724,15 @@ class IndexedDataset:
     def records(self, indices) -> list:
         """Raw records at global indices, in that order; runs of consecutive records in one
         file are fetched with one read."""
+        at = _positions(indices, len(self), self._name)
+        if not len(at):
+            return []
+        k = np.searchsorted(self.cumulative, at, side="right")  # file numbers
+        j = at - np.concatenate(([0], self.cumulative[:-1]))[k]  # record numbers in them
+        cuts = (np.flatnonzero((k[1:] != k[:-1]) | (j[1:] != j[:-1] + 1)) + 1).tolist()
         out = []
-        run = None  # [file number, first, stop]
-        for i in indices:
-            k, j = self.locate(i)
-            if run is not None and run[0] == k and run[2] == j:
-                run[2] += 1
-                continue
-            if run is not None:
-                out.extend(self._fetch(*run))
-            run = [k, j, j + 1]
-        if run is not None:
-            out.extend(self._fetch(*run))
+        for a, b in zip([0, *cuts], [*cuts, len(at)]):
+            out.extend(self._fetch(int(k[a]), int(j[a]), int(j[b - 1]) + 1))
         return out
 
     def _fetch(self, k, start, stop):
@@ -620,6 +750,8 @@ class IndexedDataset:
         finally:
             with self._guarded():
                 self._busy[k] -= 1
+                if k not in self._open and not self._busy[k]:
+                    f.close()  # close() ran meanwhile: the descriptor this read opened is not kept
                 self._evict()
         return f.verify(data, start, stop)
 
@@ -632,8 +764,10 @@ class IndexedDataset:
                 self._open.pop(k).close()
 
     def close(self) -> None:
+        """Close the descriptors; those under reads of other threads close as the reads
+        end (TFRecordFile.close). Reads after it open them again."""
         with self._guarded():
-            for f in self._open.values():
+            for f in self.files:
                 f.close()
             self._open.clear()
 
@@ -655,6 +789,12 @@ class IndexedDataset:
         self._lock, self._lock_pid = threading.Lock(), os.getpid()
 
 
+def _digest(offsets, lengths) -> tuple:
+    """What tells an index from another: contiguous frames are fixed by where the first
+    starts and by their lengths."""
+    return len(offsets), int(offsets[0]) if len(offsets) else 0, zlib.crc32(np.ascontiguousarray(lengths, np.int64))
+
+
 def _is_index(key) -> bool:
     """Whether key is one integer: an int, a NumPy integer or a 0-d integer array."""
     try:
@@ -664,7 +804,25 @@ def _is_index(key) -> bool:
     return True
 
 
-def _position(key, n, path):
+def _positions(indices, n, name) -> np.ndarray:
+    """Indices as int64, negative ones counted from the end, found in NumPy (a Python step
+    per index made a slice of a million records take seconds); the first that is not an
+    integer, or is out of range, raises as _position does."""
+    try:
+        at = (np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
+              if isinstance(indices, range) else np.asarray(indices))
+    except (ValueError, TypeError, OverflowError):  # ragged, not numbers, beyond int64
+        at = None
+    if at is None or at.ndim != 1 or at.dtype.kind not in "iu" or (at.dtype.kind == "u" and (at >= n).any()):
+        return np.array([_position(i, n, name) for i in indices], np.int64)
+    at = at.astype(np.int64)
+    wrong = (at < -n) | (at >= n)
+    if wrong.any():
+        _position(int(at[wrong.argmax()]), n, name)  # raises
+    return np.where(at < 0, at + n, at)
+
+
+def _position(key, n, name):
     try:
         i = operator.index(key)  # an integer: not a float or a string that int() would take
     except TypeError:
@@ -672,5 +830,5 @@ def _position(key, n, path):
     if i < 0:
         i += n
     if not 0 <= i < n:
-        raise IndexError(f"{path}: record index {key} out of range for {n} records")
+        raise IndexError(f"{name() if callable(name) else name}: record index {key} out of range for {n} records")
     return i
