@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ._records import record, write_files
 
 import tfrecord_lite.index as index_module
+import tfrecord_lite.random_access as random_access_module
 from tfrecord_lite import IndexedDataset, TFRecordDataset, TFRecordFile, TFRecordReader, TFRecordWriter, build_index
 from tfrecord_lite.index import count_records
 from tfrecord_lite.errors import CorruptRecordError, TFRecordError, TruncatedRecordError
@@ -732,8 +733,8 @@ def test_a_slice_of_an_indexed_dataset_takes_no_python_step_per_record(backend, 
     paths = write_files(tmp_path, [30_000, 30_000])
     ds = IndexedDataset(paths)
     located = []
-    position = index_module._position
-    monkeypatch.setattr(index_module, "_position", lambda *a: located.append(a) or position(*a))
+    position = random_access_module._position
+    monkeypatch.setattr(random_access_module, "_position", lambda *a: located.append(a) or position(*a))
     got = ds[10:50_000]
     assert len(got) == 49_990 and got[0] == record(0, 10) and got[-1] == record(1, 19_999)
     assert ds[np.arange(59_990, 60_000)] == [record(1, j) for j in range(29_990, 30_000)]

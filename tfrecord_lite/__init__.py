@@ -14,7 +14,8 @@ from .errors import *  # noqa: F403 - each of these modules' __all__ is public a
 from .encoding import *  # noqa: F403
 from .example import *  # noqa: F403
 from .features import *  # noqa: F403
-from .index import IndexedDataset, TFRecordFile, build_index
+from .index import build_index
+from .random_access import IndexedDataset, TFRecordFile
 from .ops import merge, split
 from .batch import RecordBatch
 from .reader import TFRecordReader

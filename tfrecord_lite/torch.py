@@ -52,7 +52,7 @@ from .dataset import TFRecordDataset, _epoch
 from .errors import InvalidArgumentError, TFRecordError
 from .example import RaggedValue, native_order
 from .files import resolve_files, shard_plan
-from .index import IndexedDataset
+from .random_access import IndexedDataset
 
 __all__ = ["TFRecordIterableDataset", "TFRecordMapDataset", "worker_shard"]
 
