@@ -268,3 +268,26 @@ def test_split_shows_progress_through_both_of_its_reads(backend, tmp_path, monke
     size = os.path.getsize(src)
     assert [(b.desc, b.unit, b.total, b.n) for b in bars] == [("split: count", "B", size, size),
                                                               ("split", "rec", 3000, 3000)]
+
+
+class _Options:
+    """Stands in for tf.io.TFRecordOptions: what TFRecordWriter reads of one."""
+
+    def __init__(self, compression_type, compression_level=None):
+        self.compression_type, self.compression_level = compression_type, compression_level
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_merge_and_split_take_a_compression_level_as_the_writer_does(backend, tmp_path, compression):
+    records = [bytes(range(i % 7, 200)) * 3 for i in range(40)]
+    src = _write(tmp_path / "in.tfrecord", records)
+    with TFRecordWriter(tmp_path / "alone", compression, compression_level=1) as w:
+        w.write_many(records)
+    alone = (tmp_path / "alone").read_bytes()
+    assert alone != _write(tmp_path / "default", records, compression).read_bytes()
+    merge([src], tmp_path / "m", compression=compression, compression_level=1)
+    assert (tmp_path / "m").read_bytes() == alone
+    for name, args in {"s": dict(compression=compression, compression_level=1),
+                       "o": dict(compression=_Options(compression.upper(), 1))}.items():
+        (shard,) = split(src, 1, tmp_path / name, **args)
+        assert open(shard, "rb").read() == alone, name

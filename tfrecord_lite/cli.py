@@ -72,6 +72,14 @@ def _count(minimum):
     return parse
 
 
+def _level(text):
+    """An argparse type: a deflate level, 0 to 9."""
+    value = _count(0)(text)
+    if value > 9:
+        raise argparse.ArgumentTypeError(f"must be 0 to 9, not {value}")
+    return value
+
+
 def _path(text):
     """An argparse type: a path that is not empty (an unset shell variable gives one, which
     read as ': no such file')."""
@@ -283,9 +291,14 @@ def cmd_verify(args) -> int:
     return 1 if bad or foreign else 0
 
 
-def _check_index_compression(args, out) -> None:
-    """--index with --compression gzip/zlib, refused in the command's words (out: what it writes)."""
-    if args.index and args.compression not in (None, "none"):
+def _check_output_compression(args, out) -> None:
+    """Refuse, in the command's words, --index with --compression gzip/zlib, and
+    --compression-level without either (out: what the command writes)."""
+    if args.compression_level is not None and args.compression in (None, "none"):
+        raise TFRecordError(f"--compression-level {args.compression_level} applies to compressed {out}, but "
+                            f"--compression is {args.compression or 'none'}",
+                            hint="Pass --compression gzip or zlib with it, or leave it out")
+    if getattr(args, "index", False) and args.compression not in (None, "none"):
         raise TFRecordError(f"--index needs uncompressed {out}, but --compression {args.compression} was given: "
                             "records in a compressed stream have no byte offsets to index",
                             hint="Leave out --index or --compression")
@@ -293,11 +306,11 @@ def _check_index_compression(args, out) -> None:
 
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
-    _check_index_compression(args, "OUT")
+    _check_output_compression(args, "OUT")
     if args.index and not_a_file(args.output):
         raise TFRecordError("--index writes OUT.index beside OUT, but OUT is a pipe or a device",
                             path=args.output, hint="Leave out --index, or write OUT to a file")
-    out = merge(args.files, args.output, compression=args.compression,
+    out = merge(args.files, args.output, compression=args.compression, compression_level=args.compression_level,
                 input_compression=args.input_compression, verify=_verifying(args),
                 index=args.index, progress=args.progress, storage_options=_storage(args),
                 on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
@@ -312,11 +325,11 @@ def cmd_split(args) -> int:
         raise TFRecordError("split reads its input twice (to count the records, then to copy them), but a "
                             "pipe can be read only once", path=args.file,
                             hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
-    _check_index_compression(args, "shards")
+    _check_output_compression(args, "shards")
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
-                   compression=args.compression, input_compression=args.input_compression,
-                   verify=_verifying(args), index=args.index, progress=args.progress,
-                   storage_options=_storage(args), on_corrupt=args.on_corrupt,
+                   compression=args.compression, compression_level=args.compression_level,
+                   input_compression=args.input_compression, verify=_verifying(args), index=args.index,
+                   progress=args.progress, storage_options=_storage(args), on_corrupt=args.on_corrupt,
                    max_record_bytes=args.max_record_bytes)
     for s in shards:
         print(f"{s.records}\t{s.path}")
@@ -339,6 +352,7 @@ def cmd_index(args) -> int:
 
 def cmd_cat(args) -> int:
     """Write the records of FILEs, in order, as one TFRecord stream (default: uncompressed)."""
+    _check_output_compression(args, "output")
     if args.output is None:
         if sys.stdout.isatty():
             raise TFRecordError("refusing to write binary TFRecord data to a terminal",
@@ -347,8 +361,8 @@ def cmd_cat(args) -> int:
         sink = sys.stdout.buffer
     else:
         sink = args.output
-    merge(args.files, sink, compression=args.compression, input_compression=args.input_compression,
-          verify=_verifying(args), progress=args.progress,
+    merge(args.files, sink, compression=args.compression, compression_level=args.compression_level,
+          input_compression=args.input_compression, verify=_verifying(args), progress=args.progress,
           storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
     return 0
 
@@ -541,6 +555,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      plain="a plain uncompressed copy checks each input's first record header"):
         p.add_argument("--compression", default=None, type=str.lower, choices=_COMPRESSIONS[1:],
                        help=f"compression of {what} (default none)")
+        p.add_argument("--compression-level", default=None, type=_level, metavar="LEVEL",
+                       help="deflate level of --compression gzip or zlib: 1 (fastest) to 9 (smallest), "
+                       "0 for none (default 6, as TensorFlow's writer)")
         p.add_argument("--input-compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
                        help=f"compression of {inputs}")
         p.add_argument("--verify", action="store_true",

@@ -19,7 +19,7 @@ from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
-from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, shard_path
+from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, shard_path, writer_options
 from .writer import TFRecordWriter, abort_group, close_group
 
 __all__ = ["merge", "split", "tracked_blocks"]
@@ -30,13 +30,15 @@ _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
 def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *, compression: Compression = None,
           input_compression: Compression = "auto", verify: bool = False, index: bool = False,
           fsync: bool = False, progress: Progress = None, storage_options: StorageOptions = None,
-          on_corrupt: str = "raise", max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ShardInfo:
+          on_corrupt: str = "raise", max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+          compression_level: int | None = None) -> ShardInfo:
     """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
     binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
     Inputs and output may be fsspec URLs (``s3://...``, with ``storage_options``), local and
     remote mixed.
 
-    compression is the output's; each input's is detected (or set by input_compression).
+    compression (with compression_level, as in TFRecordWriter) is the output's; each input's
+    is detected (or set by input_compression).
     An uncompressed input going to uncompressed output with verify=False and no index is
     copied as plain bytes (``os.copy_file_range`` where possible), only its first record
     header checked, so ``records`` is None in that case; otherwise frames are streamed
@@ -55,7 +57,9 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     input_compression = normalize_compression(input_compression, allow_auto=True)
     total = sum(_fs.size(p, storage_options) for p in inputs)
     counted = True
-    with TFRecordWriter(output, compression, fsync=fsync, index=index, storage_options=storage_options) as w, \
+    options = writer_options(compression, compression_level, index=index, fsync=fsync,
+                             storage_options=storage_options)
+    with TFRecordWriter(output, **options) as w, \
             _progress(total, desc="merge", enabled=progress, unit="B") as bar:
         _refuse_output(w, inputs)
         for path in inputs:
@@ -127,7 +131,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
           compression: Compression = None, input_compression: Compression = "auto", verify: bool = False,
           index: bool = False, fsync: bool = False, progress: Progress = None,
           storage_options: StorageOptions = None, on_corrupt: str = "raise",
-          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[ShardInfo]:
+          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, compression_level: int | None = None) -> list[ShardInfo]:
     """Split ``input`` into ``num_shards`` files of contiguous records; return a ShardInfo
     per shard.
 
@@ -141,7 +145,8 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     bytes, and TensorFlow needs ``compression_type`` whatever the name); pass
     ``suffix=".tfrecord.gz"`` to mark gzip shards.
 
-    The input is read twice (once to count, once to copy). compression is the outputs'; with
+    The input is read twice (once to count, once to copy). compression (with
+    compression_level, as in TFRecordWriter) is the outputs'; with
     uncompressed input and output, verify=False and no index, byte ranges are copied without
     being parsed a second time. verify=True checks every data CRC first; all shards are
     committed together, or none if anything fails. Shards are written one after another and
@@ -164,7 +169,9 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
         check_tfrecord(f, path, input_compression)
         if input_compression == "auto":
             input_compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
-    out_compression = normalize_compression(compression)
+    options = writer_options(compression, compression_level, index=index, fsync=fsync,
+                             storage_options=storage_options, path=path)
+    out_compression = normalize_compression(options["compression"])
 
     ranges = input_compression is None and on_corrupt == "raise"  # a dropped record would break a range
     # The first read is as long as the copy (longer with verify): it has a bar of its own.
@@ -186,8 +193,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
         while len(writers) <= i:
             if writers:
                 writers[-1]._park()
-            writers.append(TFRecordWriter(shard_path(prefix, len(writers), num_shards, suffix), out_compression,
-                                          fsync=fsync, index=index, storage_options=storage_options))
+            writers.append(TFRecordWriter(shard_path(prefix, len(writers), num_shards, suffix), **options))
         return writers[i]
 
     try:
