@@ -291,9 +291,25 @@ def cmd_verify(args) -> int:
     return 1 if bad or foreign else 0
 
 
-def _check_output_compression(args, out) -> None:
-    """Refuse, in the command's words, --index with --compression gzip/zlib, and
-    --compression-level without either (out: what the command writes)."""
+# Output name endings that say the file is compressed (readers here detect compression from
+# the bytes, not the name; TensorFlow needs it named either way).
+_COMPRESSED_ENDINGS = {".gz": "gzip", ".gzip": "gzip", ".zlib": "zlib", ".zz": "zlib"}
+
+
+def _check_output_compression(args, out, name=None, suffix=False) -> None:
+    """Refuse, in the command's words (out: what the command writes), --index with
+    --compression gzip/zlib, --compression-level without either, and an output name (name,
+    or the shards' suffix) ending in .gz or .zlib without --compression: uncompressed data
+    under a name that says gzip would fail gzip tools and readers told the name's compression."""
+    ending = os.path.splitext(name or "")[1].lower()
+    if args.compression is None and ending in _COMPRESSED_ENDINGS:
+        named = f"--suffix {name}" if suffix else "the output name"
+        them = "the shards" if suffix else out
+        raise TFRecordError(f"{named} ends in {ending}, but no --compression was given, so {them} would be "
+                            "written uncompressed", path=None if suffix else name,
+                            hint=f"Pass --compression {_COMPRESSED_ENDINGS[ending]} to compress "
+                            f"{'them' if suffix else 'it'}, or --compression none to write "
+                            f"{'them' if suffix else 'it'} uncompressed under that name")
     if args.compression_level is not None and args.compression in (None, "none"):
         raise TFRecordError(f"--compression-level {args.compression_level} applies to compressed {out}, but "
                             f"--compression is {args.compression or 'none'}",
@@ -306,7 +322,7 @@ def _check_output_compression(args, out) -> None:
 
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
-    _check_output_compression(args, "OUT")
+    _check_output_compression(args, "OUT", args.output)
     if args.index and not_a_file(args.output):
         raise TFRecordError("--index writes OUT.index beside OUT, but OUT is a pipe or a device",
                             path=args.output, hint="Leave out --index, or write OUT to a file")
@@ -325,7 +341,7 @@ def cmd_split(args) -> int:
         raise TFRecordError("split reads its input twice (to count the records, then to copy them), but a "
                             "pipe can be read only once", path=args.file,
                             hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
-    _check_output_compression(args, "shards")
+    _check_output_compression(args, "shards", args.suffix, suffix=True)
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
                    compression=args.compression, compression_level=args.compression_level,
                    input_compression=args.input_compression, verify=_verifying(args), index=args.index,
@@ -352,7 +368,7 @@ def cmd_index(args) -> int:
 
 def cmd_cat(args) -> int:
     """Write the records of FILEs, in order, as one TFRecord stream (default: uncompressed)."""
-    _check_output_compression(args, "output")
+    _check_output_compression(args, "OUT", args.output)
     if args.output is None:
         if sys.stdout.isatty():
             raise TFRecordError("refusing to write binary TFRecord data to a terminal",
@@ -441,8 +457,9 @@ def cmd_demo(args) -> int:
 
 _EPILOG_MERGE = """\
 Each input's compression is detected; the output is uncompressed unless --compression says
-otherwise. Uncompressed to uncompressed without --verify is a plain byte copy, after each
-input's first record header is checked. OUT appears only when the merge succeeds.
+otherwise (an OUT ending in .gz or .zlib is refused without it). Uncompressed to
+uncompressed without --verify is a plain byte copy, after each input's first record header
+is checked. OUT appears only when the merge succeeds.
 
 examples:
   tfrecord-lite merge train-*.tfrecord -o train.tfrecord
@@ -554,7 +571,8 @@ def _build_parser() -> argparse.ArgumentParser:
     def writing_args(p, what, inputs="the inputs (default: detected per file)",
                      plain="a plain uncompressed copy checks each input's first record header"):
         p.add_argument("--compression", default=None, type=str.lower, choices=_COMPRESSIONS[1:],
-                       help=f"compression of {what} (default none)")
+                       help=f"compression of {what} (default none; a name ending in .gz or .zlib "
+                       "needs it given)")
         p.add_argument("--compression-level", default=None, type=_level, metavar="LEVEL",
                        help="deflate level of --compression gzip or zlib: 1 (fastest) to 9 (smallest), "
                        "0 for none (default 6, as TensorFlow's writer)")
