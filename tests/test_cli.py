@@ -339,3 +339,38 @@ def test_verify_reports_each_file_as_it_is_done(backend, tmp_path, capfd, monkey
     out, err = capfd.readouterr()
     assert out.splitlines()[-2:] == [f"1 bad\t3 good records\t{bad}", f"OK\t4 good records\t{good}"]
     assert out.startswith(f"CORRUPT {bad}, record 1, byte offset 26") and "interrupted" in err
+
+
+def test_cat_into_a_redirected_file_removes_its_old_sidecar(tmp_path):
+    # `cat a > b` left b.index (b's old records' offsets) beside the new b.
+    src = _write(tmp_path / "a.tfrecord", [b"new %d" % i for i in range(5)])
+    old = _write(tmp_path / "b.tfrecord", [b"old record %d" % i for i in range(5)])
+    build_index(old)
+    with open(old, "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", src], stdout=out,
+                              stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr
+    assert not os.path.exists(old + ".index")
+    assert open(old, "rb").read() == open(src, "rb").read()
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_merge_into_a_file_object_removes_its_old_sidecar(backend, tmp_path, link):
+    from tfrecord_lite import TFRecordFile, merge
+
+    src = _write(tmp_path / "a.tfrecord", [b"new"])
+    old = _write(tmp_path / "b.tfrecord", [b"old"])  # same size: the stale sidecar looked right
+    build_index(old)
+    target = old
+    if link:  # written through a symlink: the sidecars of both names described the old data
+        target = str(tmp_path / "link.tfrecord")
+        os.symlink(old, target)
+        build_index(old, target + ".index")
+    with open(target, "wb") as out:
+        merge([src], out)
+    assert not os.path.exists(old + ".index") and not os.path.exists(target + ".index")
+    assert TFRecordFile(target)[0] == b"new"
+    with open(tmp_path / "c", "wb") as out:  # a file without a sidecar: nothing to remove
+        merge([src], out)
+    with open(os.devnull, "wb") as out:
+        merge([src], out)
