@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfrecord_lite import CorruptRecordError, DataLossError, TFRecordError, TFRecordReader, TFRecordWriter, merge, split
+from tfrecord_lite import (CorruptRecordError, DataLossError, TFRecordError, TFRecordReader, TFRecordWriter,
+                           TruncatedRecordError, merge, split)
 from tfrecord_lite.index import build_index
 from tfrecord_lite.sharded import shard_path
 
@@ -291,3 +292,45 @@ def test_merge_and_split_take_a_compression_level_as_the_writer_does(backend, tm
                        "o": dict(compression=_Options(compression.upper(), 1))}.items():
         (shard,) = split(src, 1, tmp_path / name, **args)
         assert open(shard, "rb").read() == alone, name
+
+
+def test_a_plain_merge_checks_every_header_and_the_end_of_each_input(backend, tmp_path):
+    """An uncompressed input copied as bytes had only its first header checked: one cut
+    inside a record, or with a damaged header past the first, was copied as it was."""
+    data = _write(tmp_path / "full.tfrecord", [b"x" * 20] * 3).read_bytes()
+    good = _write(tmp_path / "good.tfrecord", [b"a"])
+    damaged = bytearray(data)
+    damaged[36 + 9] ^= 1  # record 1's length CRC
+    inputs = {"cut": (data[:-3], TruncatedRecordError, 2, 72),
+              "header": (bytes(damaged), CorruptRecordError, 1, 36)}
+    for name, (content, error, index, offset) in inputs.items():
+        bad = tmp_path / f"{name}.tfrecord"
+        bad.write_bytes(content)
+        with pytest.raises(error) as info:
+            merge([good, bad], tmp_path / "out.tfrecord")
+        assert (info.value.path, info.value.index, info.value.offset) == (str(bad), index, offset)
+        assert not (tmp_path / "out.tfrecord").exists()
+        assert merge([good, bad], tmp_path / "out.tfrecord", check_headers=False).records is None
+        assert (tmp_path / "out.tfrecord").read_bytes() == good.read_bytes() + content
+        os.remove(tmp_path / "out.tfrecord")
+    out = merge([good, tmp_path / "full.tfrecord"], tmp_path / "out.tfrecord")
+    assert out.records == 4 and (tmp_path / "out.tfrecord").read_bytes() == good.read_bytes() + data
+
+
+def test_a_plain_merge_refuses_an_input_that_changes_between_its_check_and_its_copy(backend, tmp_path,
+                                                                                  monkeypatch):
+    from tfrecord_lite import ops
+
+    src = _write(tmp_path / "in.tfrecord", [b"a", b"b"])
+    walk = ops._walk_headers
+
+    def walk_then_append(f, path, bar, max_record_bytes):
+        got = walk(f, path, bar, max_record_bytes)
+        with open(src, "ab") as grow:
+            grow.write(b"more")
+        return got
+
+    monkeypatch.setattr(ops, "_walk_headers", walk_then_append)
+    with pytest.raises(TFRecordError, match="the input changed while it was merged: its 2 records ended at byte 34"):
+        merge([src], tmp_path / "out.tfrecord")
+    assert not (tmp_path / "out.tfrecord").exists()

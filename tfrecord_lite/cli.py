@@ -329,7 +329,8 @@ def cmd_merge(args) -> int:
     out = merge(args.files, args.output, compression=args.compression, compression_level=args.compression_level,
                 input_compression=args.input_compression, verify=_verifying(args),
                 index=args.index, progress=args.progress, storage_options=_storage(args),
-                on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
+                on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
+                check_headers=args.check_headers)
     counted = "" if out.records is None else f"{out.records} records, "
     print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
     return 0
@@ -379,7 +380,8 @@ def cmd_cat(args) -> int:
         sink = args.output
     merge(args.files, sink, compression=args.compression, compression_level=args.compression_level,
           input_compression=args.input_compression, verify=_verifying(args), progress=args.progress,
-          storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
+          storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
+          check_headers=args.check_headers)
     return 0
 
 
@@ -457,9 +459,12 @@ def cmd_demo(args) -> int:
 
 _EPILOG_MERGE = """\
 Each input's compression is detected; the output is uncompressed unless --compression says
-otherwise (an OUT ending in .gz or .zlib is refused without it). Uncompressed to
-uncompressed without --verify is a plain byte copy, after each input's first record header
-is checked. OUT appears only when the merge succeeds.
+otherwise (an OUT ending in .gz or .zlib is refused without it). Every record header is
+checked (its length and the length's CRC), and each input must end where its last record
+ends, so a truncated input is refused; --verify checks the data CRCs too. Uncompressed to
+uncompressed without --verify reads each input once to check its headers, then copies its
+bytes in the kernel; --no-header-check skips that read, checking only each input's first
+record header. OUT appears only when the merge succeeds.
 
 examples:
   tfrecord-lite merge train-*.tfrecord -o train.tfrecord
@@ -488,7 +493,8 @@ examples:
 
 _EPILOG_CAT = """\
 Records are copied verbatim; only the compression wrapper changes. Useful to decompress,
-recompress or concatenate into a pipe.
+recompress or concatenate into a pipe. Every record header is checked and a truncated input
+is refused, as in merge (--no-header-check: see merge --help).
 
 examples:
   tfrecord-lite cat data.tfrecord.gz > data.tfrecord
@@ -568,8 +574,7 @@ def _build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=inspect.cleandoc(func.__doc__), epilog=epilog,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    def writing_args(p, what, inputs="the inputs (default: detected per file)",
-                     plain="a plain uncompressed copy checks each input's first record header"):
+    def writing_args(p, what, inputs="the inputs (default: detected per file)", each="each input"):
         p.add_argument("--compression", default=None, type=str.lower, choices=_COMPRESSIONS[1:],
                        help=f"compression of {what} (default none; a name ending in .gz or .zlib "
                        "needs it given)")
@@ -580,8 +585,14 @@ def _build_parser() -> argparse.ArgumentParser:
                        help=f"compression of {inputs}")
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
-                       f"frame headers are checked, and {plain})")
-        _max_record_args(p, "" if what == "the shards" else "; a plain copy (see --verify) reads no lengths")
+                       f"record headers are checked: each length, its CRC, and that {each} ends "
+                       "where its last record does)")
+        if what != "the shards":
+            p.add_argument("--no-header-check", dest="check_headers", action="store_false",
+                           help="copy uncompressed inputs to uncompressed output as plain bytes without "
+                           "reading them first: only each input's first record header is checked, so a "
+                           "truncated or damaged input is copied as it is (faster on slow disks)")
+        _max_record_args(p, "" if what == "the shards" else "; --no-header-check reads no lengths")
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="input files, in order")
@@ -601,8 +612,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suffix", default=".tfrecord",
                    help="shard name suffix (default .tfrecord, with --compression too: pass .tfrecord.gz "
                    "to mark gzip shards)")
-    writing_args(p, "the shards", "FILE (default: detected)",
-                 "a plain uncompressed copy checks them all as it counts FILE's records")
+    writing_args(p, "the shards", "FILE (default: detected)", "FILE")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write an .index sidecar per shard")
     _progress_args(p)

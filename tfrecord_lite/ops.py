@@ -31,7 +31,7 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
           input_compression: Compression = "auto", verify: bool = False, index: bool = False,
           fsync: bool = False, progress: Progress = None, storage_options: StorageOptions = None,
           on_corrupt: str = "raise", max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-          compression_level: int | None = None) -> ShardInfo:
+          compression_level: int | None = None, check_headers: bool = True) -> ShardInfo:
     """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
     binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
     Inputs and output may be fsspec URLs (``s3://...``, with ``storage_options``), local and
@@ -39,12 +39,16 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
 
     compression (with compression_level, as in TFRecordWriter) is the output's; each input's
     is detected (or set by input_compression).
-    An uncompressed input going to uncompressed output with verify=False and no index is
-    copied as plain bytes (``os.copy_file_range`` where possible), only its first record
-    header checked, so ``records`` is None in that case; otherwise frames are streamed
-    through, checked with their length CRC (and data CRC with verify=True). Corruption
-    raises a DataLossError naming the input, record and offset, and nothing appears under
-    ``output``.
+    Every record header (length and its CRC) of every input is checked, and each input must
+    end where its last record does: a truncated or damaged input never yields a corrupt
+    output. A local uncompressed input going to uncompressed output with verify=False and
+    no index has its headers walked first (reading it once, with no copy made), then its
+    bytes copied in the kernel (``os.copy_file_range`` where possible); otherwise frames are
+    streamed through, checked the same way (and their data CRCs with verify=True).
+    check_headers=False skips the walk: such inputs are copied as plain bytes after only
+    their first record header is checked (a damaged or truncated one is copied as it is),
+    and ``records`` is None. Corruption raises a DataLossError naming the input, record and
+    offset, and nothing appears under ``output``.
     index=True writes ``output + ".index"`` as well (uncompressed output only).
     on_corrupt: as in TFRecordReader; "skip" or "stop" copies the good records of damaged
     inputs (frames are then streamed, never byte-copied, and only with verify=True are records
@@ -64,11 +68,12 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
         _refuse_output(w, inputs)
         for path in inputs:
             counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt,
-                               max_record_bytes)
+                               max_record_bytes, check_headers)
     return ShardInfo(w.path, w.records_written if counted else None)
 
 
-def _append(writer, path, compression, verify, bar, storage_options, on_corrupt, max_record_bytes) -> bool:
+def _append(writer, path, compression, verify, bar, storage_options, on_corrupt, max_record_bytes,
+            check_headers) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
         if f.seekable():  # a pipe can be read only once: the reader checks it and detects compression
@@ -77,14 +82,35 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt,
                 compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
                 f.seek(0)
             if compression is None and on_corrupt == "raise" and not verify and writer._raw_copyable():
-                bar.update(writer._copy_raw(f))
-                return False
+                if not check_headers:
+                    bar.update(writer._copy_raw(f))
+                    return False
+                if not _fs.is_url(path):  # a remote input is streamed: read once, not twice
+                    count, end = _walk_headers(f, path, bar, max_record_bytes)
+                    if writer._copy_raw(f, end, count) != end or f.read(1):
+                        raise _changed(path, f"its {count} records ended at byte {end} when their headers "
+                                       "were checked", merging=True)
+                    return True
         with TFRecordReader(f, compression, check_crc=verify, on_corrupt=on_corrupt,
                             max_record_bytes=max_record_bytes) as r:
             r.path = path  # errors name the input as given (a URL, not fsspec's key)
             for frames, _, lengths in tracked_blocks(r, bar):
                 writer._write_frames(frames, lengths=lengths)
     return True
+
+
+def _walk_headers(f, path, bar, max_record_bytes):
+    """(records, end of the last) of the uncompressed input f, every header (length and its
+    CRC) checked, the file's end found where the last record ends (else the reader's
+    TruncatedRecordError); data is neither checked nor copied. f is left at its start."""
+    count = end = 0
+    with TFRecordReader(f, None, check_crc=False, max_record_bytes=max_record_bytes) as r:
+        r.path = path
+        for starts, lengths in tracked_blocks(r, bar, r.record_spans()):
+            count += len(starts)
+            end = int(starts[-1] + lengths[-1]) + _native.framing.FOOTER_BYTES
+    f.seek(0)
+    return count, end
 
 
 def _refuse_output(writer, inputs) -> None:
@@ -252,10 +278,13 @@ def _split_stream(path, compression, shard_writer, sizes, bar, storage_options, 
                 bar.update(take)
 
 
-def _changed(path, what) -> TFRecordError:
-    """The error for an input that changed between split's two reads of it."""
-    return TFRecordError(f"the input changed while it was split: {what}", path=path,
-                         hint="split it again once nothing writes to it; no shard was written")
+def _changed(path, what, merging=False) -> TFRecordError:
+    """The error for an input that changed between two reads of it (split's, or merge's
+    header walk and copy)."""
+    done, op, nothing = ("merged", "merge", "nothing was written") if merging else (
+        "split", "split", "no shard was written")
+    return TFRecordError(f"the input changed while it was {done}: {what}", path=path,
+                         hint=f"{op} it again once nothing writes to it; {nothing}")
 
 
 def _strip_extensions(path: str) -> str:
