@@ -374,3 +374,15 @@ def test_merge_into_a_file_object_removes_its_old_sidecar(backend, tmp_path, lin
         merge([src], out)
     with open(os.devnull, "wb") as out:
         merge([src], out)
+
+
+def test_cat_refusing_to_append_to_its_input_keeps_the_inputs_sidecar(tmp_path):
+    # The writer opened on stdout removed a.index before the refusal, though nothing was written.
+    path = _write(tmp_path / "a.tfrecord", [b"x"] * 5)
+    build_index(path)
+    sidecar = open(path + ".index", "rb").read()
+    with open(path, "ab") as out:
+        proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", path], stdout=out,
+                              stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 1 and b"input file is output file" in proc.stderr
+    assert open(path + ".index", "rb").read() == sidecar

@@ -63,9 +63,9 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     counted = True
     options = writer_options(compression, compression_level, index=index, fsync=fsync,
                              storage_options=storage_options)
+    _refuse_output(output, inputs)  # before the writer: opening one on a file removes its sidecar
     with TFRecordWriter(output, **options) as w, \
             _progress(total, desc="merge", enabled=progress, unit="B") as bar:
-        _refuse_output(w, inputs)
         for path in inputs:
             counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt,
                                max_record_bytes, check_headers)
@@ -113,15 +113,15 @@ def _walk_headers(f, path, bar, max_record_bytes):
     return count, end
 
 
-def _refuse_output(writer, inputs) -> None:
+def _refuse_output(output, inputs) -> None:
     """Refuse an input that is the output file itself (``cat a >> a``, as GNU cat does): the
     copy would read back what it appends and never end. All inputs are checked before
-    anything is copied: the output of ``cat b a >> a`` must not get b's records first. A
-    path output is written to a temporary file, so merge may still name one of its inputs
-    as its output."""
+    anything is copied (or any sidecar removed): the output of ``cat b a >> a`` must not get
+    b's records first. A path output is written to a temporary file, so merge may still name
+    one of its inputs as its output."""
     try:
-        dst = os.fstat(writer._file.fileno())
-    except (AttributeError, OSError, ValueError):  # remote, or a file object without a descriptor
+        dst = os.fstat(output.fileno())
+    except (AttributeError, OSError, ValueError):  # a path, or a file object without a descriptor
         return
     if not stat.S_ISREG(dst.st_mode):
         return
