@@ -298,3 +298,9 @@ def test_merge_and_cat_refuse_an_input_cut_inside_a_record(backend, tmp_path, ca
     assert capfd.readouterr().err == f"2 files -> {out / 'm.tfrecord'}\n"
     assert main(["merge", good, str(tmp_path / "full.tfrecord"), "-o", str(out / "m.tfrecord")]) == 0
     assert capfd.readouterr().err == f"5 records, 2 files -> {out / 'm.tfrecord'}\n"
+
+
+def test_merge_reports_one_file_and_one_record_in_the_singular(backend, tmp_path, capfd):
+    src = _write(tmp_path / "one.tfrecord", [b"r"])
+    assert main(["merge", src, "-o", str(tmp_path / "m.tfrecord")]) == 0
+    assert capfd.readouterr().err == f"1 record, 1 file -> {tmp_path / 'm.tfrecord'}\n"

@@ -331,9 +331,13 @@ def cmd_merge(args) -> int:
                 index=args.index, progress=args.progress, storage_options=_storage(args),
                 on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
                 check_headers=args.check_headers)
-    counted = "" if out.records is None else f"{out.records} records, "
-    print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
+    counted = "" if out.records is None else f"{_plural(out.records, 'record')}, "
+    print(f"{counted}{_plural(len(args.files), 'file')} -> {out.path}", file=sys.stderr)
     return 0
+
+
+def _plural(n, noun) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def cmd_split(args) -> int:
