@@ -1,5 +1,7 @@
 """merge and split: verbatim frames, order, compression changes, verification, atomicity."""
 
+import io
+import itertools
 import os
 
 import pytest
@@ -334,3 +336,57 @@ def test_a_plain_merge_refuses_an_input_that_changes_between_its_check_and_its_c
     with pytest.raises(TFRecordError, match="the input changed while it was merged: its 2 records ended at byte 34"):
         merge([src], tmp_path / "out.tfrecord")
     assert not (tmp_path / "out.tfrecord").exists()
+
+
+def test_the_header_walk_of_a_plain_merge_finds_what_the_reader_finds(backend, tmp_path):
+    from tfrecord_lite import ops
+    from tfrecord_lite.index import scan_index
+
+    class Bar:
+        n = 0
+
+        def update(self, n):
+            self.n += n
+
+    sizes = [0, 1, 50, 3000, 70000, 200000, 7, 65536 - 16, 65536 - 15, 65536]
+    data = _write(tmp_path / "all.tfrecord", [bytes([i]) * n for i, n in enumerate(sizes)]).read_bytes()
+    ends = list(itertools.accumulate(n + 16 for n in sizes))
+    cuts = sorted({c for end in [0] + ends for c in (end - 13, end - 4, end, end + 1, end + 12) if 0 <= c <= len(data)})
+    path = tmp_path / "cut.tfrecord"
+    for cut in cuts:
+        for flip in (None, 9, ends[3] + 2, ends[5] + 20):  # a length CRC, a length, data (not checked)
+            content = bytearray(data[:cut])
+            if flip is not None and flip < cut:
+                content[flip] ^= 1
+            path.write_bytes(content)
+            try:
+                offsets, _ = scan_index(path, check_crc=False)
+                want = (len(offsets), cut)
+            except DataLossError as exc:
+                want = (type(exc), exc.index, exc.offset, str(exc))
+            bar = Bar()
+            with open(path, "rb") as f:
+                try:
+                    got = ops._walk_headers(f, str(path), bar, 1 << 31)
+                    assert bar.n == cut and f.tell() == 0
+                except DataLossError as exc:
+                    got = (type(exc), exc.index, exc.offset, str(exc))
+            assert got == want, (cut, flip)
+
+
+def test_the_header_walk_of_a_plain_merge_reads_no_long_records_data(backend, tmp_path):
+    from tfrecord_lite import ops
+
+    class Counted(io.FileIO):
+        read_bytes = 0
+
+        def readinto(self, b):
+            n = super().readinto(b)
+            Counted.read_bytes += n
+            return n
+
+    path = _write(tmp_path / "big.tfrecord", [b"x" * (8 << 20), b"y", b"z" * (8 << 20)])
+    with Counted(path, "rb") as f:
+        assert ops._walk_headers(f, str(path), type("Bar", (), {"update": lambda self, n: None})(), 1 << 31) == (
+            3, os.path.getsize(path))
+    assert Counted.read_bytes < 4 * ops._WALK_BYTES

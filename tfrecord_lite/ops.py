@@ -25,6 +25,7 @@ from .writer import TFRecordWriter, abort_group, close_group
 __all__ = ["merge", "split", "tracked_blocks"]
 
 _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
+_WALK_BYTES = 1 << 16  # a read of _walk_headers: frames longer than this are jumped over
 
 
 def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *, compression: Compression = None,
@@ -100,17 +101,39 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt,
 
 
 def _walk_headers(f, path, bar, max_record_bytes):
-    """(records, end of the last) of the uncompressed input f, every header (length and its
-    CRC) checked, the file's end found where the last record ends (else the reader's
-    TruncatedRecordError); data is neither checked nor copied. f is left at its start."""
-    count = end = 0
-    with TFRecordReader(f, None, check_crc=False, max_record_bytes=max_record_bytes) as r:
-        r.path = path
-        for starts, lengths in tracked_blocks(r, bar, r.record_spans()):
-            count += len(starts)
-            end = int(starts[-1] + lengths[-1]) + _native.framing.FOOTER_BYTES
+    """(records, end of the last) of the local uncompressed input f, every header (length and
+    its CRC, max_record_bytes) checked and the file found to end where its last record does.
+    Only what holds headers is read: a record longer than a read is jumped over, never
+    buffered. A problem found is reported by the reader started at that frame, with its
+    error naming the record and offset. f is left at its start."""
+    F = _native.framing
+    fd = f.fileno()
+    size = os.fstat(fd).st_size
+    buf = bytearray(_WALK_BYTES)
+    at = count = 0  # the next frame's offset, and its index
+    while at < size:
+        f.seek(at)
+        n = f.readinto(buf)
+        starts, _, pos, status, value = F.scan_spans(buf, 0, n, False, max_record_bytes)
+        count += len(starts)
+        rest = n - pos  # the bytes of an unfinished frame at pos
+        if not n or status != F.FRAME_OK or (
+                rest and (at + n + value > size if rest >= F.HEADER_BYTES else at + n >= size)):
+            at += pos
+            break  # a damaged header, or a frame the file ends inside (or a file cut meanwhile)
+        if rest >= F.HEADER_BYTES:  # a frame longer than the read: its header checked, its data jumped over
+            count += 1
+            pos = n + value
+        bar.update(pos)
+        at += pos
     f.seek(0)
-    return count, end
+    if at != size:
+        with TFRecordReader(f, None, check_crc=False, max_record_bytes=max_record_bytes, start_offset=at,
+                            start_index=count) as r:
+            r.path = path
+            next(r.record_spans(), None)  # raises the reader's error for that frame
+        raise _changed(path, f"its frame at byte {at} changed while it was read", merging=True)
+    return count, at
 
 
 def _refuse_output(output, inputs) -> None:
