@@ -386,3 +386,18 @@ def test_cat_refusing_to_append_to_its_input_keeps_the_inputs_sidecar(tmp_path):
                               stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
     assert proc.returncode == 1 and b"input file is output file" in proc.stderr
     assert open(path + ".index", "rb").read() == sidecar
+
+
+def test_cat_into_a_redirected_file_named_gz_needs_compression_given(tmp_path):
+    # `cat a > b.tfrecord.gz` wrote uncompressed data under a gzip name.
+    src = _write(tmp_path / "a.tfrecord", [b"1", b"22"])
+    out = tmp_path / "b.tfrecord.gz"
+    errors = []
+    for extra in ([], ["--compression", "gzip"]):
+        with open(out, "wb") as f:
+            proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", src, *extra], stdout=f,
+                                  stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+        errors.append((proc.returncode, proc.stderr.decode()))
+    assert errors[0][0] == 1 and f"{out}: the output name ends in .gz, but no --compression was given" in errors[0][1]
+    assert errors[1] == (0, "")
+    assert out.read_bytes()[:2] == b"\x1f\x8b" and list(TFRecordReader(out)) == [b"1", b"22"]

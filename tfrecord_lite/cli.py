@@ -27,6 +27,7 @@ from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, ON_CORRUPT, TFRecordReader
+from .writer import file_names
 
 
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
@@ -378,6 +379,9 @@ def cmd_cat(args) -> int:
         if sys.stdout.isatty():
             raise TFRecordError("refusing to write binary TFRecord data to a terminal",
                                 hint="redirect stdout (> out.tfrecord) or pass -o FILE")
+        # stdout redirected to a file (> out.tfrecord.gz): its name is checked as -o's is
+        for name, _ in file_names(sys.stdout.buffer)[:1]:
+            _check_output_compression(args, "the output", name)
         sys.stdout.flush()
         sink = sys.stdout.buffer
     else:
@@ -502,6 +506,7 @@ is refused, as in merge (--no-header-check: see merge --help).
 
 examples:
   tfrecord-lite cat data.tfrecord.gz > data.tfrecord
+  tfrecord-lite cat data.tfrecord --compression gzip > data.tfrecord.gz
   tfrecord-lite cat a.tfrecord b.tfrecord --compression gzip -o ab.tfrecord.gz
   tfrecord-lite cat shard-*.tfrecord | some-consumer
 """

@@ -383,9 +383,15 @@ def _link_target(path) -> str:
 
 
 def _file_sidecars(fileobj) -> list:
-    """The sidecars of the local regular file that fileobj writes to, found by its name or
-    its descriptor (/proc/self/fd on Linux, F_GETPATH on macOS), each name checked to be that
-    very file; none when it is no such file (a pipe, a device, an in-memory stream)."""
+    """The sidecars of the local regular file that fileobj writes to (see file_names)."""
+    return list(dict.fromkeys(sidecar for name, path in file_names(fileobj) for sidecar in _old_sidecars(name, path)))
+
+
+def file_names(fileobj) -> list:
+    """(name, path) for each name of the local regular file that fileobj writes to, found by
+    the object's name or its descriptor (/proc/self/fd on Linux, F_GETPATH on macOS), each
+    checked to be that very file (path: the name with symlinks resolved); none when it is
+    no such file (a pipe, a device, an in-memory stream)."""
     try:
         fd = fileobj.fileno()
         st = os.fstat(fd)
@@ -405,10 +411,10 @@ def _file_sidecars(fileobj) -> list:
             path = os.path.realpath(name)
             try:
                 if os.path.samestat(st, os.stat(path)):
-                    found += _old_sidecars(name, path) if not name.startswith("/proc/") else [index_path(path)]
+                    found.append((path if name.startswith("/proc/") else name, path))
             except OSError:
                 pass
-    return list(dict.fromkeys(found))
+    return found
 
 
 def check_index_compression(normalized, compression, path) -> None:
