@@ -525,3 +525,29 @@ def test_shards_refuse_a_bad_compression_level_before_writing(tmp_path):
         with pytest.raises(InvalidArgumentError, match="compression_level=10"):
             make()
     assert os.listdir(tmp_path) == []
+
+
+def test_counts_may_be_numpy_integers_but_not_bools(backend, tmp_path):
+    # num_shards=np.int64(2) was refused ("must be a positive int, not np.int64(2)"), and
+    # num_shards=True taken for 1.
+    from tfrecord_lite import split
+
+    with ShardedWriter(tmp_path / "f", np.int64(2)) as w:
+        w.write_many([b"a", b"b", b"c"])
+    assert [s.records for s in w.shards] == [2, 1]
+    with ShardedWriter(tmp_path / "r", max_records_per_shard=np.int32(2), max_bytes_per_shard=np.uint16(100)) as w:
+        w.write_many([b"a", b"b", b"c"])
+    assert [s.records for s in w.shards] == [2, 1]
+    shards = write_parallel([b"a", b"b", b"c"], bytes, tmp_path / "p", np.int64(2), num_workers=np.int8(2),
+                            chunk_size=np.int64(1))
+    assert [s.records for s in shards] == [2, 1]
+    assert [s.records for s in split(w.shards[0], np.int64(2), tmp_path / "s")] == [1, 1]
+    for name, make in {"num_shards": lambda v: ShardedWriter(tmp_path / "x", v),
+                       "max_records_per_shard": lambda v: ShardedWriter(tmp_path / "x", max_records_per_shard=v),
+                       "chunk_size": lambda v: write_parallel([b"a"], bytes, tmp_path / "x", 2, chunk_size=v),
+                       "num_workers": lambda v: write_parallel([b"a"], bytes, tmp_path / "x", 2, num_workers=v),
+                       "num_shards ": lambda v: split(w.shards[0], v, tmp_path / "x")}.items():
+        for bad in (True, 0, np.int64(-1), 2.0, "2"):
+            with pytest.raises(InvalidArgumentError, match=f"{name.strip()} must be a positive int"):
+                make(bad)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("x")]

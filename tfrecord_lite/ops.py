@@ -19,7 +19,7 @@ from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
-from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, shard_path, writer_options
+from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, positive_int, shard_path, writer_options
 from .writer import TFRecordWriter, abort_group, close_group
 
 __all__ = ["merge", "split", "tracked_blocks"]
@@ -206,8 +206,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     max_record_bytes: as in TFRecordReader.
     """
     path = os.fspath(input)
-    if not isinstance(num_shards, int) or num_shards < 1:
-        raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
+    num_shards = positive_int("num_shards", num_shards)
     check_shard_index(index)
     if prefix is None:
         prefix = _strip_extensions(path)

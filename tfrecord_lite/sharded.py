@@ -13,6 +13,7 @@ import collections
 import contextlib
 import errno
 import itertools
+import operator
 import os
 import pickle
 import queue
@@ -54,6 +55,18 @@ def check_shard_index(index) -> None:
     if isinstance(index, (str, bytes, os.PathLike)):
         raise InvalidArgumentError(f"index must be True or False for shards, not {index!r}: each shard's "
                                    "sidecar is its own path + '.index'", hint="pass index=True")
+
+
+def positive_int(name, value, more="") -> int:
+    """value as an int (numpy integers too), or InvalidArgumentError naming it; a bool is
+    refused (True would be taken for 1)."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < 1:
+        raise InvalidArgumentError(f"{name} must be a positive int{more}, not {value!r}")
+    return number
 
 
 def writer_options(compression, compression_level, *, index=False, fsync=False, storage_options=None,
@@ -141,10 +154,10 @@ class ShardedWriter(CommitOnExit):
                 "max_records_per_shard/max_bytes_per_shard (roll to a new shard at a limit), not "
                 + ("both" if rolling else "neither")
             )
-        for name, value in (("num_shards", num_shards), ("max_records_per_shard", max_records_per_shard),
-                            ("max_bytes_per_shard", max_bytes_per_shard)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
+        num_shards, max_records_per_shard, max_bytes_per_shard = (
+            None if value is None else positive_int(name, value) for name, value in (
+                ("num_shards", num_shards), ("max_records_per_shard", max_records_per_shard),
+                ("max_bytes_per_shard", max_bytes_per_shard)))
         self.prefix = _check_prefix(prefix)
         check_shard_index(index)
         self.suffix = suffix
@@ -386,13 +399,10 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     pending work is cancelled, running workers finish their chunk, and every shard is
     discarded: no file is left under a final name. Shards appear only when all succeed.
     """
-    if not isinstance(num_shards, int) or num_shards < 1:
-        raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise InvalidArgumentError(f"chunk_size must be a positive int, not {chunk_size!r}")
-    if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
-        raise InvalidArgumentError(f"num_workers must be a positive int (or None for one per CPU), "
-                                   f"not {num_workers!r}")
+    num_shards = positive_int("num_shards", num_shards)
+    chunk_size = positive_int("chunk_size", chunk_size)
+    if num_workers is not None:
+        num_workers = positive_int("num_workers", num_workers, " (or None for one per CPU)")
     _check_prefix(prefix)
     check_shard_index(index)
     options = writer_options(compression, compression_level, index=index, fsync=fsync,
