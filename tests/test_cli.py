@@ -401,3 +401,18 @@ def test_cat_into_a_redirected_file_named_gz_needs_compression_given(tmp_path):
     assert errors[0][0] == 1 and f"{out}: the output name ends in .gz, but no --compression was given" in errors[0][1]
     assert errors[1] == (0, "")
     assert out.read_bytes()[:2] == b"\x1f\x8b" and list(TFRecordReader(out)) == [b"1", b"22"]
+
+
+def test_output_dash_is_standard_output(tmp_path, capfd):
+    # -o - wrote a file named "-", though "-" as FILE is standard input.
+    a = _write(tmp_path / "a.tfrecord", [b"1", b"22"])
+    gz = _write(tmp_path / "g.tfrecord.gz", [b"333"], "gzip")
+    for argv in (["cat", a, gz, "-o", "-"], ["merge", a, gz, "-o", "-"]):
+        proc = _run(*argv, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert list(TFRecordReader(proc.stdout)) == [b"1", b"22", b"333"]
+    assert not (tmp_path / "-").exists()
+    assert main(["merge", a, "-o", "-", "--index"]) == 1
+    assert "--index writes OUT.index beside OUT, but OUT is standard output" in capfd.readouterr().err
+    assert main(["cat", a, "-o", str(tmp_path / "-")]) == 0  # a path ending in - names a file
+    assert list(TFRecordReader(tmp_path / "-")) == [b"1", b"22"]

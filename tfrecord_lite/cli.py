@@ -324,10 +324,11 @@ def _check_output_compression(args, out, name=None, suffix=False) -> None:
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
     _check_output_compression(args, "OUT", args.output)
-    if args.index and not_a_file(args.output):
-        raise TFRecordError("--index writes OUT.index beside OUT, but OUT is a pipe or a device",
+    if args.index and (args.output == "-" or not_a_file(args.output)):
+        raise TFRecordError("--index writes OUT.index beside OUT, but OUT is "
+                            + ("standard output" if args.output == "-" else "a pipe or a device"),
                             path=args.output, hint="Leave out --index, or write OUT to a file")
-    out = merge(args.files, args.output, compression=args.compression, compression_level=args.compression_level,
+    out = merge(args.files, _sink(args), compression=args.compression, compression_level=args.compression_level,
                 input_compression=args.input_compression, verify=_verifying(args),
                 index=args.index, progress=args.progress, storage_options=_storage(args),
                 on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
@@ -375,22 +376,26 @@ def cmd_index(args) -> int:
 def cmd_cat(args) -> int:
     """Write the records of FILEs, in order, as one TFRecord stream (default: uncompressed)."""
     _check_output_compression(args, "OUT", args.output)
-    if args.output is None:
-        if sys.stdout.isatty():
-            raise TFRecordError("refusing to write binary TFRecord data to a terminal",
-                                hint="redirect stdout (> out.tfrecord) or pass -o FILE")
-        # stdout redirected to a file (> out.tfrecord.gz): its name is checked as -o's is
-        for name, _ in file_names(sys.stdout.buffer)[:1]:
-            _check_output_compression(args, "the output", name)
-        sys.stdout.flush()
-        sink = sys.stdout.buffer
-    else:
-        sink = args.output
-    merge(args.files, sink, compression=args.compression, compression_level=args.compression_level,
+    merge(args.files, _sink(args), compression=args.compression, compression_level=args.compression_level,
           input_compression=args.input_compression, verify=_verifying(args), progress=args.progress,
           storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
           check_headers=args.check_headers)
     return 0
+
+
+def _sink(args):
+    """Where merge and cat write: -o OUT, or standard output for -o - (and cat without -o),
+    refused when it is a terminal."""
+    if args.output not in (None, "-"):
+        return args.output
+    if sys.stdout.isatty():
+        raise TFRecordError("refusing to write binary TFRecord data to a terminal",
+                            hint="redirect stdout (> out.tfrecord) or pass -o FILE")
+    # stdout redirected to a file (> out.tfrecord.gz): its name is checked as -o's is
+    for name, _ in file_names(sys.stdout.buffer)[:1]:
+        _check_output_compression(args, "the output", name)
+    sys.stdout.flush()
+    return sys.stdout.buffer
 
 
 def cmd_head(args) -> int:
@@ -605,7 +610,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="input files, in order")
-    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT", help="the merged file")
+    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT",
+                   help="the merged file (- for standard output; ./- names a file)")
     writing_args(p, "OUT")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write OUT.index (uncompressed OUT only)")
@@ -636,7 +642,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = add("cat", cmd_cat, "write files as one TFRecord stream (decompresses by default)", _EPILOG_CAT)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE")
-    p.add_argument("-o", "--output", default=None, type=_path, metavar="OUT", help="write to OUT (default stdout)")
+    p.add_argument("-o", "--output", default=None, type=_path, metavar="OUT",
+                   help="write to OUT (default, or -: standard output; ./- names a file)")
     writing_args(p, "the output")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     _progress_args(p)
