@@ -2,6 +2,7 @@
 progress on count/verify), through main(argv) in-process and through a real subprocess."""
 
 import os
+import re
 import subprocess
 import sys
 import zlib
@@ -416,3 +417,24 @@ def test_output_dash_is_standard_output(tmp_path, capfd):
     assert "--index writes OUT.index beside OUT, but OUT is standard output" in capfd.readouterr().err
     assert main(["cat", a, "-o", str(tmp_path / "-")]) == 0  # a path ending in - names a file
     assert list(TFRecordReader(tmp_path / "-")) == [b"1", b"22"]
+
+
+def test_cat_and_merge_bars_are_named_for_their_command_and_a_pipe_has_no_total(backend, tmp_path, capfd):
+    # cat's bar said "merge", and a pipe among merge's inputs (size 0) took the bar past 100%.
+    import threading
+
+    from tfrecord_lite import merge
+
+    src = _write(tmp_path / "a.tfrecord", [os.urandom(1000) for _ in range(300)])
+    for command in ("cat", "merge"):
+        assert main([command, src, "-o", str(tmp_path / f"{command}.tfrecord"), "--progress"]) == 0
+        err = capfd.readouterr().err
+        assert re.search(rf"{command}: +\d+%\|", err) and (command == "merge" or "merge" not in err), err
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    feeder = threading.Thread(target=lambda: open(fifo, "wb").write(open(src, "rb").read()), daemon=True)
+    feeder.start()
+    assert merge([fifo, src], tmp_path / "m.tfrecord", progress=True).records == 600
+    feeder.join(10)
+    err = capfd.readouterr().err
+    assert "merge: " in err and "%|" not in err  # no total: the bar counts the bytes read

@@ -328,11 +328,12 @@ def cmd_merge(args) -> int:
         raise TFRecordError("--index writes OUT.index beside OUT, but OUT is "
                             + ("standard output" if args.output == "-" else "a pipe or a device"),
                             path=args.output, hint="Leave out --index, or write OUT to a file")
-    out = merge(args.files, _sink(args), compression=args.compression, compression_level=args.compression_level,
-                input_compression=args.input_compression, verify=_verifying(args),
-                index=args.index, progress=args.progress, storage_options=_storage(args),
-                on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
-                check_headers=args.check_headers)
+    with _bar(args, "merge") as bar:
+        out = merge(args.files, _sink(args), compression=args.compression,
+                    compression_level=args.compression_level, input_compression=args.input_compression,
+                    verify=_verifying(args), index=args.index, progress=bar, storage_options=_storage(args),
+                    on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
+                    check_headers=args.check_headers)
     counted = "" if out.records is None else f"{_plural(out.records, 'record')}, "
     print(f"{counted}{_plural(len(args.files), 'file')} -> {out.path}", file=sys.stderr)
     return 0
@@ -376,10 +377,11 @@ def cmd_index(args) -> int:
 def cmd_cat(args) -> int:
     """Write the records of FILEs, in order, as one TFRecord stream (default: uncompressed)."""
     _check_output_compression(args, "OUT", args.output)
-    merge(args.files, _sink(args), compression=args.compression, compression_level=args.compression_level,
-          input_compression=args.input_compression, verify=_verifying(args), progress=args.progress,
-          storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
-          check_headers=args.check_headers)
+    with _bar(args, "cat") as bar:  # named for the command, not the merge beneath it
+        merge(args.files, _sink(args), compression=args.compression, compression_level=args.compression_level,
+              input_compression=args.input_compression, verify=_verifying(args), progress=bar,
+              storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
+              check_headers=args.check_headers)
     return 0
 
 

@@ -7,6 +7,7 @@ asked. Outputs are committed atomically (split: all shards or none).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from typing import Iterable
@@ -55,18 +56,20 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
     inputs (frames are then streamed, never byte-copied, and only with verify=True are records
     whose data is damaged found).
     max_record_bytes: as in TFRecordReader, where frames are streamed.
+    progress: a bool (see tfrecord_lite.progress) or an open bar to advance by the bytes read.
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     inputs = [os.fspath(p) for p in inputs]
     input_compression = normalize_compression(input_compression, allow_auto=True)
-    total = sum(_fs.size(p, storage_options) for p in inputs)
+    # A pipe has no size to show progress against: the bar then counts bytes read.
+    total = None if any(map(_fs.is_special, inputs)) else sum(_fs.size(p, storage_options) for p in inputs)
     counted = True
     options = writer_options(compression, compression_level, index=index, fsync=fsync,
                              storage_options=storage_options)
     _refuse_output(output, inputs)  # before the writer: opening one on a file removes its sidecar
-    with TFRecordWriter(output, **options) as w, \
-            _progress(total, desc="merge", enabled=progress, unit="B") as bar:
+    bar = progress if hasattr(progress, "update") else _progress(total, desc="merge", enabled=progress, unit="B")
+    with (contextlib.nullcontext() if bar is progress else bar), TFRecordWriter(output, **options) as w:
         for path in inputs:
             counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt,
                                max_record_bytes, check_headers)
