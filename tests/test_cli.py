@@ -2,6 +2,7 @@
 progress on count/verify), through main(argv) in-process and through a real subprocess."""
 
 import os
+import re
 import subprocess
 import sys
 import zlib
@@ -339,3 +340,101 @@ def test_verify_reports_each_file_as_it_is_done(backend, tmp_path, capfd, monkey
     out, err = capfd.readouterr()
     assert out.splitlines()[-2:] == [f"1 bad\t3 good records\t{bad}", f"OK\t4 good records\t{good}"]
     assert out.startswith(f"CORRUPT {bad}, record 1, byte offset 26") and "interrupted" in err
+
+
+def test_cat_into_a_redirected_file_removes_its_old_sidecar(tmp_path):
+    # `cat a > b` left b.index (b's old records' offsets) beside the new b.
+    src = _write(tmp_path / "a.tfrecord", [b"new %d" % i for i in range(5)])
+    old = _write(tmp_path / "b.tfrecord", [b"old record %d" % i for i in range(5)])
+    build_index(old)
+    with open(old, "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", src], stdout=out,
+                              stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr
+    assert not os.path.exists(old + ".index")
+    assert open(old, "rb").read() == open(src, "rb").read()
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_merge_into_a_file_object_removes_its_old_sidecar(backend, tmp_path, link):
+    from tfrecord_lite import TFRecordFile, merge
+
+    src = _write(tmp_path / "a.tfrecord", [b"new"])
+    old = _write(tmp_path / "b.tfrecord", [b"old"])  # same size: the stale sidecar looked right
+    build_index(old)
+    target = old
+    if link:  # written through a symlink: the sidecars of both names described the old data
+        target = str(tmp_path / "link.tfrecord")
+        os.symlink(old, target)
+        build_index(old, target + ".index")
+    with open(target, "wb") as out:
+        merge([src], out)
+    assert not os.path.exists(old + ".index") and not os.path.exists(target + ".index")
+    assert TFRecordFile(target)[0] == b"new"
+    with open(tmp_path / "c", "wb") as out:  # a file without a sidecar: nothing to remove
+        merge([src], out)
+    with open(os.devnull, "wb") as out:
+        merge([src], out)
+
+
+def test_cat_refusing_to_append_to_its_input_keeps_the_inputs_sidecar(tmp_path):
+    # The writer opened on stdout removed a.index before the refusal, though nothing was written.
+    path = _write(tmp_path / "a.tfrecord", [b"x"] * 5)
+    build_index(path)
+    sidecar = open(path + ".index", "rb").read()
+    with open(path, "ab") as out:
+        proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", path], stdout=out,
+                              stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 1 and b"input file is output file" in proc.stderr
+    assert open(path + ".index", "rb").read() == sidecar
+
+
+def test_cat_into_a_redirected_file_named_gz_needs_compression_given(tmp_path):
+    # `cat a > b.tfrecord.gz` wrote uncompressed data under a gzip name.
+    src = _write(tmp_path / "a.tfrecord", [b"1", b"22"])
+    out = tmp_path / "b.tfrecord.gz"
+    errors = []
+    for extra in ([], ["--compression", "gzip"]):
+        with open(out, "wb") as f:
+            proc = subprocess.run([sys.executable, "-m", "tfrecord_lite", "cat", src, *extra], stdout=f,
+                                  stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+        errors.append((proc.returncode, proc.stderr.decode()))
+    assert errors[0][0] == 1 and f"{out}: the output name ends in .gz, but no --compression was given" in errors[0][1]
+    assert errors[1] == (0, "")
+    assert out.read_bytes()[:2] == b"\x1f\x8b" and list(TFRecordReader(out)) == [b"1", b"22"]
+
+
+def test_output_dash_is_standard_output(tmp_path, capfd):
+    # -o - wrote a file named "-", though "-" as FILE is standard input.
+    a = _write(tmp_path / "a.tfrecord", [b"1", b"22"])
+    gz = _write(tmp_path / "g.tfrecord.gz", [b"333"], "gzip")
+    for argv in (["cat", a, gz, "-o", "-"], ["merge", a, gz, "-o", "-"]):
+        proc = _run(*argv, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert list(TFRecordReader(proc.stdout)) == [b"1", b"22", b"333"]
+    assert not (tmp_path / "-").exists()
+    assert main(["merge", a, "-o", "-", "--index"]) == 1
+    assert "--index writes OUT.index beside OUT, but OUT is standard output" in capfd.readouterr().err
+    assert main(["cat", a, "-o", str(tmp_path / "-")]) == 0  # a path ending in - names a file
+    assert list(TFRecordReader(tmp_path / "-")) == [b"1", b"22"]
+
+
+def test_cat_and_merge_bars_are_named_for_their_command_and_a_pipe_has_no_total(backend, tmp_path, capfd):
+    # cat's bar said "merge", and a pipe among merge's inputs (size 0) took the bar past 100%.
+    import threading
+
+    from tfrecord_lite import merge
+
+    src = _write(tmp_path / "a.tfrecord", [os.urandom(1000) for _ in range(300)])
+    for command in ("cat", "merge"):
+        assert main([command, src, "-o", str(tmp_path / f"{command}.tfrecord"), "--progress"]) == 0
+        err = capfd.readouterr().err
+        assert re.search(rf"{command}: +\d+%\|", err) and (command == "merge" or "merge" not in err), err
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    feeder = threading.Thread(target=lambda: open(fifo, "wb").write(open(src, "rb").read()), daemon=True)
+    feeder.start()
+    assert merge([fifo, src], tmp_path / "m.tfrecord", progress=True).records == 600
+    feeder.join(10)
+    err = capfd.readouterr().err
+    assert "merge: " in err and "%|" not in err  # no total: the bar counts the bytes read

@@ -241,7 +241,7 @@ def test_a_plain_copy_checks_each_inputs_first_record_header(backend, tmp_path, 
     assert main(["merge", str(tmp_path / "empty.tfrecord"), good, "-o", str(out / "m.tfrecord")]) == 0
     assert list(tfl.TFRecordReader(out / "m.tfrecord")) == [b"a", b"b"]
     help_text = " ".join(_run("merge", "--help").stdout.split())
-    assert "a plain uncompressed copy checks each input's first record header" in help_text
+    assert "--no-header-check skips that read, checking only each input's first record header" in help_text
 
 
 @pytest.mark.parametrize("buffered", [True, False])
@@ -275,3 +275,32 @@ def test_output_into_a_closed_pipe_or_a_full_disk(backend, tmp_path, buffered):
     with open("/dev/full", "w") as full:
         done = run(["count", good], full)
     assert done.returncode == 1 and done.stderr.count("No space left on device") == 1, done.stderr
+
+
+@pytest.mark.parametrize("cut", [1, 5, 13, 20])
+def test_merge_and_cat_refuse_an_input_cut_inside_a_record(backend, tmp_path, capfd, cut):
+    """A plain copy checked only each input's first header: an input cut short in its middle
+    or at its end gave a corrupt output, exit status 0."""
+    good = _write(tmp_path / "good.tfrecord", [b"a", b"b"])
+    data = open(_write(tmp_path / "full.tfrecord", [b"x" * 20] * 3), "rb").read()
+    cut_file = tmp_path / "cut.tfrecord"
+    cut_file.write_bytes(data[:2 * 36 + cut])  # two whole records, then part of the third
+    out = tmp_path / "out"
+    for argv in (["merge", good, str(cut_file), "-o", str(out / "m.tfrecord")],
+                 ["cat", str(cut_file), good, "-o", str(out / "c.tfrecord")]):
+        assert main(argv) == 1, argv
+        err = capfd.readouterr().err
+        assert f"{cut_file}, record 2, byte offset 72: truncated record at 72" in err, err
+    assert not out.exists() or os.listdir(out) == []
+    # Opting out copies the bytes as they are, after the first header.
+    assert main(["merge", good, str(cut_file), "-o", str(out / "m.tfrecord"), "--no-header-check"]) == 0
+    assert (out / "m.tfrecord").read_bytes() == open(good, "rb").read() + cut_file.read_bytes()
+    assert capfd.readouterr().err == f"2 files -> {out / 'm.tfrecord'}\n"
+    assert main(["merge", good, str(tmp_path / "full.tfrecord"), "-o", str(out / "m.tfrecord")]) == 0
+    assert capfd.readouterr().err == f"5 records, 2 files -> {out / 'm.tfrecord'}\n"
+
+
+def test_merge_reports_one_file_and_one_record_in_the_singular(backend, tmp_path, capfd):
+    src = _write(tmp_path / "one.tfrecord", [b"r"])
+    assert main(["merge", src, "-o", str(tmp_path / "m.tfrecord")]) == 0
+    assert capfd.readouterr().err == f"1 record, 1 file -> {tmp_path / 'm.tfrecord'}\n"

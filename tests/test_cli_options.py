@@ -404,3 +404,53 @@ def test_merge_and_split_index_with_compression_is_refused_in_the_commands_words
                                       "Leave out --index or --compression\n")
     assert not d.exists()
     assert main(args + ["--compression", "none", "--index"]) == 0
+
+
+@pytest.mark.parametrize("command", ["merge", "cat", "split"])
+def test_merge_cat_and_split_take_a_compression_level(backend, tmp_path, capfd, command):
+    records = _examples(0, 50)
+    src = _write(tmp_path / "src.tfrecord", records)
+    with tfl.TFRecordWriter(tmp_path / "alone", "gzip", compression_level=1) as w:
+        w.write_many(records)
+    out = tmp_path / "out"
+    argv = [command, src] + (["-n", "1", "--prefix", str(out)] if command == "split" else ["-o", str(out)])
+    assert main(argv + ["--compression", "gzip", "--compression-level", "1"]) == 0
+    written = f"{out}-00000-of-00001.tfrecord" if command == "split" else out
+    assert open(written, "rb").read() == (tmp_path / "alone").read_bytes()
+    os.remove(written)
+    # A level without a compression would be ignored: it is refused.
+    assert main(argv + ["--compression-level", "1"]) == 1
+    assert capfd.readouterr().err.endswith("--compression is none. Pass --compression gzip or zlib with it, "
+                                           "or leave it out\n")
+    assert not os.path.exists(written)
+    with pytest.raises(SystemExit):
+        main(argv + ["--compression", "gzip", "--compression-level", "10"])
+    assert "argument --compression-level: must be 0 to 9, not 10" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("ending, compression", [(".gz", "gzip"), (".GZ", "gzip"), (".zlib", "zlib"),
+                                                 (".zz", "zlib")])
+@pytest.mark.parametrize("command", ["merge", "cat", "split"])
+def test_an_output_named_compressed_needs_compression_given(backend, tmp_path, capfd, command, ending, compression):
+    # merge -o all.tfrecord.gz wrote uncompressed data under a gzip name.
+    records = _examples(0, 3)
+    src = _write(tmp_path / "src.tfrecord", records)
+    out = tmp_path / f"out.tfrecord{ending}"
+    if command == "split":
+        argv = [command, src, "-n", "1", "--prefix", str(tmp_path / "out"), "--suffix", f".tfrecord{ending}"]
+        written = tmp_path / f"out-00000-of-00001.tfrecord{ending}"
+        said = (f"--suffix .tfrecord{ending} ends in {ending.lower()}, but no --compression was given, so the "
+                f"shards would be written uncompressed. Pass --compression {compression} to compress them, or "
+                "--compression none to write them uncompressed under that name\n")
+    else:
+        argv, written = [command, src, "-o", str(out)], out
+        said = (f"{out}: the output name ends in {ending.lower()}, but no --compression was given, so OUT would "
+                f"be written uncompressed. Pass --compression {compression} to compress it, or --compression "
+                "none to write it uncompressed under that name\n")
+    assert main(argv) == 1
+    assert capfd.readouterr().err == f"tfrecord-lite {command}: {said}"
+    assert os.listdir(tmp_path) == ["src.tfrecord"]
+    assert main(argv + ["--compression", compression]) == 0
+    assert tfl.io.detect_compression(written.read_bytes()[:12]) == compression
+    assert main(argv + ["--compression", "none"]) == 0
+    assert list(tfl.TFRecordReader(written, compression=None)) == records

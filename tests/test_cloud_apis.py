@@ -396,7 +396,7 @@ def test_merge_and_split_between_s3_and_local(s3, tmp_path, backend):
     # S3 + local -> local, verbatim and verified
     info = tfl.merge([ua, ub, local], str(tmp_path / "all.tfrecord"), verify=True)
     assert info.records == 46 and list(tfl.TFRecordReader(info.path)) == a + b + [example(99)]
-    # S3 + local -> S3 (raw copy path for the uncompressed inputs), with an index
+    # S3 + local -> S3 (the S3 input streamed, the local one walked and copied raw)
     info = tfl.merge([ua, local], s3.url("out/all.tfrecord"))
     assert list(tfl.TFRecordReader(s3.url("out/all.tfrecord"))) == a + [example(99)]
     info = tfl.merge([ub, ua], s3.url("out/all.tfrecord.gz"), compression="gzip", index=False)

@@ -1,12 +1,15 @@
 """merge and split: verbatim frames, order, compression changes, verification, atomicity."""
 
+import io
+import itertools
 import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfrecord_lite import CorruptRecordError, DataLossError, TFRecordError, TFRecordReader, TFRecordWriter, merge, split
+from tfrecord_lite import (CorruptRecordError, DataLossError, TFRecordError, TFRecordReader, TFRecordWriter,
+                           TruncatedRecordError, merge, split)
 from tfrecord_lite.index import build_index
 from tfrecord_lite.sharded import shard_path
 
@@ -268,3 +271,122 @@ def test_split_shows_progress_through_both_of_its_reads(backend, tmp_path, monke
     size = os.path.getsize(src)
     assert [(b.desc, b.unit, b.total, b.n) for b in bars] == [("split: count", "B", size, size),
                                                               ("split", "rec", 3000, 3000)]
+
+
+class _Options:
+    """Stands in for tf.io.TFRecordOptions: what TFRecordWriter reads of one."""
+
+    def __init__(self, compression_type, compression_level=None):
+        self.compression_type, self.compression_level = compression_type, compression_level
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_merge_and_split_take_a_compression_level_as_the_writer_does(backend, tmp_path, compression):
+    records = [bytes(range(i % 7, 200)) * 3 for i in range(40)]
+    src = _write(tmp_path / "in.tfrecord", records)
+    with TFRecordWriter(tmp_path / "alone", compression, compression_level=1) as w:
+        w.write_many(records)
+    alone = (tmp_path / "alone").read_bytes()
+    assert alone != _write(tmp_path / "default", records, compression).read_bytes()
+    merge([src], tmp_path / "m", compression=compression, compression_level=1)
+    assert (tmp_path / "m").read_bytes() == alone
+    for name, args in {"s": dict(compression=compression, compression_level=1),
+                       "o": dict(compression=_Options(compression.upper(), 1))}.items():
+        (shard,) = split(src, 1, tmp_path / name, **args)
+        assert open(shard, "rb").read() == alone, name
+
+
+def test_a_plain_merge_checks_every_header_and_the_end_of_each_input(backend, tmp_path):
+    """An uncompressed input copied as bytes had only its first header checked: one cut
+    inside a record, or with a damaged header past the first, was copied as it was."""
+    data = _write(tmp_path / "full.tfrecord", [b"x" * 20] * 3).read_bytes()
+    good = _write(tmp_path / "good.tfrecord", [b"a"])
+    damaged = bytearray(data)
+    damaged[36 + 9] ^= 1  # record 1's length CRC
+    inputs = {"cut": (data[:-3], TruncatedRecordError, 2, 72),
+              "header": (bytes(damaged), CorruptRecordError, 1, 36)}
+    for name, (content, error, index, offset) in inputs.items():
+        bad = tmp_path / f"{name}.tfrecord"
+        bad.write_bytes(content)
+        with pytest.raises(error) as info:
+            merge([good, bad], tmp_path / "out.tfrecord")
+        assert (info.value.path, info.value.index, info.value.offset) == (str(bad), index, offset)
+        assert not (tmp_path / "out.tfrecord").exists()
+        assert merge([good, bad], tmp_path / "out.tfrecord", check_headers=False).records is None
+        assert (tmp_path / "out.tfrecord").read_bytes() == good.read_bytes() + content
+        os.remove(tmp_path / "out.tfrecord")
+    out = merge([good, tmp_path / "full.tfrecord"], tmp_path / "out.tfrecord")
+    assert out.records == 4 and (tmp_path / "out.tfrecord").read_bytes() == good.read_bytes() + data
+
+
+def test_a_plain_merge_refuses_an_input_that_changes_between_its_check_and_its_copy(backend, tmp_path,
+                                                                                  monkeypatch):
+    from tfrecord_lite import ops
+
+    src = _write(tmp_path / "in.tfrecord", [b"a", b"b"])
+    walk = ops._walk_headers
+
+    def walk_then_append(f, path, bar, max_record_bytes):
+        got = walk(f, path, bar, max_record_bytes)
+        with open(src, "ab") as grow:
+            grow.write(b"more")
+        return got
+
+    monkeypatch.setattr(ops, "_walk_headers", walk_then_append)
+    with pytest.raises(TFRecordError, match="the input changed while it was merged: its 2 records ended at byte 34"):
+        merge([src], tmp_path / "out.tfrecord")
+    assert not (tmp_path / "out.tfrecord").exists()
+
+
+def test_the_header_walk_of_a_plain_merge_finds_what_the_reader_finds(backend, tmp_path):
+    from tfrecord_lite import ops
+    from tfrecord_lite.index import scan_index
+
+    class Bar:
+        n = 0
+
+        def update(self, n):
+            self.n += n
+
+    sizes = [0, 1, 50, 3000, 70000, 200000, 7, 65536 - 16, 65536 - 15, 65536]
+    data = _write(tmp_path / "all.tfrecord", [bytes([i]) * n for i, n in enumerate(sizes)]).read_bytes()
+    ends = list(itertools.accumulate(n + 16 for n in sizes))
+    cuts = sorted({c for end in [0] + ends for c in (end - 13, end - 4, end, end + 1, end + 12) if 0 <= c <= len(data)})
+    path = tmp_path / "cut.tfrecord"
+    for cut in cuts:
+        for flip in (None, 9, ends[3] + 2, ends[5] + 20):  # a length CRC, a length, data (not checked)
+            content = bytearray(data[:cut])
+            if flip is not None and flip < cut:
+                content[flip] ^= 1
+            path.write_bytes(content)
+            try:
+                offsets, _ = scan_index(path, check_crc=False)
+                want = (len(offsets), cut)
+            except DataLossError as exc:
+                want = (type(exc), exc.index, exc.offset, str(exc))
+            bar = Bar()
+            with open(path, "rb") as f:
+                try:
+                    got = ops._walk_headers(f, str(path), bar, 1 << 31)
+                    assert bar.n == cut and f.tell() == 0
+                except DataLossError as exc:
+                    got = (type(exc), exc.index, exc.offset, str(exc))
+            assert got == want, (cut, flip)
+
+
+def test_the_header_walk_of_a_plain_merge_reads_no_long_records_data(backend, tmp_path):
+    from tfrecord_lite import ops
+
+    class Counted(io.FileIO):
+        read_bytes = 0
+
+        def readinto(self, b):
+            n = super().readinto(b)
+            Counted.read_bytes += n
+            return n
+
+    path = _write(tmp_path / "big.tfrecord", [b"x" * (8 << 20), b"y", b"z" * (8 << 20)])
+    with Counted(path, "rb") as f:
+        assert ops._walk_headers(f, str(path), type("Bar", (), {"update": lambda self, n: None})(), 1 << 31) == (
+            3, os.path.getsize(path))
+    assert Counted.read_bytes < 4 * ops._WALK_BYTES

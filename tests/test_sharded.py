@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfrecord_lite import EncodeError, TFRecordError, TFRecordReader
+from tfrecord_lite import EncodeError, TFRecordError, TFRecordReader, TFRecordWriter
 from tfrecord_lite.errors import InvalidArgumentError
 from tfrecord_lite.index import build_index
 from tfrecord_lite.sharded import ShardedWriter, key_to_shard, shard_path, write_parallel
@@ -484,3 +484,70 @@ def test_shards_refuse_an_index_path(backend, tmp_path):
                            "each shard's sidecar is its own path"):
             make(str(tmp_path / "x.index"))
     assert os.listdir(tmp_path) == ["in.tfrecord"]
+
+
+class _Options:
+    """Stands in for tf.io.TFRecordOptions: what TFRecordWriter reads of one."""
+
+    def __init__(self, compression_type, compression_level=None):
+        self.compression_type, self.compression_level = compression_type, compression_level
+
+
+def _written_alone(path, records, compression, level):
+    with TFRecordWriter(path, compression, compression_level=level) as w:
+        w.write_many(records)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+@pytest.mark.parametrize("level", [0, 1, 9])
+def test_shards_take_a_compression_level_as_the_writer_does(backend, tmp_path, compression, level):
+    records = [bytes(range(i % 7, 200)) * 3 for i in range(40)]
+    alone = [_written_alone(tmp_path / f"alone{i}", records[i::2], compression, level) for i in range(2)]
+    assert alone[0] != _written_alone(tmp_path / "default", records[::2], compression, None)
+    runs = {
+        "sharded": lambda p: ShardedWriter(p, 2, compression=compression, compression_level=level),
+        "options": lambda p: ShardedWriter(p, 2, compression=_Options(compression.upper(), level)),
+    }
+    for name, make in runs.items():
+        with make(tmp_path / name) as w:
+            w.write_many(records)
+        assert [open(s, "rb").read() for s in w.shards] == alone, name
+    for name, compression_args in {"parallel": dict(compression=compression, compression_level=level),
+                                   "parallel-options": dict(compression=_Options(compression, level))}.items():
+        shards = write_parallel(records, bytes, tmp_path / name, 2, num_workers=2, chunk_size=1, **compression_args)
+        assert [open(s, "rb").read() for s in shards] == alone, name
+
+
+def test_shards_refuse_a_bad_compression_level_before_writing(tmp_path):
+    for make in (lambda: ShardedWriter(tmp_path / "s", 2, compression="gzip", compression_level=10),
+                 lambda: write_parallel([b"a"], bytes, tmp_path / "p", 2, compression="gzip", compression_level=10)):
+        with pytest.raises(InvalidArgumentError, match="compression_level=10"):
+            make()
+    assert os.listdir(tmp_path) == []
+
+
+def test_counts_may_be_numpy_integers_but_not_bools(backend, tmp_path):
+    # num_shards=np.int64(2) was refused ("must be a positive int, not np.int64(2)"), and
+    # num_shards=True taken for 1.
+    from tfrecord_lite import split
+
+    with ShardedWriter(tmp_path / "f", np.int64(2)) as w:
+        w.write_many([b"a", b"b", b"c"])
+    assert [s.records for s in w.shards] == [2, 1]
+    with ShardedWriter(tmp_path / "r", max_records_per_shard=np.int32(2), max_bytes_per_shard=np.uint16(100)) as w:
+        w.write_many([b"a", b"b", b"c"])
+    assert [s.records for s in w.shards] == [2, 1]
+    shards = write_parallel([b"a", b"b", b"c"], bytes, tmp_path / "p", np.int64(2), num_workers=np.int8(2),
+                            chunk_size=np.int64(1))
+    assert [s.records for s in shards] == [2, 1]
+    assert [s.records for s in split(w.shards[0], np.int64(2), tmp_path / "s")] == [1, 1]
+    for name, make in {"num_shards": lambda v: ShardedWriter(tmp_path / "x", v),
+                       "max_records_per_shard": lambda v: ShardedWriter(tmp_path / "x", max_records_per_shard=v),
+                       "chunk_size": lambda v: write_parallel([b"a"], bytes, tmp_path / "x", 2, chunk_size=v),
+                       "num_workers": lambda v: write_parallel([b"a"], bytes, tmp_path / "x", 2, num_workers=v),
+                       "num_shards ": lambda v: split(w.shards[0], v, tmp_path / "x")}.items():
+        for bad in (True, 0, np.int64(-1), 2.0, "2"):
+            with pytest.raises(InvalidArgumentError, match=f"{name.strip()} must be a positive int"):
+                make(bad)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("x")]

@@ -27,6 +27,7 @@ from .io import check_tfrecord, normalize_compression
 from .ops import merge, split, tracked_blocks
 from .progress import progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, ON_CORRUPT, TFRecordReader
+from .writer import file_names
 
 
 _COMPRESSIONS = ["auto", "none", "gzip", "zlib"]
@@ -70,6 +71,14 @@ def _count(minimum):
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
         return value
     return parse
+
+
+def _level(text):
+    """An argparse type: a deflate level, 0 to 9."""
+    value = _count(0)(text)
+    if value > 9:
+        raise argparse.ArgumentTypeError(f"must be 0 to 9, not {value}")
+    return value
 
 
 def _path(text):
@@ -283,9 +292,30 @@ def cmd_verify(args) -> int:
     return 1 if bad or foreign else 0
 
 
-def _check_index_compression(args, out) -> None:
-    """--index with --compression gzip/zlib, refused in the command's words (out: what it writes)."""
-    if args.index and args.compression not in (None, "none"):
+# Output name endings that say the file is compressed (readers here detect compression from
+# the bytes, not the name; TensorFlow needs it named either way).
+_COMPRESSED_ENDINGS = {".gz": "gzip", ".gzip": "gzip", ".zlib": "zlib", ".zz": "zlib"}
+
+
+def _check_output_compression(args, out, name=None, suffix=False) -> None:
+    """Refuse, in the command's words (out: what the command writes), --index with
+    --compression gzip/zlib, --compression-level without either, and an output name (name,
+    or the shards' suffix) ending in .gz or .zlib without --compression: uncompressed data
+    under a name that says gzip would fail gzip tools and readers told the name's compression."""
+    ending = os.path.splitext(name or "")[1].lower()
+    if args.compression is None and ending in _COMPRESSED_ENDINGS:
+        named = f"--suffix {name}" if suffix else "the output name"
+        them = "the shards" if suffix else out
+        raise TFRecordError(f"{named} ends in {ending}, but no --compression was given, so {them} would be "
+                            "written uncompressed", path=None if suffix else name,
+                            hint=f"Pass --compression {_COMPRESSED_ENDINGS[ending]} to compress "
+                            f"{'them' if suffix else 'it'}, or --compression none to write "
+                            f"{'them' if suffix else 'it'} uncompressed under that name")
+    if args.compression_level is not None and args.compression in (None, "none"):
+        raise TFRecordError(f"--compression-level {args.compression_level} applies to compressed {out}, but "
+                            f"--compression is {args.compression or 'none'}",
+                            hint="Pass --compression gzip or zlib with it, or leave it out")
+    if getattr(args, "index", False) and args.compression not in (None, "none"):
         raise TFRecordError(f"--index needs uncompressed {out}, but --compression {args.compression} was given: "
                             "records in a compressed stream have no byte offsets to index",
                             hint="Leave out --index or --compression")
@@ -293,17 +323,24 @@ def _check_index_compression(args, out) -> None:
 
 def cmd_merge(args) -> int:
     """Concatenate TFRecord files into one, copying records verbatim (never re-encoded)."""
-    _check_index_compression(args, "OUT")
-    if args.index and not_a_file(args.output):
-        raise TFRecordError("--index writes OUT.index beside OUT, but OUT is a pipe or a device",
+    _check_output_compression(args, "OUT", args.output)
+    if args.index and (args.output == "-" or not_a_file(args.output)):
+        raise TFRecordError("--index writes OUT.index beside OUT, but OUT is "
+                            + ("standard output" if args.output == "-" else "a pipe or a device"),
                             path=args.output, hint="Leave out --index, or write OUT to a file")
-    out = merge(args.files, args.output, compression=args.compression,
-                input_compression=args.input_compression, verify=_verifying(args),
-                index=args.index, progress=args.progress, storage_options=_storage(args),
-                on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
-    counted = "" if out.records is None else f"{out.records} records, "
-    print(f"{counted}{len(args.files)} files -> {out.path}", file=sys.stderr)
+    with _bar(args, "merge") as bar:
+        out = merge(args.files, _sink(args), compression=args.compression,
+                    compression_level=args.compression_level, input_compression=args.input_compression,
+                    verify=_verifying(args), index=args.index, progress=bar, storage_options=_storage(args),
+                    on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
+                    check_headers=args.check_headers)
+    counted = "" if out.records is None else f"{_plural(out.records, 'record')}, "
+    print(f"{counted}{_plural(len(args.files), 'file')} -> {out.path}", file=sys.stderr)
     return 0
+
+
+def _plural(n, noun) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def cmd_split(args) -> int:
@@ -312,11 +349,11 @@ def cmd_split(args) -> int:
         raise TFRecordError("split reads its input twice (to count the records, then to copy them), but a "
                             "pipe can be read only once", path=args.file,
                             hint="Copy it to a file first: tfrecord-lite cat FILE -o copy.tfrecord")
-    _check_index_compression(args, "shards")
+    _check_output_compression(args, "shards", args.suffix, suffix=True)
     shards = split(args.file, args.num_shards, args.prefix, suffix=args.suffix,
-                   compression=args.compression, input_compression=args.input_compression,
-                   verify=_verifying(args), index=args.index, progress=args.progress,
-                   storage_options=_storage(args), on_corrupt=args.on_corrupt,
+                   compression=args.compression, compression_level=args.compression_level,
+                   input_compression=args.input_compression, verify=_verifying(args), index=args.index,
+                   progress=args.progress, storage_options=_storage(args), on_corrupt=args.on_corrupt,
                    max_record_bytes=args.max_record_bytes)
     for s in shards:
         print(f"{s.records}\t{s.path}")
@@ -339,18 +376,28 @@ def cmd_index(args) -> int:
 
 def cmd_cat(args) -> int:
     """Write the records of FILEs, in order, as one TFRecord stream (default: uncompressed)."""
-    if args.output is None:
-        if sys.stdout.isatty():
-            raise TFRecordError("refusing to write binary TFRecord data to a terminal",
-                                hint="redirect stdout (> out.tfrecord) or pass -o FILE")
-        sys.stdout.flush()
-        sink = sys.stdout.buffer
-    else:
-        sink = args.output
-    merge(args.files, sink, compression=args.compression, input_compression=args.input_compression,
-          verify=_verifying(args), progress=args.progress,
-          storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes)
+    _check_output_compression(args, "OUT", args.output)
+    with _bar(args, "cat") as bar:  # named for the command, not the merge beneath it
+        merge(args.files, _sink(args), compression=args.compression, compression_level=args.compression_level,
+              input_compression=args.input_compression, verify=_verifying(args), progress=bar,
+              storage_options=_storage(args), on_corrupt=args.on_corrupt, max_record_bytes=args.max_record_bytes,
+              check_headers=args.check_headers)
     return 0
+
+
+def _sink(args):
+    """Where merge and cat write: -o OUT, or standard output for -o - (and cat without -o),
+    refused when it is a terminal."""
+    if args.output not in (None, "-"):
+        return args.output
+    if sys.stdout.isatty():
+        raise TFRecordError("refusing to write binary TFRecord data to a terminal",
+                            hint="redirect stdout (> out.tfrecord) or pass -o FILE")
+    # stdout redirected to a file (> out.tfrecord.gz): its name is checked as -o's is
+    for name, _ in file_names(sys.stdout.buffer)[:1]:
+        _check_output_compression(args, "the output", name)
+    sys.stdout.flush()
+    return sys.stdout.buffer
 
 
 def cmd_head(args) -> int:
@@ -427,8 +474,12 @@ def cmd_demo(args) -> int:
 
 _EPILOG_MERGE = """\
 Each input's compression is detected; the output is uncompressed unless --compression says
-otherwise. Uncompressed to uncompressed without --verify is a plain byte copy, after each
-input's first record header is checked. OUT appears only when the merge succeeds.
+otherwise (an OUT ending in .gz or .zlib is refused without it). Every record header is
+checked (its length and the length's CRC), and each input must end where its last record
+ends, so a truncated input is refused; --verify checks the data CRCs too. Uncompressed to
+uncompressed without --verify reads each input once to check its headers, then copies its
+bytes in the kernel; --no-header-check skips that read, checking only each input's first
+record header. OUT appears only when the merge succeeds.
 
 examples:
   tfrecord-lite merge train-*.tfrecord -o train.tfrecord
@@ -457,10 +508,12 @@ examples:
 
 _EPILOG_CAT = """\
 Records are copied verbatim; only the compression wrapper changes. Useful to decompress,
-recompress or concatenate into a pipe.
+recompress or concatenate into a pipe. Every record header is checked and a truncated input
+is refused, as in merge (--no-header-check: see merge --help).
 
 examples:
   tfrecord-lite cat data.tfrecord.gz > data.tfrecord
+  tfrecord-lite cat data.tfrecord --compression gzip > data.tfrecord.gz
   tfrecord-lite cat a.tfrecord b.tfrecord --compression gzip -o ab.tfrecord.gz
   tfrecord-lite cat shard-*.tfrecord | some-consumer
 """
@@ -537,20 +590,30 @@ def _build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=inspect.cleandoc(func.__doc__), epilog=epilog,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    def writing_args(p, what, inputs="the inputs (default: detected per file)",
-                     plain="a plain uncompressed copy checks each input's first record header"):
+    def writing_args(p, what, inputs="the inputs (default: detected per file)", each="each input"):
         p.add_argument("--compression", default=None, type=str.lower, choices=_COMPRESSIONS[1:],
-                       help=f"compression of {what} (default none)")
+                       help=f"compression of {what} (default none; a name ending in .gz or .zlib "
+                       "needs it given)")
+        p.add_argument("--compression-level", default=None, type=_level, metavar="LEVEL",
+                       help="deflate level of --compression gzip or zlib: 1 (fastest) to 9 (smallest), "
+                       "0 for none (default 6, as TensorFlow's writer)")
         p.add_argument("--input-compression", default="auto", type=str.lower, choices=_COMPRESSIONS,
                        help=f"compression of {inputs}")
         p.add_argument("--verify", action="store_true",
                        help="check every record's data CRC on the way (slower; without it only "
-                       f"frame headers are checked, and {plain})")
-        _max_record_args(p, "" if what == "the shards" else "; a plain copy (see --verify) reads no lengths")
+                       f"record headers are checked: each length, its CRC, and that {each} ends "
+                       "where its last record does)")
+        if what != "the shards":
+            p.add_argument("--no-header-check", dest="check_headers", action="store_false",
+                           help="copy uncompressed inputs to uncompressed output as plain bytes without "
+                           "reading them first: only each input's first record header is checked, so a "
+                           "truncated or damaged input is copied as it is (faster on slow disks)")
+        _max_record_args(p, "" if what == "the shards" else "; --no-header-check reads no lengths")
 
     p = add("merge", cmd_merge, "concatenate files into one, records copied verbatim", _EPILOG_MERGE)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE", help="input files, in order")
-    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT", help="the merged file")
+    p.add_argument("-o", "--output", required=True, type=_path, metavar="OUT",
+                   help="the merged file (- for standard output; ./- names a file)")
     writing_args(p, "OUT")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write OUT.index (uncompressed OUT only)")
@@ -566,8 +629,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suffix", default=".tfrecord",
                    help="shard name suffix (default .tfrecord, with --compression too: pass .tfrecord.gz "
                    "to mark gzip shards)")
-    writing_args(p, "the shards", "FILE (default: detected)",
-                 "a plain uncompressed copy checks them all as it counts FILE's records")
+    writing_args(p, "the shards", "FILE (default: detected)", "FILE")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     p.add_argument("--index", action="store_true", help="also write an .index sidecar per shard")
     _progress_args(p)
@@ -582,7 +644,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = add("cat", cmd_cat, "write files as one TFRecord stream (decompresses by default)", _EPILOG_CAT)
     p.add_argument("files", nargs="+", type=_path, metavar="FILE")
-    p.add_argument("-o", "--output", default=None, type=_path, metavar="OUT", help="write to OUT (default stdout)")
+    p.add_argument("-o", "--output", default=None, type=_path, metavar="OUT",
+                   help="write to OUT (default, or -: standard output; ./- names a file)")
     writing_args(p, "the output")
     _on_corrupt_args(p, "; skip and stop imply --verify")
     _progress_args(p)

@@ -7,6 +7,7 @@ asked. Outputs are committed atomically (split: all shards or none).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from typing import Iterable
@@ -19,52 +20,64 @@ from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
-from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, shard_path
+from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, positive_int, shard_path, writer_options
 from .writer import TFRecordWriter, abort_group, close_group
 
 __all__ = ["merge", "split", "tracked_blocks"]
 
 _EXTENSIONS = (".gz", ".zz", ".zlib", ".tfrecord", ".tfrecords", ".tfr")
+_WALK_BYTES = 1 << 16  # a read of _walk_headers: frames longer than this are jumped over
 
 
 def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *, compression: Compression = None,
           input_compression: Compression = "auto", verify: bool = False, index: bool = False,
           fsync: bool = False, progress: Progress = None, storage_options: StorageOptions = None,
-          on_corrupt: str = "raise", max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ShardInfo:
+          on_corrupt: str = "raise", max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+          compression_level: int | None = None, check_headers: bool = True) -> ShardInfo:
     """Concatenate the records of ``inputs`` (paths, in order) into ``output`` (a path, or a
     binary file object such as ``sys.stdout.buffer``); return ShardInfo(output, records).
     Inputs and output may be fsspec URLs (``s3://...``, with ``storage_options``), local and
     remote mixed.
 
-    compression is the output's; each input's is detected (or set by input_compression).
-    An uncompressed input going to uncompressed output with verify=False and no index is
-    copied as plain bytes (``os.copy_file_range`` where possible), only its first record
-    header checked, so ``records`` is None in that case; otherwise frames are streamed
-    through, checked with their length CRC (and data CRC with verify=True). Corruption
-    raises a DataLossError naming the input, record and offset, and nothing appears under
-    ``output``.
+    compression (with compression_level, as in TFRecordWriter) is the output's; each input's
+    is detected (or set by input_compression).
+    Every record header (length and its CRC) of every input is checked, and each input must
+    end where its last record does: a truncated or damaged input never yields a corrupt
+    output. A local uncompressed input going to uncompressed output with verify=False and
+    no index has its headers walked first (reading it once, with no copy made), then its
+    bytes copied in the kernel (``os.copy_file_range`` where possible); otherwise frames are
+    streamed through, checked the same way (and their data CRCs with verify=True).
+    check_headers=False skips the walk: such inputs are copied as plain bytes after only
+    their first record header is checked (a damaged or truncated one is copied as it is),
+    and ``records`` is None. Corruption raises a DataLossError naming the input, record and
+    offset, and nothing appears under ``output``.
     index=True writes ``output + ".index"`` as well (uncompressed output only).
     on_corrupt: as in TFRecordReader; "skip" or "stop" copies the good records of damaged
     inputs (frames are then streamed, never byte-copied, and only with verify=True are records
     whose data is damaged found).
     max_record_bytes: as in TFRecordReader, where frames are streamed.
+    progress: a bool (see tfrecord_lite.progress) or an open bar to advance by the bytes read.
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     inputs = [os.fspath(p) for p in inputs]
     input_compression = normalize_compression(input_compression, allow_auto=True)
-    total = sum(_fs.size(p, storage_options) for p in inputs)
+    # A pipe has no size to show progress against: the bar then counts bytes read.
+    total = None if any(map(_fs.is_special, inputs)) else sum(_fs.size(p, storage_options) for p in inputs)
     counted = True
-    with TFRecordWriter(output, compression, fsync=fsync, index=index, storage_options=storage_options) as w, \
-            _progress(total, desc="merge", enabled=progress, unit="B") as bar:
-        _refuse_output(w, inputs)
+    options = writer_options(compression, compression_level, index=index, fsync=fsync,
+                             storage_options=storage_options)
+    _refuse_output(output, inputs)  # before the writer: opening one on a file removes its sidecar
+    bar = progress if hasattr(progress, "update") else _progress(total, desc="merge", enabled=progress, unit="B")
+    with (contextlib.nullcontext() if bar is progress else bar), TFRecordWriter(output, **options) as w:
         for path in inputs:
             counted &= _append(w, path, input_compression, verify, bar, storage_options, on_corrupt,
-                               max_record_bytes)
+                               max_record_bytes, check_headers)
     return ShardInfo(w.path, w.records_written if counted else None)
 
 
-def _append(writer, path, compression, verify, bar, storage_options, on_corrupt, max_record_bytes) -> bool:
+def _append(writer, path, compression, verify, bar, storage_options, on_corrupt, max_record_bytes,
+            check_headers) -> bool:
     """Copy one input's frames to writer; False if they were copied without being counted."""
     with _fs.open_input(path, storage_options) as f:
         if f.seekable():  # a pipe can be read only once: the reader checks it and detects compression
@@ -73,8 +86,15 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt,
                 compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
                 f.seek(0)
             if compression is None and on_corrupt == "raise" and not verify and writer._raw_copyable():
-                bar.update(writer._copy_raw(f))
-                return False
+                if not check_headers:
+                    bar.update(writer._copy_raw(f))
+                    return False
+                if not _fs.is_url(path):  # a remote input is streamed: read once, not twice
+                    count, end = _walk_headers(f, path, bar, max_record_bytes)
+                    if writer._copy_raw(f, end, count) != end or f.read(1):
+                        raise _changed(path, f"its {count} records ended at byte {end} when their headers "
+                                       "were checked", merging=True)
+                    return True
         with TFRecordReader(f, compression, check_crc=verify, on_corrupt=on_corrupt,
                             max_record_bytes=max_record_bytes) as r:
             r.path = path  # errors name the input as given (a URL, not fsspec's key)
@@ -83,15 +103,51 @@ def _append(writer, path, compression, verify, bar, storage_options, on_corrupt,
     return True
 
 
-def _refuse_output(writer, inputs) -> None:
+def _walk_headers(f, path, bar, max_record_bytes):
+    """(records, end of the last) of the local uncompressed input f, every header (length and
+    its CRC, max_record_bytes) checked and the file found to end where its last record does.
+    Only what holds headers is read: a record longer than a read is jumped over, never
+    buffered. A problem found is reported by the reader started at that frame, with its
+    error naming the record and offset. f is left at its start."""
+    F = _native.framing
+    fd = f.fileno()
+    size = os.fstat(fd).st_size
+    buf = bytearray(_WALK_BYTES)
+    at = count = 0  # the next frame's offset, and its index
+    while at < size:
+        f.seek(at)
+        n = f.readinto(buf)
+        starts, _, pos, status, value = F.scan_spans(buf, 0, n, False, max_record_bytes)
+        count += len(starts)
+        rest = n - pos  # the bytes of an unfinished frame at pos
+        if not n or status != F.FRAME_OK or (
+                rest and (at + n + value > size if rest >= F.HEADER_BYTES else at + n >= size)):
+            at += pos
+            break  # a damaged header, or a frame the file ends inside (or a file cut meanwhile)
+        if rest >= F.HEADER_BYTES:  # a frame longer than the read: its header checked, its data jumped over
+            count += 1
+            pos = n + value
+        bar.update(pos)
+        at += pos
+    f.seek(0)
+    if at != size:
+        with TFRecordReader(f, None, check_crc=False, max_record_bytes=max_record_bytes, start_offset=at,
+                            start_index=count) as r:
+            r.path = path
+            next(r.record_spans(), None)  # raises the reader's error for that frame
+        raise _changed(path, f"its frame at byte {at} changed while it was read", merging=True)
+    return count, at
+
+
+def _refuse_output(output, inputs) -> None:
     """Refuse an input that is the output file itself (``cat a >> a``, as GNU cat does): the
     copy would read back what it appends and never end. All inputs are checked before
-    anything is copied: the output of ``cat b a >> a`` must not get b's records first. A
-    path output is written to a temporary file, so merge may still name one of its inputs
-    as its output."""
+    anything is copied (or any sidecar removed): the output of ``cat b a >> a`` must not get
+    b's records first. A path output is written to a temporary file, so merge may still name
+    one of its inputs as its output."""
     try:
-        dst = os.fstat(writer._file.fileno())
-    except (AttributeError, OSError, ValueError):  # remote, or a file object without a descriptor
+        dst = os.fstat(output.fileno())
+    except (AttributeError, OSError, ValueError):  # a path, or a file object without a descriptor
         return
     if not stat.S_ISREG(dst.st_mode):
         return
@@ -127,7 +183,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
           compression: Compression = None, input_compression: Compression = "auto", verify: bool = False,
           index: bool = False, fsync: bool = False, progress: Progress = None,
           storage_options: StorageOptions = None, on_corrupt: str = "raise",
-          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[ShardInfo]:
+          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, compression_level: int | None = None) -> list[ShardInfo]:
     """Split ``input`` into ``num_shards`` files of contiguous records; return a ShardInfo
     per shard.
 
@@ -141,7 +197,8 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     bytes, and TensorFlow needs ``compression_type`` whatever the name); pass
     ``suffix=".tfrecord.gz"`` to mark gzip shards.
 
-    The input is read twice (once to count, once to copy). compression is the outputs'; with
+    The input is read twice (once to count, once to copy). compression (with
+    compression_level, as in TFRecordWriter) is the outputs'; with
     uncompressed input and output, verify=False and no index, byte ranges are copied without
     being parsed a second time. verify=True checks every data CRC first; all shards are
     committed together, or none if anything fails. Shards are written one after another and
@@ -152,8 +209,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
     max_record_bytes: as in TFRecordReader.
     """
     path = os.fspath(input)
-    if not isinstance(num_shards, int) or num_shards < 1:
-        raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
+    num_shards = positive_int("num_shards", num_shards)
     check_shard_index(index)
     if prefix is None:
         prefix = _strip_extensions(path)
@@ -164,7 +220,9 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
         check_tfrecord(f, path, input_compression)
         if input_compression == "auto":
             input_compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
-    out_compression = normalize_compression(compression)
+    options = writer_options(compression, compression_level, index=index, fsync=fsync,
+                             storage_options=storage_options, path=path)
+    out_compression = normalize_compression(options["compression"])
 
     ranges = input_compression is None and on_corrupt == "raise"  # a dropped record would break a range
     # The first read is as long as the copy (longer with verify): it has a bar of its own.
@@ -186,8 +244,7 @@ def split(input: PathLike, num_shards: int, prefix: PathLike | None = None, *, s
         while len(writers) <= i:
             if writers:
                 writers[-1]._park()
-            writers.append(TFRecordWriter(shard_path(prefix, len(writers), num_shards, suffix), out_compression,
-                                          fsync=fsync, index=index, storage_options=storage_options))
+            writers.append(TFRecordWriter(shard_path(prefix, len(writers), num_shards, suffix), **options))
         return writers[i]
 
     try:
@@ -246,10 +303,13 @@ def _split_stream(path, compression, shard_writer, sizes, bar, storage_options, 
                 bar.update(take)
 
 
-def _changed(path, what) -> TFRecordError:
-    """The error for an input that changed between split's two reads of it."""
-    return TFRecordError(f"the input changed while it was split: {what}", path=path,
-                         hint="split it again once nothing writes to it; no shard was written")
+def _changed(path, what, merging=False) -> TFRecordError:
+    """The error for an input that changed between two reads of it (split's, or merge's
+    header walk and copy)."""
+    done, op, nothing = ("merged", "merge", "nothing was written") if merging else (
+        "split", "split", "no shard was written")
+    return TFRecordError(f"the input changed while it was {done}: {what}", path=path,
+                         hint=f"{op} it again once nothing writes to it; {nothing}")
 
 
 def _strip_extensions(path: str) -> str:

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import errno
 import itertools
+import operator
 import os
 import pickle
 import queue
@@ -25,10 +26,10 @@ from . import _native
 from . import fs as _fs
 from ._typing import Buffer, Compression, PathLike, Progress, StorageOptions
 from .errors import ArgumentTypeError, EncodeError, InvalidArgumentError, TFRecordError
-from .io import CommitOnExit
+from .io import CommitOnExit, check_level, normalize_compression
 from .progress import progress as _progress
 from .batch import RecordBatch
-from .writer import TFRecordWriter, _chunks, abort_group, close_group
+from .writer import TFRecordWriter, _chunks, _tf_options, abort_group, close_group
 
 __all__ = ["ShardedWriter", "ShardInfo", "shard_path", "key_to_shard", "write_parallel"]
 
@@ -54,6 +55,29 @@ def check_shard_index(index) -> None:
     if isinstance(index, (str, bytes, os.PathLike)):
         raise InvalidArgumentError(f"index must be True or False for shards, not {index!r}: each shard's "
                                    "sidecar is its own path + '.index'", hint="pass index=True")
+
+
+def positive_int(name, value, more="") -> int:
+    """value as an int (numpy integers too), or InvalidArgumentError naming it; a bool is
+    refused (True would be taken for 1)."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < 1:
+        raise InvalidArgumentError(f"{name} must be a positive int{more}, not {value!r}")
+    return number
+
+
+def writer_options(compression, compression_level, *, index=False, fsync=False, storage_options=None,
+                   path=None) -> dict:
+    """TFRecordWriter's keyword arguments for every file a group writes (shards, merge and
+    split outputs), checked once before any file is opened. compression may be a
+    tf.io.TFRecordOptions, whose compression_level is honoured as TFRecordWriter honours it."""
+    compression, compression_level = _tf_options(compression, compression_level)
+    normalize_compression(compression)
+    return dict(compression=compression, compression_level=check_level(compression_level, path), index=index,
+                fsync=fsync, storage_options=storage_options)
 
 
 def shard_path(prefix, index: int, num_shards: int, suffix: str = DEFAULT_SUFFIX) -> str:
@@ -111,8 +135,8 @@ class ShardedWriter(CommitOnExit):
     Nothing appears under a final name before ``close()`` succeeds; on an exception inside
     ``with`` (or ``abort()``), or if any shard fails to commit, no shard is left. Empty
     shards are written (as TensorFlow and Beam do); rolling over no records writes one empty
-    shard. compression, index, fsync and storage_options are as in TFRecordWriter and apply
-    to each shard; the prefix may be an fsspec URL (``s3://bucket/out/train``).
+    shard. compression, compression_level, index, fsync and storage_options are as in
+    TFRecordWriter and apply to each shard; the prefix may be an fsspec URL (``s3://bucket/out/train``).
     Open files: a fixed count keeps every shard open until close (two files each with an
     index); rolling shards are closed as they fill.
     Thread-safe. After close, ``shards`` lists a ShardInfo per shard.
@@ -121,7 +145,8 @@ class ShardedWriter(CommitOnExit):
     def __init__(self, prefix: PathLike, num_shards: int | None = None, *,
                  max_records_per_shard: int | None = None, max_bytes_per_shard: int | None = None,
                  suffix: str = DEFAULT_SUFFIX, compression: Compression = None, index: bool = False,
-                 fsync: bool = False, storage_options: StorageOptions = None) -> None:
+                 fsync: bool = False, storage_options: StorageOptions = None,
+                 compression_level: int | None = None) -> None:
         rolling = max_records_per_shard is not None or max_bytes_per_shard is not None
         if (num_shards is None) == (not rolling):
             raise InvalidArgumentError(
@@ -129,17 +154,18 @@ class ShardedWriter(CommitOnExit):
                 "max_records_per_shard/max_bytes_per_shard (roll to a new shard at a limit), not "
                 + ("both" if rolling else "neither")
             )
-        for name, value in (("num_shards", num_shards), ("max_records_per_shard", max_records_per_shard),
-                            ("max_bytes_per_shard", max_bytes_per_shard)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
+        num_shards, max_records_per_shard, max_bytes_per_shard = (
+            None if value is None else positive_int(name, value) for name, value in (
+                ("num_shards", num_shards), ("max_records_per_shard", max_records_per_shard),
+                ("max_bytes_per_shard", max_bytes_per_shard)))
         self.prefix = _check_prefix(prefix)
         check_shard_index(index)
         self.suffix = suffix
         self.max_records = max_records_per_shard
         self.max_bytes = max_bytes_per_shard
         self.rolling = rolling  # shards roll over at a limit; their count is known at close
-        self._options = dict(compression=compression, index=index, fsync=fsync, storage_options=storage_options)
+        self._options = writer_options(compression, compression_level, index=index, fsync=fsync,
+                                       storage_options=storage_options, path=self.prefix)
         self._lock = threading.Lock()
         self._next = 0  # round-robin position
         self._writers: list[TFRecordWriter] = []
@@ -335,7 +361,8 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
                    num_workers: int | None = None, executor: Any = "thread", *, suffix: str = DEFAULT_SUFFIX,
                    compression: Compression = None, index: bool = False, fsync: bool = False,
                    chunk_size: int = 256, batched: bool = False, progress: Progress = None,
-                   mp_context: Any = None, storage_options: StorageOptions = None) -> list[ShardInfo]:
+                   mp_context: Any = None, storage_options: StorageOptions = None,
+                   compression_level: int | None = None) -> list[ShardInfo]:
     """Encode ``items`` with ``encode(item) -> bytes`` in parallel and write them to
     ``num_shards`` shards; return a ShardInfo (path, records) per shard.
 
@@ -360,6 +387,8 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     first item. Returning ``encode_examples(block, as_batch=True)`` (a framed RecordBatch)
     is the fastest: it is encoded and framed without the GIL, so workers run in parallel.
 
+    compression, compression_level, index, fsync: as in TFRecordWriter, for each shard.
+
     Memory stays bounded: at most ``2 * num_workers`` chunks are being encoded and two per
     shard are queued for writing; ``items`` may be any iterable, consumed lazily.
 
@@ -370,15 +399,14 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     pending work is cancelled, running workers finish their chunk, and every shard is
     discarded: no file is left under a final name. Shards appear only when all succeed.
     """
-    if not isinstance(num_shards, int) or num_shards < 1:
-        raise InvalidArgumentError(f"num_shards must be a positive int, not {num_shards!r}")
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise InvalidArgumentError(f"chunk_size must be a positive int, not {chunk_size!r}")
-    if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
-        raise InvalidArgumentError(f"num_workers must be a positive int (or None for one per CPU), "
-                                   f"not {num_workers!r}")
+    num_shards = positive_int("num_shards", num_shards)
+    chunk_size = positive_int("chunk_size", chunk_size)
+    if num_workers is not None:
+        num_workers = positive_int("num_workers", num_workers, " (or None for one per CPU)")
     _check_prefix(prefix)
     check_shard_index(index)
+    options = writer_options(compression, compression_level, index=index, fsync=fsync,
+                             storage_options=storage_options, path=os.fspath(prefix))
     num_workers = num_workers or os.cpu_count() or 1
     pool, own_pool = _make_pool(executor, num_workers, encode, mp_context)
     total = len(items) if hasattr(items, "__len__") else None
@@ -392,8 +420,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     try:
         with _descriptors(num_shards, index, os.fspath(prefix)):
             for i in range(num_shards):  # appended one by one: a failed open aborts those before it
-                writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), compression,
-                                              fsync=fsync, index=index, storage_options=storage_options))
+                writers.append(TFRecordWriter(shard_path(prefix, i, num_shards, suffix), **options))
         # One writer thread per encoding worker, not per shard: thread t owns the shards
         # t, t + n_threads, ... (so each shard keeps one writer and its order). Writes run
         # without the GIL; more threads than cores would only take turns with the encoders.

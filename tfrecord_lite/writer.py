@@ -10,6 +10,7 @@ opens, commits and discards the files around it.
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 import zlib
 from typing import Iterable
@@ -50,8 +51,9 @@ class TFRecordWriter(CommitOnExit):
     The sidecar is written under a temporary name and committed at close, right after the
     data file. Committing an atomic file first removes any existing ``path + ".index"`` (with
     or without index=True), so a sidecar never describes a different file; if the sidecar's
-    commit fails, close() removes the new file as well. Only uncompressed files can be
-    indexed.
+    commit fails, close() removes the new file as well. A file object writing to a local
+    regular file (stdout redirected to one) has that file's sidecar removed when the writer
+    opens, as a non-atomic path has. Only uncompressed files can be indexed.
 
     One writer may be shared by threads: each ``write`` lands whole, and each ``write_many``
     lands contiguously.
@@ -100,6 +102,10 @@ class TFRecordWriter(CommitOnExit):
                     self._file = _fs.open_plain_output(self.path, storage_options)
                 self._owned = True
             else:
+                # A regular file (stdout redirected to one: tfrecord-lite cat a > b) changes from
+                # here on too: the sidecar of its old records must go, as for a path.
+                for name in _file_sidecars(path_or_fileobj):
+                    self._unlink(name)
                 self._file = path_or_fileobj
         except BaseException:
             if self._index is not None:
@@ -374,6 +380,41 @@ def _link_target(path) -> str:
         return path
     local = _fs.local_path(path)
     return os.path.realpath(local) if os.path.islink(local) else path
+
+
+def _file_sidecars(fileobj) -> list:
+    """The sidecars of the local regular file that fileobj writes to (see file_names)."""
+    return list(dict.fromkeys(sidecar for name, path in file_names(fileobj) for sidecar in _old_sidecars(name, path)))
+
+
+def file_names(fileobj) -> list:
+    """(name, path) for each name of the local regular file that fileobj writes to, found by
+    the object's name or its descriptor (/proc/self/fd on Linux, F_GETPATH on macOS), each
+    checked to be that very file (path: the name with symlinks resolved); none when it is
+    no such file (a pipe, a device, an in-memory stream)."""
+    try:
+        fd = fileobj.fileno()
+        st = os.fstat(fd)
+    except (AttributeError, OSError, ValueError):
+        return []
+    if not stat.S_ISREG(st.st_mode):
+        return []
+    names = [getattr(fileobj, "name", None), f"/proc/self/fd/{fd}"]
+    try:
+        import fcntl
+        names.append(os.fsdecode(fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).rstrip(b"\0")))
+    except (ImportError, AttributeError, OSError):
+        pass
+    found = []
+    for name in names:
+        if isinstance(name, str):
+            path = os.path.realpath(name)
+            try:
+                if os.path.samestat(st, os.stat(path)):
+                    found.append((path if name.startswith("/proc/") else name, path))
+            except OSError:
+                pass
+    return found
 
 
 def check_index_compression(normalized, compression, path) -> None:
