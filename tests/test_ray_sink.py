@@ -50,3 +50,23 @@ def test_a_column_of_int64_in_one_block_and_double_in_another_is_refused(backend
     halves = floats.cast(pa.schema([("x", pa.float16())]))
     shards = _write_in_process(TFRecordDatasink(str(tmp_path / "part")), [floats, halves])
     assert [s.records for s in shards] == [2, 2] and backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_a_task_of_only_empty_blocks_writes_no_shard(backend, tmp_path, index):
+    """Every write task wrote a shard, empty ones included: a filter that emptied some blocks
+    left part-00001-of-00004.tfrecord and others with no records (and their sidecars). As
+    Ray's own file datasinks do, empty blocks write nothing and only the tasks with rows get
+    shards, numbered among themselves; an empty dataset still gets one empty shard."""
+    empty = pa.table({"id": pa.array([], pa.int64())})
+    tables = [empty, pa.table({"id": [1, 2]}), empty, pa.table({"id": [3]})]
+    shards = _write_in_process(TFRecordDatasink(str(tmp_path / "part"), index=index), tables)
+    names = [f"part-0000{i}-of-00002.tfrecord" for i in range(2)]
+    assert [(os.path.basename(s.path), s.records) for s in shards] == [(names[0], 2), (names[1], 1)]
+    assert sorted(os.listdir(tmp_path)) == sorted(names + ([n + ".index" for n in names] if index else []))
+    got = [tfl.decode_example(r)["id"].tolist() for s in shards for r in tfl.TFRecordReader(s.path)]
+    assert got == [[1], [2], [3]]
+    out = tmp_path / "none"
+    shards = _write_in_process(TFRecordDatasink(str(out / "part"), index=index), [empty, empty])
+    assert [(os.path.basename(s.path), s.records) for s in shards] == [("part-00000-of-00001.tfrecord", 0)]
+    assert len(os.listdir(out)) == (2 if index else 1) and backend.name == tfl.implementation

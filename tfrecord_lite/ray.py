@@ -13,7 +13,9 @@ uncompressed file), so that a few large files spread over many tasks. With
 first bytes, sidecar: a few requests each on an object store), as does the sample a spec is
 inferred from once the first file falls short of it.
 
-Writing gives each write task one shard. The task writes it under a hidden staging name
+Writing gives each write task that has rows one shard (a task of only empty blocks writes
+none, as Ray's file datasinks skip them; an empty dataset gets one empty shard, as TF and
+Beam write). The task writes it under a hidden staging name
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
 and when every task has succeeded, ``on_write_complete`` renames the shards, in task
 order, to ``<prefix>-00003-of-00016<suffix>``. The count is known only then. If any task
@@ -25,6 +27,7 @@ by another (Ray types each block on its own) fails the write so, before any rena
 
 from __future__ import annotations
 
+import itertools
 import os
 import posixpath
 import uuid
@@ -386,7 +389,7 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
 # -- writing --------------------------------------------------------------------------------
 
 class TFRecordDatasink(Datasink):
-    """Writes a Dataset as TF/Beam-named shards, one per write task, committed together;
+    """Writes a Dataset as TF/Beam-named shards, one per write task with rows, committed together;
     see ``write_tfrecords``. After a successful write, ``shards`` lists a ShardInfo each."""
 
     def __init__(self, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
@@ -444,7 +447,13 @@ class TFRecordDatasink(Datasink):
 
     def write(self, blocks, ctx):
         path = self.staging_path(ctx.task_idx)
-        tables = (_as_lists(self._select(BlockAccessor.for_block(b).to_arrow())) for b in blocks)
+        # Empty blocks write nothing, and a task of only empty blocks writes no shard (as
+        # Ray's own file datasinks skip them): a filter leaves no empty shards behind.
+        blocks = (a for a in map(BlockAccessor.for_block, blocks) if a.num_rows())
+        first = next(blocks, None)
+        if first is None:
+            return {"task": ctx.task_idx, "path": None, "records": 0, "kinds": {}}
+        tables = (_as_lists(self._select(a.to_arrow())) for a in itertools.chain([first], blocks))
         kinds = {}
         with TFRecordWriter(path, **self.options) as writer:
             if self.record_column is None:
@@ -478,6 +487,7 @@ class TFRecordDatasink(Datasink):
         except FeatureSpecError as exc:
             self.on_write_failed(exc)
             raise
+        done = [r for r in done if r["path"] is not None]
         if not done:  # an empty dataset still gets one (empty) shard, as TF and Beam write
             with TFRecordWriter(self.staging_path(0), **self.options) as writer:
                 pass
@@ -596,8 +606,9 @@ def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[st
                     deterministic: bool = False, suffix: str = DEFAULT_SUFFIX, storage_options: StorageOptions = None,
                     ray_remote_args: dict[str, Any] | None = None, concurrency: int | None = None) -> list[ShardInfo]:
     """Write a ``ray.data.Dataset`` as TFRecord shards ``<prefix>-00003-of-00016.tfrecord``,
-    one per write task (``dataset.repartition(n)`` first for n shards), in task order, and
-    return a ShardInfo (path, records) per shard.
+    one per write task that has rows (``dataset.repartition(n)`` first for n shards; a task
+    whose blocks are all empty, as a filter leaves them, writes none; an empty dataset gives
+    one empty shard), in task order, and return a ShardInfo (path, records) per shard.
 
     Each row becomes a tf.train.Example with one Feature per column (the column types of
     ``tfrecord_lite.arrow.write_arrow``, and the ragged and object columns numpy batches
