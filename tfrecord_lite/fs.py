@@ -484,11 +484,34 @@ def expand(spec: str, storage_options=None) -> list[str]:
     before, link, after = _links(spec)
     scheme = link.partition("://")[0]
 
-    def url(name):  # in the scheme asked for (s3a://, gcs://), not the filesystem's first
-        head, sep, tail = fs.unstrip_protocol(name).partition("://")
-        return before + (scheme if _aliases(head, scheme) else head) + sep + tail + after
+    given = _as_given(link, p)
+
+    def url(name):  # in the form asked for (s3a://, memory://p rather than memory:///p)
+        found_url = given(name)
+        if found_url is None:  # the filesystem's form, in the scheme asked for
+            head, sep, tail = fs.unstrip_protocol(name).partition("://")
+            found_url = (scheme if _aliases(head, scheme) else head) + sep + tail
+        return before + found_url + after
 
     return sorted(url(name) for name, info in found.items() if wanted(name, info))
+
+
+def _as_given(link: str, p: str):
+    """name -> the URL of a listed name in the form of link, the URL that p (its path on the
+    filesystem) was stripped from, or None where it cannot be told: the part of the name
+    under p's fixed directories goes under the same directories as link spells them
+    (``memory://p/*`` lists ``memory://p/a``, not the filesystem's ``memory:///p/a``)."""
+    scheme, _, rest = link.partition("://")
+    given, stripped = rest.rstrip("/").split("/"), p.rstrip("/").split("/")
+    j = next((i for i, c in enumerate(given) if GLOB_CHARS & set(c)), len(given))
+    k = next((i for i, c in enumerate(stripped) if GLOB_CHARS & set(c)), len(stripped))
+    head, root = ("/".join(parts[:i]) + "/" if i else "" for parts, i in ((given, j), (stripped, k)))
+    if given[j:] != stripped[k:]:
+        return lambda name: None  # a path the filesystem rewrote beyond its root
+
+    def url(name):
+        return f"{scheme}://{head}{name[len(root):]}" if name.startswith(root) else None
+    return url
 
 
 def _aliases(a: str, b: str) -> bool:
