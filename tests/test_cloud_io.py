@@ -76,6 +76,7 @@ def test_url_detection():
     assert not tfs.is_url("file:///tmp/x") and not tfs.is_url("/tmp/x") and not tfs.is_url("a/b:c")
     assert not tfs.is_url(b"s3://b") and not tfs.is_url(os.path.join("x", "y"))
     assert tfs.local_path("file:///tmp/x") == "/tmp/x" and tfs.local_path("file://localhost/tmp/x") == "/tmp/x"
+    assert not tfs.is_url("local:///tmp/x") and tfs.local_path("local:///tmp/x") == "/tmp/x"
     pinned = ["s3://b/k?versionId=v", "simplecache::s3://b/k?versionId=v", "gs://b/k#1", "gcs://b/k?generation=1",
               "https://h/k?X-Amz-Signature=s"]
     assert all(map(tfs.pinned, pinned))
@@ -531,20 +532,23 @@ def test_an_object_version_is_read_has_no_sidecar_and_is_never_written(s3_versio
     assert store.ls() == ["d.tfrecord", "d.tfrecord.index"]
 
 
-def test_file_urls_and_local_paths_never_import_fsspec(tmp_path):
+@pytest.mark.parametrize("scheme", ["file://", "local://"])
+def test_file_urls_and_local_paths_never_import_fsspec(tmp_path, scheme):
+    """local:// (fsspec's other name for local files) went through fsspec: no mmap, pread
+    or copy_file_range, and a hard dependency on fsspec for a local file."""
     script = textwrap.dedent(f"""
         import sys
         import tfrecord_lite as tfl
-        path = {str(tmp_path / "a.tfrecord")!r}
-        with tfl.TFRecordWriter("file://" + path, index=True) as w:
+        path, scheme = {str(tmp_path / "a.tfrecord")!r}, {scheme!r}
+        with tfl.TFRecordWriter(scheme + path, index=True) as w:
             w.write(b"one")
         with tfl.TFRecordWriter(path + ".gz", "gzip") as w:
             w.write(b"two")
-        assert list(tfl.TFRecordReader("file://" + path)) == [b"one"]
+        assert list(tfl.TFRecordReader(scheme + path)) == [b"one"]
         assert list(tfl.TFRecordReader(path + ".gz")) == [b"two"]
-        assert list(tfl.TFRecordDataset("file://" + {str(tmp_path)!r})) == [b"one", b"two"]
-        assert tfl.TFRecordFile("file://" + path)[0] == b"one"
-        tfl.merge([path, path + ".gz"], "file://" + path + ".all")
+        assert list(tfl.TFRecordDataset(scheme + {str(tmp_path)!r})) == [b"one", b"two"]
+        assert tfl.TFRecordFile(scheme + path)[0] == b"one"
+        tfl.merge([path, path + ".gz"], scheme + path + ".all")
         bad = [m for m in ("fsspec", "s3fs", "botocore", "aiobotocore") if m in sys.modules]
         assert not bad, bad
     """)

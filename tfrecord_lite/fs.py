@@ -2,7 +2,8 @@
 remote path. This is the only module that imports fsspec, and only when a URL is used.
 
 A path is remote when it is a string ``scheme://...`` (``s3://``, ``gs://``, ``memory://``,
-chained ``simplecache::s3://``...), except ``file://``, which maps to the local path so that
+chained ``simplecache::s3://``...), except ``file://`` and ``local://`` (fsspec's two names
+for the local filesystem), which map to the local path so that
 local files keep their fast paths (mmap, pread, copy_file_range). ``storage_options`` go to
 the fsspec filesystem; fsspec's own configuration (``FSSPEC_S3_...`` environment variables,
 its config files) and the cloud SDKs' (``AWS_ENDPOINT_URL``, credentials) apply as usual.
@@ -44,6 +45,7 @@ BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to th
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
 _READ_AHEAD_BLOCKS = 2  # blocks kept per open input (fsspec re-fetches with fewer); one more in flight
 _SIGNED_PROTOCOLS = frozenset({"s3", "s3a"})  # presigning is local computation there
+_LOCAL_SCHEMES = ("file://", "local://")  # fsspec's names for the local filesystem
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
@@ -59,8 +61,8 @@ _HINT_INSTALL = ("install the cloud extra: pip install 'tfrecordkit[cloud]' (or 
 
 
 def is_url(path) -> bool:
-    """True for an fsspec URL other than ``file://`` (which is a local path)."""
-    return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
+    """True for an fsspec URL other than ``file://`` and ``local://`` (local paths)."""
+    return isinstance(path, str) and _URL.match(path) is not None and not path.startswith(_LOCAL_SCHEMES)
 
 
 def pinned(path) -> bool:
@@ -145,11 +147,11 @@ def _check_writable(url, name=None) -> None:
 
 
 def local_path(path) -> str:
-    """A local path as a string: ``os.fspath``, with a ``file://`` prefix removed."""
+    """A local path as a string: ``os.fspath``, with a ``file://`` or ``local://`` prefix removed."""
     path = os.fspath(path)
-    if isinstance(path, str) and path.startswith("file://"):
-        path = path[len("file://"):]
-        if path.startswith("localhost/"):
+    if isinstance(path, str) and path.startswith(_LOCAL_SCHEMES):
+        scheme, _, path = path.partition("://")
+        if scheme == "file" and path.startswith("localhost/"):
             path = path[len("localhost"):]
     return path
 
