@@ -220,6 +220,16 @@ def test_listed_urls_keep_the_form_they_were_asked_in(memfs, capsys):
     assert capsys.readouterr().out.splitlines()[0] == f"1\tmemory://{memfs.prefix.lstrip('/')}/d/a.tfrecord"
 
 
+def test_a_caret_bracket_negates_remotely_as_locally(remote):
+    """[^a] matches any character but 'a' on remote stores as on local disk (test_files)."""
+    for name in ("a.tfrecord", "b.tfrecord", "^.tfrecord", "s/a.tfrecord"):
+        remote.put(f"d/{name}", framed([name.encode()]))
+    names = lambda spec: [p.rsplit("/d/", 1)[1] for p in resolve_files(remote.url(spec))]  # noqa: E731
+    assert names("d/[^a].tfrecord") == names("d/[!a].tfrecord") == ["^.tfrecord", "b.tfrecord"]
+    assert names("d/**/[^b].tfrecord") == ["^.tfrecord", "a.tfrecord", "s/a.tfrecord"]
+    assert names("d/[a^].tfrecord") == ["^.tfrecord", "a.tfrecord"]
+
+
 def test_a_chained_glob_keeps_its_chain(memfs, tmp_path):
     """The files of 'simplecache::memory://.../*.tfrecord' are read through simplecache too
     (and with its storage_options), not as bare memory:// URLs."""

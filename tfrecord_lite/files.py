@@ -25,7 +25,9 @@ def resolve_files(files, storage_options=None) -> list[str]:
     once (a symlink loop is not followed). Directories list their non-hidden files (a
     broken symlink too, which reading then names), ignoring ``.index`` sidecars. A file
     that exists under the name given is itself, glob characters and all (``a[1].tfrecord``),
-    as a shell leaves a pattern that names a file."""
+    as a shell leaves a pattern that names a file. ``[^a]``, like ``[!a]``, matches any
+    character but ``a``, as in shells and ``tf.io.gfile.glob`` (Python's glob reads it as
+    ``^`` or ``a``)."""
     if isinstance(files, (str, os.PathLike)):
         spec = os.fspath(files)
         paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
@@ -69,7 +71,7 @@ def _local_files(spec: str) -> list[str]:
             and not os.path.isdir(os.path.join(spec, name))  # a broken link is listed: reading it says so
         )
     if _fs.GLOB_CHARS & set(spec) and not os.path.exists(spec):
-        return sorted({p for p in _glob(spec) if not p.endswith(".index") and not os.path.isdir(p)})
+        return sorted({p for p in _glob(_fs.caret_negates(spec)) if not p.endswith(".index") and not os.path.isdir(p)})
     return [spec]
 
 
