@@ -618,17 +618,17 @@ def test_a_url_naming_a_bucket_is_no_file(s3_server):
 
 @pytest.mark.parametrize("atomic", [True, False])
 def test_a_url_on_a_filesystem_with_directories_gets_its_missing_ones(tmp_path, atomic):
-    """Writing to local:// (or sftp://...) under a missing directory failed with 'No such
-    file' naming the hidden temporary name; missing directories are made, as for a local
-    path, and an error that names a file names the output URL."""
-    url = f"local://{tmp_path}/a/b/x.tfrecord"
-    with tfl.TFRecordWriter(url, atomic=atomic) as w:
+    """Writing to sftp:// (here dir://, over local files) under a missing directory failed
+    with 'No such file' naming the hidden temporary name; missing directories are made, as
+    for a local path, and an error that names a file names the output URL."""
+    options = {"path": str(tmp_path), "target_protocol": "file"}
+    with tfl.TFRecordWriter("dir://a/b/x.tfrecord", atomic=atomic, storage_options=options) as w:
         w.write(b"abc")
     assert list(tfl.TFRecordReader(tmp_path / "a" / "b" / "x.tfrecord")) == [b"abc"]
     (tmp_path / "file").write_bytes(b"")
-    url = f"local://{tmp_path}/file/x.tfrecord"
+    url = "dir://file/x.tfrecord"
     with pytest.raises(OSError) as info:
-        with tfl.TFRecordWriter(url, atomic=atomic) as w:
+        with tfl.TFRecordWriter(url, atomic=atomic, storage_options=options) as w:
             w.write(b"abc")
     assert info.value.filename == url and ".tmp" not in str(info.value)
     assert sorted(os.listdir(tmp_path)) == ["a", "file"]
