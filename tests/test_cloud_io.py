@@ -499,6 +499,22 @@ def test_memory_exception_leaves_nothing_and_temp_is_hidden(memfs):
     assert not memfs.fs.exists(url)
 
 
+def test_a_name_with_glob_characters_is_written_as_it_is(memfs, backend):
+    """TFRecordWriter('memory://d/a[1].tfrecord') wrote a temporary name, then fsspec's mv
+    read it as a glob that matched nothing: 'No such file'. A bracket in the first
+    component (memory://d[1]/...) failed sooner, in urlsplit ('not an IPv6 address')."""
+    for url in (memfs.url("d/a[1].tfrecord"), f"memory://{memfs.prefix[1:]}[1]/a?.tfrecord"):
+        with tfl.TFRecordWriter(url, index=True) as w:
+            w.write(b"abc")
+        assert list(tfl.TFRecordReader(url)) == [b"abc"] and tfl.TFRecordFile(url)[0] == b"abc"
+        assert resolve_files(url) == [url]
+    for name in ("a?.tfrecord", "a?.tfrecord.index"):
+        memfs.fs.rm_file(f"{memfs.prefix}[1]/{name}")
+    assert memfs.fs.ls(memfs.prefix + "/d", detail=False) == [memfs.prefix + "/d/a[1].tfrecord",
+                                                               memfs.prefix + "/d/a[1].tfrecord.index"]
+    assert backend.name == tfl.implementation
+
+
 def test_committing_replaces_a_stale_sidecar(s3):
     s3.put("x.tfrecord.index", b"0 99\n")
     with tfl.TFRecordWriter(s3.url("x.tfrecord")) as w:

@@ -70,3 +70,26 @@ def test_a_task_of_only_empty_blocks_writes_no_shard(backend, tmp_path, index):
     shards = _write_in_process(TFRecordDatasink(str(out / "part"), index=index), [empty, empty])
     assert [(os.path.basename(s.path), s.records) for s in shards] == [("part-00000-of-00001.tfrecord", 0)]
     assert len(os.listdir(out)) == (2 if index else 1) and backend.name == tfl.implementation
+
+
+@pytest.mark.parametrize("store", ["s3", "memfs"])
+def test_a_remote_prefix_with_glob_characters_commits_and_cleans_up(backend, request, store):
+    """A prefix such as s3://b/run[lr=0.1]/part failed at the commit (fsspec's mv took the
+    staging name for a glob that matched nothing), and what killed attempts left was never
+    found to be removed (the staging prefix globbed). Names are taken as they are."""
+    remote = request.getfixturevalue(store)
+    options = getattr(remote, "storage_options", None)
+    prefix = remote.url("run[lr=0.1]/part")
+    sink = TFRecordDatasink(prefix, storage_options=options)
+    killed = sink.staging_path(7)  # what an attempt killed while writing left
+    tfl.TFRecordWriter(killed, storage_options=options).close()
+    shards = _write_in_process(sink, [pa.table({"id": [k]}) for k in range(2)])
+    names = [f"part-0000{k}-of-00002.tfrecord" for k in range(2)]
+    assert [s.path for s in shards] == [remote.url("run[lr=0.1]/" + n) for n in names]
+    fs = remote.fs
+    fs.invalidate_cache()
+    listed = sorted(p.rsplit("/", 1)[1] for p in fs.ls(remote.url("run[lr=0.1]").split("://", 1)[1].rstrip("/"),
+                                                         detail=False))
+    assert listed == names
+    assert [r for s in shards for r in tfl.TFRecordReader(s.path, storage_options=options)] == [
+        tfl.encode_example({"id": k}) for k in range(2)] and backend.name == tfl.implementation

@@ -39,7 +39,7 @@ from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
-           "GLOB_CHARS", "caret_negates"]
+           "GLOB_CHARS", "caret_negates", "move"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
@@ -75,13 +75,16 @@ def pinned(path) -> bool:
     bare key)."""
     url = _links(path)[1] if isinstance(path, str) else ""
     scheme, _, rest = url.partition("://")
-    parts = urllib.parse.urlsplit(url)
+    # Split as urlsplit does, which refuses a bracketed name that is no IPv6 address
+    # (memory://d[12]/x, a glob).
+    rest, _, fragment = rest.partition("#")
+    query = rest.partition("?")[2]
     if scheme in ("http", "https"):  # a fragment is never sent: "a#x.index" would GET a itself
-        return bool(parts.query or parts.fragment)
+        return bool(query or fragment)
     if scheme in ("s3", "s3a"):
         return "?versionId=" in rest
     if scheme in ("gs", "gcs"):
-        return bool(parts.fragment) or "generation" in urllib.parse.parse_qs(parts.query)
+        return bool(fragment) or "generation" in urllib.parse.parse_qs(query)
     return False
 
 
@@ -550,6 +553,24 @@ def _aliases(a: str, b: str) -> bool:
         return False
 
 
+def _renames(fs) -> bool:
+    """Whether fs has a mv of its own (a rename: local, sftp...). fsspec's generic one, a
+    copy and a delete (memory://, object stores), expands glob characters in the names, so
+    that 'd[1]/a' moves nothing; cp_file and rm_file take a name as it is."""
+    from fsspec.spec import AbstractFileSystem
+
+    return type(fs).mv is not AbstractFileSystem.mv
+
+
+def move(fs, src: str, dst: str) -> None:
+    """Rename src to dst (paths within fs), glob characters and all."""
+    if _renames(fs):
+        fs.mv(src, dst)
+    else:
+        fs.cp_file(src, dst)
+        fs.rm_file(src)
+
+
 def _protocols(fs) -> set:
     return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
 
@@ -752,7 +773,7 @@ class RemoteAtomicFile:
                 if self._transactional:
                     self._raw.commit()
                 if self._key != target:
-                    if self._transactional:  # a move is a copy and a delete there: either may fail
+                    if self._transactional or not _renames(self._fs):  # a copy and a delete: either may fail
                         self._leftover = self._key
                         self._fs.cp_file(self._key, target)
                         placed = target

@@ -523,9 +523,10 @@ class TFRecordDatasink(Datasink):
         attempts killed while writing left (an attempt that raised removed its own)."""
         found = []
         for pattern in (self._staging, self._temps):
-            if _fs.is_url(self.prefix):
+            if _fs.is_url(self.prefix):  # listed, not globbed: the prefix may hold "[" or "*"
                 fs, p = _fs.filesystem(pattern, self.storage_options)
-                found += [fs.unstrip_protocol(f) for f in fs.glob(p + "*")]
+                found += [fs.unstrip_protocol(f) for f in _listing(fs, posixpath.dirname(p))
+                          if f.rstrip("/").startswith(p)]
             else:
                 import glob
 
@@ -536,7 +537,7 @@ class TFRecordDatasink(Datasink):
     def _rename(self, src, dst):
         if _fs.is_url(src):
             fs, p = _fs.filesystem(src, self.storage_options)
-            fs.mv(p, _fs.filesystem(dst, self.storage_options)[1])
+            _fs.move(fs, p, _fs.filesystem(dst, self.storage_options)[1])
         else:
             os.replace(src, dst)
 
@@ -546,6 +547,15 @@ class TFRecordDatasink(Datasink):
 
     def get_name(self) -> str:
         return "WriteTFRecordLite"
+
+
+def _listing(fs, directory) -> list:
+    """The names in a remote directory, as it is now (not as fs listed it earlier)."""
+    try:
+        fs.invalidate_cache(directory)
+        return fs.ls(directory, detail=False)
+    except FileNotFoundError:
+        return []
 
 
 def _as_lists(table: pa.Table) -> pa.Table:
