@@ -404,7 +404,8 @@ def remove(path, storage_options=None, name=None) -> None:
     except FileNotFoundError:
         pass
     except OSError as exc:
-        if exc.errno != errno.ENAMETOOLONG:  # no file can have that name (the sidecar of a long one)
+        # No file can have that name: too long (the sidecar of a long one), or under a file.
+        if exc.errno not in (errno.ENAMETOOLONG, errno.ENOTDIR):
             raise
 
 
