@@ -515,6 +515,24 @@ def test_a_name_with_glob_characters_is_written_as_it_is(memfs, backend):
     assert backend.name == tfl.implementation
 
 
+def test_a_ranged_read_of_an_object_gone_since_names_it(s3, monkeypatch):
+    """An object deleted after its sidecar was read failed TFRecordFile's and Ray's ranged
+    reads with "The specified key does not exist.", naming no URL."""
+    import tfrecord_lite.ray as tfl_ray
+
+    url = s3.url("a.tfrecord")
+    with tfl.TFRecordWriter(url, index=True) as w:
+        w.write_many([b"x" * 600] * 8)
+    monkeypatch.setattr(tfl_ray, "_PIECE_BYTES", 1024)
+    tasks = tfl_ray.TFRecordDatasource(url, raw=True).get_read_tasks(4)
+    f = tfl.TFRecordFile(url)
+    s3.fs.rm_file(url[len("s3://"):])
+    for read in (lambda: f[3], lambda: f[1:5], lambda: list(tasks[1]())):
+        with pytest.raises(FileNotFoundError) as info:
+            read()
+        assert info.value.filename == url
+
+
 def test_committing_replaces_a_stale_sidecar(s3):
     s3.put("x.tfrecord.index", b"0 99\n")
     with tfl.TFRecordWriter(s3.url("x.tfrecord")) as w:

@@ -470,9 +470,15 @@ def read_bytes(path, storage_options=None) -> bytes:
         raise _not_found(path) from None
 
 
-def read_range(fs, p, start: int, end: int) -> bytes:
-    """Bytes [start, end) of a remote file: one ranged request."""
-    data = fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
+def read_range(fs, p, start: int, end: int, url=None) -> bytes:
+    """Bytes [start, end) of a remote file: one ranged request. Errors name url (by default
+    the filesystem's URL of p)."""
+    url = url or fs.unstrip_protocol(p)
+    try:
+        with _naming(url):
+            data = fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
+    except FileNotFoundError:  # gone since it was listed or indexed
+        raise _missing(fs, p, url) from None
     # A server that ignores Range (python -m http.server, some static hosts) sends it all.
     return data[start:end] if len(data) > end - start else data
 

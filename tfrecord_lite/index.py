@@ -280,7 +280,7 @@ def _read_at(path, offsets, n, storage_options) -> list:
     """Up to n bytes of a file from each offset: preads, or ranged requests for a URL."""
     if _fs.is_url(path):
         fs = _fs.filesystem(path, storage_options)
-        return [_fs.read_range(*fs, offset, offset + n) for offset in offsets]
+        return [_fs.read_range(*fs, offset, offset + n, path) for offset in offsets]
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         return [os.pread(fd, n, offset) for offset in offsets]
@@ -413,7 +413,7 @@ class TFRecordFile:
         if _fs.is_url(self.path):
             if self._remote is None:
                 self._remote = _fs.filesystem(self.path, self.storage_options)
-            return _fs.read_range(*self._remote, begin, end)
+            return _fs.read_range(*self._remote, begin, end, self.path)
         fd = self.fileno()
         data = os.pread(fd, end - begin, begin)
         while len(data) < end - begin:  # pread may return short reads; zero means EOF

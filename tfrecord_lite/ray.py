@@ -320,7 +320,7 @@ def _read_span(path, begin, end, storage_options):
     """Bytes [begin, end) of a file: one ranged request for a URL, reads for a local file."""
     if _fs.is_url(path):
         fs, p = _fs.filesystem(path, storage_options)
-        return _fs.read_range(fs, p, begin, end)
+        return _fs.read_range(fs, p, begin, end, path)
     with open(_fs.local_path(path), "rb", buffering=0) as f:
         f.seek(begin)
         return _read_exact(f, end - begin)
