@@ -93,3 +93,19 @@ def test_a_remote_prefix_with_glob_characters_commits_and_cleans_up(backend, req
     assert listed == names
     assert [r for s in shards for r in tfl.TFRecordReader(s.path, storage_options=options)] == [
         tfl.encode_example({"id": k}) for k in range(2)] and backend.name == tfl.implementation
+
+
+def test_a_prefix_in_a_missing_bucket_creates_no_bucket(backend, s3):
+    """on_write_start ran s3fs's makedirs on the prefix's directory, which creates a missing
+    bucket: a typo in the bucket's name made a new bucket (and under us-east-1 failed with
+    'The specified location-constraint is not valid'). Object stores get no directories
+    made; the write fails naming the missing bucket."""
+    options = {**s3.storage_options, "client_kwargs": {**s3.storage_options["client_kwargs"],
+                                                       "region_name": "eu-west-1"}}
+    sink = TFRecordDatasink("s3://no-such-bucket-4b1e/out/part", storage_options=options)
+    sink.on_write_start(pa.schema([("id", pa.int64())]))
+    s3.fs.invalidate_cache()
+    assert not s3.fs.exists("no-such-bucket-4b1e")
+    with pytest.raises(FileNotFoundError, match="no such bucket"):
+        sink.write([pa.table({"id": [1]})], type("Ctx", (), {"task_idx": 0}))
+    assert backend.name == tfl.implementation

@@ -39,7 +39,7 @@ from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
-           "GLOB_CHARS", "caret_negates", "move"]
+           "GLOB_CHARS", "caret_negates", "move", "make_dirs"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
@@ -666,10 +666,18 @@ def open_plain_output(path, storage_options=None):
 
 
 def _make_parents(fs, p) -> None:
-    """Create the missing directories above p on a filesystem that has directories (local://,
-    sftp://...), as for a local output; object stores have none to make."""
+    """Create the missing directories above p on a filesystem that has directories (sftp://,
+    dir://...), as for a local output; object stores have none to make (and s3fs's makedirs
+    would create a missing bucket: one named by a typo)."""
     if not _protocols(fs) & _TRANSACTIONAL:
         fs.makedirs(posixpath.dirname(p), exist_ok=True)
+
+
+def make_dirs(url, storage_options=None) -> None:
+    """Create a remote directory and those above it, where the filesystem has directories."""
+    fs, p = filesystem(url, storage_options)
+    with _opening_output(url), _renamed(url):
+        _make_parents(fs, posixpath.join(p, "x"))
 
 
 @contextlib.contextmanager

@@ -427,8 +427,7 @@ class TFRecordDatasink(Datasink):
 
     def on_write_start(self, schema=None) -> None:
         if _fs.is_url(self.prefix):
-            fs, p = _fs.filesystem(self._directory, self.storage_options)
-            fs.makedirs(p, exist_ok=True)
+            _fs.make_dirs(self._directory, self.storage_options)
         elif self._directory:
             os.makedirs(self._directory, exist_ok=True)
         if schema is None:
