@@ -11,7 +11,7 @@ import os
 from . import fs as _fs
 from .errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["check_shard", "resolve_files", "shard_plan"]
+__all__ = ["caret_negates", "check_shard", "resolve_files", "shard_plan"]
 
 
 def resolve_files(files, storage_options=None) -> list[str]:
@@ -71,8 +71,32 @@ def _local_files(spec: str) -> list[str]:
             and not os.path.isdir(os.path.join(spec, name))  # a broken link is listed: reading it says so
         )
     if _fs.GLOB_CHARS & set(spec) and not os.path.exists(spec):
-        return sorted({p for p in _glob(_fs.caret_negates(spec)) if not p.endswith(".index") and not os.path.isdir(p)})
+        return sorted({p for p in _glob(caret_negates(spec)) if not p.endswith(".index") and not os.path.isdir(p)})
     return [spec]
+
+
+def caret_negates(pattern: str) -> str:
+    """pattern with ``[^...]`` written ``[!...]``: a bracket expression that starts with ``^``
+    matches any character but those listed, as in shells and ``tf.io.gfile.glob`` (POSIX
+    fnmatch), locally and remotely alike; Python's glob and fsspec would match ``^`` itself."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c != "[":
+            out.append(c)
+            continue
+        j = i + (i < n and pattern[i] in "!^")
+        j += j < n and pattern[j] == "]"  # a first "]" is a member, not the end
+        while j < n and pattern[j] not in "]/":  # a bracket expression holds no separator
+            j += 1
+        if j >= n or pattern[j] == "/":  # no closing "]": a literal "["
+            out.append(c)
+            continue
+        body = pattern[i:j]
+        out.append("[" + ("!" + body[1:] if body.startswith("^") else body) + "]")
+        i = j + 1
+    return "".join(out)
 
 
 def _glob(pattern: str) -> list[str]:

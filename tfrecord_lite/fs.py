@@ -39,7 +39,7 @@ from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
-           "GLOB_CHARS", "caret_negates", "move", "make_dirs"]
+           "GLOB_CHARS", "move", "make_dirs"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
@@ -86,30 +86,6 @@ def pinned(path) -> bool:
     if scheme in ("gs", "gcs"):
         return bool(fragment) or "generation" in urllib.parse.parse_qs(query)
     return False
-
-
-def caret_negates(pattern: str) -> str:
-    """pattern with ``[^...]`` written ``[!...]``: a bracket expression that starts with ``^``
-    matches any character but those listed, as in shells and ``tf.io.gfile.glob`` (POSIX
-    fnmatch), locally and remotely alike; Python's glob and fsspec would match ``^`` itself."""
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        i += 1
-        if c != "[":
-            out.append(c)
-            continue
-        j = i + (i < n and pattern[i] in "!^")
-        j += j < n and pattern[j] == "]"  # a first "]" is a member, not the end
-        while j < n and pattern[j] not in "]/":  # a bracket expression holds no separator
-            j += 1
-        if j >= n or pattern[j] == "/":  # no closing "]": a literal "["
-            out.append(c)
-            continue
-        body = pattern[i:j]
-        out.append("[" + ("!" + body[1:] if body.startswith("^") else body) + "]")
-        i = j + 1
-    return "".join(out)
 
 
 def _links(url: str) -> tuple[str, str, str]:
@@ -507,6 +483,8 @@ def expand(spec: str, storage_options=None) -> list[str]:
             return [spec]
         if GLOB_CHARS & set(p):
             # "**" inside a name ("**.tfrecord") is "*", as in a local glob (fsspec refuses it)
+            from .files import caret_negates
+
             pattern = "/".join(c if c == "**" else re.sub(r"\*{2,}", "*", c) for c in caret_negates(p).split("/"))
             found = fs.glob(pattern, detail=True)
         elif fs.isdir(p):
