@@ -1,5 +1,6 @@
 """TFRecordDatasink's checks, run in-process (no cluster): what it refuses when made, and
-columns whose Feature kind differs between a task's blocks or between tasks."""
+columns whose Feature kind differs between a task's blocks or between tasks; what
+read_tfrecords and write_tfrecords refuse before Ray runs anything."""
 
 import os
 
@@ -108,4 +109,22 @@ def test_a_prefix_in_a_missing_bucket_creates_no_bucket(backend, s3):
     assert not s3.fs.exists("no-such-bucket-4b1e")
     with pytest.raises(FileNotFoundError, match="no such bucket"):
         sink.write([pa.table({"id": [1]})], type("Ctx", (), {"task_idx": 0}))
+    assert backend.name == tfl.implementation
+
+
+def test_memory_urls_are_refused_before_ray_runs_anything(backend, memfs):
+    """memory:// lives in one process: write_tfrecords had every worker write its shard into
+    its own memory, then failed at the commit ('No such file: /out/.part-<id>-00000.tfrecord'),
+    and read_tfrecords failed in each read task. Both refuse it up front."""
+    from tfrecord_lite.ray import read_tfrecords, write_tfrecords
+
+    url = memfs.url("a.tfrecord")
+    with tfl.TFRecordWriter(url) as w:
+        w.write(tfl.encode_example({"id": 1}))
+    for call in (lambda: read_tfrecords(url), lambda: read_tfrecords([url], raw=True),
+                 lambda: read_tfrecords("simplecache::" + url), lambda: write_tfrecords(None, memfs.url("out/part"))):
+        with pytest.raises(tfl.InvalidArgumentError, match="memory:// is in-process storage") as info:
+            call()
+        assert "shared file system" in info.value.hint
+    assert memfs.fs.ls(memfs.prefix, detail=False) == [memfs.prefix + "/a.tfrecord"]
     assert backend.name == tfl.implementation

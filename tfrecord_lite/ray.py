@@ -380,10 +380,22 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
         raise ArgumentTypeError(f"read_tfrecords got an unexpected keyword argument {unknown[0]!r}",
                                 hint="besides its own, it takes those of ray.data.read_datasource "
                                      "(concurrency, ray_remote_args, ...)")
+    _check_shared(paths, "read")
     source = TFRecordDatasource(paths, features, columns=columns, raw=raw, compression=compression,
                                 check_crc=check_crc, on_corrupt=on_corrupt, build_index=build_index,
                                 storage_options=storage_options)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **options)
+
+
+def _check_shared(paths, done) -> None:
+    """Refuse memory:// URLs, which live in one process: Ray's workers would not find what
+    the driver wrote (nor the driver what they wrote), and fail after the work was done."""
+    for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths if isinstance(paths, (list, tuple)) else ():
+        if isinstance(path, str) and any(link.startswith("memory://") for link in path.split("::")):
+            raise InvalidArgumentError(f"memory:// is in-process storage, which Ray's workers cannot see, so it "
+                                       f"cannot be {done} here", path=path,
+                                       hint="use storage every worker can reach: s3://, gs://, or a shared "
+                                            "file system")
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -629,6 +641,7 @@ def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[st
     Atomic: shards appear under their final names only after every write task succeeded; on
     failure nothing is left under a final name (see the module docstring).
     """
+    _check_shared(path_prefix, "written")
     sink = TFRecordDatasink(path_prefix, columns=columns, record_column=record_column, compression=compression,
                             index=index, deterministic=deterministic, suffix=suffix,
                             storage_options=storage_options)
