@@ -24,6 +24,18 @@ def test_a_directory_prefix_is_refused_before_the_dataset_is_computed(backend, t
     assert os.listdir(tmp_path) == [] and backend.name == tfl.implementation
 
 
+def test_a_prefix_naming_a_bucket_is_refused_before_the_dataset_is_computed(backend):
+    """write_tfrecords(ds, "s3://bucket") staged its shards as 's3:/.bucket-<id>-00000.tfrecord'
+    and failed in every write task; ShardedWriter said to write 's3://bucket-00000-of-00002
+    .tfrecord/data.tfrecord'. Both refuse the prefix, naming one inside the bucket."""
+    for prefix in ("s3://bucket", "gs://bucket"):
+        for make in (TFRecordDatasink, lambda p: tfl.ShardedWriter(p, num_shards=2)):
+            with pytest.raises(tfl.InvalidArgumentError, match="names a bucket") as info:
+                make(prefix)
+            assert f"{prefix}/train-00000-of-00002.tfrecord" in info.value.hint
+    assert backend.name == tfl.implementation
+
+
 def test_a_column_named_twice_is_refused_when_the_sink_is_made(backend, tmp_path):
     """columns=["x", "x"] failed in every write task, once the dataset had been computed, as
     'a table written as Examples needs distinct column names' (naming neither)."""
