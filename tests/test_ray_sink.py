@@ -119,8 +119,9 @@ def test_a_prefix_in_a_missing_bucket_creates_no_bucket(backend, s3):
     sink.on_write_start(pa.schema([("id", pa.int64())]))
     s3.fs.invalidate_cache()
     assert not s3.fs.exists("no-such-bucket-4b1e")
-    with pytest.raises(FileNotFoundError, match="no such bucket"):
+    with pytest.raises(FileNotFoundError, match=r"no such bucket.*\(write task 0\)") as info:
         sink.write([pa.table({"id": [1]})], type("Ctx", (), {"task_idx": 0}))
+    assert info.value.filename == sink.prefix  # not the hidden staging name
     assert backend.name == tfl.implementation
 
 

@@ -465,11 +465,23 @@ class TFRecordDatasink(Datasink):
         if first is None:
             return {"task": ctx.task_idx, "path": None, "records": 0, "kinds": {}}
         tables = (_as_lists(self._select(a.to_arrow())) for a in itertools.chain([first], blocks))
+        try:
+            return self._write(path, tables, ctx.task_idx)
+        except OSError as exc:  # name the prefix given, not the hidden staging name
+            if exc.filename != path or exc.errno is None:
+                raise
+            raise OSError(exc.errno, f"{exc.strerror} (write task {ctx.task_idx})", self.prefix) from exc
+        except TFRecordError as exc:
+            if exc.path == path:
+                exc.path = self.prefix
+            raise
+
+    def _write(self, path, tables, task):
         kinds = {}
         with TFRecordWriter(path, **self.options) as writer:
             if self.record_column is None:
                 count = _write._write_batches((batch for t in tables for batch in t.to_batches()), writer,
-                                              self.deterministic, kinds, self.prefix, f" of write task {ctx.task_idx}")
+                                              self.deterministic, kinds, self.prefix, f" of write task {task}")
             else:
                 for table in tables:
                     for chunk in table.column(0).chunks:
@@ -477,11 +489,11 @@ class TFRecordDatasink(Datasink):
                             row = writer.records_written + int(np.argmax(chunk.is_null().to_numpy(False)))
                             raise FeatureSpecError(
                                 f"record_column {self.record_column!r} holds a null, which is no record "
-                                f"(row {row} of write task {ctx.task_idx})", path=self.prefix,
+                                f"(row {row} of write task {task})", path=self.prefix,
                                 hint="drop or fill the null rows first (Dataset.filter)")
                         writer.write_many(chunk.to_pylist())
                 count = writer.records_written
-        return {"task": ctx.task_idx, "path": path, "records": count,
+        return {"task": task, "path": path, "records": count,
                 "kinds": {name: kind for name, (kind, _) in kinds.items()}}
 
     def _select(self, table):
