@@ -141,3 +141,19 @@ def test_memory_urls_are_refused_before_ray_runs_anything(backend, memfs):
         assert "shared file system" in info.value.hint
     assert memfs.fs.ls(memfs.prefix, detail=False) == [memfs.prefix + "/a.tfrecord"]
     assert backend.name == tfl.implementation
+
+
+def test_local_urls_are_read_and_written_on_the_drivers_node(backend, tmp_path):
+    """local:// is Ray's name for files on the driver's own disk, which its file datasources
+    read and write there only; here it was a path like any other, so on a cluster of several
+    nodes the tasks ran where the files are not."""
+    from tfrecord_lite.ray import TFRecordDatasource
+
+    path = str(tmp_path / "a.tfrecord")
+    with tfl.TFRecordWriter(path) as w:
+        w.write(tfl.encode_example({"id": 1}))
+    assert not TFRecordDatasource("local://" + path).supports_distributed_reads
+    assert not TFRecordDatasource(["local://" + path]).supports_distributed_reads
+    assert TFRecordDatasource(path).supports_distributed_reads
+    assert not TFRecordDatasink("local://" + str(tmp_path / "part")).supports_distributed_writes
+    assert TFRecordDatasink(str(tmp_path / "part")).supports_distributed_writes and backend.name == tfl.implementation

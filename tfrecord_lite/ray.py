@@ -91,6 +91,7 @@ class TFRecordDatasource(Datasource):
         if self.raw and (features is not None or columns is not None):
             raise InvalidArgumentError("raw=True reads whole records into one column; drop features/columns",
                                        hint="pass raw=True alone, or a feature spec without raw")
+        self._on_driver = _driver_node(paths)
         self.paths = resolve_files(paths, storage_options)
         sample = self._sample()
         if not self.raw:
@@ -177,6 +178,10 @@ class TFRecordDatasource(Datasource):
             tasks.append(ReadTask(lambda group=group: read(group), meta,
                                   schema=schema, per_task_row_limit=per_task_row_limit))
         return tasks
+
+    @property
+    def supports_distributed_reads(self) -> bool:
+        return not self._on_driver
 
     def supports_projection_pushdown(self) -> bool:
         return not self.raw
@@ -387,11 +392,23 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **options)
 
 
+def _given(paths) -> list:
+    """The paths given as strings: one, or those of a list (not of an iterator, left unread)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else paths if isinstance(paths, (list, tuple)) else ()
+    return [p for p in items if isinstance(p, str)]
+
+
+def _driver_node(paths) -> bool:
+    """Whether paths are local:// ones, which Ray reads and writes on the driver's node only
+    (files on its own disk), as its file datasources do."""
+    return any(p.startswith("local://") for p in _given(paths))
+
+
 def _check_shared(paths, done) -> None:
     """Refuse memory:// URLs, which live in one process: Ray's workers would not find what
     the driver wrote (nor the driver what they wrote), and fail after the work was done."""
-    for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths if isinstance(paths, (list, tuple)) else ():
-        if isinstance(path, str) and any(link.startswith("memory://") for link in path.split("::")):
+    for path in _given(paths):
+        if any(link.startswith("memory://") for link in path.split("::")):
             raise InvalidArgumentError(f"memory:// is in-process storage, which Ray's workers cannot see, so it "
                                        f"cannot be {done} here", path=path,
                                        hint="use storage every worker can reach: s3://, gs://, or a shared "
@@ -407,6 +424,7 @@ class TFRecordDatasink(Datasink):
     def __init__(self, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
                  deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None):
         self.prefix = _check_prefix(path_prefix)  # not a directory: no shards named '-00000-of-...'
+        self._on_driver = _driver_node(self.prefix)
         if not _fs.is_url(self.prefix):
             self.prefix = _fs.local_path(self.prefix)  # file:// too
         self.columns = _arrow._names(columns)
@@ -433,6 +451,10 @@ class TFRecordDatasink(Datasink):
         self._staging = paths.join(self._directory, f".{_temp_stem(name)}-{self.write_id}-")
         # The temporary files of the staging files (a task killed while writing leaves its own)
         self._temps = paths.join(self._directory, f".{_temp_stem(paths.basename(self._staging))}")
+
+    @property
+    def supports_distributed_writes(self) -> bool:
+        return not self._on_driver
 
     def staging_path(self, task_index: int) -> str:
         return f"{self._staging}{task_index:05d}{self.suffix}"
