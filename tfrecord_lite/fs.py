@@ -77,8 +77,8 @@ def pinned(path) -> bool:
     scheme, _, rest = url.partition("://")
     # Split as urlsplit does, which refuses a bracketed name that is no IPv6 address
     # (memory://d[12]/x, a glob).
-    rest, _, fragment = rest.partition("#")
-    query = rest.partition("?")[2]
+    before_fragment, _, fragment = rest.partition("#")
+    query = before_fragment.partition("?")[2]
     if scheme in ("http", "https"):  # a fragment is never sent: "a#x.index" would GET a itself
         return bool(query or fragment)
     if scheme in ("s3", "s3a"):
