@@ -157,3 +157,26 @@ def test_local_urls_are_read_and_written_on_the_drivers_node(backend, tmp_path):
     assert TFRecordDatasource(path).supports_distributed_reads
     assert not TFRecordDatasink("local://" + str(tmp_path / "part")).supports_distributed_writes
     assert TFRecordDatasink(str(tmp_path / "part")).supports_distributed_writes and backend.name == tfl.implementation
+
+
+def test_planning_reads_each_remote_files_first_bytes_in_one_ranged_request(backend, s3, monkeypatch):
+    """Detecting each file's compression opened a stream, which on S3 is one GET of the
+    whole object, dropped after 12 bytes: for many large files, most of each file's bytes
+    were sent for nothing. One ranged read of the first bytes each now; only the sample's
+    file is streamed."""
+    from tfrecord_lite import fs as tfs
+    from tfrecord_lite.ray import TFRecordDatasource
+
+    records = [tfl.encode_example({"id": i}) for i in range(1100)]  # the sample stops in the first file
+    urls = [s3.url(f"{k}.tfrecord") for k in range(3)]
+    for url in urls[:2]:
+        with tfl.TFRecordWriter(url, storage_options=s3.storage_options) as w:
+            w.write_many(records)
+    with tfl.TFRecordWriter(urls[2], "gzip", storage_options=s3.storage_options) as w:
+        w.write_many(records)
+    urls.append(s3.put("3.tfrecord", b""))  # no bytes to detect: no ranged read either
+    opened, real = [], tfs.open_input
+    monkeypatch.setattr(tfs, "open_input", lambda path, *a, **k: opened.append(path) or real(path, *a, **k))
+    source = TFRecordDatasource(urls, raw=True, storage_options=s3.storage_options)
+    assert opened == urls[:1] and [c for _, _, c, _ in source._files] == [None, None, "gzip", None]
+    assert sum(b.num_rows for t in source.get_read_tasks(4) for b in t()) == 3300 and backend.name == tfl.implementation

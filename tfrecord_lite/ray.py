@@ -118,9 +118,9 @@ class TFRecordDatasource(Datasource):
         """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
         size = _fs.size(path, self.storage_options)
         compression = self.compression
-        if compression == "auto":
-            with _fs.open_input(path, self.storage_options) as f:
-                compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
+        if compression == "auto":  # one small ranged read: a stream would GET the whole object
+            head = _read_span(path, 0, min(size, _native.framing.HEADER_BYTES), self.storage_options) if size else b""
+            compression = detect_compression(head)
         index = None
         # Records skipped or stopped at are counted by no index, and "stop" ends the whole
         # file: such a read takes each file whole, in one task, as TFRecordReader does.
