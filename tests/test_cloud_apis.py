@@ -204,6 +204,32 @@ def test_an_object_named_like_a_glob_is_itself(remote, capsys):
     assert capsys.readouterr().out == f"1\t{literal}\n"
 
 
+def test_listed_urls_keep_the_form_they_were_asked_in(memfs, capsys):
+    """memory://p/* listed memory:///p/a.tfrecord: the same file, but no longer under the
+    prefix the caller gave (a startswith or a relative name broke, the CLI printed another
+    path). Each file keeps the form of the URL it was listed from."""
+    for name in ("a.tfrecord", "sub/b.tfrecord"):
+        memfs.fs.pipe_file(f"{memfs.prefix}/d/{name}", framed([name.encode()]))
+    for base in ("memory://" + memfs.prefix.lstrip("/"), "memory://" + memfs.prefix):
+        want = [f"{base}/d/a.tfrecord", f"{base}/d/sub/b.tfrecord"]
+        assert resolve_files(f"{base}/d/*.tfrecord") == resolve_files(f"{base}/d") == want[:1]
+        assert resolve_files(f"{base}/d/") == want[:1] and resolve_files(f"{base}/d/**") == want
+        assert resolve_files(f"{base}/*/sub/*") == want[1:]
+        assert list(tfl.TFRecordDataset(f"{base}/d/**")) == [b"a.tfrecord", b"sub/b.tfrecord"]
+    assert cli.main(["count", base.replace(":///", "://") + "/d/*"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"1\tmemory://{memfs.prefix.lstrip('/')}/d/a.tfrecord"
+
+
+def test_a_caret_bracket_negates_remotely_as_locally(remote):
+    """[^a] matches any character but 'a' on remote stores as on local disk (test_files)."""
+    for name in ("a.tfrecord", "b.tfrecord", "^.tfrecord", "s/a.tfrecord"):
+        remote.put(f"d/{name}", framed([name.encode()]))
+    names = lambda spec: [p.rsplit("/d/", 1)[1] for p in resolve_files(remote.url(spec))]  # noqa: E731
+    assert names("d/[^a].tfrecord") == names("d/[!a].tfrecord") == ["^.tfrecord", "b.tfrecord"]
+    assert names("d/**/[^b].tfrecord") == ["^.tfrecord", "a.tfrecord", "s/a.tfrecord"]
+    assert names("d/[a^].tfrecord") == ["^.tfrecord", "a.tfrecord"]
+
+
 def test_a_chained_glob_keeps_its_chain(memfs, tmp_path):
     """The files of 'simplecache::memory://.../*.tfrecord' are read through simplecache too
     (and with its storage_options), not as bare memory:// URLs."""

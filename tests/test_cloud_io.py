@@ -76,6 +76,7 @@ def test_url_detection():
     assert not tfs.is_url("file:///tmp/x") and not tfs.is_url("/tmp/x") and not tfs.is_url("a/b:c")
     assert not tfs.is_url(b"s3://b") and not tfs.is_url(os.path.join("x", "y"))
     assert tfs.local_path("file:///tmp/x") == "/tmp/x" and tfs.local_path("file://localhost/tmp/x") == "/tmp/x"
+    assert not tfs.is_url("local:///tmp/x") and tfs.local_path("local:///tmp/x") == "/tmp/x"
     pinned = ["s3://b/k?versionId=v", "simplecache::s3://b/k?versionId=v", "gs://b/k#1", "gcs://b/k?generation=1",
               "https://h/k?X-Amz-Signature=s"]
     assert all(map(tfs.pinned, pinned))
@@ -498,6 +499,40 @@ def test_memory_exception_leaves_nothing_and_temp_is_hidden(memfs):
     assert not memfs.fs.exists(url)
 
 
+def test_a_name_with_glob_characters_is_written_as_it_is(memfs, backend):
+    """TFRecordWriter('memory://d/a[1].tfrecord') wrote a temporary name, then fsspec's mv
+    read it as a glob that matched nothing: 'No such file'. A bracket in the first
+    component (memory://d[1]/...) failed sooner, in urlsplit ('not an IPv6 address')."""
+    for url in (memfs.url("d/a[1].tfrecord"), f"memory://{memfs.prefix[1:]}[1]/a?.tfrecord"):
+        with tfl.TFRecordWriter(url, index=True) as w:
+            w.write(b"abc")
+        assert list(tfl.TFRecordReader(url)) == [b"abc"] and tfl.TFRecordFile(url)[0] == b"abc"
+        assert resolve_files(url) == [url]
+    for name in ("a?.tfrecord", "a?.tfrecord.index"):
+        memfs.fs.rm_file(f"{memfs.prefix}[1]/{name}")
+    assert memfs.fs.ls(memfs.prefix + "/d", detail=False) == [memfs.prefix + "/d/a[1].tfrecord",
+                                                               memfs.prefix + "/d/a[1].tfrecord.index"]
+    assert backend.name == tfl.implementation
+
+
+def test_a_ranged_read_of_an_object_gone_since_names_it(s3, monkeypatch):
+    """An object deleted after its sidecar was read failed TFRecordFile's and Ray's ranged
+    reads with "The specified key does not exist.", naming no URL."""
+    import tfrecord_lite.ray as tfl_ray
+
+    url = s3.url("a.tfrecord")
+    with tfl.TFRecordWriter(url, index=True) as w:
+        w.write_many([b"x" * 600] * 8)
+    monkeypatch.setattr(tfl_ray, "_PIECE_BYTES", 1024)
+    tasks = tfl_ray.TFRecordDatasource(url, raw=True).get_read_tasks(4)
+    f = tfl.TFRecordFile(url)
+    s3.fs.rm_file(url[len("s3://"):])
+    for read in (lambda: f[3], lambda: f[1:5], lambda: list(tasks[1]())):
+        with pytest.raises(FileNotFoundError) as info:
+            read()
+        assert info.value.filename == url
+
+
 def test_committing_replaces_a_stale_sidecar(s3):
     s3.put("x.tfrecord.index", b"0 99\n")
     with tfl.TFRecordWriter(s3.url("x.tfrecord")) as w:
@@ -531,20 +566,23 @@ def test_an_object_version_is_read_has_no_sidecar_and_is_never_written(s3_versio
     assert store.ls() == ["d.tfrecord", "d.tfrecord.index"]
 
 
-def test_file_urls_and_local_paths_never_import_fsspec(tmp_path):
+@pytest.mark.parametrize("scheme", ["file://", "local://"])
+def test_file_urls_and_local_paths_never_import_fsspec(tmp_path, scheme):
+    """local:// (fsspec's other name for local files) went through fsspec: no mmap, pread
+    or copy_file_range, and a hard dependency on fsspec for a local file."""
     script = textwrap.dedent(f"""
         import sys
         import tfrecord_lite as tfl
-        path = {str(tmp_path / "a.tfrecord")!r}
-        with tfl.TFRecordWriter("file://" + path, index=True) as w:
+        path, scheme = {str(tmp_path / "a.tfrecord")!r}, {scheme!r}
+        with tfl.TFRecordWriter(scheme + path, index=True) as w:
             w.write(b"one")
         with tfl.TFRecordWriter(path + ".gz", "gzip") as w:
             w.write(b"two")
-        assert list(tfl.TFRecordReader("file://" + path)) == [b"one"]
+        assert list(tfl.TFRecordReader(scheme + path)) == [b"one"]
         assert list(tfl.TFRecordReader(path + ".gz")) == [b"two"]
-        assert list(tfl.TFRecordDataset("file://" + {str(tmp_path)!r})) == [b"one", b"two"]
-        assert tfl.TFRecordFile("file://" + path)[0] == b"one"
-        tfl.merge([path, path + ".gz"], "file://" + path + ".all")
+        assert list(tfl.TFRecordDataset(scheme + {str(tmp_path)!r})) == [b"one", b"two"]
+        assert tfl.TFRecordFile(scheme + path)[0] == b"one"
+        tfl.merge([path, path + ".gz"], scheme + path + ".all")
         bad = [m for m in ("fsspec", "s3fs", "botocore", "aiobotocore") if m in sys.modules]
         assert not bad, bad
     """)
@@ -614,17 +652,17 @@ def test_a_url_naming_a_bucket_is_no_file(s3_server):
 
 @pytest.mark.parametrize("atomic", [True, False])
 def test_a_url_on_a_filesystem_with_directories_gets_its_missing_ones(tmp_path, atomic):
-    """Writing to local:// (or sftp://...) under a missing directory failed with 'No such
-    file' naming the hidden temporary name; missing directories are made, as for a local
-    path, and an error that names a file names the output URL."""
-    url = f"local://{tmp_path}/a/b/x.tfrecord"
-    with tfl.TFRecordWriter(url, atomic=atomic) as w:
+    """Writing to sftp:// (here dir://, over local files) under a missing directory failed
+    with 'No such file' naming the hidden temporary name; missing directories are made, as
+    for a local path, and an error that names a file names the output URL."""
+    options = {"path": str(tmp_path), "target_protocol": "file"}
+    with tfl.TFRecordWriter("dir://a/b/x.tfrecord", atomic=atomic, storage_options=options) as w:
         w.write(b"abc")
     assert list(tfl.TFRecordReader(tmp_path / "a" / "b" / "x.tfrecord")) == [b"abc"]
     (tmp_path / "file").write_bytes(b"")
-    url = f"local://{tmp_path}/file/x.tfrecord"
+    url = "dir://file/x.tfrecord"
     with pytest.raises(OSError) as info:
-        with tfl.TFRecordWriter(url, atomic=atomic) as w:
+        with tfl.TFRecordWriter(url, atomic=atomic, storage_options=options) as w:
             w.write(b"abc")
     assert info.value.filename == url and ".tmp" not in str(info.value)
     assert sorted(os.listdir(tmp_path)) == ["a", "file"]

@@ -92,3 +92,16 @@ def test_a_broken_symlink_is_listed_so_that_reading_it_fails(tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         list(tfl.TFRecordDataset(str(tmp_path / "d")))
     assert info.value.filename == want[1]
+
+
+def test_a_caret_bracket_matches_any_character_but_those_listed(tmp_path):
+    """[^a] matched the files named '^...' or 'a...' (Python's glob), where shells and
+    tf.io.gfile.glob match every name but 'a...': it negates now, as [!a] does, on local
+    disk and (files.caret_negates) on remote stores alike; a file named so is still itself."""
+    touch(tmp_path, "a.tfrecord", "b.tfrecord", "^.tfrecord", "]x.tfrecord", "s/[^a].tfrecord", "s/a.tfrecord")
+    names = lambda spec: [os.path.relpath(p, tmp_path) for p in resolve_files(str(tmp_path / spec))]  # noqa: E731
+    assert names("[^a].tfrecord") == names("[!a].tfrecord") == ["^.tfrecord", "b.tfrecord"]
+    assert names("[^]a]*.tfrecord") == ["^.tfrecord", "b.tfrecord"]
+    assert names("[a^].tfrecord") == ["^.tfrecord", "a.tfrecord"]
+    assert names("**/[^b].tfrecord") == ["^.tfrecord", "a.tfrecord", "s/a.tfrecord"]
+    assert names("s/[^a].tfrecord") == ["s/[^a].tfrecord"]

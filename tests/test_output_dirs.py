@@ -71,10 +71,11 @@ def _no_temp_name(text):
 def test_errors_name_the_users_path_never_the_temporary_file(backend, tmp_path, capfd):
     (tmp_path / "afile").write_bytes(b"")
     under_file = tmp_path / "afile" / "sub" / "x.tfrecord"
-    with pytest.raises(NotADirectoryError) as info:
-        tfl.TFRecordWriter(under_file)
-    assert info.value.filename == str(under_file)
-    assert f"{tmp_path / 'afile'} is a file, not a directory" in str(info.value)
+    for atomic in (True, False):  # not atomic, the stale sidecar's removal named the sidecar
+        with pytest.raises(NotADirectoryError) as info:
+            tfl.TFRecordWriter(under_file, atomic=atomic)
+        assert info.value.filename == str(under_file)
+        assert f"{tmp_path / 'afile'} is a file, not a directory" in str(info.value)
 
     # The final name is taken by a directory: refused before anything is written.
     (tmp_path / "taken.tfrecord").mkdir()

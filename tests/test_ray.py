@@ -603,6 +603,14 @@ def test_a_block_of_only_empty_lists_writes_empty_features(cluster, tmp_path):
     assert back.column("v").to_pylist() == [[], None, [5, 6], []]
 
 
+def test_a_filter_that_empties_blocks_leaves_no_empty_shards(cluster, tmp_path):
+    """Four blocks filtered down to the rows of the first wrote four shards, three empty."""
+    ds = ray.data.range(8, override_num_blocks=4).filter(lambda row: row["id"] < 2)
+    shards = write_tfrecords(ds, str(tmp_path / "part"))
+    assert [(os.path.basename(s.path), s.records) for s in shards] == [("part-00000-of-00001.tfrecord", 2)]
+    assert os.listdir(tmp_path) == ["part-00000-of-00001.tfrecord"]
+
+
 def test_a_null_record_is_named_by_its_column_and_row(backend, tmp_path):
     """A null in record_column failed in the writer as 'cannot write a NoneType as a record',
     naming record 3 of the hidden staging file ('.part-<id>-00001.tfrecord')."""

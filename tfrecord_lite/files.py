@@ -11,7 +11,7 @@ import os
 from . import fs as _fs
 from .errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["check_shard", "resolve_files", "shard_plan"]
+__all__ = ["caret_negates", "check_shard", "resolve_files", "shard_plan"]
 
 
 def resolve_files(files, storage_options=None) -> list[str]:
@@ -25,7 +25,9 @@ def resolve_files(files, storage_options=None) -> list[str]:
     once (a symlink loop is not followed). Directories list their non-hidden files (a
     broken symlink too, which reading then names), ignoring ``.index`` sidecars. A file
     that exists under the name given is itself, glob characters and all (``a[1].tfrecord``),
-    as a shell leaves a pattern that names a file."""
+    as a shell leaves a pattern that names a file. ``[^a]``, like ``[!a]``, matches any
+    character but ``a``, as in shells and ``tf.io.gfile.glob`` (Python's glob reads it as
+    ``^`` or ``a``)."""
     if isinstance(files, (str, os.PathLike)):
         spec = os.fspath(files)
         paths = _fs.expand(spec, storage_options) if _fs.is_url(spec) else _local_files(_fs.local_path(spec))
@@ -69,8 +71,32 @@ def _local_files(spec: str) -> list[str]:
             and not os.path.isdir(os.path.join(spec, name))  # a broken link is listed: reading it says so
         )
     if _fs.GLOB_CHARS & set(spec) and not os.path.exists(spec):
-        return sorted({p for p in _glob(spec) if not p.endswith(".index") and not os.path.isdir(p)})
+        return sorted({p for p in _glob(caret_negates(spec)) if not p.endswith(".index") and not os.path.isdir(p)})
     return [spec]
+
+
+def caret_negates(pattern: str) -> str:
+    """pattern with ``[^...]`` written ``[!...]``: a bracket expression that starts with ``^``
+    matches any character but those listed, as in shells and ``tf.io.gfile.glob`` (POSIX
+    fnmatch), locally and remotely alike; Python's glob and fsspec would match ``^`` itself."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c != "[":
+            out.append(c)
+            continue
+        j = i + (i < n and pattern[i] in "!^")
+        j += j < n and pattern[j] == "]"  # a first "]" is a member, not the end
+        while j < n and pattern[j] not in "]/":  # a bracket expression holds no separator
+            j += 1
+        if j >= n or pattern[j] == "/":  # no closing "]": a literal "["
+            out.append(c)
+            continue
+        body = pattern[i:j]
+        out.append("[" + ("!" + body[1:] if body.startswith("^") else body) + "]")
+        i = j + 1
+    return "".join(out)
 
 
 def _glob(pattern: str) -> list[str]:

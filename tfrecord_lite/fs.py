@@ -2,7 +2,8 @@
 remote path. This is the only module that imports fsspec, and only when a URL is used.
 
 A path is remote when it is a string ``scheme://...`` (``s3://``, ``gs://``, ``memory://``,
-chained ``simplecache::s3://``...), except ``file://``, which maps to the local path so that
+chained ``simplecache::s3://``...), except ``file://`` and ``local://`` (fsspec's two names
+for the local filesystem), which map to the local path so that
 local files keep their fast paths (mmap, pread, copy_file_range). ``storage_options`` go to
 the fsspec filesystem; fsspec's own configuration (``FSSPEC_S3_...`` environment variables,
 its config files) and the cloud SDKs' (``AWS_ENDPOINT_URL``, credentials) apply as usual.
@@ -38,12 +39,13 @@ from .errors import InvalidArgumentError, TFRecordError
 
 __all__ = ["is_url", "pinned", "beside", "local_path", "filesystem", "open_input", "open_output", "expand", "size",
            "fingerprint", "exists", "remove", "keep", "put_back", "read_bytes", "read_range", "SignedStream", "BLOCK_BYTES", "WRITE_BLOCK_BYTES",
-           "GLOB_CHARS"]
+           "GLOB_CHARS", "move", "make_dirs"]
 
 BLOCK_BYTES = 16 << 20  # one ranged GET per block; an open input holds up to three blocks
 WRITE_BLOCK_BYTES = 16 << 20  # one upload part per block (S3 needs >= 5 MiB)
 _READ_AHEAD_BLOCKS = 2  # blocks kept per open input (fsspec re-fetches with fewer); one more in flight
 _SIGNED_PROTOCOLS = frozenset({"s3", "s3a"})  # presigning is local computation there
+_LOCAL_SCHEMES = ("file://", "local://")  # fsspec's names for the local filesystem
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 # Filesystems whose files write a multipart upload completed only by commit().
 _TRANSACTIONAL = frozenset({"s3", "s3a", "gs", "gcs"})
@@ -59,8 +61,8 @@ _HINT_INSTALL = ("install the cloud extra: pip install 'tfrecordkit[cloud]' (or 
 
 
 def is_url(path) -> bool:
-    """True for an fsspec URL other than ``file://`` (which is a local path)."""
-    return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
+    """True for an fsspec URL other than ``file://`` and ``local://`` (local paths)."""
+    return isinstance(path, str) and _URL.match(path) is not None and not path.startswith(_LOCAL_SCHEMES)
 
 
 def pinned(path) -> bool:
@@ -73,13 +75,16 @@ def pinned(path) -> bool:
     bare key)."""
     url = _links(path)[1] if isinstance(path, str) else ""
     scheme, _, rest = url.partition("://")
-    parts = urllib.parse.urlsplit(url)
+    # Split as urlsplit does, which refuses a bracketed name that is no IPv6 address
+    # (memory://d[12]/x, a glob).
+    before_fragment, _, fragment = rest.partition("#")
+    query = before_fragment.partition("?")[2]
     if scheme in ("http", "https"):  # a fragment is never sent: "a#x.index" would GET a itself
-        return bool(parts.query or parts.fragment)
+        return bool(query or fragment)
     if scheme in ("s3", "s3a"):
         return "?versionId=" in rest
     if scheme in ("gs", "gcs"):
-        return bool(parts.fragment) or "generation" in urllib.parse.parse_qs(parts.query)
+        return bool(fragment) or "generation" in urllib.parse.parse_qs(query)
     return False
 
 
@@ -145,11 +150,11 @@ def _check_writable(url, name=None) -> None:
 
 
 def local_path(path) -> str:
-    """A local path as a string: ``os.fspath``, with a ``file://`` prefix removed."""
+    """A local path as a string: ``os.fspath``, with a ``file://`` or ``local://`` prefix removed."""
     path = os.fspath(path)
-    if isinstance(path, str) and path.startswith("file://"):
-        path = path[len("file://"):]
-        if path.startswith("localhost/"):
+    if isinstance(path, str) and path.startswith(_LOCAL_SCHEMES):
+        scheme, _, path = path.partition("://")
+        if scheme == "file" and path.startswith("localhost/"):
             path = path[len("localhost"):]
     return path
 
@@ -375,7 +380,8 @@ def remove(path, storage_options=None, name=None) -> None:
     except FileNotFoundError:
         pass
     except OSError as exc:
-        if exc.errno != errno.ENAMETOOLONG:  # no file can have that name (the sidecar of a long one)
+        # No file can have that name: too long (the sidecar of a long one), or under a file.
+        if exc.errno not in (errno.ENAMETOOLONG, errno.ENOTDIR):
             raise
 
 
@@ -440,9 +446,15 @@ def read_bytes(path, storage_options=None) -> bytes:
         raise _not_found(path) from None
 
 
-def read_range(fs, p, start: int, end: int) -> bytes:
-    """Bytes [start, end) of a remote file: one ranged request."""
-    data = fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
+def read_range(fs, p, start: int, end: int, url=None) -> bytes:
+    """Bytes [start, end) of a remote file: one ranged request. Errors name url (by default
+    the filesystem's URL of p)."""
+    url = url or fs.unstrip_protocol(p)
+    try:
+        with _naming(url):
+            data = fs.cat_file(p, start=start, end=end)  # keywords: s3fs takes version_id second
+    except FileNotFoundError:  # gone since it was listed or indexed
+        raise _missing(fs, p, url) from None
     # A server that ignores Range (python -m http.server, some static hosts) sends it all.
     return data[start:end] if len(data) > end - start else data
 
@@ -471,7 +483,9 @@ def expand(spec: str, storage_options=None) -> list[str]:
             return [spec]
         if GLOB_CHARS & set(p):
             # "**" inside a name ("**.tfrecord") is "*", as in a local glob (fsspec refuses it)
-            pattern = "/".join(c if c == "**" else re.sub(r"\*{2,}", "*", c) for c in p.split("/"))
+            from .files import caret_negates
+
+            pattern = "/".join(c if c == "**" else re.sub(r"\*{2,}", "*", c) for c in caret_negates(p).split("/"))
             found = fs.glob(pattern, detail=True)
         elif fs.isdir(p):
             found = {info["name"]: info for info in fs.ls(p, detail=True)}
@@ -484,11 +498,34 @@ def expand(spec: str, storage_options=None) -> list[str]:
     before, link, after = _links(spec)
     scheme = link.partition("://")[0]
 
-    def url(name):  # in the scheme asked for (s3a://, gcs://), not the filesystem's first
-        head, sep, tail = fs.unstrip_protocol(name).partition("://")
-        return before + (scheme if _aliases(head, scheme) else head) + sep + tail + after
+    given = _as_given(link, p)
+
+    def url(name):  # in the form asked for (s3a://, memory://p rather than memory:///p)
+        found_url = given(name)
+        if found_url is None:  # the filesystem's form, in the scheme asked for
+            head, sep, tail = fs.unstrip_protocol(name).partition("://")
+            found_url = (scheme if _aliases(head, scheme) else head) + sep + tail
+        return before + found_url + after
 
     return sorted(url(name) for name, info in found.items() if wanted(name, info))
+
+
+def _as_given(link: str, p: str):
+    """name -> the URL of a listed name in the form of link, the URL that p (its path on the
+    filesystem) was stripped from, or None where it cannot be told: the part of the name
+    under p's fixed directories goes under the same directories as link spells them
+    (``memory://p/*`` lists ``memory://p/a``, not the filesystem's ``memory:///p/a``)."""
+    scheme, _, rest = link.partition("://")
+    given, stripped = rest.rstrip("/").split("/"), p.rstrip("/").split("/")
+    j = next((i for i, c in enumerate(given) if GLOB_CHARS & set(c)), len(given))
+    k = next((i for i, c in enumerate(stripped) if GLOB_CHARS & set(c)), len(stripped))
+    head, root = ("/".join(parts[:i]) + "/" if i else "" for parts, i in ((given, j), (stripped, k)))
+    if given[j:] != stripped[k:]:
+        return lambda name: None  # a path the filesystem rewrote beyond its root
+
+    def url(name):
+        return f"{scheme}://{head}{name[len(root):]}" if name.startswith(root) else None
+    return url
 
 
 def _aliases(a: str, b: str) -> bool:
@@ -499,6 +536,24 @@ def _aliases(a: str, b: str) -> bool:
         return a == b or fsspec.get_filesystem_class(a) is fsspec.get_filesystem_class(b)
     except (ValueError, ImportError):
         return False
+
+
+def _renames(fs) -> bool:
+    """Whether fs has a mv of its own (a rename: local, sftp...). fsspec's generic one, a
+    copy and a delete (memory://, object stores), expands glob characters in the names, so
+    that 'd[1]/a' moves nothing; cp_file and rm_file take a name as it is."""
+    from fsspec.spec import AbstractFileSystem
+
+    return type(fs).mv is not AbstractFileSystem.mv
+
+
+def move(fs, src: str, dst: str) -> None:
+    """Rename src to dst (paths within fs), glob characters and all."""
+    if _renames(fs):
+        fs.mv(src, dst)
+    else:
+        fs.cp_file(src, dst)
+        fs.rm_file(src)
 
 
 def _protocols(fs) -> set:
@@ -589,10 +644,18 @@ def open_plain_output(path, storage_options=None):
 
 
 def _make_parents(fs, p) -> None:
-    """Create the missing directories above p on a filesystem that has directories (local://,
-    sftp://...), as for a local output; object stores have none to make."""
+    """Create the missing directories above p on a filesystem that has directories (sftp://,
+    dir://...), as for a local output; object stores have none to make (and s3fs's makedirs
+    would create a missing bucket: one named by a typo)."""
     if not _protocols(fs) & _TRANSACTIONAL:
         fs.makedirs(posixpath.dirname(p), exist_ok=True)
+
+
+def make_dirs(url, storage_options=None) -> None:
+    """Create a remote directory and those above it, where the filesystem has directories."""
+    fs, p = filesystem(url, storage_options)
+    with _opening_output(url), _renamed(url):
+        _make_parents(fs, posixpath.join(p, "x"))
 
 
 @contextlib.contextmanager
@@ -703,7 +766,7 @@ class RemoteAtomicFile:
                 if self._transactional:
                     self._raw.commit()
                 if self._key != target:
-                    if self._transactional:  # a move is a copy and a delete there: either may fail
+                    if self._transactional or not _renames(self._fs):  # a copy and a delete: either may fail
                         self._leftover = self._key
                         self._fs.cp_file(self._key, target)
                         placed = target

@@ -303,7 +303,7 @@ def _read_at(path, offsets, n, storage_options) -> list:
     """Up to n bytes of a file from each offset: preads, or ranged requests for a URL."""
     if _fs.is_url(path):
         fs = _fs.filesystem(path, storage_options)
-        return [_fs.read_range(*fs, offset, offset + n) for offset in offsets]
+        return [_fs.read_range(*fs, offset, offset + n, path) for offset in offsets]
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         return [os.pread(fd, n, offset) for offset in offsets]

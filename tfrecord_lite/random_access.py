@@ -115,7 +115,7 @@ class TFRecordFile:
         if _fs.is_url(self.path):
             if self._remote is None:
                 self._remote = _fs.filesystem(self.path, self.storage_options)
-            return _fs.read_range(*self._remote, begin, end)
+            return _fs.read_range(*self._remote, begin, end, self.path)
         with self._guarded():
             self._readers += 1  # close() now leaves the descriptor to the last reader to close
         try:

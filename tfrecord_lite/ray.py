@@ -13,7 +13,9 @@ uncompressed file), so that a few large files spread over many tasks. With
 first bytes, sidecar: a few requests each on an object store), as does the sample a spec is
 inferred from once the first file falls short of it.
 
-Writing gives each write task one shard. The task writes it under a hidden staging name
+Writing gives each write task that has rows one shard (a task of only empty blocks writes
+none, as Ray's file datasinks skip them; an empty dataset gets one empty shard, as TF and
+Beam write). The task writes it under a hidden staging name
 (``.<prefix name>-<write id>-<task index><suffix>``, which globs and directory listings skip),
 and when every task has succeeded, ``on_write_complete`` renames the shards, in task
 order, to ``<prefix>-00003-of-00016<suffix>``. The count is known only then. If any task
@@ -25,6 +27,7 @@ by another (Ray types each block on its own) fails the write so, before any rena
 
 from __future__ import annotations
 
+import itertools
 import os
 import posixpath
 import uuid
@@ -88,6 +91,7 @@ class TFRecordDatasource(Datasource):
         if self.raw and (features is not None or columns is not None):
             raise InvalidArgumentError("raw=True reads whole records into one column; drop features/columns",
                                        hint="pass raw=True alone, or a feature spec without raw")
+        self._on_driver = _driver_node(paths)
         self.paths = resolve_files(paths, storage_options)
         sample = self._sample()
         if not self.raw:
@@ -114,9 +118,9 @@ class TFRecordDatasource(Datasource):
         """(path, size on disk, compression, (record offsets, frame lengths) or None)."""
         size = _fs.size(path, self.storage_options)
         compression = self.compression
-        if compression == "auto":
-            with _fs.open_input(path, self.storage_options) as f:
-                compression = detect_compression(f.read(_native.framing.HEADER_BYTES))
+        if compression == "auto":  # one small ranged read: a stream would GET the whole object
+            head = _read_span(path, 0, min(size, _native.framing.HEADER_BYTES), self.storage_options) if size else b""
+            compression = detect_compression(head)
         index = None
         # Records skipped or stopped at are counted by no index, and "stop" ends the whole
         # file: such a read takes each file whole, in one task, as TFRecordReader does.
@@ -174,6 +178,10 @@ class TFRecordDatasource(Datasource):
             tasks.append(ReadTask(lambda group=group: read(group), meta,
                                   schema=schema, per_task_row_limit=per_task_row_limit))
         return tasks
+
+    @property
+    def supports_distributed_reads(self) -> bool:
+        return not self._on_driver
 
     def supports_projection_pushdown(self) -> bool:
         return not self.raw
@@ -317,7 +325,7 @@ def _read_span(path, begin, end, storage_options):
     """Bytes [begin, end) of a file: one ranged request for a URL, reads for a local file."""
     if _fs.is_url(path):
         fs, p = _fs.filesystem(path, storage_options)
-        return _fs.read_range(fs, p, begin, end)
+        return _fs.read_range(fs, p, begin, end, path)
     with open(_fs.local_path(path), "rb", buffering=0) as f:
         f.seek(begin)
         return _read_exact(f, end - begin)
@@ -377,21 +385,46 @@ def read_tfrecords(paths: Files, features: Features | None = None, *, columns: S
         raise ArgumentTypeError(f"read_tfrecords got an unexpected keyword argument {unknown[0]!r}",
                                 hint="besides its own, it takes those of ray.data.read_datasource "
                                      "(concurrency, ray_remote_args, ...)")
+    _check_shared(paths, "read")
     source = TFRecordDatasource(paths, features, columns=columns, raw=raw, compression=compression,
                                 check_crc=check_crc, on_corrupt=on_corrupt, build_index=build_index,
                                 storage_options=storage_options)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **options)
 
 
+def _given(paths) -> list:
+    """The paths given as strings: one, or those of a list (not of an iterator, left unread)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else paths if isinstance(paths, (list, tuple)) else ()
+    return [p for p in items if isinstance(p, str)]
+
+
+def _driver_node(paths) -> bool:
+    """Whether paths are local:// ones, which Ray reads and writes on the driver's node only
+    (files on its own disk), as its file datasources do."""
+    return any(p.startswith("local://") for p in _given(paths))
+
+
+def _check_shared(paths, done) -> None:
+    """Refuse memory:// URLs, which live in one process: Ray's workers would not find what
+    the driver wrote (nor the driver what they wrote), and fail after the work was done."""
+    for path in _given(paths):
+        if any(link.startswith("memory://") for link in path.split("::")):
+            raise InvalidArgumentError(f"memory:// is in-process storage, which Ray's workers cannot see, so it "
+                                       f"cannot be {done} here", path=path,
+                                       hint="use storage every worker can reach: s3://, gs://, or a shared "
+                                            "file system")
+
+
 # -- writing --------------------------------------------------------------------------------
 
 class TFRecordDatasink(Datasink):
-    """Writes a Dataset as TF/Beam-named shards, one per write task, committed together;
+    """Writes a Dataset as TF/Beam-named shards, one per write task with rows, committed together;
     see ``write_tfrecords``. After a successful write, ``shards`` lists a ShardInfo each."""
 
     def __init__(self, path_prefix, *, columns=None, record_column=None, compression=None, index=False,
                  deterministic=False, suffix=DEFAULT_SUFFIX, storage_options=None):
         self.prefix = _check_prefix(path_prefix)  # not a directory: no shards named '-00000-of-...'
+        self._on_driver = _driver_node(self.prefix)
         if not _fs.is_url(self.prefix):
             self.prefix = _fs.local_path(self.prefix)  # file:// too
         self.columns = _arrow._names(columns)
@@ -419,13 +452,16 @@ class TFRecordDatasink(Datasink):
         # The temporary files of the staging files (a task killed while writing leaves its own)
         self._temps = paths.join(self._directory, f".{_temp_stem(paths.basename(self._staging))}")
 
+    @property
+    def supports_distributed_writes(self) -> bool:
+        return not self._on_driver
+
     def staging_path(self, task_index: int) -> str:
         return f"{self._staging}{task_index:05d}{self.suffix}"
 
     def on_write_start(self, schema=None) -> None:
         if _fs.is_url(self.prefix):
-            fs, p = _fs.filesystem(self._directory, self.storage_options)
-            fs.makedirs(p, exist_ok=True)
+            _fs.make_dirs(self._directory, self.storage_options)
         elif self._directory:
             os.makedirs(self._directory, exist_ok=True)
         if schema is None:
@@ -444,12 +480,30 @@ class TFRecordDatasink(Datasink):
 
     def write(self, blocks, ctx):
         path = self.staging_path(ctx.task_idx)
-        tables = (_as_lists(self._select(BlockAccessor.for_block(b).to_arrow())) for b in blocks)
+        # Empty blocks write nothing, and a task of only empty blocks writes no shard (as
+        # Ray's own file datasinks skip them): a filter leaves no empty shards behind.
+        blocks = (a for a in map(BlockAccessor.for_block, blocks) if a.num_rows())
+        first = next(blocks, None)
+        if first is None:
+            return {"task": ctx.task_idx, "path": None, "records": 0, "kinds": {}}
+        tables = (_as_lists(self._select(a.to_arrow())) for a in itertools.chain([first], blocks))
+        try:
+            return self._write(path, tables, ctx.task_idx)
+        except OSError as exc:  # name the prefix given, not the hidden staging name
+            if exc.filename != path or exc.errno is None:
+                raise
+            raise OSError(exc.errno, f"{exc.strerror} (write task {ctx.task_idx})", self.prefix) from exc
+        except TFRecordError as exc:
+            if exc.path == path:
+                exc.path = self.prefix
+            raise
+
+    def _write(self, path, tables, task):
         kinds = {}
         with TFRecordWriter(path, **self.options) as writer:
             if self.record_column is None:
                 count = _write._write_batches((batch for t in tables for batch in t.to_batches()), writer,
-                                              self.deterministic, kinds, self.prefix, f" of write task {ctx.task_idx}")
+                                              self.deterministic, kinds, self.prefix, f" of write task {task}")
             else:
                 for table in tables:
                     for chunk in table.column(0).chunks:
@@ -457,11 +511,11 @@ class TFRecordDatasink(Datasink):
                             row = writer.records_written + int(np.argmax(chunk.is_null().to_numpy(False)))
                             raise FeatureSpecError(
                                 f"record_column {self.record_column!r} holds a null, which is no record "
-                                f"(row {row} of write task {ctx.task_idx})", path=self.prefix,
+                                f"(row {row} of write task {task})", path=self.prefix,
                                 hint="drop or fill the null rows first (Dataset.filter)")
                         writer.write_many(chunk.to_pylist())
                 count = writer.records_written
-        return {"task": ctx.task_idx, "path": path, "records": count,
+        return {"task": task, "path": path, "records": count,
                 "kinds": {name: kind for name, (kind, _) in kinds.items()}}
 
     def _select(self, table):
@@ -478,6 +532,7 @@ class TFRecordDatasink(Datasink):
         except FeatureSpecError as exc:
             self.on_write_failed(exc)
             raise
+        done = [r for r in done if r["path"] is not None]
         if not done:  # an empty dataset still gets one (empty) shard, as TF and Beam write
             with TFRecordWriter(self.staging_path(0), **self.options) as writer:
                 pass
@@ -513,9 +568,10 @@ class TFRecordDatasink(Datasink):
         attempts killed while writing left (an attempt that raised removed its own)."""
         found = []
         for pattern in (self._staging, self._temps):
-            if _fs.is_url(self.prefix):
+            if _fs.is_url(self.prefix):  # listed, not globbed: the prefix may hold "[" or "*"
                 fs, p = _fs.filesystem(pattern, self.storage_options)
-                found += [fs.unstrip_protocol(f) for f in fs.glob(p + "*")]
+                found += [fs.unstrip_protocol(f) for f in _listing(fs, posixpath.dirname(p))
+                          if f.rstrip("/").startswith(p)]
             else:
                 import glob
 
@@ -526,7 +582,7 @@ class TFRecordDatasink(Datasink):
     def _rename(self, src, dst):
         if _fs.is_url(src):
             fs, p = _fs.filesystem(src, self.storage_options)
-            fs.mv(p, _fs.filesystem(dst, self.storage_options)[1])
+            _fs.move(fs, p, _fs.filesystem(dst, self.storage_options)[1])
         else:
             os.replace(src, dst)
 
@@ -536,6 +592,15 @@ class TFRecordDatasink(Datasink):
 
     def get_name(self) -> str:
         return "WriteTFRecordLite"
+
+
+def _listing(fs, directory) -> list:
+    """The names in a remote directory, as it is now (not as fs listed it earlier)."""
+    try:
+        fs.invalidate_cache(directory)
+        return fs.ls(directory, detail=False)
+    except FileNotFoundError:
+        return []
 
 
 def _as_lists(table: pa.Table) -> pa.Table:
@@ -596,8 +661,9 @@ def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[st
                     deterministic: bool = False, suffix: str = DEFAULT_SUFFIX, storage_options: StorageOptions = None,
                     ray_remote_args: dict[str, Any] | None = None, concurrency: int | None = None) -> list[ShardInfo]:
     """Write a ``ray.data.Dataset`` as TFRecord shards ``<prefix>-00003-of-00016.tfrecord``,
-    one per write task (``dataset.repartition(n)`` first for n shards), in task order, and
-    return a ShardInfo (path, records) per shard.
+    one per write task that has rows (``dataset.repartition(n)`` first for n shards; a task
+    whose blocks are all empty, as a filter leaves them, writes none; an empty dataset gives
+    one empty shard), in task order, and return a ShardInfo (path, records) per shard.
 
     Each row becomes a tf.train.Example with one Feature per column (the column types of
     ``tfrecord_lite.arrow.write_arrow``, and the ragged and object columns numpy batches
@@ -609,6 +675,7 @@ def write_tfrecords(dataset: Any, path_prefix: PathLike, *, columns: Sequence[st
     Atomic: shards appear under their final names only after every write task succeeded; on
     failure nothing is left under a final name (see the module docstring).
     """
+    _check_shared(path_prefix, "written")
     sink = TFRecordDatasink(path_prefix, columns=columns, record_column=record_column, compression=compression,
                             index=index, deterministic=deterministic, suffix=suffix,
                             storage_options=storage_options)

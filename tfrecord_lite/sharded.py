@@ -46,6 +46,11 @@ def _check_prefix(prefix) -> str:
                                    f"{shard_path(prefix, 0, 2)!r}, ...", path=prefix,
                                    hint=f"end it with a file name: {prefix + 'train'!r} gives "
                                    f"{shard_path(prefix + 'train', 0, 2)!r}, ...")
+    if _fs.is_url(prefix) and _fs._bucket_only(prefix):  # else each shard names a bucket of its own
+        raise InvalidArgumentError(f"the shard prefix {prefix!r} names a bucket: the shards would be the buckets "
+                                   f"{shard_path(prefix, 0, 2)!r}, ...", path=prefix,
+                                   hint=f"put them in it: {prefix + '/train'!r} gives "
+                                   f"{shard_path(prefix + '/train', 0, 2)!r}, ...")
     return prefix
 
 
