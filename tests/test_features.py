@@ -155,3 +155,109 @@ def test_to_code_of_raw_dtypes_runs(dtype):
     scope = {}
     exec(code, scope)
     assert scope["features"] == {"x": spec}
+
+
+# RaggedFeature partitions: the records of tf.io.RaggedFeature's docstring, results as TF gives them.
+PARTITIONED = [tfl.encode_example({"v": [3, 1, 4, 1, 5, 9], "s1": [0, 2, 3, 3, 6], "s2": [0, 2, 3, 4],
+                                   "ids": [0, 0, 2, 3, 3, 3]}),
+               tfl.encode_example({"v": [2, 7, 1, 8, 2, 8, 1], "s1": [0, 3, 4, 5, 7], "s2": [0, 1, 1, 4],
+                                   "ids": [1] * 7})]
+Ragged = tfl.RaggedFeature
+
+
+@pytest.mark.parametrize("partitions, expected", [
+    ([Ragged.RowSplits("s1")], [[[3, 1], [4], [], [1, 5, 9]], [[2, 7, 1], [8], [2], [8, 1]]]),
+    ([Ragged.RowSplits("s2"), Ragged.RowSplits("s1")],
+     [[[[3, 1], [4]], [[]], [[1, 5, 9]]], [[[2, 7, 1]], [], [[8], [2], [8, 1]]]]),
+    ([Ragged.RowSplits("s1"), Ragged.UniformRowLength(1)],
+     [[[[3], [1]], [[4]], [], [[1], [5], [9]]], [[[2], [7], [1]], [[8]], [[2]], [[8], [1]]]]),
+    ([Ragged.RowStarts("s1")], [[[3, 1], [4], [], [1, 5, 9], []], [[2, 7, 1], [8], [2], [8, 1], []]]),
+    ([Ragged.ValueRowIds("ids")], [[[3, 1], [], [4], [1, 5, 9]], [[], [2, 7, 1, 8, 2, 8, 1]]]),
+    ([Ragged.UniformRowLength(3)], None),  # 7 values in the second record
+])
+def test_ragged_partitions(backend, partitions, expected):
+    """Partitions were refused as not supported; they split each record's values into rows
+    by other features of the record, as tf.io.parse_example does."""
+    spec = {"r": tfl.RaggedFeature(np.int64, value_key="v", partitions=partitions)}
+    if expected is None:
+        with pytest.raises(FeatureSpecError, match=r"feature 'r': UniformRowLength\(3\): 7 values") as info:
+            tfl.parse_example(PARTITIONED, spec)
+        assert info.value.index == 1
+        assert tfl.parse_example(PARTITIONED[:1], spec)["r"].to_list() == [[[3, 1, 4], [1, 5, 9]]]
+        return
+    got = tfl.parse_example(PARTITIONED, spec)["r"]
+    assert got.to_list() == expected and got.row_splits.dtype == np.int32
+    assert tfl.parse_single_example(PARTITIONED[1], spec)["r"].to_list() == expected[1]
+
+
+@pytest.mark.parametrize("kind, partition, message", [
+    ("RowSplits", [0, 2, 5], "the rows take 5 values"),
+    ("RowSplits", [0, 5, 4], "larger than the row's values"),
+    ("RowSplits", [1, 4], "row splits start at 1, not 0"),
+    ("RowSplits", [0, 3, 1, 4], "negative"),
+    ("RowSplits", [], "the rows take 0 values"),
+    ("RowLengths", [1, 1], "the rows take 2 values .or inner rows., but there are 4"),
+    ("RowLimits", [2, 1, 4], "negative"),
+    ("RowStarts", [1, 2], "row starts start at 1, not 0"),
+    ("ValueRowIds", [0, 2, 1, 1], "not in ascending order"),
+    ("ValueRowIds", [-1, 0, 0, 0], "negative"),
+    ("ValueRowIds", [0, 0], "2 row ids for 4 values"),
+    ("ValueRowIds", [0, 0, 0, 2**40], "row id 1099511627776 is over"),
+])
+def test_ragged_partitions_that_do_not_fit_name_feature_and_record(backend, kind, partition, message):
+    good = tfl.encode_example({"v": [1], "p": {"RowSplits": [0, 1], "RowStarts": [0], "ValueRowIds": [0]}.get(kind, [1])})
+    bad = tfl.encode_example({"v": [1, 2, 3, 4], "p": np.array(partition, np.int64)})
+    spec = {"r": tfl.RaggedFeature(np.int64, value_key="v", partitions=[getattr(Ragged, kind)("p")])}
+    assert tfl.parse_example([good], spec)["r"].to_list() == [[[1]]]
+    with pytest.raises(FeatureSpecError, match=f"feature 'r': {kind}..p..: .*{message}") as info:
+        tfl.parse_example([good, good, bad], spec)
+    assert info.value.index == 2
+
+
+def test_ragged_partitions_in_sequence_examples(backend):
+    """A sequence RaggedFeature's partitions are feature lists with the values' steps; a
+    context one reads context features."""
+    records = [tfl.encode_sequence_example({"v": [1, 2, 3], "n": [2, 1]},
+                                           {"v": [[1, 2, 3], [4]], "n": [[1, 2], [0, 1]]}),
+               tfl.encode_sequence_example({"v": [], "n": []}, {}),
+               tfl.encode_sequence_example({"v": [5], "n": [1]}, {"v": [[5, 6]], "n": [[2]]})]
+    spec = {"r": tfl.RaggedFeature(np.int64, value_key="v", partitions=[Ragged.RowLengths("n")],
+                                   row_splits_dtype="int64")}
+    context, lists, lengths = tfl.parse_sequence_example(records, spec, spec)
+    assert context["r"].to_list() == [[[1, 2], [3]], [], [[5]]]
+    assert lists["r"].to_list() == [[[[1], [2, 3]], [[], [4]]], [], [[[5, 6]]]] and lengths == {}
+    assert lists["r"].row_splits.dtype == lists["r"].values.values.row_splits.dtype == np.int64
+    context, lists = tfl.parse_single_sequence_example(records[0], spec, spec)
+    assert context["r"].to_list() == [[1, 2], [3]] and lists["r"].to_list() == [[[1], [2, 3]], [[], [4]]]
+    odd = tfl.encode_sequence_example({}, {"v": [[1], [2]], "n": [[1]]})
+    with pytest.raises(FeatureSpecError, match="'r': the partition's feature list 'n' has 1 steps but the "
+                                               "values' list 'v' has 2") as info:
+        tfl.parse_sequence_example(records + [odd], None, spec)
+    assert info.value.index == 3
+
+
+@pytest.mark.parametrize("bytes_output", ["object", "column"])
+def test_ragged_partitions_of_bytes(backend, bytes_output):
+    """UniformRowLength innermost reshapes the values, bytes ones too (as TF's dense inner
+    dimension)."""
+    record = tfl.encode_example({"v": [b"a", b"b", b"c", b"d"], "n": [1, 1]})
+    spec = {"r": tfl.RaggedFeature(bytes, value_key="v", partitions=[Ragged.RowLengths("n"), Ragged.UniformRowLength(2)])}
+    got = tfl.parse_example([record], spec, bytes_output=bytes_output)["r"]
+    assert got.to_list() == [[[[b"a", b"b"]], [[b"c", b"d"]]]] and got.values.values.shape == (2, 2)
+
+
+def test_ragged_partition_specs():
+    """validate=True was refused; TF's spellings of partitions are taken, others refused."""
+    spec = tfl.RaggedFeature(np.float32, "v", [Ragged.ValueRowIds("i"), Ragged.UniformRowLength(np.int64(2))],
+                             validate=True)
+    assert spec.partitions == (Ragged.ValueRowIds("i"), Ragged.UniformRowLength(2)) and spec.partition_keys == ["i"]
+    assert spec == tfl.RaggedFeature(np.float32, "v", (Ragged.ValueRowIds("i"), Ragged.UniformRowLength(2)), validate=1)
+    assert spec.to_tf() == ("tf.io.RaggedFeature(tf.float32, value_key='v', partitions=[tf.io.RaggedFeature."
+                            "ValueRowIds('i'), tf.io.RaggedFeature.UniformRowLength(2)], row_splits_dtype=tf.int32)")
+    scope = {}
+    exec(tfl.Schema(x=spec).to_code(), scope)
+    assert scope["features"] == {"x": spec}
+    for bad in (lambda: [Ragged.UniformRowLength(0)], lambda: [Ragged.RowSplits(3)], lambda: ["s"],
+                lambda: Ragged.RowSplits("s"), lambda: [("s",)], lambda: [Ragged.UniformRowLength("2")]):
+        with pytest.raises(FeatureSpecError):
+            tfl.RaggedFeature(np.int64, partitions=bad())
