@@ -261,3 +261,13 @@ def test_ragged_partition_specs():
                 lambda: Ragged.RowSplits("s"), lambda: [("s",)], lambda: [Ragged.UniformRowLength("2")]):
         with pytest.raises(FeatureSpecError):
             tfl.RaggedFeature(np.int64, partitions=bad())
+
+
+@pytest.mark.parametrize("index_key, size, printed", [
+    ("i", [5], "'i', 'v', tf.float32, 5,"), (["i"], 5, "['i'], 'v', tf.float32, [5],"),
+    (("i", "j"), (5, 3), "['i', 'j'], 'v', tf.float32, [5, 3],"),
+])
+def test_sparse_to_tf_pairs_one_index_name_with_an_int_size(index_key, size, printed):
+    """TensorFlow refuses a list size beside one index name and an int beside a list."""
+    assert f"tf.io.SparseFeature({printed} already_sorted=False)" == tfl.SparseFeature(index_key, "v", np.float32,
+                                                                                        size).to_tf()

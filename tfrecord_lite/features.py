@@ -387,8 +387,11 @@ class SparseFeature:
         return _shape(self.size, "SparseFeature")
 
     def to_tf(self) -> str:
-        return (f"tf.io.SparseFeature({self.index_key!r}, {self.value_key!r}, {_tf_dtype(self.dtype)}, "
-                f"{self.size!r}, already_sorted={self.already_sorted})")
+        # TF takes one index name with an int size and a list of names with a list of sizes
+        one = isinstance(self.index_key, str)
+        index, size = (self.index_key, self.sizes[0]) if one else (list(self.index_key), list(self.sizes))
+        return (f"tf.io.SparseFeature({index!r}, {self.value_key!r}, {_tf_dtype(self.dtype)}, {size!r}, "
+                f"already_sorted={self.already_sorted})")
 
 
 @dataclass(frozen=True, eq=False)

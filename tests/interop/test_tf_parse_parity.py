@@ -389,3 +389,13 @@ def test_zero_defaults_keep_their_sign(tf, backend):
         got = tfl.parse_example(records, {"a": tfl.FixedLenFeature([], np.float32, default_value=zero)})["a"]
         assert got.view(np.uint32).tolist() == [np.float32(zero).view(np.uint32)]
     assert signs[0] == signs[1]
+
+
+@pytest.mark.parametrize("index_key, size", [("i", [5]), ("i", (5,)), (["i"], 5), (("i", "j"), [5, 3]), ("i", 5)])
+def test_printed_sparse_specs_run_under_tf(tf, backend, index_key, size):
+    """to_tf() printed the size as given: a list beside one index name, or an int beside a
+    list of them, which TensorFlow refuses ('vocab_size has to be a Tensor or Python int')."""
+    spec = tfl.SparseFeature(index_key, "v", np.float32, size)
+    record = tfl.encode_example({"i": [1], "j": [2], "v": [2.5]})
+    expected = tf.io.parse_example([record], {"s": eval(spec.to_tf(), {"tf": tf})})["s"]
+    assert_same(tfl.parse_example([record], {"s": spec})["s"], expected)
