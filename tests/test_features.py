@@ -200,9 +200,10 @@ def test_ragged_partitions(backend, partitions, expected):
     ("RowLimits", [2, 1, 4], "negative"),
     ("RowStarts", [1, 2], "row starts start at 1, not 0"),
     ("ValueRowIds", [0, 2, 1, 1], "not in ascending order"),
-    ("ValueRowIds", [-1, 0, 0, 0], "negative"),
+    ("ValueRowIds", [-1, 0, 0, 0], "must lie in 0..2147483647"),
     ("ValueRowIds", [0, 0], "2 row ids for 4 values"),
-    ("ValueRowIds", [0, 0, 0, 2**40], "row id 1099511627776 is over"),
+    ("ValueRowIds", [0, 0, 0, 2**40], "must lie in"),
+    ("ValueRowIds", [0, 0, 5, -2**63], "must lie in"),  # 5 to -2**63 wrapped around to a step up
 ])
 def test_ragged_partitions_that_do_not_fit_name_feature_and_record(backend, kind, partition, message):
     good = tfl.encode_example({"v": [1], "p": {"RowSplits": [0, 1], "RowStarts": [0], "ValueRowIds": [0]}.get(kind, [1])})

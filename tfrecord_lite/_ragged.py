@@ -82,11 +82,10 @@ def _lengths(partition, rows, items):
         lengths, made = following - values, counts
     else:  # ValueRowIds: each value's row
         rows.check(counts != items, lambda r: f"{counts[r]} row ids for {items[r]} values")
-        step = values - rows.previous()
-        rows.check(_sums(step < 0, counts) > 0, lambda r: "row ids are negative or not in ascending order")
-        top = rows.last_values()
-        rows.check(top > _MAX_ROW_ID, lambda r: f"row id {top[r]} is over {_MAX_ROW_ID}")
-        made = np.where(rows.some, top + 1, 0)
+        rows.check(_sums((values < 0) | (values > _MAX_ROW_ID), counts) > 0,  # then no difference wraps around
+                   lambda r: f"row ids must lie in 0..{_MAX_ROW_ID}")
+        rows.check(_sums(values < rows.previous(), counts) > 0, lambda r: "row ids are not in ascending order")
+        made = np.where(rows.some, rows.last_values() + 1, 0)
         ids = values + np.repeat(_splits(made)[:-1], counts)
         return np.bincount(ids, minlength=int(made.sum())).astype(np.int64), made
     # Each length within 0..the row's item count: then no difference above wrapped around.
