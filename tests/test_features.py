@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tfrecord_lite as tfl
 from tfrecord_lite.errors import FeatureSpecError
@@ -272,3 +274,27 @@ def test_sparse_to_tf_pairs_one_index_name_with_an_int_size(index_key, size, pri
     """TensorFlow refuses a list size beside one index name and an int beside a list."""
     assert f"tf.io.SparseFeature({printed} already_sorted=False)" == tfl.SparseFeature(index_key, "v", np.float32,
                                                                                         size).to_tf()
+
+
+_KINDS = ["RowSplits", "RowLengths", "RowStarts", "RowLimits", "ValueRowIds", "UniformRowLength"]
+_IDS = st.lists(st.one_of(st.integers(-2, 6), st.sampled_from([-2**63, 2**63 - 1, 2**31, -2**31])), max_size=5)
+
+
+@given(partitions=st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(1, 3)), min_size=1, max_size=3),
+       records=st.lists(st.tuples(st.integers(0, 6), st.lists(_IDS, min_size=3, max_size=3)), min_size=1, max_size=3))
+def test_any_partition_values_give_rows_or_a_feature_spec_error(backend, partitions, records):
+    """Partition features of any values (past int64's ends too) parse to rows that hold
+    every value once, in order, or raise FeatureSpecError naming a record."""
+    spec = {"r": tfl.RaggedFeature(np.int64, "v", [getattr(Ragged, kind)(arg if kind == "UniformRowLength" else f"p{k}")
+                                                   for k, (kind, arg) in enumerate(partitions)])}
+    encoded = [tfl.encode_example({"v": np.arange(n, dtype=np.int64)} |
+                                  {f"p{k}": np.array(ids, np.int64) for k, ids in enumerate(parts)})
+               for n, parts in records]
+    try:
+        got = tfl.parse_example(encoded, spec)["r"]
+    except FeatureSpecError as exc:
+        assert 0 <= exc.index < len(records)
+        return
+    def flat(row):
+        return [v for part in row for v in flat(part)] if isinstance(row, list) else [row]
+    assert [flat(row) for row in got.to_list()] == [list(range(n)) for n, _ in records]
