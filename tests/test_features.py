@@ -298,3 +298,13 @@ def test_any_partition_values_give_rows_or_a_feature_spec_error(backend, partiti
     def flat(row):
         return [v for part in row for v in flat(part)] if isinstance(row, list) else [row]
     assert [flat(row) for row in got.to_list()] == [list(range(n)) for n, _ in records]
+
+
+def test_tf_code_of_a_raw_tensor_feature_before_others_compiles():
+    """RawTensorFeature.to_tf() ended in a comment, which took the comma after it: a spec
+    with another feature after it printed TensorFlow code that was a SyntaxError."""
+    schema = tfl.Schema(img=tfl.RawTensorFeature([2, 3], ">f4"), y=tfl.FixedLenFeature([], np.int64))
+    code = schema.to_tf_code()
+    compile(code, "features.py", "exec")
+    assert "    'img': tf.io.FixedLenFeature([], tf.string),  # then tf.io.decode_raw (data >f4) and reshape to [2, 3]" \
+        in code.splitlines()

@@ -461,7 +461,11 @@ class RawTensorFeature(_ArrayFields):
         return prod(self.shape) * self.dtype.itemsize
 
     def to_tf(self) -> str:
-        return "tf.io.FixedLenFeature([], tf.string)  # then tf.io.decode_raw(...) and reshape"
+        """TF's spec of the raw bytes (an expression: Schema.to_tf_code says what follows)."""
+        return "tf.io.FixedLenFeature([], tf.string)"
+
+    def tf_comment(self) -> str:
+        return f"then tf.io.decode_raw (data {self.dtype.str}) and reshape to {list(self.shape)}"
 
 
 class Schema(dict):
@@ -477,7 +481,9 @@ class Schema(dict):
 
     def to_tf_code(self, variable: str = "features") -> str:
         lines = [f"{variable} = {{"]
-        lines += [f"    {name!r}: {spec.to_tf()},{self._comment(name)}" for name, spec in self.items()]
+        for name, spec in self.items():
+            comment = f"  # {spec.tf_comment()}" if isinstance(spec, RawTensorFeature) else self._comment(name)
+            lines.append(f"    {name!r}: {spec.to_tf()},{comment}")
         lines.append("}")
         return "\n".join(lines)
 

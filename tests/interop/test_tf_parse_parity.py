@@ -399,3 +399,18 @@ def test_printed_sparse_specs_run_under_tf(tf, backend, index_key, size):
     record = tfl.encode_example({"i": [1], "j": [2], "v": [2.5]})
     expected = tf.io.parse_example([record], {"s": eval(spec.to_tf(), {"tf": tf})})["s"]
     assert_same(tfl.parse_example([record], {"s": spec})["s"], expected)
+
+
+def test_printed_raw_tensor_specs_run_under_tf(tf, backend):
+    """A RawTensorFeature's TF code ended in a comment that took the comma after it (a
+    SyntaxError before the next feature); it runs now, and decode_raw of what it parses
+    is the array ours gives."""
+    schema = tfl.Schema(img=tfl.RawTensorFeature([2, 3], np.uint16), y=tfl.FixedLenFeature([], np.int64))
+    image = np.arange(6, dtype=np.uint16).reshape(2, 3) * 1000
+    records = tfl.encode_examples({"img": image[None], "y": [7]}, raw="img")
+    scope = {"tf": tf}
+    exec(schema.to_tf_code(), scope)
+    parsed = tf.io.parse_example(records, scope["features"])
+    raw = tf.reshape(tf.io.decode_raw(parsed["img"], tf.uint16), [-1, 2, 3]).numpy()
+    ours = tfl.parse_example(records, schema)
+    assert np.array_equal(ours["img"], raw) and ours["y"].tolist() == parsed["y"].numpy().tolist() == [7]
