@@ -308,3 +308,21 @@ def test_tf_code_of_a_raw_tensor_feature_before_others_compiles():
     compile(code, "features.py", "exec")
     assert "    'img': tf.io.FixedLenFeature([], tf.string),  # then tf.io.decode_raw (data >f4) and reshape to [2, 3]" \
         in code.splitlines()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"r": tfl.RaggedFeature(np.float32, value_key="i"), "i": tfl.FixedLenFeature([2], np.int64)},
+     "feature 'i' reads 'i' as int64, but feature 'r' reads it as float32"),
+    ({"s": tfl.SparseFeature("i", "v", np.float32, 4), "i": tfl.VarLenFeature(np.float32)},
+     "feature 'i' reads 'i' as float32, but feature 's' reads it as int64"),
+    ({"r": tfl.RaggedFeature(np.int64, "v", [Ragged.RowLengths("n")]), "n": tfl.VarLenFeature(bytes)},
+     "feature 'n' reads 'n' as string, but feature 'r' reads it as int64"),
+])
+def test_a_key_read_as_two_dtypes_is_refused_with_the_spec(backend, spec, message):
+    """Only the records holding the key failed, blaming the key for one spec's dtype
+    ("feature 'i': data type int64 but the spec expects float32" beside an int64 spec 'i');
+    records without it, or no records, parsed."""
+    with pytest.raises(FeatureSpecError, match=message):
+        tfl.parse_example([], spec)
+    with pytest.raises(FeatureSpecError, match=message):
+        tfl.parse_sequence_example([], spec)

@@ -344,6 +344,28 @@ def _check_specs(features, allowed, where):
                                    "in parse_example")
 
 
+def _key_dtypes(name, spec):
+    """(wire key, dtype) for each key a spec reads values of."""
+    if isinstance(spec, SparseFeature):
+        return [*((key, "int64") for key in spec.index_keys), (spec.value_key, spec.dtype)]
+    if isinstance(spec, RaggedFeature):
+        return [(spec.value_key or name, spec.dtype), *((key, "int64") for key in spec.partition_keys)]
+    return [] if isinstance(spec, RawTensorFeature) else [(name, spec.dtype)]
+
+
+def _check_key_dtypes(items):
+    """Refuse a key read as two dtypes: no record could hold it for both (TF refuses any
+    key two kinds of spec read); an error per record would blame one spec's dtype."""
+    seen = {}
+    for name, spec in items:
+        for key, dtype in _key_dtypes(name, spec):
+            other, other_dtype = seen.setdefault(key, (name, dtype))
+            if other_dtype != dtype:
+                raise FeatureSpecError(f"feature {name!r} reads {key!r} as {dtype}, but feature {other!r} reads "
+                                       f"it as {other_dtype}", hint="a feature holds values of one type: give "
+                                       "both specs the same dtype, or read the key once")
+
+
 class _Plan:
     """A spec mapping checked and laid out once: the wire keys to extract, raw sizes, and
     per output its column index and, for FixedLenFeature, the (kind, count) every record
@@ -370,6 +392,7 @@ class _Plan:
         shared = [k for k in raw if sum(k in _keys_of(n, s) for n, s in self.items) > 1]
         if shared:
             raise FeatureSpecError(f"feature {shared[0]!r}: a RawTensorFeature key cannot be read by another spec")
+        _check_key_dtypes(self.items)
         self.keys, self.raw = keys, raw
         self.outputs = []
         # Per key, the (kind, count) for which the core need only return the values: keys

@@ -414,3 +414,15 @@ def test_printed_raw_tensor_specs_run_under_tf(tf, backend):
     raw = tf.reshape(tf.io.decode_raw(parsed["img"], tf.uint16), [-1, 2, 3]).numpy()
     ours = tfl.parse_example(records, schema)
     assert np.array_equal(ours["img"], raw) and ours["y"].tolist() == parsed["y"].numpy().tolist() == [7]
+
+
+def test_a_key_read_as_two_dtypes_is_refused_as_tf_refuses_it(tf, backend):
+    """TensorFlow refuses the spec up front; ours failed only at a record holding the key,
+    blaming it for one spec's dtype, and parsed a batch without it."""
+    specs = {"r": tfl.RaggedFeature(np.float32, value_key="i"), "i": tfl.FixedLenFeature([2], np.int64,
+                                                                                      default_value=[0, 0])}
+    records = [tfl.encode_example({"x": 1})]
+    with pytest.raises(ValueError):
+        tf.io.parse_example(records, tf_specs(tf, specs))
+    with pytest.raises(FeatureSpecError, match="'i' reads 'i' as int64, but feature 'r' reads it as float32"):
+        tfl.parse_example(records, specs)
