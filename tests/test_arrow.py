@@ -150,6 +150,12 @@ def test_errors_name_the_feature(backend):
         to_arrow([], {"r": tfl.RawTensorFeature([2], "S4")})
     with pytest.raises(FeatureSpecError, match="'x'.*float32"):
         to_arrow([tfl.encode_example({"x": 1.0})], {"x": tfl.VarLenFeature(np.int64)})
+    # partitions were left out: the values came as one list per record
+    nested = {"r": tfl.RaggedFeature(np.int64, "v", [tfl.RaggedFeature.RowLengths("n")])}
+    for make in (lambda: to_arrow([tfl.encode_example({"v": [1, 2], "n": [1, 1]})], nested),
+                 lambda: sequence_to_arrow([], nested), lambda: sequence_to_arrow([], None, nested)):
+        with pytest.raises(FeatureSpecError, match="'r': RaggedFeature partitions have no Arrow form"):
+            make()
     assert backend.name == tfl.implementation
 
 

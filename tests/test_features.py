@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tfrecord_lite as tfl
 from tfrecord_lite.errors import FeatureSpecError
@@ -155,3 +157,172 @@ def test_to_code_of_raw_dtypes_runs(dtype):
     scope = {}
     exec(code, scope)
     assert scope["features"] == {"x": spec}
+
+
+# RaggedFeature partitions: the records of tf.io.RaggedFeature's docstring, results as TF gives them.
+PARTITIONED = [tfl.encode_example({"v": [3, 1, 4, 1, 5, 9], "s1": [0, 2, 3, 3, 6], "s2": [0, 2, 3, 4],
+                                   "ids": [0, 0, 2, 3, 3, 3]}),
+               tfl.encode_example({"v": [2, 7, 1, 8, 2, 8, 1], "s1": [0, 3, 4, 5, 7], "s2": [0, 1, 1, 4],
+                                   "ids": [1] * 7})]
+Ragged = tfl.RaggedFeature
+
+
+@pytest.mark.parametrize("partitions, expected", [
+    ([Ragged.RowSplits("s1")], [[[3, 1], [4], [], [1, 5, 9]], [[2, 7, 1], [8], [2], [8, 1]]]),
+    ([Ragged.RowSplits("s2"), Ragged.RowSplits("s1")],
+     [[[[3, 1], [4]], [[]], [[1, 5, 9]]], [[[2, 7, 1]], [], [[8], [2], [8, 1]]]]),
+    ([Ragged.RowSplits("s1"), Ragged.UniformRowLength(1)],
+     [[[[3], [1]], [[4]], [], [[1], [5], [9]]], [[[2], [7], [1]], [[8]], [[2]], [[8], [1]]]]),
+    ([Ragged.RowStarts("s1")], [[[3, 1], [4], [], [1, 5, 9], []], [[2, 7, 1], [8], [2], [8, 1], []]]),
+    ([Ragged.ValueRowIds("ids")], [[[3, 1], [], [4], [1, 5, 9]], [[], [2, 7, 1, 8, 2, 8, 1]]]),
+    ([Ragged.UniformRowLength(3)], None),  # 7 values in the second record
+])
+def test_ragged_partitions(backend, partitions, expected):
+    """Partitions were refused as not supported; they split each record's values into rows
+    by other features of the record, as tf.io.parse_example does."""
+    spec = {"r": tfl.RaggedFeature(np.int64, value_key="v", partitions=partitions)}
+    if expected is None:
+        with pytest.raises(FeatureSpecError, match=r"feature 'r': UniformRowLength\(3\): 7 values") as info:
+            tfl.parse_example(PARTITIONED, spec)
+        assert info.value.index == 1
+        assert tfl.parse_example(PARTITIONED[:1], spec)["r"].to_list() == [[[3, 1, 4], [1, 5, 9]]]
+        return
+    got = tfl.parse_example(PARTITIONED, spec)["r"]
+    assert got.to_list() == expected and got.row_splits.dtype == np.int32
+    assert tfl.parse_single_example(PARTITIONED[1], spec)["r"].to_list() == expected[1]
+
+
+@pytest.mark.parametrize("kind, partition, message", [
+    ("RowSplits", [0, 2, 5], "the rows take 5 values"),
+    ("RowSplits", [0, 5, 4], "larger than the row's values"),
+    ("RowSplits", [1, 4], "row splits start at 1, not 0"),
+    ("RowSplits", [0, 3, 1, 4], "negative"),
+    ("RowSplits", [], "the rows take 0 values"),
+    ("RowLengths", [1, 1], "the rows take 2 values .or inner rows., but there are 4"),
+    ("RowLimits", [2, 1, 4], "negative"),
+    ("RowStarts", [1, 2], "row starts start at 1, not 0"),
+    ("ValueRowIds", [0, 2, 1, 1], "not in ascending order"),
+    ("ValueRowIds", [-1, 0, 0, 0], "must lie in 0..2147483647"),
+    ("ValueRowIds", [0, 0], "2 row ids for 4 values"),
+    ("ValueRowIds", [0, 0, 0, 2**40], "must lie in"),
+    ("ValueRowIds", [0, 0, 5, -2**63], "must lie in"),  # 5 to -2**63 wrapped around to a step up
+])
+def test_ragged_partitions_that_do_not_fit_name_feature_and_record(backend, kind, partition, message):
+    good = tfl.encode_example({"v": [1], "p": {"RowSplits": [0, 1], "RowStarts": [0], "ValueRowIds": [0]}.get(kind, [1])})
+    bad = tfl.encode_example({"v": [1, 2, 3, 4], "p": np.array(partition, np.int64)})
+    spec = {"r": tfl.RaggedFeature(np.int64, value_key="v", partitions=[getattr(Ragged, kind)("p")])}
+    assert tfl.parse_example([good], spec)["r"].to_list() == [[[1]]]
+    with pytest.raises(FeatureSpecError, match=f"feature 'r': {kind}..p..: .*{message}") as info:
+        tfl.parse_example([good, good, bad], spec)
+    assert info.value.index == 2
+
+
+def test_ragged_partitions_in_sequence_examples(backend):
+    """A sequence RaggedFeature's partitions are feature lists with the values' steps; a
+    context one reads context features."""
+    records = [tfl.encode_sequence_example({"v": [1, 2, 3], "n": [2, 1]},
+                                           {"v": [[1, 2, 3], [4]], "n": [[1, 2], [0, 1]]}),
+               tfl.encode_sequence_example({"v": [], "n": []}, {}),
+               tfl.encode_sequence_example({"v": [5], "n": [1]}, {"v": [[5, 6]], "n": [[2]]})]
+    spec = {"r": tfl.RaggedFeature(np.int64, value_key="v", partitions=[Ragged.RowLengths("n")],
+                                   row_splits_dtype="int64")}
+    context, lists, lengths = tfl.parse_sequence_example(records, spec, spec)
+    assert context["r"].to_list() == [[[1, 2], [3]], [], [[5]]]
+    assert lists["r"].to_list() == [[[[1], [2, 3]], [[], [4]]], [], [[[5, 6]]]] and lengths == {}
+    assert lists["r"].row_splits.dtype == lists["r"].values.values.row_splits.dtype == np.int64
+    context, lists = tfl.parse_single_sequence_example(records[0], spec, spec)
+    assert context["r"].to_list() == [[1, 2], [3]] and lists["r"].to_list() == [[[1], [2, 3]], [[], [4]]]
+    odd = tfl.encode_sequence_example({}, {"v": [[1], [2]], "n": [[1]]})
+    with pytest.raises(FeatureSpecError, match="'r': the partition's feature list 'n' has 1 steps but the "
+                                               "values' list 'v' has 2") as info:
+        tfl.parse_sequence_example(records + [odd], None, spec)
+    assert info.value.index == 3
+
+
+@pytest.mark.parametrize("bytes_output", ["object", "column"])
+def test_ragged_partitions_of_bytes(backend, bytes_output):
+    """UniformRowLength innermost reshapes the values, bytes ones too (as TF's dense inner
+    dimension)."""
+    record = tfl.encode_example({"v": [b"a", b"b", b"c", b"d"], "n": [1, 1]})
+    spec = {"r": tfl.RaggedFeature(bytes, value_key="v", partitions=[Ragged.RowLengths("n"), Ragged.UniformRowLength(2)])}
+    got = tfl.parse_example([record], spec, bytes_output=bytes_output)["r"]
+    assert got.to_list() == [[[[b"a", b"b"]], [[b"c", b"d"]]]] and got.values.values.shape == (2, 2)
+
+
+def test_ragged_partition_specs():
+    """validate=True was refused; TF's spellings of partitions are taken, others refused."""
+    spec = tfl.RaggedFeature(np.float32, "v", [Ragged.ValueRowIds("i"), Ragged.UniformRowLength(np.int64(2))],
+                             validate=True)
+    assert spec.partitions == (Ragged.ValueRowIds("i"), Ragged.UniformRowLength(2)) and spec.partition_keys == ["i"]
+    assert spec == tfl.RaggedFeature(np.float32, "v", (Ragged.ValueRowIds("i"), Ragged.UniformRowLength(2)), validate=1)
+    assert spec.to_tf() == ("tf.io.RaggedFeature(tf.float32, value_key='v', partitions=[tf.io.RaggedFeature."
+                            "ValueRowIds('i'), tf.io.RaggedFeature.UniformRowLength(2)], row_splits_dtype=tf.int32)")
+    scope = {}
+    exec(tfl.Schema(x=spec).to_code(), scope)
+    assert scope["features"] == {"x": spec}
+    for bad in (lambda: [Ragged.UniformRowLength(0)], lambda: [Ragged.RowSplits(3)], lambda: ["s"],
+                lambda: Ragged.RowSplits("s"), lambda: [("s",)], lambda: [Ragged.UniformRowLength("2")]):
+        with pytest.raises(FeatureSpecError):
+            tfl.RaggedFeature(np.int64, partitions=bad())
+
+
+@pytest.mark.parametrize("index_key, size, printed", [
+    ("i", [5], "'i', 'v', tf.float32, 5,"), (["i"], 5, "['i'], 'v', tf.float32, [5],"),
+    (("i", "j"), (5, 3), "['i', 'j'], 'v', tf.float32, [5, 3],"),
+])
+def test_sparse_to_tf_pairs_one_index_name_with_an_int_size(index_key, size, printed):
+    """TensorFlow refuses a list size beside one index name and an int beside a list."""
+    assert f"tf.io.SparseFeature({printed} already_sorted=False)" == tfl.SparseFeature(index_key, "v", np.float32,
+                                                                                        size).to_tf()
+
+
+_KINDS = ["RowSplits", "RowLengths", "RowStarts", "RowLimits", "ValueRowIds", "UniformRowLength"]
+_IDS = st.lists(st.one_of(st.integers(-2, 6), st.sampled_from([-2**63, 2**63 - 1, 2**31, -2**31])), max_size=5)
+
+
+@given(partitions=st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(1, 3)), min_size=1, max_size=3),
+       records=st.lists(st.tuples(st.integers(0, 6), st.lists(_IDS, min_size=3, max_size=3)), min_size=1, max_size=3))
+def test_any_partition_values_give_rows_or_a_feature_spec_error(backend, partitions, records):
+    """Partition features of any values (past int64's ends too) parse to rows that hold
+    every value once, in order, or raise FeatureSpecError naming a record."""
+    spec = {"r": tfl.RaggedFeature(np.int64, "v", [getattr(Ragged, kind)(arg if kind == "UniformRowLength" else f"p{k}")
+                                                   for k, (kind, arg) in enumerate(partitions)])}
+    encoded = [tfl.encode_example({"v": np.arange(n, dtype=np.int64)} |
+                                  {f"p{k}": np.array(ids, np.int64) for k, ids in enumerate(parts)})
+               for n, parts in records]
+    try:
+        got = tfl.parse_example(encoded, spec)["r"]
+    except FeatureSpecError as exc:
+        assert 0 <= exc.index < len(records)
+        return
+    def flat(row):
+        return [v for part in row for v in flat(part)] if isinstance(row, list) else [row]
+    assert [flat(row) for row in got.to_list()] == [list(range(n)) for n, _ in records]
+
+
+def test_tf_code_of_a_raw_tensor_feature_before_others_compiles():
+    """RawTensorFeature.to_tf() ended in a comment, which took the comma after it: a spec
+    with another feature after it printed TensorFlow code that was a SyntaxError."""
+    schema = tfl.Schema(img=tfl.RawTensorFeature([2, 3], ">f4"), y=tfl.FixedLenFeature([], np.int64))
+    code = schema.to_tf_code()
+    compile(code, "features.py", "exec")
+    assert "    'img': tf.io.FixedLenFeature([], tf.string),  # then tf.io.decode_raw (data >f4) and reshape to [2, 3]" \
+        in code.splitlines()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"r": tfl.RaggedFeature(np.float32, value_key="i"), "i": tfl.FixedLenFeature([2], np.int64)},
+     "feature 'i' reads 'i' as int64, but feature 'r' reads it as float32"),
+    ({"s": tfl.SparseFeature("i", "v", np.float32, 4), "i": tfl.VarLenFeature(np.float32)},
+     "feature 'i' reads 'i' as float32, but feature 's' reads it as int64"),
+    ({"r": tfl.RaggedFeature(np.int64, "v", [Ragged.RowLengths("n")]), "n": tfl.VarLenFeature(bytes)},
+     "feature 'n' reads 'n' as string, but feature 'r' reads it as int64"),
+])
+def test_a_key_read_as_two_dtypes_is_refused_with_the_spec(backend, spec, message):
+    """Only the records holding the key failed, blaming the key for one spec's dtype
+    ("feature 'i': data type int64 but the spec expects float32" beside an int64 spec 'i');
+    records without it, or no records, parsed."""
+    with pytest.raises(FeatureSpecError, match=message):
+        tfl.parse_example([], spec)
+    with pytest.raises(FeatureSpecError, match=message):
+        tfl.parse_sequence_example([], spec)

@@ -84,7 +84,15 @@ def _fixed_type(value_type, shape):
     return value_type
 
 
+def _no_partitions(name, spec):
+    if isinstance(spec, RaggedFeature) and spec.partitions:
+        raise FeatureSpecError(f"feature {name!r}: RaggedFeature partitions have no Arrow form",
+                               hint="parse with output='numpy' for the nested RaggedValue, or read the values "
+                                    "and partition features as VarLenFeature columns")
+
+
 def _check_spec(name, spec):
+    _no_partitions(name, spec)
     if isinstance(spec, SparseFeature):
         raise FeatureSpecError(f"feature {name!r}: SparseFeature has no Arrow form",
                                hint=f"read {spec.index_key!r} and {spec.value_key!r} as VarLenFeature "
@@ -243,6 +251,7 @@ def _step_field(name, spec) -> pa.Field:
     """A sequence feature: a list of steps, each a fixed-size item or a list of values."""
     if not isinstance(spec, (FixedLenSequenceFeature, VarLenFeature, RaggedFeature)):
         raise FeatureSpecError(f"feature {name!r}: {type(spec).__name__} is not a sequence feature spec")
+    _no_partitions(name, spec)
     value_type = _VALUE_TYPES[spec.dtype]
     step = (_fixed_type(value_type, spec.shape) if isinstance(spec, FixedLenSequenceFeature)
             else pa.large_list(value_type))

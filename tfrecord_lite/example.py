@@ -243,6 +243,28 @@ def _ragged(col, spec):
     return RaggedValue(values, _splits(counts, spec.row_splits_dtype))
 
 
+def _partitioned(cols, name, spec, steps=False):
+    """A RaggedFeature with partitions (cols: the columns by key, one row per record, or
+    per step when steps)."""
+    from ._ragged import partitioned  # which needs this module's RaggedValue
+
+    col = cols[spec.value_key or name]
+    values, counts, _ = col.typed(spec.dtype)
+    step_counts = np.maximum(col.steps, 0) if steps else None
+
+    def partition_rows(key):
+        part = cols[key]
+        if steps:
+            bad = np.flatnonzero(np.maximum(part.steps, 0) != step_counts)
+            if bad.size:
+                raise FeatureSpecError(f"feature {name!r}: the partition's feature list {key!r} has "
+                                       f"{max(part.steps[bad[0]], 0)} steps but the values' list {col.name!r} has "
+                                       f"{step_counts[bad[0]]}", index=int(bad[0]))
+        part_values, part_counts, _ = part.typed("int64")
+        return part_values, part_counts
+    return partitioned(name, spec, values, counts, partition_rows, step_counts, col.record_of)
+
+
 def _items(col, spec):
     """A FixedLenSequenceFeature's (values, counts, items per row, values per item): every
     row's values must be whole items."""
@@ -300,8 +322,8 @@ def _keys_of(name, spec):
     """The wire keys a spec reads."""
     if isinstance(spec, SparseFeature):
         return [*spec.index_keys, spec.value_key]
-    if isinstance(spec, RaggedFeature) and spec.value_key is not None:
-        return [spec.value_key]
+    if isinstance(spec, RaggedFeature):
+        return [spec.value_key or name, *spec.partition_keys]
     return [name]
 
 
@@ -320,6 +342,28 @@ def _check_specs(features, allowed, where):
         if where == "parse_example" and isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing:
             raise FeatureSpecError(f"feature {name!r}: FixedLenSequenceFeature requires allow_missing=True "
                                    "in parse_example")
+
+
+def _key_dtypes(name, spec):
+    """(wire key, dtype) for each key a spec reads values of."""
+    if isinstance(spec, SparseFeature):
+        return [*((key, "int64") for key in spec.index_keys), (spec.value_key, spec.dtype)]
+    if isinstance(spec, RaggedFeature):
+        return [(spec.value_key or name, spec.dtype), *((key, "int64") for key in spec.partition_keys)]
+    return [] if isinstance(spec, RawTensorFeature) else [(name, spec.dtype)]
+
+
+def _check_key_dtypes(items):
+    """Refuse a key read as two dtypes: no record could hold it for both (TF refuses any
+    key two kinds of spec read); an error per record would blame one spec's dtype."""
+    seen = {}
+    for name, spec in items:
+        for key, dtype in _key_dtypes(name, spec):
+            other, other_dtype = seen.setdefault(key, (name, dtype))
+            if other_dtype != dtype:
+                raise FeatureSpecError(f"feature {name!r} reads {key!r} as {dtype}, but feature {other!r} reads "
+                                       f"it as {other_dtype}", hint="a feature holds values of one type: give "
+                                       "both specs the same dtype, or read the key once")
 
 
 class _Plan:
@@ -348,6 +392,7 @@ class _Plan:
         shared = [k for k in raw if sum(k in _keys_of(n, s) for n, s in self.items) > 1]
         if shared:
             raise FeatureSpecError(f"feature {shared[0]!r}: a RawTensorFeature key cannot be read by another spec")
+        _check_key_dtypes(self.items)
         self.keys, self.raw = keys, raw
         self.outputs = []
         # Per key, the (kind, count) for which the core need only return the values: keys
@@ -452,6 +497,8 @@ def _build(plan, raw_columns, batch):
             cols = {k: _Column(k, c, batch) for k, c in zip(plan.keys, raw_columns)}
         if isinstance(spec, SparseFeature):
             out[name] = _sparse(cols, spec, batch)
+        elif isinstance(spec, RaggedFeature) and spec.partitions:
+            out[name] = _partitioned(cols, name, spec)
         else:
             out[name] = _ONE_ROW[type(spec)](cols[plan.keys[index]], spec)
     return out
@@ -585,9 +632,12 @@ def parse_sequence_example(serialized: Records, context_features: Features | Non
         batch = len(records)
         context = _build(plan, columns, batch)
         feature_lists, lengths = {}, {}
+        cols = {k: _Column(k, c, batch) for k, c in zip(seq_plan.keys, seq_columns)}
         for name, spec, index, _ in seq_plan.outputs:
-            col = _Column(seq_plan.keys[index], seq_columns[index], batch)
-            result = _STEP_ROWS[type(spec)](col, spec)
+            if isinstance(spec, RaggedFeature) and spec.partitions:
+                feature_lists[name] = _partitioned(cols, name, spec, steps=True)
+                continue
+            result = _STEP_ROWS[type(spec)](cols[seq_plan.keys[index]], spec)
             if isinstance(spec, FixedLenSequenceFeature):
                 feature_lists[name], lengths[name] = result
             else:

@@ -220,13 +220,88 @@ class VarLenFeature:
 
 
 @dataclass(frozen=True)
+class _KeyPartition:
+    key: str
+
+    def __post_init__(self):
+        if not isinstance(self.key, str):
+            raise FeatureSpecError(f"RaggedFeature.{type(self).__name__}: key must be a feature name (str), "
+                                   f"not {self.key!r}")
+
+    def to_code(self, module: str) -> str:
+        return f"{module}.RaggedFeature.{type(self).__name__}({self.key!r})"
+
+
+class RowSplits(_KeyPartition):
+    """Row i of a record's values is values[splits[i]:splits[i + 1]] (splits from ``key``)."""
+
+
+class RowLengths(_KeyPartition):
+    """Rows of the lengths in ``key``."""
+
+
+class RowStarts(_KeyPartition):
+    """Rows starting at the offsets in ``key`` (the first 0), each up to the next."""
+
+
+class RowLimits(_KeyPartition):
+    """Rows ending at the offsets in ``key`` (the last the value count)."""
+
+
+class ValueRowIds(_KeyPartition):
+    """The row of each value in ``key`` (ascending; rows without values are empty)."""
+
+
+for _cls in (RowSplits, RowLengths, RowStarts, RowLimits, ValueRowIds):
+    dataclass(frozen=True)(_cls)
+
+
+@dataclass(frozen=True)
+class UniformRowLength:
+    """Rows of ``length`` values each."""
+
+    length: int
+
+    def __post_init__(self):
+        try:
+            length = operator.index(self.length)
+        except TypeError:
+            length = -1
+        if length < 1:
+            raise FeatureSpecError(f"RaggedFeature.UniformRowLength: length must be an int >= 1, not "
+                                   f"{self.length!r}")
+        object.__setattr__(self, "length", length)
+
+    def to_code(self, module: str) -> str:
+        return f"{module}.RaggedFeature.UniformRowLength({self.length})"
+
+
+_PARTITIONS = {cls.__name__: cls for cls in (RowSplits, RowLengths, RowStarts, RowLimits, ValueRowIds,
+                                              UniformRowLength)}
+
+
+def _partition(partition):
+    """Ours as it is; tf.io.RaggedFeature's of the same name (a namedtuple) converted."""
+    cls = _PARTITIONS.get(type(partition).__name__)
+    if cls is None or isinstance(partition, (str, bytes)):
+        raise FeatureSpecError(f"RaggedFeature: {partition!r:.60} is not a partition",
+                               hint="use RaggedFeature.RowSplits(key), RowLengths(key), RowStarts(key), "
+                                    "RowLimits(key), ValueRowIds(key) or UniformRowLength(length)")
+    return partition if type(partition) is cls else cls(*partition)
+
+
+@dataclass(frozen=True)
 class RaggedFeature:
     """Any number of values per record -> RaggedValue (values, row_splits).
 
-    Supported: the single-level case, values from ``value_key`` (default: the spec's own
-    name); in parse_sequence_example a sequence feature gets one more ragged level (steps).
-    Not supported: ``partitions`` (RowSplits, RowLengths, UniformRowLength, ...) and
-    ``validate``; giving them raises FeatureSpecError."""
+    Values come from ``value_key`` (default: the spec's own name). ``partitions``, as in
+    tf.io.RaggedFeature, outermost first, split each record's values into rows by other
+    int64 features of the record (RowSplits, RowLengths, RowStarts, RowLimits, ValueRowIds)
+    or into rows of a fixed length (UniformRowLength: trailing ones reshape the values): one
+    more ragged level each. Partitions that do not fit the values always raise
+    FeatureSpecError (``validate`` is taken for TF's sake). In parse_sequence_example a
+    sequence feature gets one more ragged level (steps), and its partition keys name feature
+    lists with the same steps."""
 
     dtype: DType
     value_key: str | None = None
@@ -234,11 +309,18 @@ class RaggedFeature:
     row_splits_dtype: Any = "int32"
     validate: bool = False
 
+    RowSplits = RowSplits
+    RowLengths = RowLengths
+    RowStarts = RowStarts
+    RowLimits = RowLimits
+    ValueRowIds = ValueRowIds
+    UniformRowLength = UniformRowLength
+
     def __post_init__(self):
-        if self.partitions:
-            raise FeatureSpecError("RaggedFeature: partitions are not supported (only the value_key level)")
-        if self.validate:
-            raise FeatureSpecError("RaggedFeature: validate=True is not supported")
+        if isinstance(self.partitions, (str, bytes)) or not hasattr(self.partitions, "__iter__"):
+            raise FeatureSpecError(f"RaggedFeature: partitions must be a list of partitions, not "
+                                   f"{self.partitions!r:.60}")
+        partitions = tuple(_partition(p) for p in self.partitions)
         if self.value_key is not None and not isinstance(self.value_key, str):
             raise FeatureSpecError(f"RaggedFeature: feature names must be str, not value_key={self.value_key!r}")
         splits = getattr(self.row_splits_dtype, "name", self.row_splits_dtype)
@@ -248,11 +330,21 @@ class RaggedFeature:
             splits = repr(splits)
         if splits not in ("int32", "int64"):
             raise FeatureSpecError(f"RaggedFeature: row_splits_dtype must be int32 or int64, not {splits}")
-        _frozen_set(self, dtype=normalize_dtype(self.dtype), row_splits_dtype=splits)
+        _frozen_set(self, dtype=normalize_dtype(self.dtype), row_splits_dtype=splits, partitions=partitions,
+                    validate=bool(self.validate))
+
+    @property
+    def partition_keys(self) -> list:
+        """The features the partitions read."""
+        return [p.key for p in self.partitions if not isinstance(p, UniformRowLength)]
 
     def to_tf(self) -> str:
         key = "" if self.value_key is None else f", value_key={self.value_key!r}"
-        return f"tf.io.RaggedFeature({_tf_dtype(self.dtype)}{key}, row_splits_dtype=tf.{self.row_splits_dtype})"
+        parts = ""
+        if self.partitions:
+            parts = f", partitions=[{', '.join(p.to_code('tf.io') for p in self.partitions)}]"
+        return (f"tf.io.RaggedFeature({_tf_dtype(self.dtype)}{key}{parts}, "
+                f"row_splits_dtype=tf.{self.row_splits_dtype})")
 
 
 @dataclass(frozen=True)
@@ -295,8 +387,11 @@ class SparseFeature:
         return _shape(self.size, "SparseFeature")
 
     def to_tf(self) -> str:
-        return (f"tf.io.SparseFeature({self.index_key!r}, {self.value_key!r}, {_tf_dtype(self.dtype)}, "
-                f"{self.size!r}, already_sorted={self.already_sorted})")
+        # TF takes one index name with an int size and a list of names with a list of sizes
+        one = isinstance(self.index_key, str)
+        index, size = (self.index_key, self.sizes[0]) if one else (list(self.index_key), list(self.sizes))
+        return (f"tf.io.SparseFeature({index!r}, {self.value_key!r}, {_tf_dtype(self.dtype)}, {size!r}, "
+                f"already_sorted={self.already_sorted})")
 
 
 @dataclass(frozen=True, eq=False)
@@ -366,7 +461,11 @@ class RawTensorFeature(_ArrayFields):
         return prod(self.shape) * self.dtype.itemsize
 
     def to_tf(self) -> str:
-        return "tf.io.FixedLenFeature([], tf.string)  # then tf.io.decode_raw(...) and reshape"
+        """TF's spec of the raw bytes (an expression: Schema.to_tf_code says what follows)."""
+        return "tf.io.FixedLenFeature([], tf.string)"
+
+    def tf_comment(self) -> str:
+        return f"then tf.io.decode_raw (data {self.dtype.str}) and reshape to {list(self.shape)}"
 
 
 class Schema(dict):
@@ -382,7 +481,9 @@ class Schema(dict):
 
     def to_tf_code(self, variable: str = "features") -> str:
         lines = [f"{variable} = {{"]
-        lines += [f"    {name!r}: {spec.to_tf()},{self._comment(name)}" for name, spec in self.items()]
+        for name, spec in self.items():
+            comment = f"  # {spec.tf_comment()}" if isinstance(spec, RawTensorFeature) else self._comment(name)
+            lines.append(f"    {name!r}: {spec.to_tf()},{comment}")
         lines.append("}")
         return "\n".join(lines)
 
@@ -437,6 +538,8 @@ def spec_code(spec) -> str:
             text = _DTYPE_CODE[dtype] if isinstance(dtype, str) else _numpy_dtype_code(dtype)
         elif field.name == "shape":
             text = repr(list(value))
+        elif field.name == "partitions":
+            text = f"({''.join(p.to_code('tfl') + ', ' for p in value)})"
         else:
             text = _literal(value.tolist()) if isinstance(value, np.ndarray) else repr(value)
         if field.default is MISSING:

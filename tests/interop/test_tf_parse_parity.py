@@ -389,3 +389,40 @@ def test_zero_defaults_keep_their_sign(tf, backend):
         got = tfl.parse_example(records, {"a": tfl.FixedLenFeature([], np.float32, default_value=zero)})["a"]
         assert got.view(np.uint32).tolist() == [np.float32(zero).view(np.uint32)]
     assert signs[0] == signs[1]
+
+
+@pytest.mark.parametrize("index_key, size", [("i", [5]), ("i", (5,)), (["i"], 5), (("i", "j"), [5, 3]), ("i", 5)])
+def test_printed_sparse_specs_run_under_tf(tf, backend, index_key, size):
+    """to_tf() printed the size as given: a list beside one index name, or an int beside a
+    list of them, which TensorFlow refuses ('vocab_size has to be a Tensor or Python int')."""
+    spec = tfl.SparseFeature(index_key, "v", np.float32, size)
+    record = tfl.encode_example({"i": [1], "j": [2], "v": [2.5]})
+    expected = tf.io.parse_example([record], {"s": eval(spec.to_tf(), {"tf": tf})})["s"]
+    assert_same(tfl.parse_example([record], {"s": spec})["s"], expected)
+
+
+def test_printed_raw_tensor_specs_run_under_tf(tf, backend):
+    """A RawTensorFeature's TF code ended in a comment that took the comma after it (a
+    SyntaxError before the next feature); it runs now, and decode_raw of what it parses
+    is the array ours gives."""
+    schema = tfl.Schema(img=tfl.RawTensorFeature([2, 3], np.uint16), y=tfl.FixedLenFeature([], np.int64))
+    image = np.arange(6, dtype=np.uint16).reshape(2, 3) * 1000
+    records = tfl.encode_examples({"img": image[None], "y": [7]}, raw="img")
+    scope = {"tf": tf}
+    exec(schema.to_tf_code(), scope)
+    parsed = tf.io.parse_example(records, scope["features"])
+    raw = tf.reshape(tf.io.decode_raw(parsed["img"], tf.uint16), [-1, 2, 3]).numpy()
+    ours = tfl.parse_example(records, schema)
+    assert np.array_equal(ours["img"], raw) and ours["y"].tolist() == parsed["y"].numpy().tolist() == [7]
+
+
+def test_a_key_read_as_two_dtypes_is_refused_as_tf_refuses_it(tf, backend):
+    """TensorFlow refuses the spec up front; ours failed only at a record holding the key,
+    blaming it for one spec's dtype, and parsed a batch without it."""
+    specs = {"r": tfl.RaggedFeature(np.float32, value_key="i"), "i": tfl.FixedLenFeature([2], np.int64,
+                                                                                      default_value=[0, 0])}
+    records = [tfl.encode_example({"x": 1})]
+    with pytest.raises(ValueError):
+        tf.io.parse_example(records, tf_specs(tf, specs))
+    with pytest.raises(FeatureSpecError, match="'i' reads 'i' as int64, but feature 'r' reads it as float32"):
+        tfl.parse_example(records, specs)
