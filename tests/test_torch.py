@@ -843,3 +843,44 @@ def test_copies_outside_workers_have_their_own_epochs(tmp_path):
         assert list(ds) == want
         other.set_epoch(3)
         assert list(other) == want
+
+
+@pytest.mark.parametrize("stop", [5, None])  # mid-epoch, after the epoch's last record
+def test_set_epoch_of_a_loaded_states_epoch_keeps_it(tmp_path, stop):
+    """set_epoch() dropped a state just loaded: a loop that calls it as each epoch starts, the
+    one it resumes included, read that epoch again from its start (as TFRecordDataset does,
+    it now keeps a state of the epoch it is set to). A set_epoch() after an ended pass made
+    the state say "ended", so a resume from it gave nothing for the epoch set."""
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+    opts = dict(shuffle_buffer=8, shuffle_files=True, seed=5)
+
+    def fresh(epoch):
+        ds = TFRecordIterableDataset(paths, **opts)
+        ds.set_epoch(epoch)
+        return list(ds)
+
+    ds = TFRecordIterableDataset(paths, **opts)
+    it = iter(ds)
+    head = [next(it) for _ in range(stop or 37)]
+    state = ds.state_dict()
+    rest = list(it)
+    assert head + rest == fresh(0)
+    resumed = TFRecordIterableDataset(paths, **opts)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(0)
+    assert list(resumed) == rest
+    resumed.set_epoch(1)
+    assert list(resumed) == fresh(1)
+    # Another epoch than the state's: that epoch, whole.
+    other = TFRecordIterableDataset(paths, **opts)
+    other.load_state_dict(state)
+    other.set_epoch(2)
+    assert list(other) == fresh(2)
+    # A pass that has ended, then set_epoch: its state is that epoch's start.
+    list(other)
+    other.set_epoch(4)
+    later = TFRecordIterableDataset(paths, **opts)
+    later.load_state_dict(other.state_dict())
+    assert list(later) == fresh(4)

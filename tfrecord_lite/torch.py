@@ -19,7 +19,8 @@ Epochs: each pass starts the next epoch, so shuffles differ from pass to pass an
 pass of a DataLoader over it, whatever its workers (none, persistent or not; any start
 method): the dataset and its workers' copies share one count. ``set_epoch(e)`` makes the next
 pass epoch ``e``, and the count goes on from there; calling it each epoch (as for
-DistributedSampler) gives exactly the epochs set. A process the dataset is handed to
+DistributedSampler) gives exactly the epochs set, and a state loaded for that epoch keeps its
+position (as TFRecordDataset's does). A process the dataset is handed to
 otherwise (a spawned rank) counts apart.
 
 ``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
@@ -321,8 +322,19 @@ def _build():
             epoch = _epoch(epoch)
             if epoch >= 2**63:
                 raise InvalidArgumentError(f"epoch must be < 2**63 (it is shared as an int64), not {epoch}")
+            if self._loaded is not None and self._loaded_epoch() == epoch:
+                return  # as TFRecordDataset.set_epoch: a loop calls it for the epoch it resumes too
             self._epochs.set(epoch)
             self._loaded = self._next = None
+            self._ended = False  # a state from here on starts the epoch set, not "nothing left"
+
+        def _loaded_epoch(self) -> int:
+            """The epoch the loaded state's position is in."""
+            state = self._loaded
+            if state.get("ended"):  # its "epoch" is the next one's
+                return state["epoch"] - (self.options.get("num_epochs", 1) != 0)
+            inner = state["dataset"]
+            return state["epoch"] if inner is None else inner["epoch"]
 
         def dataset(self) -> TFRecordDataset:
             """A TFRecordDataset over this worker's shard, at the next epoch."""
@@ -388,7 +400,9 @@ def _build():
             torchdata's StatefulDataLoader); see TFRecordDataset.state_dict."""
             if self._loaded is not None:
                 return self._loaded
-            current = None if self._current is None or self._ended else self._current.state_dict()
+            current = self._current
+            # An iteration that has ended (and was not resumed from ended) starts the next one.
+            current = None if current is None or self._ended or current._position.exhausted else current.state_dict()
             epoch = self.epoch if self._next is None else self._next
             return {"epoch": epoch, "dataset": current, "ended": self._ended}
 
