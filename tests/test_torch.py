@@ -884,3 +884,25 @@ def test_set_epoch_of_a_loaded_states_epoch_keeps_it(tmp_path, stop):
     later = TFRecordIterableDataset(paths, **opts)
     later.load_state_dict(other.state_dict())
     assert list(later) == fresh(4)
+
+
+@pytest.mark.parametrize("counts, workers", [([5, 5], 2), ([10], 3), ([7, 2, 6], 2)])
+def test_len_of_a_loader_with_workers_counts_each_workers_batches(tmp_path, counts, workers):
+    """Each worker batches its own records, so each has a short last batch: len(loader) said
+    ceil(records / batch_size), fewer than came (and torch warned of more batches than len)."""
+    import warnings
+
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, counts)
+    cases = [(dict(batch_size=4), {}), (dict(batch_size=4, drop_remainder=True), {}),
+             (dict(batch_size=3, num_epochs=2), {}), ({}, dict(batch_size=4)),
+             ({}, dict(batch_size=4, drop_last=True)), (dict(batch_size=2), dict(batch_size=3, collate_fn=as_list))]
+    for options, loader in cases:
+        ds = TFRecordIterableDataset(paths, **options)
+        dl = torch.utils.data.DataLoader(ds, num_workers=workers, **{"batch_size": None, **loader})
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", "Length of IterableDataset")  # torch's: more came than len
+            assert len(dl) == len(list(dl)), (options, loader)
+        assert len(ds) == len(list(ds))  # the dataset's own len: what it yields here

@@ -25,8 +25,9 @@ otherwise (a spawned rank) counts apart.
 
 ``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
 batches with ``batch_size`` (honouring ``drop_remainder``), of the shard of the worker and
-rank that asks (in the main process, the rank's). Counts come from index sidecars, or from
-one scan kept as a sidecar (``TFRecordDataset.num_elements``).
+rank that asks (in the main process, the rank's); asked by ``len(DataLoader)`` with workers,
+what makes that the batches they yield, each worker's short last one included. Counts come
+from index sidecars, or from one scan kept as a sidecar (``TFRecordDataset.num_elements``).
 
 ``state_dict()`` / ``load_state_dict()``: torchdata's ``StatefulDataLoader`` resumes
 mid-epoch from them, per worker; the state holds file byte offsets, so resuming seeks.
@@ -44,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 from typing import Any
 
 from ._crossing import _packed
@@ -67,14 +69,16 @@ def _distributed() -> tuple[int, int] | None:
     return (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else None
 
 
-def _rank_and_worker(rank: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+def _rank_and_worker(rank: tuple[int, int] | None = None,
+                     worker: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
     """((rank, world size), (worker, workers)) of the calling process; rank: the loader
     process's, for a worker started by spawn or forkserver (torch.distributed is not
-    initialized there)."""
+    initialized there); worker: that of a worker asked about from the main process."""
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()
-    worker = (info.id, info.num_workers) if info is not None else (0, 1)
+    if worker is None:
+        worker = (info.id, info.num_workers) if info is not None else (0, 1)
     return _distributed() or (info is not None and rank) or (0, 1), worker
 
 
@@ -96,12 +100,12 @@ def worker_shard(shard: tuple[int, int] | None = None) -> tuple[int, int]:
     return _compose(_compose(shard, rank), worker)
 
 
-def _plan(files, shard, storage_options, rank=None):
+def _plan(files, shard, storage_options, rank=None, worker=None):
     """(files, shard) that this worker of this rank reads: shard of the data, then the rank's
     shard of that, then the worker's. Where a level takes whole files (see shard_plan) the
     next shards those files, not the data: so the workers read exactly what the rank's shard
     holds (its len()), whatever their number, and the ranks what shard holds."""
-    levels = [level for level in _rank_and_worker(rank) if level[1] > 1]
+    levels = [level for level in _rank_and_worker(rank, worker) if level[1] > 1]
     if not levels:
         return files, shard
     if shard is None:
@@ -224,6 +228,16 @@ class _EpochCount:
         return _EpochCount, (0, self.cell, lock, self.owner)
 
 
+def _loader_asking(frame):
+    """The DataLoader whose __len__ is the frame, if it is one."""
+    from torch.utils.data import DataLoader
+
+    if frame.f_code is DataLoader.__len__.__code__:
+        loader = frame.f_locals.get("self")
+        return loader if isinstance(loader, DataLoader) else None
+    return None
+
+
 def _loader_seed():
     """(base seed of this DataLoader iterator's workers, as an int64; workers), or (None, 1)
     outside workers: torch draws the base seed anew for each iterator (see _EpochCount)."""
@@ -338,7 +352,10 @@ def _build():
 
         def dataset(self) -> TFRecordDataset:
             """A TFRecordDataset over this worker's shard, at the next epoch."""
-            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"), self._rank)
+            return self._dataset()
+
+        def _dataset(self, worker=None) -> TFRecordDataset:
+            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"), self._rank, worker)
             ds = TFRecordDataset(files, self.features, shard=shard, **self.options)
             ds.set_epoch(self.epoch)
             if self._current is not None:
@@ -374,11 +391,23 @@ def _build():
 
         def __len__(self):
             """Elements that iter() yields here: one epoch (times num_epochs) of the shard this
-            worker and rank read (module doc)."""
+            worker and rank read (module doc). Asked by len(DataLoader) with workers: what
+            makes that len the batches its workers yield (each its own short last one)."""
             epochs = self.options.get("num_epochs", 1)
             if epochs is None:
                 raise TypeError("a TFRecordIterableDataset with num_epochs=None has no length")
-            return self.dataset().num_elements() * epochs
+            loader = _loader_asking(sys._getframe(1))
+            if loader is None or not loader.num_workers:
+                return self.dataset().num_elements() * epochs
+            workers = loader.num_workers
+            counts = [self._dataset((w, workers)).num_elements() * epochs for w in range(workers)]
+            size = loader.batch_size
+            if size is None:
+                return sum(counts)
+            # Each worker's fetcher batches its own elements; the loader divides what this
+            # returns by batch_size, rounding as drop_last says.
+            batches = sum(c // size if loader.drop_last else -(-c // size) for c in counts)
+            return batches * size if loader.drop_last else max(batches * size - size + 1, 0)
 
         def _items(self, ds, it):
             from torch.utils.data import get_worker_info
