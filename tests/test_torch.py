@@ -906,3 +906,34 @@ def test_len_of_a_loader_with_workers_counts_each_workers_batches(tmp_path, coun
             warnings.filterwarnings("error", "Length of IterableDataset")  # torch's: more came than len
             assert len(dl) == len(list(dl)), (options, loader)
         assert len(ds) == len(list(ds))  # the dataset's own len: what it yields here
+
+
+def test_worker_shard_in_a_spawned_worker_takes_its_ranks_shard(monkeypatch):
+    """worker_shard() in a user's own IterableDataset: a worker started by spawn has no
+    process group, and took rank 0 of 1, so every rank's workers read the same shards. It
+    takes torchrun's RANK and WORLD_SIZE now, or the rank the dataset noted when made."""
+    import torch
+    import torch.distributed as dist
+
+    from tests._torch_shards import ShardReporter
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # rank 1 of 2 in this process
+    monkeypatch.setattr(dist, "get_rank", lambda: 1)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    want = ["1/4", "3/4"]  # worker w of rank 1 of 2: (1 + 2 * w, 4)
+
+    def shards(ds, method):
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=method)
+        return sorted(loader)
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert shards(ShardReporter(), "spawn") == want
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    assert shards(ShardReporter(rank=(1, 2)), "spawn") == want
+    assert shards(ShardReporter(), "fork") == want  # a forked worker sees the process group
+    monkeypatch.setenv("RANK", "1")  # without a process group here, RANK leaves forked workers alone
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    assert shards(ShardReporter(), "fork") == ["0/2", "1/2"]

@@ -4,7 +4,8 @@
 ``TFRecordIterableDataset`` streams through ``TFRecordDataset`` and shards itself: across
 DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes of
 ``torch.distributed`` (rank x world size, when initialized; a worker started by spawn or
-forkserver takes its loader process's), on top of any ``shard=`` given.
+forkserver takes its loader process's), on top of any ``shard=`` given. ``worker_shard()``
+gives the same (index, count) to an IterableDataset of one's own.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
 into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts, those in a
@@ -54,7 +55,7 @@ from .batch import RecordBatch
 from .dataset import TFRecordDataset, _epoch
 from .errors import InvalidArgumentError, TFRecordError
 from .example import RaggedValue, native_order
-from .files import resolve_files, shard_plan
+from .files import check_shard, resolve_files, shard_plan
 from .index import IndexedDataset
 
 __all__ = ["TFRecordIterableDataset", "TFRecordMapDataset", "worker_shard"]
@@ -73,13 +74,29 @@ def _rank_and_worker(rank: tuple[int, int] | None = None,
                      worker: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
     """((rank, world size), (worker, workers)) of the calling process; rank: the loader
     process's, for a worker started by spawn or forkserver (torch.distributed is not
-    initialized there); worker: that of a worker asked about from the main process."""
+    initialized there), else torchrun's there (_launched_rank); worker: that of a worker
+    asked about from the main process."""
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()
     if worker is None:
         worker = (info.id, info.num_workers) if info is not None else (0, 1)
-    return _distributed() or (info is not None and rank) or (0, 1), worker
+    return _distributed() or rank or (info is not None and _launched_rank()) or (0, 1), worker
+
+
+def _launched_rank() -> tuple[int, int] | None:
+    """(RANK, WORLD_SIZE) of the environment, which torchrun sets for each rank and a worker
+    inherits, in a process not started by fork (a forked worker sees its loader process's
+    torch.distributed, initialized or not)."""
+    process = multiprocessing.current_process()
+    method = getattr(process, "_start_method", None) or multiprocessing.get_start_method(allow_none=True)
+    if method in (None, "fork"):
+        return None
+    try:
+        rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return None
+    return (rank, size) if 0 <= rank < size else None
 
 
 def _compose(outer, inner) -> tuple[int, int]:
@@ -93,11 +110,15 @@ def _compose(outer, inner) -> tuple[int, int]:
     return u + n * i, n * c
 
 
-def worker_shard(shard: tuple[int, int] | None = None) -> tuple[int, int]:
+def worker_shard(shard: tuple[int, int] | None = None, rank: tuple[int, int] | None = None) -> tuple[int, int]:
     """(index, count) for this DataLoader worker of this distributed rank, composed with shard:
-    the workers' shards split the rank's, and the ranks' split shard."""
-    rank, worker = _rank_and_worker()
-    return _compose(_compose(shard, rank), worker)
+    the workers' shards split the rank's, and the ranks' split shard.
+
+    rank: (rank, world size), by default torch.distributed's. A worker started by spawn or
+    forkserver has no process group: there it is RANK and WORLD_SIZE of the environment
+    (torchrun's), else pass the rank, noted as the dataset is made in the loader's process."""
+    found, worker = _rank_and_worker()
+    return _compose(_compose(shard, found if rank is None else check_shard(rank)), worker)
 
 
 def _plan(files, shard, storage_options, rank=None, worker=None):
@@ -448,7 +469,7 @@ def _build():
             # handed on otherwise shards where it runs).
             from multiprocessing.context import get_spawning_popen
 
-            state["_rank"] = _distributed() if get_spawning_popen() is not None else None
+            state["_rank"] = (_distributed() or (0, 1)) if get_spawning_popen() is not None else None
             return state
 
     class TFRecordMapDataset(Dataset):
