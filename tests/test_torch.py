@@ -937,3 +937,34 @@ def test_worker_shard_in_a_spawned_worker_takes_its_ranks_shard(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
     assert shards(ShardReporter(), "fork") == ["0/2", "1/2"]
+
+
+def test_resuming_with_other_workers_says_so(tmp_path):
+    """A StatefulDataLoader state loaded with another num_workers was refused for a "different
+    shard ([0, 2] then, None now)", a shard the user never gave; it now says what differs."""
+    import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+
+    def loader(workers):
+        ds = TFRecordIterableDataset(paths, batch_size=2, seed=1)
+        return StatefulDataLoader(ds, batch_size=None, num_workers=workers, multiprocessing_context="fork")
+
+    dl = loader(2)
+    it = iter(dl)
+    head = [next(it) for _ in range(3)]
+    state = dl.state_dict()
+    del it
+    resumed = loader(1)
+    resumed.load_state_dict(state)
+    with pytest.raises(tfl.InvalidArgumentError) as info:
+        list(resumed)
+    assert info.value.detail == ("the state was saved by DataLoader worker 0 of 2 on rank 0 of 1 and is loaded by "
+                                 "DataLoader worker 0 of 1 on rank 0 of 1")
+    assert "num_workers" in info.value.hint
+    resumed = loader(2)  # as saved: the rest
+    resumed.load_state_dict(state)
+    assert len(head) + len(list(resumed)) == len(list(loader(2)))

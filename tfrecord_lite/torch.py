@@ -386,6 +386,9 @@ def _build():
         def __iter__(self):
             count, self._iters = self._iters, self._iters + 1
             state, self._loaded = self._loaded, None
+            if state is not None:
+                with _located_in_workers():
+                    self._check_split(state)
             self._ended = state is not None and state.get("ended", False)
             if self._ended:
                 # Resuming an iteration that had ended: nothing is left of it. (A worker that
@@ -454,7 +457,30 @@ def _build():
             # An iteration that has ended (and was not resumed from ended) starts the next one.
             current = None if current is None or self._ended or current._position.exhausted else current.state_dict()
             epoch = self.epoch if self._next is None else self._next
-            return {"epoch": epoch, "dataset": current, "ended": self._ended}
+            return {"epoch": epoch, "dataset": current, "ended": self._ended, "split": self._split()}
+
+        def _split(self) -> list:
+            """[[rank, world size], [worker, workers]] of this copy."""
+            return [list(level) for level in _rank_and_worker(self._rank)]
+
+        def _check_split(self, state: dict) -> None:
+            """A state is the position in one worker's shard of one rank's: another worker
+            or rank reads other records (its dataset state would be refused for another
+            shard, which the user never gave)."""
+            saved, now = state.get("split"), self._split()
+            if saved is None or saved == now:  # None: saved before states said it
+                return
+
+            def say(split):
+                try:
+                    (rank, world), (worker, workers) = split
+                except (TypeError, ValueError):
+                    return repr(split)
+                return f"DataLoader worker {worker} of {workers} on rank {rank} of {world}"
+
+            raise InvalidArgumentError(f"the state was saved by {say(saved)} and is loaded by {say(now)}",
+                                       hint="resume with the num_workers and the world size the state was saved "
+                                       "with (num_workers=0 reads as one worker)")
 
         def load_state_dict(self, state: dict) -> None:
             """Make the next iter() resume from a state_dict()."""
