@@ -9,9 +9,9 @@ gives the same (index, count) to an IterableDataset of one's own.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
 into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts, those in a
-parse function's tuples and lists and NumPy scalars too, a big-endian array copied to
-native order); raw records stay ``bytes``, a batch of them a 1-D object array of ``bytes``
-(as a bytes feature is).
+parse function's tuples and lists and NumPy scalars too, a big-endian or flipped array
+copied); raw records stay ``bytes``, a batch of them a 1-D object array of ``bytes`` (as a
+bytes feature is), and datetime64 arrays stay arrays.
 
 Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
 
@@ -284,20 +284,25 @@ def _located_in_workers():
         raise
 
 
+_NOT_TENSORS = "OSUVMm"  # dtype kinds: objects, bytes, str, void, datetime64, timedelta64
+
+
 def _to_tensors(value):
     """Numeric arrays as tensors, those of sparse and ragged values, of the tuples and lists a
     parse function returns and the 0-d ones of unbatched examples (NumPy scalars) too; bytes
-    stay as they are."""
+    stay as they are, as do dates and times (torch has no dtype for them)."""
     import numpy as np
     import torch
 
-    if isinstance(value, np.generic) and value.dtype.kind not in "OSUV":
+    if isinstance(value, np.generic) and value.dtype.kind not in _NOT_TENSORS:
         value = np.asarray(value)
     if isinstance(value, np.ndarray):
-        if value.dtype.hasobject or value.dtype.kind in "SUV":
+        if value.dtype.hasobject or value.dtype.kind in _NOT_TENSORS:
             return value
-        if not value.flags.writeable:  # a parse function's np.frombuffer(record): torch warns, and
-            value = value.copy()  # an in-place op on the tensor would write into the record
+        if not value.flags.writeable or min(value.strides, default=0) < 0:
+            # A parse function's np.frombuffer(record): torch warns, and an in-place op on the
+            # tensor would write into the record. A flipped array (x[:, ::-1]): torch refuses it.
+            value = value.copy()
         return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
