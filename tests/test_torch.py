@@ -992,3 +992,31 @@ def test_as_tensors_takes_arrays_with_negative_strides(tmp_path):
         assert type(item["reversed"]) is torch.Tensor and item["reversed"].tolist() == want["reversed"].tolist()
         # What torch has no dtype for stays an array, as bytes do.
         assert isinstance(item["when"], (np.ndarray, np.datetime64)) and item["when"].dtype == want["when"].dtype
+
+
+def test_rank_given_replaces_the_process_groups(tmp_path, monkeypatch):
+    """With tensor or pipeline parallelism the ranks of one model replica must read the same
+    data, but the dataset always split it by the global rank, also on top of a shard= given
+    for the data-parallel rank: rank= now replaces torch.distributed's."""
+    import torch
+    import torch.distributed as dist
+    from tfrecord_lite import TFRecordDataset
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    counts = [5, 6, 7]
+    paths = write_files(tmp_path, counts)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 4)  # 2 replicas of 2 model-parallel ranks
+    by_replica = {}
+    for rank in range(4):
+        monkeypatch.setattr(dist, "get_rank", lambda r=rank: r)
+        ds = TFRecordIterableDataset(paths, rank=(rank // 2, 2))
+        for workers in (0, 2):
+            got = sorted(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers))
+            assert got == sorted(TFRecordDataset(paths, shard=(rank // 2, 2))) == sorted(ds.dataset())
+            assert by_replica.setdefault(rank // 2, got) == got  # the replica's ranks read alike
+        assert len(ds) == len(got)
+    assert sorted(by_replica[0] + by_replica[1]) == sorted(record(f, j) for f, n in enumerate(counts) for j in range(n))
+    assert sorted(TFRecordIterableDataset(paths, rank=(0, 1))) == sorted(TFRecordDataset(paths))  # no rank split
+    with pytest.raises(tfl.InvalidArgumentError, match="0 <= index < count"):
+        TFRecordIterableDataset(paths, rank=(2, 2))

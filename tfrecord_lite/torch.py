@@ -4,8 +4,9 @@
 ``TFRecordIterableDataset`` streams through ``TFRecordDataset`` and shards itself: across
 DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes of
 ``torch.distributed`` (rank x world size, when initialized; a worker started by spawn or
-forkserver takes its loader process's), on top of any ``shard=`` given. ``worker_shard()``
-gives the same (index, count) to an IterableDataset of one's own.
+forkserver takes its loader process's; ``rank=`` replaces it: a data-parallel rank), on top of
+any ``shard=`` given. ``worker_shard()`` gives the same (index, count) to an IterableDataset
+of one's own.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
 into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts, those in a
@@ -70,18 +71,18 @@ def _distributed() -> tuple[int, int] | None:
     return (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else None
 
 
-def _rank_and_worker(rank: tuple[int, int] | None = None,
-                     worker: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+def _rank_and_worker(rank: tuple[int, int] | None = None, worker: tuple[int, int] | None = None,
+                     chosen: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
     """((rank, world size), (worker, workers)) of the calling process; rank: the loader
     process's, for a worker started by spawn or forkserver (torch.distributed is not
     initialized there), else torchrun's there (_launched_rank); worker: that of a worker
-    asked about from the main process."""
+    asked about from the main process; chosen: the user's rank, instead of all those."""
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()
     if worker is None:
         worker = (info.id, info.num_workers) if info is not None else (0, 1)
-    return _distributed() or rank or (info is not None and _launched_rank()) or (0, 1), worker
+    return chosen or _distributed() or rank or (info is not None and _launched_rank()) or (0, 1), worker
 
 
 def _launched_rank() -> tuple[int, int] | None:
@@ -117,16 +118,16 @@ def worker_shard(shard: tuple[int, int] | None = None, rank: tuple[int, int] | N
     rank: (rank, world size), by default torch.distributed's. A worker started by spawn or
     forkserver has no process group: there it is RANK and WORLD_SIZE of the environment
     (torchrun's), else pass the rank, noted as the dataset is made in the loader's process."""
-    found, worker = _rank_and_worker()
-    return _compose(_compose(shard, found if rank is None else check_shard(rank)), worker)
+    rank, worker = _rank_and_worker(chosen=check_shard(rank))
+    return _compose(_compose(shard, rank), worker)
 
 
-def _plan(files, shard, storage_options, rank=None, worker=None):
+def _plan(files, shard, storage_options, rank=None, worker=None, chosen=None):
     """(files, shard) that this worker of this rank reads: shard of the data, then the rank's
     shard of that, then the worker's. Where a level takes whole files (see shard_plan) the
     next shards those files, not the data: so the workers read exactly what the rank's shard
     holds (its len()), whatever their number, and the ranks what shard holds."""
-    levels = [level for level in _rank_and_worker(rank, worker) if level[1] > 1]
+    levels = [level for level in _rank_and_worker(rank, worker, chosen) if level[1] > 1]
     if not levels:
         return files, shard
     if shard is None:
@@ -323,10 +324,14 @@ def _build():
         """TFRecordDataset for DataLoader, sharded per worker and per rank (module doc)."""
 
         def __init__(self, files: Files, features: Features | None = None, *, as_tensors: bool = False,
-                     shard: tuple[int, int] | None = None, **options: Any) -> None:
+                     shard: tuple[int, int] | None = None, rank: tuple[int, int] | None = None,
+                     **options: Any) -> None:
             super().__init__()
             self.files, self.features, self.as_tensors = files, features, bool(as_tensors)
             self.shard, self.options = shard, options
+            # (rank, world size) to shard by instead of torch.distributed's: the data-parallel
+            # rank where model-parallel ranks must read alike; (0, 1) shards by none.
+            self.rank = check_shard(rank)
             self._epochs = _EpochCount()  # the epoch the next pass starts, shared with the workers
             self._iters = 0  # iter() calls of this copy: with the loader's seed, its pass
             self._next = None  # the epoch after this copy's newest iteration, for state_dict()
@@ -381,7 +386,8 @@ def _build():
             return self._dataset()
 
         def _dataset(self, worker=None) -> TFRecordDataset:
-            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"), self._rank, worker)
+            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"), self._rank, worker,
+                                 self.rank)
             ds = TFRecordDataset(files, self.features, shard=shard, **self.options)
             ds.set_epoch(self.epoch)
             if self._current is not None:
@@ -466,7 +472,7 @@ def _build():
 
         def _split(self) -> list:
             """[[rank, world size], [worker, workers]] of this copy."""
-            return [list(level) for level in _rank_and_worker(self._rank)]
+            return [list(level) for level in _rank_and_worker(self._rank, chosen=self.rank)]
 
         def _check_split(self, state: dict) -> None:
             """A state is the position in one worker's shard of one rank's: another worker
