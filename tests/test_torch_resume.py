@@ -75,3 +75,41 @@ def test_resuming_with_other_workers_says_so(tmp_path):
     resumed = loader(2)  # as saved: the rest
     resumed.load_state_dict(state)
     assert len(head) + len(list(resumed)) == len(list(loader(2)))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_set_epoch_before_a_loaded_state_of_an_ended_pass_wins(tmp_path, workers):
+    """StatefulDataLoader loads a state as the next pass starts, after the loop's set_epoch;
+    where the saved pass had ended it starts a new pass at once. That pass took the state's
+    next epoch instead of the one set: set_epoch(7) gave epoch 4 after a pass of epoch 3."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_files(tmp_path, [9, 14, 3, 11])
+
+    def loader():
+        ds = TFRecordIterableDataset(paths, shuffle_buffer=8, shuffle_files=True, seed=5, batch_size=2)
+        extra = dict(multiprocessing_context="fork") if workers else {}
+        return ds, StatefulDataLoader(ds, batch_size=None, num_workers=workers, **extra)
+
+    def passes(*epochs):
+        ds, dl = loader()
+        got = []
+        for epoch in epochs:
+            ds.set_epoch(epoch)
+            got.append([b.tolist() for b in dl])
+        return got
+
+    ds, dl = loader()
+    ds.set_epoch(3)
+    first = [b.tolist() for b in dl]
+    state = dl.state_dict()  # the pass has ended
+    ds, dl = loader()
+    dl.load_state_dict(state)
+    ds.set_epoch(7)
+    resumed = [b.tolist() for b in dl]
+    assert [first, resumed, [b.tolist() for b in dl]] == passes(3, 7, 8)
+    ds, dl = loader()  # without set_epoch: the pass after the saved one
+    dl.load_state_dict(state)
+    assert [b.tolist() for b in dl] == passes(4)[0]

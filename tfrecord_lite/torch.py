@@ -162,14 +162,14 @@ class _EpochCount:
     process has a count of its own, which starts at the creating process's: processes that got
     the dataset otherwise than as DataLoader workers (spawned ranks, one per GPU) count apart.
     Layout: [clock], per row (pid, next epoch, clock), per slot (pid, seed, count, workers
-    joined, epoch, clock at its start)."""
+    joined, epoch, clock at its start), per row whether set_epoch chose its next epoch."""
 
     def __init__(self, epoch: int = 0, cell=None, lock=None, owner: int | None = None):
         import multiprocessing.sharedctypes
 
         self._fork_lock, self._spawn_lock = False, None  # for workers started by spawn (__reduce__)
         if cell is None:
-            cell = multiprocessing.sharedctypes.RawArray("q", 1 + 3 * _ROWS + 6 * _SLOTS)
+            cell = multiprocessing.sharedctypes.RawArray("q", 1 + 3 * _ROWS + 6 * _SLOTS + _ROWS)
             cell[1:4] = os.getpid(), epoch, 0
             # The start method in force, or the default one without fixing it (get_context()
             # would, and a later set_start_method() would fail).
@@ -193,6 +193,7 @@ class _EpochCount:
         start = next((cell[at + 1] for at in rows if cell[at] == self.owner), 0)
         at = min((at for at in rows if cell[at] != self.owner), key=lambda at: cell[at + 2])
         cell[at:at + 3] = pid, start, cell[0]
+        cell[_chosen(at)] = 0
         return at
 
     @contextlib.contextmanager
@@ -213,16 +214,28 @@ class _EpochCount:
         with self._locked():
             return self.cell[self._row() + 1]
 
-    def set(self, epoch: int) -> None:
+    def set(self, epoch: int, chosen: bool = False) -> None:
+        """chosen: by set_epoch, which a state loaded before the next pass leaves alone."""
         with self._locked():
-            self.cell[self._row() + 1] = epoch
+            at = self._row()
+            self.cell[at + 1], self.cell[_chosen(at)] = epoch, chosen
+
+    def resumed(self, epoch: int, within: int | None) -> None:
+        """The count goes on at epoch after a resumed pass that is within that epoch (None:
+        a state of no pass), unless set_epoch has chosen another epoch for the next pass
+        since the last one began: StatefulDataLoader loads states as a pass starts, after a
+        loop's set_epoch, and starts the next pass at once where the state's had ended."""
+        with self._locked():
+            at = self._row()
+            if not self.cell[_chosen(at)] or self.cell[at + 1] == within:
+                self.cell[at + 1], self.cell[_chosen(at)] = epoch, 0
 
     def take(self, key, workers: int, step: int) -> int:
         """The epoch of the pass this iter() belongs to; the count goes on by step."""
         cell = self.cell
         with self._locked():
             row = self._row()
-            slots = range(1 + 3 * _ROWS, len(cell), 6)
+            slots = range(1 + 3 * _ROWS, 1 + 3 * _ROWS + 6 * _SLOTS, 6)
             if key is not None:
                 key = (cell[row], *key)
                 for at in slots:
@@ -230,7 +243,7 @@ class _EpochCount:
                         cell[at + 3] += 1
                         return cell[at + 4]
             epoch = cell[row + 1]
-            cell[row + 1] = min(epoch + step, _MAX)
+            cell[row + 1], cell[_chosen(row)] = min(epoch + step, _MAX), 0
             if key is not None:
                 at = min(slots, key=lambda at: cell[at + 5])  # the oldest pass
                 cell[at:at + 6] = *key, 1, epoch, cell[0]
@@ -248,6 +261,11 @@ class _EpochCount:
                 self._spawn_lock = multiprocessing.get_context("spawn").Lock()
             lock = self._spawn_lock
         return _EpochCount, (0, self.cell, lock, self.owner)
+
+
+def _chosen(row: int) -> int:
+    """Where _EpochCount keeps whether set_epoch chose the next epoch of the row at row."""
+    return 1 + 3 * _ROWS + 6 * _SLOTS + (row - 1) // 3
 
 
 def _loader_asking(frame):
@@ -369,7 +387,7 @@ def _build():
                 raise InvalidArgumentError(f"epoch must be < 2**63 (it is shared as an int64), not {epoch}")
             if self._loaded is not None and self._loaded_epoch() == epoch:
                 return  # as TFRecordDataset.set_epoch: a loop calls it for the epoch it resumes too
-            self._epochs.set(epoch)
+            self._epochs.set(epoch, chosen=True)
             self._loaded = self._next = None
             self._ended = False  # a state from here on starts the epoch set, not "nothing left"
 
@@ -378,8 +396,8 @@ def _build():
             state = self._loaded
             if state.get("ended"):  # its "epoch" is the next one's
                 return state["epoch"] - (self.options.get("num_epochs", 1) != 0)
-            inner = state["dataset"]
-            return state["epoch"] if inner is None else inner["epoch"]
+            inner = state.get("dataset")
+            return inner.get("epoch") if isinstance(inner, dict) else state["epoch"]
 
         def dataset(self) -> TFRecordDataset:
             """A TFRecordDataset over this worker's shard, at the next epoch."""
@@ -419,8 +437,8 @@ def _build():
                 ds._track_positions = True
                 it = iter(ds)
             self._next = ds._next_epoch
-            if state is not None:
-                self._epochs.set(self._next)  # a resumed pass: the count goes on after it
+            if state is not None:  # a resumed pass: the count goes on after it
+                self._epochs.resumed(self._next, ds._position.epoch)
             self._current = ds
             return self._items(ds, it)
 
@@ -495,7 +513,8 @@ def _build():
 
         def load_state_dict(self, state: dict) -> None:
             """Make the next iter() resume from a state_dict()."""
-            self._epochs.set(_epoch(state["epoch"]))
+            inner = state.get("dataset")  # checked as the pass starts (TFRecordDataset.load_state_dict)
+            self._epochs.resumed(_epoch(state["epoch"]), inner.get("epoch") if isinstance(inner, dict) else None)
             self._loaded, self._next = state, None
 
         def __getstate__(self):
