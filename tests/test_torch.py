@@ -843,3 +843,27 @@ def test_copies_outside_workers_have_their_own_epochs(tmp_path):
         assert list(ds) == want
         other.set_epoch(3)
         assert list(other) == want
+
+
+def test_as_tensors_takes_arrays_with_negative_strides(tmp_path):
+    """A parse function's flipped array (an augmentation's x[:, ::-1]) made torch.from_numpy
+    raise ValueError ("At least one stride in the given numpy array is negative")."""
+    import torch
+    from tfrecord_lite.torch import TFRecordIterableDataset, TFRecordMapDataset
+
+    paths = write_files(tmp_path, [5])
+
+    def parse(records):
+        grid = np.arange(len(records) * 3, dtype=np.int64).reshape(len(records), 3)
+        return {"flipped": grid[:, ::-1], "reversed": grid[::-1, 0], "when": np.zeros(len(records), "datetime64[s]")}
+
+    for ds in (TFRecordIterableDataset(paths, parse=parse, batch_size=2, as_tensors=True),
+               TFRecordMapDataset(paths, parse=parse, as_tensors=True)):
+        if isinstance(ds, TFRecordMapDataset):  # one record parsed as a batch of one, then split
+            item, want = ds[1], {k: v[0] for k, v in parse([b""]).items()}
+        else:
+            item, want = next(iter(ds)), parse([b""] * 2)
+        assert type(item["flipped"]) is torch.Tensor and item["flipped"].tolist() == want["flipped"].tolist()
+        assert type(item["reversed"]) is torch.Tensor and item["reversed"].tolist() == want["reversed"].tolist()
+        # What torch has no dtype for stays an array, as bytes do.
+        assert isinstance(item["when"], (np.ndarray, np.datetime64)) and item["when"].dtype == want["when"].dtype

@@ -497,3 +497,23 @@ def test_batches_held_until_the_interpreter_ends_are_released_cleanly(tmp_path):
                           cwd=root, timeout=120, env={**os.environ, "PYTHONPATH": root})
     assert done.returncode == 0 and done.stdout.strip() == "held", done.stderr
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def lengths_of_records(batch):
+    """A collate_fn (in the worker) that decodes a raw batch the way a user's own would."""
+    return np.array([len(r) for r in batch.tolist()], np.int64), batch[:1]
+
+
+def test_a_collate_fn_in_a_worker_sees_a_raw_batch_as_an_array(tmp_path):
+    """In a worker a batch of raw records reached collate_fn as the holder it crosses in
+    (no tolist(), len() or indexing): what worked without workers raised AttributeError."""
+    from tfrecord_lite.torch import TFRecordIterableDataset
+
+    paths = write_examples(tmp_path, per_file=5)
+    ds = TFRecordIterableDataset(paths, batch_size=4, seed=3)
+    want = list(loader(ds, 0, collate_fn=lengths_of_records))
+    got = list(loader(ds, 2, "fork", collate_fn=lengths_of_records))
+    assert len(want) == 3 and len(got) == 4  # each worker's 5 records: a batch of 4 and one of 1
+    assert sorted(n for g in got for n in g[0].tolist()) == sorted(n for w in want for n in w[0].tolist())
+    for lengths, first in got:  # a slice of the batch crosses as a plain object array too
+        assert type(first) is np.ndarray and first.dtype == object and len(first[0]) == lengths[0]

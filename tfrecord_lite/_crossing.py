@@ -247,23 +247,22 @@ class _PackedList(_Packed, list):
     _plain = list
 
 
-class _PackedArray:
-    """An object array (a raw batch) that crosses packed: torch's default_convert passes
-    this holder on as it is, and the main process gets the plain array."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array):
-        self.array = array
+class _PackedArray(np.ndarray):
+    """An object array (a raw batch) that crosses packed: a view of it, still an array to a
+    collate_fn, which torch's default_convert passes on as it is (not being numpy's own
+    type); the main process gets the plain array."""
 
     def __reduce__(self):
-        return _pack(self.array)
+        return _pack(self.view(np.ndarray))
+
+    def __reduce_ex__(self, protocol):  # ndarray's own would pickle the items one by one
+        return self.__reduce__()
 
 
 def _packed(item):
     kind = type(item)
     if kind is np.ndarray and item.dtype.hasobject:
-        return _PackedArray(item)
+        return item.view(_PackedArray)
     return _PackedDict(item) if kind is dict else _PackedList(item) if kind is list else item
 
 

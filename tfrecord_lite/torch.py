@@ -4,13 +4,15 @@
 ``TFRecordIterableDataset`` streams through ``TFRecordDataset`` and shards itself: across
 DataLoader workers (``torch.utils.data.get_worker_info()``) and across processes of
 ``torch.distributed`` (rank x world size, when initialized; a worker started by spawn or
-forkserver takes its loader process's), on top of any ``shard=`` given.
+forkserver takes its loader process's; ``rank=`` replaces it: a data-parallel rank), on top of
+any ``shard=`` given. ``worker_shard()`` gives the same (index, count) to an IterableDataset
+of one's own.
 Every record reaches exactly one (process, worker) pair. ``TFRecordMapDataset`` is map-style
 over indexed files (``IndexedDataset``), for samplers. ``as_tensors=True`` turns NumPy arrays
 into tensors with ``torch.from_numpy`` (zero copy; sparse and ragged parts, those in a
-parse function's tuples and lists and NumPy scalars too, a big-endian array copied to
-native order); raw records stay ``bytes``, a batch of them a 1-D object array of ``bytes``
-(as a bytes feature is).
+parse function's tuples and lists and NumPy scalars too, a big-endian or flipped array
+copied); raw records stay ``bytes``, a batch of them a 1-D object array of ``bytes`` (as a
+bytes feature is), and datetime64 arrays stay arrays.
 
 Every class here pickles (DataLoader workers started by fork, spawn or forkserver).
 
@@ -19,13 +21,15 @@ Epochs: each pass starts the next epoch, so shuffles differ from pass to pass an
 pass of a DataLoader over it, whatever its workers (none, persistent or not; any start
 method): the dataset and its workers' copies share one count. ``set_epoch(e)`` makes the next
 pass epoch ``e``, and the count goes on from there; calling it each epoch (as for
-DistributedSampler) gives exactly the epochs set. A process the dataset is handed to
+DistributedSampler) gives exactly the epochs set, and a state loaded for that epoch keeps its
+position (as TFRecordDataset's does). A process the dataset is handed to
 otherwise (a spawned rank) counts apart.
 
 ``len(ds)``: what ``iter(ds)`` yields here for one epoch (times ``num_epochs``): records, or
 batches with ``batch_size`` (honouring ``drop_remainder``), of the shard of the worker and
-rank that asks (in the main process, the rank's). Counts come from index sidecars, or from
-one scan kept as a sidecar (``TFRecordDataset.num_elements``).
+rank that asks (in the main process, the rank's); asked by ``len(DataLoader)`` with workers,
+what makes that the batches they yield, each worker's short last one included. Counts come
+from index sidecars, or from one scan kept as a sidecar (``TFRecordDataset.num_elements``).
 
 ``state_dict()`` / ``load_state_dict()``: torchdata's ``StatefulDataLoader`` resumes
 mid-epoch from them, per worker; the state holds file byte offsets, so resuming seeks.
@@ -43,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 from typing import Any
 
 from ._crossing import _packed
@@ -51,7 +56,7 @@ from .batch import RecordBatch
 from .dataset import TFRecordDataset, _epoch
 from .errors import InvalidArgumentError, TFRecordError
 from .example import RaggedValue, native_order
-from .files import resolve_files, shard_plan
+from .files import check_shard, resolve_files, shard_plan
 from .random_access import IndexedDataset
 
 __all__ = ["TFRecordIterableDataset", "TFRecordMapDataset", "worker_shard"]
@@ -66,15 +71,33 @@ def _distributed() -> tuple[int, int] | None:
     return (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else None
 
 
-def _rank_and_worker(rank: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+def _rank_and_worker(rank: tuple[int, int] | None = None, worker: tuple[int, int] | None = None,
+                     chosen: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
     """((rank, world size), (worker, workers)) of the calling process; rank: the loader
     process's, for a worker started by spawn or forkserver (torch.distributed is not
-    initialized there)."""
+    initialized there), else torchrun's there (_launched_rank); worker: that of a worker
+    asked about from the main process; chosen: the user's rank, instead of all those."""
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()
-    worker = (info.id, info.num_workers) if info is not None else (0, 1)
-    return _distributed() or (info is not None and rank) or (0, 1), worker
+    if worker is None:
+        worker = (info.id, info.num_workers) if info is not None else (0, 1)
+    return chosen or _distributed() or rank or (info is not None and _launched_rank()) or (0, 1), worker
+
+
+def _launched_rank() -> tuple[int, int] | None:
+    """(RANK, WORLD_SIZE) of the environment, which torchrun sets for each rank and a worker
+    inherits, in a process not started by fork (a forked worker sees its loader process's
+    torch.distributed, initialized or not)."""
+    process = multiprocessing.current_process()
+    method = getattr(process, "_start_method", None) or multiprocessing.get_start_method(allow_none=True)
+    if method in (None, "fork"):
+        return None
+    try:
+        rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return None
+    return (rank, size) if 0 <= rank < size else None
 
 
 def _compose(outer, inner) -> tuple[int, int]:
@@ -88,19 +111,23 @@ def _compose(outer, inner) -> tuple[int, int]:
     return u + n * i, n * c
 
 
-def worker_shard(shard: tuple[int, int] | None = None) -> tuple[int, int]:
+def worker_shard(shard: tuple[int, int] | None = None, rank: tuple[int, int] | None = None) -> tuple[int, int]:
     """(index, count) for this DataLoader worker of this distributed rank, composed with shard:
-    the workers' shards split the rank's, and the ranks' split shard."""
-    rank, worker = _rank_and_worker()
+    the workers' shards split the rank's, and the ranks' split shard.
+
+    rank: (rank, world size), by default torch.distributed's. A worker started by spawn or
+    forkserver has no process group: there it is RANK and WORLD_SIZE of the environment
+    (torchrun's), else pass the rank, noted as the dataset is made in the loader's process."""
+    rank, worker = _rank_and_worker(chosen=check_shard(rank))
     return _compose(_compose(shard, rank), worker)
 
 
-def _plan(files, shard, storage_options, rank=None):
+def _plan(files, shard, storage_options, rank=None, worker=None, chosen=None):
     """(files, shard) that this worker of this rank reads: shard of the data, then the rank's
     shard of that, then the worker's. Where a level takes whole files (see shard_plan) the
     next shards those files, not the data: so the workers read exactly what the rank's shard
     holds (its len()), whatever their number, and the ranks what shard holds."""
-    levels = [level for level in _rank_and_worker(rank) if level[1] > 1]
+    levels = [level for level in _rank_and_worker(rank, worker, chosen) if level[1] > 1]
     if not levels:
         return files, shard
     if shard is None:
@@ -135,14 +162,14 @@ class _EpochCount:
     process has a count of its own, which starts at the creating process's: processes that got
     the dataset otherwise than as DataLoader workers (spawned ranks, one per GPU) count apart.
     Layout: [clock], per row (pid, next epoch, clock), per slot (pid, seed, count, workers
-    joined, epoch, clock at its start)."""
+    joined, epoch, clock at its start), per row whether set_epoch chose its next epoch."""
 
     def __init__(self, epoch: int = 0, cell=None, lock=None, owner: int | None = None):
         import multiprocessing.sharedctypes
 
         self._fork_lock, self._spawn_lock = False, None  # for workers started by spawn (__reduce__)
         if cell is None:
-            cell = multiprocessing.sharedctypes.RawArray("q", 1 + 3 * _ROWS + 6 * _SLOTS)
+            cell = multiprocessing.sharedctypes.RawArray("q", 1 + 3 * _ROWS + 6 * _SLOTS + _ROWS)
             cell[1:4] = os.getpid(), epoch, 0
             # The start method in force, or the default one without fixing it (get_context()
             # would, and a later set_start_method() would fail).
@@ -166,6 +193,7 @@ class _EpochCount:
         start = next((cell[at + 1] for at in rows if cell[at] == self.owner), 0)
         at = min((at for at in rows if cell[at] != self.owner), key=lambda at: cell[at + 2])
         cell[at:at + 3] = pid, start, cell[0]
+        cell[_chosen(at)] = 0
         return at
 
     @contextlib.contextmanager
@@ -186,16 +214,28 @@ class _EpochCount:
         with self._locked():
             return self.cell[self._row() + 1]
 
-    def set(self, epoch: int) -> None:
+    def set(self, epoch: int, chosen: bool = False) -> None:
+        """chosen: by set_epoch, which a state loaded before the next pass leaves alone."""
         with self._locked():
-            self.cell[self._row() + 1] = epoch
+            at = self._row()
+            self.cell[at + 1], self.cell[_chosen(at)] = epoch, chosen
+
+    def resumed(self, epoch: int, within: int | None) -> None:
+        """The count goes on at epoch after a resumed pass that is within that epoch (None:
+        a state of no pass), unless set_epoch has chosen another epoch for the next pass
+        since the last one began: StatefulDataLoader loads states as a pass starts, after a
+        loop's set_epoch, and starts the next pass at once where the state's had ended."""
+        with self._locked():
+            at = self._row()
+            if not self.cell[_chosen(at)] or self.cell[at + 1] == within:
+                self.cell[at + 1], self.cell[_chosen(at)] = epoch, 0
 
     def take(self, key, workers: int, step: int) -> int:
         """The epoch of the pass this iter() belongs to; the count goes on by step."""
         cell = self.cell
         with self._locked():
             row = self._row()
-            slots = range(1 + 3 * _ROWS, len(cell), 6)
+            slots = range(1 + 3 * _ROWS, 1 + 3 * _ROWS + 6 * _SLOTS, 6)
             if key is not None:
                 key = (cell[row], *key)
                 for at in slots:
@@ -203,7 +243,7 @@ class _EpochCount:
                         cell[at + 3] += 1
                         return cell[at + 4]
             epoch = cell[row + 1]
-            cell[row + 1] = min(epoch + step, _MAX)
+            cell[row + 1], cell[_chosen(row)] = min(epoch + step, _MAX), 0
             if key is not None:
                 at = min(slots, key=lambda at: cell[at + 5])  # the oldest pass
                 cell[at:at + 6] = *key, 1, epoch, cell[0]
@@ -221,6 +261,21 @@ class _EpochCount:
                 self._spawn_lock = multiprocessing.get_context("spawn").Lock()
             lock = self._spawn_lock
         return _EpochCount, (0, self.cell, lock, self.owner)
+
+
+def _chosen(row: int) -> int:
+    """Where _EpochCount keeps whether set_epoch chose the next epoch of the row at row."""
+    return 1 + 3 * _ROWS + 6 * _SLOTS + (row - 1) // 3
+
+
+def _loader_asking(frame):
+    """The DataLoader whose __len__ is the frame, if it is one."""
+    from torch.utils.data import DataLoader
+
+    if frame.f_code is DataLoader.__len__.__code__:
+        loader = frame.f_locals.get("self")
+        return loader if isinstance(loader, DataLoader) else None
+    return None
 
 
 def _loader_seed():
@@ -248,20 +303,25 @@ def _located_in_workers():
         raise
 
 
+_NOT_TENSORS = "OSUVMm"  # dtype kinds: objects, bytes, str, void, datetime64, timedelta64
+
+
 def _to_tensors(value):
     """Numeric arrays as tensors, those of sparse and ragged values, of the tuples and lists a
     parse function returns and the 0-d ones of unbatched examples (NumPy scalars) too; bytes
-    stay as they are."""
+    stay as they are, as do dates and times (torch has no dtype for them)."""
     import numpy as np
     import torch
 
-    if isinstance(value, np.generic) and value.dtype.kind not in "OSUV":
+    if isinstance(value, np.generic) and value.dtype.kind not in _NOT_TENSORS:
         value = np.asarray(value)
     if isinstance(value, np.ndarray):
-        if value.dtype.hasobject or value.dtype.kind in "SUV":
+        if value.dtype.hasobject or value.dtype.kind in _NOT_TENSORS:
             return value
-        if not value.flags.writeable:  # a parse function's np.frombuffer(record): torch warns, and
-            value = value.copy()  # an in-place op on the tensor would write into the record
+        if not value.flags.writeable or min(value.strides, default=0) < 0:
+            # A parse function's np.frombuffer(record): torch warns, and an in-place op on the
+            # tensor would write into the record. A flipped array (x[:, ::-1]): torch refuses it.
+            value = value.copy()
         return torch.from_numpy(native_order(value))  # a RawTensorFeature('>f4') costs a copy
     if isinstance(value, dict):
         return {k: _to_tensors(v) for k, v in value.items()}
@@ -282,10 +342,14 @@ def _build():
         """TFRecordDataset for DataLoader, sharded per worker and per rank (module doc)."""
 
         def __init__(self, files: Files, features: Features | None = None, *, as_tensors: bool = False,
-                     shard: tuple[int, int] | None = None, **options: Any) -> None:
+                     shard: tuple[int, int] | None = None, rank: tuple[int, int] | None = None,
+                     **options: Any) -> None:
             super().__init__()
             self.files, self.features, self.as_tensors = files, features, bool(as_tensors)
             self.shard, self.options = shard, options
+            # (rank, world size) to shard by instead of torch.distributed's: the data-parallel
+            # rank where model-parallel ranks must read alike; (0, 1) shards by none.
+            self.rank = check_shard(rank)
             self._epochs = _EpochCount()  # the epoch the next pass starts, shared with the workers
             self._iters = 0  # iter() calls of this copy: with the loader's seed, its pass
             self._next = None  # the epoch after this copy's newest iteration, for state_dict()
@@ -321,12 +385,27 @@ def _build():
             epoch = _epoch(epoch)
             if epoch >= 2**63:
                 raise InvalidArgumentError(f"epoch must be < 2**63 (it is shared as an int64), not {epoch}")
-            self._epochs.set(epoch)
+            if self._loaded is not None and self._loaded_epoch() == epoch:
+                return  # as TFRecordDataset.set_epoch: a loop calls it for the epoch it resumes too
+            self._epochs.set(epoch, chosen=True)
             self._loaded = self._next = None
+            self._ended = False  # a state from here on starts the epoch set, not "nothing left"
+
+        def _loaded_epoch(self) -> int:
+            """The epoch the loaded state's position is in."""
+            state = self._loaded
+            if state.get("ended"):  # its "epoch" is the next one's
+                return state["epoch"] - (self.options.get("num_epochs", 1) != 0)
+            inner = state.get("dataset")
+            return inner.get("epoch") if isinstance(inner, dict) else state["epoch"]
 
         def dataset(self) -> TFRecordDataset:
             """A TFRecordDataset over this worker's shard, at the next epoch."""
-            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"), self._rank)
+            return self._dataset()
+
+        def _dataset(self, worker=None) -> TFRecordDataset:
+            files, shard = _plan(self.files, self.shard, self.options.get("storage_options"), self._rank, worker,
+                                 self.rank)
             ds = TFRecordDataset(files, self.features, shard=shard, **self.options)
             ds.set_epoch(self.epoch)
             if self._current is not None:
@@ -336,6 +415,9 @@ def _build():
         def __iter__(self):
             count, self._iters = self._iters, self._iters + 1
             state, self._loaded = self._loaded, None
+            if state is not None:
+                with _located_in_workers():
+                    self._check_split(state)
             self._ended = state is not None and state.get("ended", False)
             if self._ended:
                 # Resuming an iteration that had ended: nothing is left of it. (A worker that
@@ -355,18 +437,30 @@ def _build():
                 ds._track_positions = True
                 it = iter(ds)
             self._next = ds._next_epoch
-            if state is not None:
-                self._epochs.set(self._next)  # a resumed pass: the count goes on after it
+            if state is not None:  # a resumed pass: the count goes on after it
+                self._epochs.resumed(self._next, ds._position.epoch)
             self._current = ds
             return self._items(ds, it)
 
         def __len__(self):
             """Elements that iter() yields here: one epoch (times num_epochs) of the shard this
-            worker and rank read (module doc)."""
+            worker and rank read (module doc). Asked by len(DataLoader) with workers: what
+            makes that len the batches its workers yield (each its own short last one)."""
             epochs = self.options.get("num_epochs", 1)
             if epochs is None:
                 raise TypeError("a TFRecordIterableDataset with num_epochs=None has no length")
-            return self.dataset().num_elements() * epochs
+            loader = _loader_asking(sys._getframe(1))
+            if loader is None or not loader.num_workers:
+                return self.dataset().num_elements() * epochs
+            workers = loader.num_workers
+            counts = [self._dataset((w, workers)).num_elements() * epochs for w in range(workers)]
+            size = loader.batch_size
+            if size is None:
+                return sum(counts)
+            # Each worker's fetcher batches its own elements; the loader divides what this
+            # returns by batch_size, rounding as drop_last says.
+            batches = sum(c // size if loader.drop_last else -(-c // size) for c in counts)
+            return batches * size if loader.drop_last else max(batches * size - size + 1, 0)
 
         def _items(self, ds, it):
             from torch.utils.data import get_worker_info
@@ -388,13 +482,39 @@ def _build():
             torchdata's StatefulDataLoader); see TFRecordDataset.state_dict."""
             if self._loaded is not None:
                 return self._loaded
-            current = None if self._current is None or self._ended else self._current.state_dict()
+            current = self._current
+            # An iteration that has ended (and was not resumed from ended) starts the next one.
+            current = None if current is None or self._ended or current._position.exhausted else current.state_dict()
             epoch = self.epoch if self._next is None else self._next
-            return {"epoch": epoch, "dataset": current, "ended": self._ended}
+            return {"epoch": epoch, "dataset": current, "ended": self._ended, "split": self._split()}
+
+        def _split(self) -> list:
+            """[[rank, world size], [worker, workers]] of this copy."""
+            return [list(level) for level in _rank_and_worker(self._rank, chosen=self.rank)]
+
+        def _check_split(self, state: dict) -> None:
+            """A state is the position in one worker's shard of one rank's: another worker
+            or rank reads other records (its dataset state would be refused for another
+            shard, which the user never gave)."""
+            saved, now = state.get("split"), self._split()
+            if saved is None or saved == now:  # None: saved before states said it
+                return
+
+            def say(split):
+                try:
+                    (rank, world), (worker, workers) = split
+                except (TypeError, ValueError):
+                    return repr(split)
+                return f"DataLoader worker {worker} of {workers} on rank {rank} of {world}"
+
+            raise InvalidArgumentError(f"the state was saved by {say(saved)} and is loaded by {say(now)}",
+                                       hint="resume with the num_workers and the world size the state was saved "
+                                       "with (num_workers=0 reads as one worker)")
 
         def load_state_dict(self, state: dict) -> None:
             """Make the next iter() resume from a state_dict()."""
-            self._epochs.set(_epoch(state["epoch"]))
+            inner = state.get("dataset")  # checked as the pass starts (TFRecordDataset.load_state_dict)
+            self._epochs.resumed(_epoch(state["epoch"]), inner.get("epoch") if isinstance(inner, dict) else None)
             self._loaded, self._next = state, None
 
         def __getstate__(self):
@@ -405,7 +525,7 @@ def _build():
             # handed on otherwise shards where it runs).
             from multiprocessing.context import get_spawning_popen
 
-            state["_rank"] = _distributed() if get_spawning_popen() is not None else None
+            state["_rank"] = (_distributed() or (0, 1)) if get_spawning_popen() is not None else None
             return state
 
     class TFRecordMapDataset(Dataset):
