@@ -522,8 +522,9 @@ _DTYPE_CODE = {"float32": "np.float32", "int64": "np.int64", "string": "bytes"}
 def _numpy_dtype_code(dtype) -> str:
     """Source for a numpy dtype: np.<name> where numpy has that name for it, else
     np.dtype(...) (datetime64[s] and structured dtypes have no such name)."""
-    if dtype.isnative and np.dtype(getattr(np, dtype.name, object)) == dtype:
-        return f"np.{dtype.name}"
+    name = "bool_" if dtype.kind == "b" else dtype.name  # np.bool: none in numpy 1.24-1.26
+    if dtype.isnative and np.dtype(getattr(np, name, object)) == dtype:
+        return f"np.{name}"
     return f"np.dtype({dtype.descr if dtype.names else dtype.str!r})"
 
 
