@@ -95,3 +95,32 @@ def test_errors_keep_their_batch_position_through_pickling(cls):
     clone = pickle.loads(pickle.dumps(err))
     assert type(clone) is cls and str(clone) == str(err) == "g.tfrecord, record 13, byte offset 429: bad"
     assert (clone.path, clone.offset, clone.index, clone.batch_index) == ("g.tfrecord", 429, 13, 3)
+
+
+MAX_RECORD_BYTES_ENTRIES = {
+    "reader": lambda p, v: list(tfl.TFRecordReader(p, max_record_bytes=v)),
+    "dataset": lambda p, v: list(tfl.TFRecordDataset([p], max_record_bytes=v)),
+    "file": lambda p, v: tfl.TFRecordFile(p, max_record_bytes=v)[0],
+    "indexed": lambda p, v: tfl.IndexedDataset([p], max_record_bytes=v)[0],
+}
+
+
+# A raw OverflowError (compiled scan) for -1 before; "3" parsed, 3.5 truncated, True taken as 1.
+@pytest.mark.parametrize("value, error", [(-1, tfl.InvalidArgumentError), (np.int64(-5), tfl.InvalidArgumentError),
+                                          ("3", tfl.ArgumentTypeError), (3.5, tfl.ArgumentTypeError),
+                                          (True, tfl.ArgumentTypeError), (np.bool_(True), tfl.ArgumentTypeError),
+                                          (None, tfl.ArgumentTypeError)])
+@pytest.mark.parametrize("call", list(MAX_RECORD_BYTES_ENTRIES.values()), ids=list(MAX_RECORD_BYTES_ENTRIES))
+def test_max_record_bytes_must_be_a_non_negative_integer(backend, path, call, value, error):
+    with pytest.raises(error, match="max_record_bytes must be"):
+        call(path, value)
+
+
+@pytest.mark.parametrize("call", list(MAX_RECORD_BYTES_ENTRIES.values()), ids=list(MAX_RECORD_BYTES_ENTRIES))
+def test_max_record_bytes_takes_numpy_and_huge_integers(backend, path, call):
+    record = tfl.encode_example({"x": [1.0]})
+    for limit in (np.int64(len(record)), np.uint64(2**64 - 1), 2**80):
+        got = call(path, limit)
+        assert got == [record] * 3 if isinstance(got, list) else got == record
+    with pytest.raises(tfl.RecordTooLargeError, match="max_record_bytes"):
+        call(path, np.int32(len(record) - 1))

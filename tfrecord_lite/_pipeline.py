@@ -538,7 +538,7 @@ class Run:
         ds = self.ds
         if slot.reader is None:
             slot.reader = TFRecordReader(slot.path, ds.compression, ds.check_crc, ds.on_corrupt,
-                                         storage_options=ds.storage_options,
+                                         max_record_bytes=ds.max_record_bytes, storage_options=ds.storage_options,
                                          start_offset=slot.offset, start_index=slot.index, chunk_size=self._chunk,
                                          buffers=self._buffers, memory_map=self._memory_map, maps=ds._maps)
             if slot.reader.mapped and self._blocks:

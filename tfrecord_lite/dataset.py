@@ -26,7 +26,7 @@ from .io import normalize_compression
 from ._pipeline import Run
 from ._resume import check_state
 from .parsing import make_parse
-from .reader import ON_CORRUPT
+from .reader import DEFAULT_MAX_RECORD_BYTES, ON_CORRUPT, check_max_record_bytes
 
 __all__ = ["TFRecordDataset"]
 
@@ -61,7 +61,7 @@ class TFRecordDataset:
         shuffle buffer, reproducible for a seed and epoch, different across epochs. seed None
         draws one at construction (kept in ``state_dict()``).
     shard: (index, count), see ``tfrecord_lite.files.shard_plan``.
-    compression / on_corrupt / check_crc / memory_map: as in ``TFRecordReader``.
+    compression / on_corrupt / check_crc / max_record_bytes / memory_map: as in ``TFRecordReader``.
     ``memory_map=True`` scans local files in the page cache, with no read calls or copies:
     raw batches are then views of the files' pages, and the pages read count as the
     process's resident memory for as long as the dataset keeps the mappings (from epoch to
@@ -92,7 +92,8 @@ class TFRecordDataset:
                  seed: int | None = None, shard: tuple[int, int] | None = None,
                  compression: Compression = "auto", on_corrupt: str = "raise", prefetch: int | None = None,
                  num_epochs: int | None = 1, check_crc: bool = True,
-                 storage_options: StorageOptions = None, memory_map: bool = False) -> None:
+                 storage_options: StorageOptions = None, memory_map: bool = False,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
         if features is not None:
@@ -135,6 +136,7 @@ class TFRecordDataset:
         self.compression = normalize_compression(compression, allow_auto=True)
         self.on_corrupt = on_corrupt
         self.check_crc = bool(check_crc)
+        self.max_record_bytes = check_max_record_bytes(max_record_bytes)
         self.memory_map = bool(memory_map)
         self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
         # 0 reads nothing, as tf.data's repeat(0).
@@ -183,7 +185,8 @@ class TFRecordDataset:
         from .index import count_shard
 
         total = count_shard(self.files, self._positions, self._record_rule, self.storage_options,
-                            dict(compression=self.compression, check_crc=self.check_crc, on_corrupt=self.on_corrupt))
+                            dict(compression=self.compression, check_crc=self.check_crc, on_corrupt=self.on_corrupt,
+                                 max_record_bytes=self.max_record_bytes))
         if self.batch_size is None:
             return total
         return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)

@@ -27,7 +27,7 @@ from .errors import ArgumentTypeError, CorruptRecordError, InvalidArgumentError,
 from .files import resolve_files
 from .index import OVERHEAD, _index_file, _load, _rebuild, read_index
 from .parsing import make_parse, unbatch
-from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
+from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader, check_max_record_bytes
 
 __all__ = ["TFRecordFile", "IndexedDataset"]
 
@@ -52,7 +52,7 @@ class TFRecordFile:
         self.path = path if _fs.is_url(path) else _fs.local_path(path)
         self.storage_options = storage_options
         self.check_crc = bool(check_crc)
-        self.max_record_bytes = int(max_record_bytes)
+        self.max_record_bytes = check_max_record_bytes(max_record_bytes)
         self.index_file = _index_file(self.path, index_file, storage_options)  # None: scanned
         self.offsets, self.lengths = _load(self.path, self.index_file, self.check_crc, self.max_record_bytes,
                                            storage_options)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import itertools
 import logging
+import numbers
 import os
 import stat
 import sys
@@ -49,6 +50,19 @@ _HINT_DAMAGED = (
     "The file is damaged: pass on_corrupt='skip' to drop bad records and keep the rest, "
     "or on_corrupt='stop' to keep the records before this one"
 )
+
+
+def check_max_record_bytes(value) -> int:
+    """max_record_bytes as an int (numpy integers too): a bool, float or str is refused, not
+    truncated or parsed, and a negative one too. Past 2**64 - 1 it limits nothing more (the
+    compiled scan takes a uint64)."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise ArgumentTypeError(f"max_record_bytes must be an integer, not {value!r:.80}",
+                                hint="pass a number of bytes, e.g. 2**31")
+    if value < 0:
+        raise InvalidArgumentError(f"max_record_bytes must be >= 0, not {value}",
+                                   hint="pass the largest record length, in bytes, to accept")
+    return min(int(value), 2**64 - 1)
 
 
 def _is_buffer(source) -> bool:
@@ -114,7 +128,7 @@ class TFRecordReader:
         self.compression = normalize_compression(compression, allow_auto=True)
         self.check_crc = bool(check_crc)
         self.on_corrupt = on_corrupt
-        self.max_record_bytes = int(max_record_bytes)
+        self.max_record_bytes = check_max_record_bytes(max_record_bytes)
         self.chunk_size = None if chunk_size is None else max(int(chunk_size), 64)
         self.skipped: list[TFRecordError] = []  # errors for records dropped under "skip"
         self.records_read = 0
