@@ -1,5 +1,7 @@
 """Feature specs: dtype spellings, validation, TF code, and spec handling in parsing."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -239,6 +241,32 @@ def test_ragged_partitions_in_sequence_examples(backend):
                                                "values' list 'v' has 2") as info:
         tfl.parse_sequence_example(records + [odd], None, spec)
     assert info.value.index == 3
+
+
+# 2**31 - 1 made 2**31 rows of row splits (16 GiB) from one short record before.
+@pytest.mark.parametrize("last_id", [2**31 - 1, 2**24, 2 + 2**16])
+def test_value_row_ids_make_a_bounded_number_of_empty_rows(backend, last_id):
+    spec = {"r": tfl.RaggedFeature(np.int64, value_key="v", partitions=[Ragged.ValueRowIds("p")])}
+    gaps = tfl.encode_example({"v": [1, 2, 3], "p": [0, 0, 3]})
+    assert tfl.parse_example([gaps], spec)["r"].to_list() == [[[1, 2], [], [], [3]]]  # as TensorFlow
+    widest = tfl.encode_example({"v": [7, 8], "p": [0, 1 + 2**16]})  # 2**16 empty rows: the most there may be
+    assert tfl.parse_example([widest], spec)["r"].values.row_splits.shape == (2 + 2**16 + 1,)
+    hostile = tfl.encode_example({"v": [7, 8], "p": [0, last_id]})
+    tracemalloc.start()
+    try:
+        with pytest.raises(FeatureSpecError, match=f"feature 'r': ValueRowIds..p..: row id {last_id} would make "
+                                                   f"{last_id + 1} rows of 2 values. .*at most 65536 rows more") as info:
+            tfl.parse_example([gaps, hostile], spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.index == 1 and peak < 2**20
+    steps = [tfl.encode_sequence_example({}, {"v": [[1], [2, 3]], "p": [[0], [0, 2]]}),
+             tfl.encode_sequence_example({}, {"v": [[1], [2, 3]], "p": [[0], [0, last_id]]})]
+    assert tfl.parse_sequence_example(steps[:1], None, spec)[1]["r"].to_list() == [[[[1]], [[2], [], [3]]]]
+    with pytest.raises(FeatureSpecError, match=f"would make {last_id + 1} rows of 2 values") as info:
+        tfl.parse_sequence_example(steps, None, spec)  # a step's rows: bounded as a record's are
+    assert info.value.index == 1
 
 
 @pytest.mark.parametrize("bytes_output", ["object", "column"])

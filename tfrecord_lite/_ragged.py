@@ -15,6 +15,13 @@ from .features import RowLengths, RowLimits, RowSplits, RowStarts, UniformRowLen
 __all__ = ["partitioned"]
 
 _MAX_ROW_ID = 2**31 - 1  # a ValueRowIds id makes that many rows: bounded, as a length field is
+# The empty rows a record's (or step's) ValueRowIds may make beyond a row per value: an id
+# costs the record a few bytes whatever its size, so without a bound one short record could
+# ask for 2**31 rows (16 GiB of row splits); with it, at most 512 KiB of them per record.
+_MAX_EMPTY_ROWS = 2**16
+_EMPTY_ROWS_HINT = (f"a record's (or step's) ValueRowIds may make at most {_MAX_EMPTY_ROWS} rows more than it has "
+                    "values; store data with that many empty rows with RowLengths or RowSplits, whose rows the "
+                    "record holds")
 
 
 def _sums(values, counts):
@@ -34,11 +41,11 @@ class _Rows:
         self.first = np.zeros(len(values), dtype=bool)  # the first value of its row
         self.first[self.starts[self.some]] = True
 
-    def check(self, bad, detail):
+    def check(self, bad, detail, hint=None):
         """fail at the first row where bad (per row), detail(row) saying what is wrong."""
         rows = np.flatnonzero(bad)
         if rows.size:
-            self.fail(detail(int(rows[0])), int(rows[0]))
+            self.fail(detail(int(rows[0])), int(rows[0]), hint)
 
     def first_values(self):
         """Each row's first value (0 for a row of none)."""
@@ -86,6 +93,8 @@ def _lengths(partition, rows, items):
                    lambda r: f"row ids must lie in 0..{_MAX_ROW_ID}")
         rows.check(_sums(values < rows.previous(), counts) > 0, lambda r: "row ids are not in ascending order")
         made = np.where(rows.some, rows.last_values() + 1, 0)
+        rows.check(made > items + _MAX_EMPTY_ROWS,  # before anything of made's size is allocated
+                   lambda r: f"row id {made[r] - 1} would make {made[r]} rows of {items[r]} values", _EMPTY_ROWS_HINT)
         ids = values + np.repeat(_splits(made)[:-1], counts)
         return np.bincount(ids, minlength=int(made.sum())).astype(np.int64), made
     # Each length within 0..the row's item count: then no difference above wrapped around.
@@ -104,10 +113,10 @@ def partitioned(name, spec, values, counts, partition_rows, steps=None, record_o
     its value feature, partition_rows(key) the (values, counts) of a partition feature, one
     row per record, or per step when steps (per record) are given: one more ragged level.
     record_of(row): the record a row belongs to, for errors."""
-    def fail(detail, row, partition):
+    def fail(detail, row, partition, hint=None):
         arg = partition.length if isinstance(partition, UniformRowLength) else partition.key
         raise FeatureSpecError(f"feature {name!r}: {type(partition).__name__}({arg!r}): {detail}",
-                               index=record_of(row))
+                               index=record_of(row), hint=hint)
 
     dtype = spec.row_splits_dtype
     outer = _splits(counts)
@@ -126,7 +135,7 @@ def partitioned(name, spec, values, counts, partition_rows, steps=None, record_o
             outer = outer // length
             continue
         part_values, part_counts = partition_rows(partition.key)
-        rows = _Rows(part_values, part_counts, lambda detail, row, p=partition: fail(detail, row, p))
+        rows = _Rows(part_values, part_counts, lambda detail, row, hint, p=partition: fail(detail, row, p, hint))
         lengths, made = _lengths(partition, rows, items)
         values = RaggedValue(values, _splits(lengths).astype(dtype))
         outer = _splits(made)
