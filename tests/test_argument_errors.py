@@ -2,6 +2,7 @@
 convention asks for: InvalidArgumentError (a value out of range or an impossible
 combination) and ArgumentTypeError (a value of the wrong type)."""
 
+import os
 import pickle
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 import tfrecord_lite as tfl
 from tfrecord_lite.bytes_column import BytesColumn
+from tfrecord_lite.index import build_index, load_index
 
 
 @pytest.fixture
@@ -104,16 +106,24 @@ MAX_RECORD_BYTES_ENTRIES = {
     "indexed": lambda p, v: tfl.IndexedDataset([p], max_record_bytes=v)[0],
 }
 
+MAX_RECORD_BYTES_REFUSERS = {
+    **MAX_RECORD_BYTES_ENTRIES,
+    "merge": lambda p, v: tfl.merge([p], p + "-merged", max_record_bytes=v),
+    "load_index": lambda p, v: load_index(build_index(p) and p, max_record_bytes=v),  # from the sidecar
+}
+
+
 
 # A raw OverflowError (compiled scan) for -1 before; "3" parsed, 3.5 truncated, True taken as 1.
 @pytest.mark.parametrize("value, error", [(-1, tfl.InvalidArgumentError), (np.int64(-5), tfl.InvalidArgumentError),
                                           ("3", tfl.ArgumentTypeError), (3.5, tfl.ArgumentTypeError),
                                           (True, tfl.ArgumentTypeError), (np.bool_(True), tfl.ArgumentTypeError),
                                           (None, tfl.ArgumentTypeError)])
-@pytest.mark.parametrize("call", list(MAX_RECORD_BYTES_ENTRIES.values()), ids=list(MAX_RECORD_BYTES_ENTRIES))
+@pytest.mark.parametrize("call", list(MAX_RECORD_BYTES_REFUSERS.values()), ids=list(MAX_RECORD_BYTES_REFUSERS))
 def test_max_record_bytes_must_be_a_non_negative_integer(backend, path, call, value, error):
     with pytest.raises(error, match="max_record_bytes must be"):
         call(path, value)
+    assert not os.path.exists(path + "-merged")
 
 
 @pytest.mark.parametrize("call", list(MAX_RECORD_BYTES_ENTRIES.values()), ids=list(MAX_RECORD_BYTES_ENTRIES))

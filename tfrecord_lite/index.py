@@ -26,7 +26,7 @@ from ._typing import PathLike, Progress, StorageOptions
 from .errors import DataLossError, InvalidArgumentError, TFRecordError
 from .io import detect_compression
 from .progress import progress as _progress
-from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
+from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader, check_max_record_bytes
 
 __all__ = ["index_path", "build_index", "read_index", "write_index", "scan_index", "load_index",
            "count_records", "count_shard"]
@@ -239,6 +239,7 @@ def load_index(path, index_file=None, *, check_crc=True, max_record_bytes=DEFAUL
     last frame's header must state that frame's length: one that does not is stale (the file
     was rewritten or appended to after it was written) and raises, rather than hide records
     or point past the end."""
+    max_record_bytes = check_max_record_bytes(max_record_bytes)  # unused where a sidecar is read: checked anyway
     return _load(path, _index_file(path, index_file, storage_options), check_crc, max_record_bytes, storage_options)
 
 

@@ -19,7 +19,7 @@ from .errors import InvalidArgumentError, TFRecordError
 from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
-from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader
+from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader, check_max_record_bytes
 from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, positive_int, shard_path, writer_options
 from .writer import TFRecordWriter, abort_group, close_group
 
@@ -62,6 +62,7 @@ def merge(inputs: PathLike | Iterable[PathLike], output: PathLike | BinaryIO, *,
         inputs = [inputs]
     inputs = [os.fspath(p) for p in inputs]
     input_compression = normalize_compression(input_compression, allow_auto=True)
+    max_record_bytes = check_max_record_bytes(max_record_bytes)  # the header walk scans with it directly
     # A pipe has no size to show progress against: the bar then counts bytes read.
     total = None if any(map(_fs.is_special, inputs)) else sum(_fs.size(p, storage_options) for p in inputs)
     counted = True
