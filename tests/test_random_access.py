@@ -803,3 +803,33 @@ def test_a_pickle_of_a_scanned_file_carries_its_frame_lengths_alone(backend, tmp
     assert clone.offsets.dtype == clone.lengths.dtype == np.int64
     assert np.array_equal(clone.offsets, f.offsets) and np.array_equal(clone.lengths, f.lengths)
     assert clone[9_999] == record(0, 9_999, 3) and pickle.loads(pickle.dumps(clone))[5] == record(0, 5, 3)
+
+
+@pytest.mark.parametrize("sidecar", [False, True])
+def test_a_relative_path_reads_its_own_file_after_a_chdir_and_once_unpickled(backend, tmp_path, monkeypatch, sidecar):
+    # Paths were kept as given: after os.chdir, or in a copy unpickled in a process started
+    # in another directory (a Grain or torch worker), a relative path opened the file (and
+    # read the sidecar) of that name there, or none.
+    name = "part-00000.tfrecord"
+    for where, f in (("here", 0), ("there", 9)):  # same name, same frame sizes, other records
+        (tmp_path / where).mkdir()
+        write_files(tmp_path / where, [6], make=lambda _, j, f=f: record(f, j))
+        if sidecar:
+            build_index(str(tmp_path / where / name))
+    want = [record(0, j) for j in range(6)]
+    monkeypatch.chdir(tmp_path / "here")
+    sources = [TFRecordFile(name), IndexedDataset([name]), IndexedDataset(".")]
+    if sidecar:
+        sources.append(TFRecordFile(name, index_file=name + ".index"))
+    data = pickle.dumps(sources)
+    monkeypatch.chdir(tmp_path / "there")
+    for source in [*sources, *pickle.loads(data)]:
+        assert source[:] == want and source[np.array([5, 0])] == [want[5], want[0]]
+    monkeypatch.chdir(tmp_path / "here")
+    clones = pickle.loads(data)
+    monkeypatch.chdir(tmp_path)
+    assert all(clone[:] == want for clone in clones)
+    # The repr names the files as given: Grain compares it with the one in a checkpoint,
+    # which a run started from another directory (or another machine) restores.
+    assert repr(sources[0]) == f"TFRecordFile({name!r}, records=6)"
+    assert repr(sources[1]).startswith(f"IndexedDataset([{name!r}]")

@@ -54,6 +54,10 @@ class TFRecordFile:
         self.check_crc = bool(check_crc)
         self.max_record_bytes = int(max_record_bytes)
         self.index_file = _index_file(self.path, index_file, storage_options)  # None: scanned
+        # Opened (and the index read again once unpickled) at these, so that a chdir, or a
+        # worker started in another directory, reads the same file; path stays as given.
+        self._file = _absolute(self.path)
+        self._index_at = None if self.index_file is None else _absolute(self.index_file)
         self.offsets, self.lengths = _load(self.path, self.index_file, self.check_crc, self.max_record_bytes,
                                            storage_options)
         self._fds = {}  # pid -> the descriptor opened in that process (a forked child opens its own)
@@ -178,12 +182,12 @@ class TFRecordFile:
     def _frame_size(self, offset, index, hint) -> int:
         """The size of the frame at offset as the reader reads it; where it cannot, the
         reader's own error for it (class, offset and words), with hint."""
-        reader = TFRecordReader(self.path, None, self.check_crc, max_record_bytes=self.max_record_bytes,
+        reader = TFRecordReader(self._file, None, self.check_crc, max_record_bytes=self.max_record_bytes,
                                 start_offset=offset, start_index=index, storage_options=self.storage_options)
         try:
             return len(next(iter(reader))) + OVERHEAD
         except TFRecordError as exc:
-            raise type(exc)(exc.detail, **{**exc._keywords(), "hint": hint}) from None
+            raise type(exc)(exc.detail, **{**exc._keywords(), "path": self.path, "hint": hint}) from None
         except StopIteration:  # the file now ends where the frame began
             end = offset + int(self.lengths[index])
             raise TruncatedRecordError(
@@ -196,7 +200,7 @@ class TFRecordFile:
         pid = os.getpid()
         fd = self._fds.get(pid)
         if fd is None:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self._file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             # Of threads that opened one at once, one keeps its descriptor and the others close
             # theirs: no lock, which a child forked while a thread held it would wait on forever.
             kept = self._fds.setdefault(pid, fd)
@@ -258,7 +262,7 @@ class TFRecordFile:
     def _reload(self) -> None:
         again = "open the file again (make the dataset again) where it was pickled"
         try:
-            offsets, lengths = read_index(self.index_file, storage_options=self.storage_options)
+            offsets, lengths = read_index(self._index_at, storage_options=self.storage_options)
         except OSError as exc:
             raise TFRecordError(f"the index read when {self.path} was opened cannot be read again where it was "
                                 f"unpickled ({exc})", path=os.fspath(self.index_file),
@@ -445,6 +449,16 @@ def _digest(offsets, lengths) -> tuple:
     """What tells an index from another: contiguous frames are fixed by where the first
     starts and by their lengths."""
     return len(offsets), int(offsets[0]) if len(offsets) else 0, zlib.crc32(np.ascontiguousarray(lengths, np.int64))
+
+
+def _absolute(path):
+    """A local path (or ``file://`` URL) joined to the working directory, not normalized
+    (``link/..`` is left to the kernel, as an open of the relative path would); a URL as it is."""
+    if _fs.is_url(path):
+        return path
+    path = _fs.local_path(path)  # file:// too
+    here = os.getcwdb() if isinstance(path, bytes) else os.getcwd()
+    return path if os.path.isabs(path) else os.path.join(here, path)
 
 
 def _is_index(key) -> bool:
