@@ -833,3 +833,34 @@ def test_a_relative_path_reads_its_own_file_after_a_chdir_and_once_unpickled(bac
     # which a run started from another directory (or another machine) restores.
     assert repr(sources[0]) == f"TFRecordFile({name!r}, records=6)"
     assert repr(sources[1]).startswith(f"IndexedDataset([{name!r}]")
+
+
+class _NotIterated(np.ndarray):
+    """Indices that fail when a Python step per index (iter, list) walks them."""
+
+    def __iter__(self):
+        raise AssertionError("the index array was walked in Python")
+
+
+@pytest.mark.parametrize("parsed", [False, True])
+def test_an_index_array_is_located_in_numpy_not_made_a_list(backend, tmp_path, parsed):
+    # ds[array] and ds._getitems(array) made a Python list of the array first, one NumPy
+    # scalar per index (about 0.4 s a million), before locating them in NumPy.
+    from tfrecord_lite import FixedLenFeature
+    from tfrecord_lite.errors import ExampleDecodeError
+
+    paths = write_files(tmp_path, [7, 5])
+    want = [record(f, j) for f, n in enumerate((7, 5)) for j in range(n)]
+    keys = np.array([11, 0, 1, 2, -1, 6, 7], np.int32)
+    if not parsed:
+        ds, f = IndexedDataset(paths), TFRecordFile(paths[0])
+        assert ds[keys.view(_NotIterated)] == ds._getitems(keys.view(_NotIterated)) == [want[k] for k in keys]
+        assert f[keys[1:4].view(_NotIterated)] == f._getitems(keys[1:4].view(_NotIterated)) == want[:3]
+        with pytest.raises(IndexError, match="record index 12 out of range for 12 records$"):
+            ds._getitems(np.array([1, 12]).view(_NotIterated))
+    else:  # the records are no Examples: the error names the file and record of the first
+        ds = IndexedDataset(paths, {"x": FixedLenFeature([], np.int64)})
+        for read in (ds.__getitem__, ds._getitems):
+            with pytest.raises(ExampleDecodeError) as info:
+                read(keys.view(_NotIterated))
+            assert (info.value.path, info.value.index) == (paths[1], 4)

@@ -330,32 +330,30 @@ class IndexedDataset:
             key = range(*key.indices(len(self)))
         elif _is_index(key):
             return self._getitems([key])[0]
-        else:
+        elif not isinstance(key, (np.ndarray, range)):  # these go to NumPy as they are, not walked
             try:
                 key = list(key)
             except TypeError:
                 raise ArgumentTypeError(f"record indices must be an integer, a slice or a sequence of "
                                         f"integers, not {type(key).__name__}") from None
-        records = self.records(key)
-        if self._parse_fn is None:
-            return records
-        try:
-            return self._parse_fn(records)
-        except TFRecordError as exc:
-            locate_error(exc, self._origins(key))
-            raise
+        return self._items(key, unbatched=False)
 
     def _getitems(self, indices) -> list:
         """One item (record or parsed example) per index, read with coalesced reads and
         parsed as one batch: Grain's batched read."""
-        indices = list(indices)
-        records = self.records(indices)
+        return self._items(indices, unbatched=True)
+
+    def _items(self, indices, unbatched: bool):
+        """The records at indices, or their parse (one batch, or unbatched)."""
+        at = _positions(indices, len(self), self._name)  # located once, in NumPy
+        records = self.records(at)
         if self._parse_fn is None:
             return records
         try:
-            return unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+            parsed = self._parse_fn(records)
+            return unbatch(parsed, len(records), self._parse_fn, records) if unbatched else parsed
         except TFRecordError as exc:
-            locate_error(exc, self._origins(indices))
+            locate_error(exc, self._origins(at))
             raise
 
     def _origins(self, indices):
