@@ -864,3 +864,16 @@ def test_an_index_array_is_located_in_numpy_not_made_a_list(backend, tmp_path, p
             with pytest.raises(ExampleDecodeError) as info:
                 read(keys.view(_NotIterated))
             assert (info.value.path, info.value.index) == (paths[1], 4)
+
+
+def test_a_boolean_mask_is_refused_saying_what_to_pass(backend, tmp_path):
+    # A mask as a list of bools read records 1 and 0 (True and False as integers), and one
+    # as a NumPy array was refused as "not bool"; NumPy reads either as a mask.
+    (path,) = write_files(tmp_path, [4])
+    mask = np.array([False, True, True, False])
+    for source in (TFRecordFile(path), IndexedDataset([path])):
+        for key in (mask, mask.tolist()):
+            for read in (source.__getitem__, source._getitems):
+                with pytest.raises(TFRecordError, match=r"not booleans.*np\.flatnonzero\(mask\)"):
+                    read(key)
+        assert source[np.flatnonzero(mask)] == [record(0, 1), record(0, 2)]

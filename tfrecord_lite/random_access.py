@@ -477,6 +477,9 @@ def _positions(indices, n, name) -> np.ndarray:
               if isinstance(indices, range) else np.asarray(indices))
     except (ValueError, TypeError, OverflowError):  # ragged, not numbers, beyond int64
         at = None
+    if at is not None and at.dtype.kind == "b":  # NumPy reads it as a mask, Python as 0s and 1s
+        raise ArgumentTypeError("record indices must be integers, not booleans",
+                                hint="to read the records a boolean mask selects, pass np.flatnonzero(mask)")
     if at is None or at.ndim != 1 or at.dtype.kind not in "iu" or (at.dtype.kind == "u" and (at >= n).any()):
         return np.array([_position(i, n, name) for i in indices], np.int64)
     at = at.astype(np.int64)
