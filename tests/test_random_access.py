@@ -877,3 +877,15 @@ def test_a_boolean_mask_is_refused_saying_what_to_pass(backend, tmp_path):
                 with pytest.raises(TFRecordError, match=r"not booleans.*np\.flatnonzero\(mask\)"):
                     read(key)
         assert source[np.flatnonzero(mask)] == [record(0, 1), record(0, 2)]
+
+
+def test_a_bytes_path_is_read_as_its_decoded_name(backend, tmp_path):
+    # os.open takes bytes paths, but TFRecordFile(b"...") failed with "can't concat str to
+    # bytes" looking for its sidecar.
+    (path,) = write_files(tmp_path, [3])
+    build_index(path)
+    want = [record(0, j) for j in range(3)]
+    for source in (TFRecordFile(os.fsencode(path)), TFRecordFile(os.fsencode(path), os.fsencode(path + ".index")),
+                   IndexedDataset([os.fsencode(path)])):
+        assert source[:] == pickle.loads(pickle.dumps(source))[:] == want
+    assert TFRecordFile(os.fsencode(path)).path == path

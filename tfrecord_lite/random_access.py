@@ -48,11 +48,12 @@ class TFRecordFile:
 
     def __init__(self, path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, storage_options: StorageOptions = None) -> None:
-        path = os.fspath(path)
+        path = os.fsdecode(path)  # a bytes path as str, which the sidecar's name is made from
         self.path = path if _fs.is_url(path) else _fs.local_path(path)
         self.storage_options = storage_options
         self.check_crc = bool(check_crc)
         self.max_record_bytes = int(max_record_bytes)
+        index_file = os.fsdecode(index_file) if isinstance(index_file, bytes) else index_file
         self.index_file = _index_file(self.path, index_file, storage_options)  # None: scanned
         # Opened (and the index read again once unpickled) at these, so that a chdir, or a
         # worker started in another directory, reads the same file; path stays as given.
@@ -455,8 +456,7 @@ def _absolute(path):
     if _fs.is_url(path):
         return path
     path = _fs.local_path(path)  # file:// too
-    here = os.getcwdb() if isinstance(path, bytes) else os.getcwd()
-    return path if os.path.isabs(path) else os.path.join(here, path)
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 
 def _is_index(key) -> bool:
