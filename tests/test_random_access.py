@@ -889,3 +889,14 @@ def test_a_bytes_path_is_read_as_its_decoded_name(backend, tmp_path):
                    IndexedDataset([os.fsencode(path)])):
         assert source[:] == pickle.loads(pickle.dumps(source))[:] == want
     assert TFRecordFile(os.fsencode(path)).path == path
+
+
+@pytest.mark.parametrize("bad", [0, -3, None, 2.5, "4"])
+def test_max_open_files_is_checked_as_tfrecord_dataset_checks_it(tmp_path, bad):
+    # IndexedDataset made 0 and -3 one, 2.5 two, and failed on None with int()'s TypeError;
+    # TFRecordDataset refuses them all, saying which argument.
+    paths = write_files(tmp_path, [2])
+    for make in (IndexedDataset, TFRecordDataset):
+        with pytest.raises(TFRecordError, match=rf"^max_open_files must be a positive integer, not {bad!r}"):
+            make(paths, max_open_files=bad)
+    assert IndexedDataset(paths, max_open_files=np.int64(1))[:] == [record(0, 0), record(0, 1)]
