@@ -900,3 +900,14 @@ def test_max_open_files_is_checked_as_tfrecord_dataset_checks_it(tmp_path, bad):
         with pytest.raises(TFRecordError, match=rf"^max_open_files must be a positive integer, not {bad!r}"):
             make(paths, max_open_files=bad)
     assert IndexedDataset(paths, max_open_files=np.int64(1))[:] == [record(0, 0), record(0, 1)]
+
+
+@pytest.mark.parametrize("key", [b"ab", bytearray(b"\x01"), {1, 2}, {1: 2}])
+def test_bytes_sets_and_mappings_are_not_index_lists(backend, tmp_path, key):
+    # ds[b"ab"] read records 97 and 98, ds[{2, 1}] the records in the set's order and
+    # ds[{1: 2}] record 1; lists and NumPy refuse them all as indices.
+    (path,) = write_files(tmp_path, [120])
+    for source in (TFRecordFile(path), IndexedDataset([path])):
+        for read in (source.__getitem__, source._getitems):
+            with pytest.raises(TFRecordError, match=rf"not {type(key).__name__}$"):
+                read(key)

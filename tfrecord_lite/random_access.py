@@ -11,6 +11,7 @@ read is one ranged request. Both are Grain random-access data sources
 from __future__ import annotations
 
 import collections
+import collections.abc
 import operator
 import os
 import threading
@@ -332,12 +333,9 @@ class IndexedDataset:
             key = range(*key.indices(len(self)))
         elif _is_index(key):
             return self._getitems([key])[0]
-        elif not isinstance(key, (np.ndarray, range)):  # these go to NumPy as they are, not walked
-            try:
-                key = list(key)
-            except TypeError:
-                raise ArgumentTypeError(f"record indices must be an integer, a slice or a sequence of "
-                                        f"integers, not {type(key).__name__}") from None
+        elif not hasattr(key, "__iter__"):  # an iterable goes to _positions as it is: an array is not walked
+            raise ArgumentTypeError(f"record indices must be an integer, a slice or a sequence of "
+                                    f"integers, not {type(key).__name__}")
         return self._items(key, unbatched=False)
 
     def _getitems(self, indices) -> list:
@@ -473,6 +471,9 @@ def _positions(indices, n, name) -> np.ndarray:
     """Indices as int64, negative ones counted from the end, found in NumPy (a Python step
     per index made a slice of a million records take seconds); the first that is not an
     integer, or is out of range, raises as _position does."""
+    if isinstance(indices, (str, bytes, bytearray, memoryview, collections.abc.Set, collections.abc.Mapping)):
+        # Iterable, but no list of indices: characters, bytes as numbers, no order, keys.
+        raise ArgumentTypeError(f"record indices must be a sequence or array of integers, not {type(indices).__name__}")
     try:
         at = (np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
               if isinstance(indices, range) else np.asarray(indices))
