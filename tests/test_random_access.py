@@ -803,3 +803,111 @@ def test_a_pickle_of_a_scanned_file_carries_its_frame_lengths_alone(backend, tmp
     assert clone.offsets.dtype == clone.lengths.dtype == np.int64
     assert np.array_equal(clone.offsets, f.offsets) and np.array_equal(clone.lengths, f.lengths)
     assert clone[9_999] == record(0, 9_999, 3) and pickle.loads(pickle.dumps(clone))[5] == record(0, 5, 3)
+
+
+@pytest.mark.parametrize("sidecar", [False, True])
+def test_a_relative_path_reads_its_own_file_after_a_chdir_and_once_unpickled(backend, tmp_path, monkeypatch, sidecar):
+    # Paths were kept as given: after os.chdir, or in a copy unpickled in a process started
+    # in another directory (a Grain or torch worker), a relative path opened the file (and
+    # read the sidecar) of that name there, or none.
+    name = "part-00000.tfrecord"
+    for where, f in (("here", 0), ("there", 9)):  # same name, same frame sizes, other records
+        (tmp_path / where).mkdir()
+        write_files(tmp_path / where, [6], make=lambda _, j, f=f: record(f, j))
+        if sidecar:
+            build_index(str(tmp_path / where / name))
+    want = [record(0, j) for j in range(6)]
+    monkeypatch.chdir(tmp_path / "here")
+    sources = [TFRecordFile(name), IndexedDataset([name]), IndexedDataset(".")]
+    if sidecar:
+        sources.append(TFRecordFile(name, index_file=name + ".index"))
+    data = pickle.dumps(sources)
+    monkeypatch.chdir(tmp_path / "there")
+    for source in [*sources, *pickle.loads(data)]:
+        assert source[:] == want and source[np.array([5, 0])] == [want[5], want[0]]
+    monkeypatch.chdir(tmp_path / "here")
+    clones = pickle.loads(data)
+    monkeypatch.chdir(tmp_path)
+    assert all(clone[:] == want for clone in clones)
+    # The repr names the files as given: Grain compares it with the one in a checkpoint,
+    # which a run started from another directory (or another machine) restores.
+    assert repr(sources[0]) == f"TFRecordFile({name!r}, records=6)"
+    assert repr(sources[1]).startswith(f"IndexedDataset([{name!r}]")
+
+
+class _NotIterated(np.ndarray):
+    """Indices that fail when a Python step per index (iter, list) walks them."""
+
+    def __iter__(self):
+        raise AssertionError("the index array was walked in Python")
+
+
+@pytest.mark.parametrize("parsed", [False, True])
+def test_an_index_array_is_located_in_numpy_not_made_a_list(backend, tmp_path, parsed):
+    # ds[array] and ds._getitems(array) made a Python list of the array first, one NumPy
+    # scalar per index (about 0.4 s a million), before locating them in NumPy.
+    from tfrecord_lite import FixedLenFeature
+    from tfrecord_lite.errors import ExampleDecodeError
+
+    paths = write_files(tmp_path, [7, 5])
+    want = [record(f, j) for f, n in enumerate((7, 5)) for j in range(n)]
+    keys = np.array([11, 0, 1, 2, -1, 6, 7], np.int32)
+    if not parsed:
+        ds, f = IndexedDataset(paths), TFRecordFile(paths[0])
+        assert ds[keys.view(_NotIterated)] == ds._getitems(keys.view(_NotIterated)) == [want[k] for k in keys]
+        assert f[keys[1:4].view(_NotIterated)] == f._getitems(keys[1:4].view(_NotIterated)) == want[:3]
+        with pytest.raises(IndexError, match="record index 12 out of range for 12 records$"):
+            ds._getitems(np.array([1, 12]).view(_NotIterated))
+    else:  # the records are no Examples: the error names the file and record of the first
+        ds = IndexedDataset(paths, {"x": FixedLenFeature([], np.int64)})
+        for read in (ds.__getitem__, ds._getitems):
+            with pytest.raises(ExampleDecodeError) as info:
+                read(keys.view(_NotIterated))
+            assert (info.value.path, info.value.index) == (paths[1], 4)
+
+
+def test_a_boolean_mask_is_refused_saying_what_to_pass(backend, tmp_path):
+    # A mask as a list of bools read records 1 and 0 (True and False as integers), and one
+    # as a NumPy array was refused as "not bool"; NumPy reads either as a mask.
+    (path,) = write_files(tmp_path, [4])
+    mask = np.array([False, True, True, False])
+    for source in (TFRecordFile(path), IndexedDataset([path])):
+        for key in (mask, mask.tolist()):
+            for read in (source.__getitem__, source._getitems):
+                with pytest.raises(TFRecordError, match=r"not booleans.*np\.flatnonzero\(mask\)"):
+                    read(key)
+        assert source[np.flatnonzero(mask)] == [record(0, 1), record(0, 2)]
+
+
+def test_a_bytes_path_is_read_as_its_decoded_name(backend, tmp_path):
+    # os.open takes bytes paths, but TFRecordFile(b"...") failed with "can't concat str to
+    # bytes" looking for its sidecar.
+    (path,) = write_files(tmp_path, [3])
+    build_index(path)
+    want = [record(0, j) for j in range(3)]
+    for source in (TFRecordFile(os.fsencode(path)), TFRecordFile(os.fsencode(path), os.fsencode(path + ".index")),
+                   IndexedDataset([os.fsencode(path)])):
+        assert source[:] == pickle.loads(pickle.dumps(source))[:] == want
+    assert TFRecordFile(os.fsencode(path)).path == path
+
+
+@pytest.mark.parametrize("bad", [0, -3, None, 2.5, "4"])
+def test_max_open_files_is_checked_as_tfrecord_dataset_checks_it(tmp_path, bad):
+    # IndexedDataset made 0 and -3 one, 2.5 two, and failed on None with int()'s TypeError;
+    # TFRecordDataset refuses them all, saying which argument.
+    paths = write_files(tmp_path, [2])
+    for make in (IndexedDataset, TFRecordDataset):
+        with pytest.raises(TFRecordError, match=rf"^max_open_files must be a positive integer, not {bad!r}"):
+            make(paths, max_open_files=bad)
+    assert IndexedDataset(paths, max_open_files=np.int64(1))[:] == [record(0, 0), record(0, 1)]
+
+
+@pytest.mark.parametrize("key", [b"ab", bytearray(b"\x01"), {1, 2}, {1: 2}])
+def test_bytes_sets_and_mappings_are_not_index_lists(backend, tmp_path, key):
+    # ds[b"ab"] read records 97 and 98, ds[{2, 1}] the records in the set's order and
+    # ds[{1: 2}] record 1; lists and NumPy refuse them all as indices.
+    (path,) = write_files(tmp_path, [120])
+    for source in (TFRecordFile(path), IndexedDataset([path])):
+        for read in (source.__getitem__, source._getitems):
+            with pytest.raises(TFRecordError, match=rf"not {type(key).__name__}$"):
+                read(key)

@@ -11,6 +11,7 @@ read is one ranged request. Both are Grain random-access data sources
 from __future__ import annotations
 
 import collections
+import collections.abc
 import operator
 import os
 import threading
@@ -23,6 +24,7 @@ from . import _native
 from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, StorageOptions
 from .batch import locate_error
+from .dataset import _positive
 from .errors import ArgumentTypeError, CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
 from .files import resolve_files
 from .index import OVERHEAD, _index_file, _load, _rebuild, read_index
@@ -48,12 +50,17 @@ class TFRecordFile:
 
     def __init__(self, path: PathLike, index_file: PathLike | None = None, *, check_crc: bool = True,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, storage_options: StorageOptions = None) -> None:
-        path = os.fspath(path)
+        path = os.fsdecode(path)  # a bytes path as str, which the sidecar's name is made from
         self.path = path if _fs.is_url(path) else _fs.local_path(path)
         self.storage_options = storage_options
         self.check_crc = bool(check_crc)
         self.max_record_bytes = check_max_record_bytes(max_record_bytes)
+        index_file = os.fsdecode(index_file) if isinstance(index_file, bytes) else index_file
         self.index_file = _index_file(self.path, index_file, storage_options)  # None: scanned
+        # Opened (and the index read again once unpickled) at these, so that a chdir, or a
+        # worker started in another directory, reads the same file; path stays as given.
+        self._file = _absolute(self.path)
+        self._index_at = None if self.index_file is None else _absolute(self.index_file)
         self.offsets, self.lengths = _load(self.path, self.index_file, self.check_crc, self.max_record_bytes,
                                            storage_options)
         self._fds = {}  # pid -> the descriptor opened in that process (a forked child opens its own)
@@ -178,12 +185,12 @@ class TFRecordFile:
     def _frame_size(self, offset, index, hint) -> int:
         """The size of the frame at offset as the reader reads it; where it cannot, the
         reader's own error for it (class, offset and words), with hint."""
-        reader = TFRecordReader(self.path, None, self.check_crc, max_record_bytes=self.max_record_bytes,
+        reader = TFRecordReader(self._file, None, self.check_crc, max_record_bytes=self.max_record_bytes,
                                 start_offset=offset, start_index=index, storage_options=self.storage_options)
         try:
             return len(next(iter(reader))) + OVERHEAD
         except TFRecordError as exc:
-            raise type(exc)(exc.detail, **{**exc._keywords(), "hint": hint}) from None
+            raise type(exc)(exc.detail, **{**exc._keywords(), "path": self.path, "hint": hint}) from None
         except StopIteration:  # the file now ends where the frame began
             end = offset + int(self.lengths[index])
             raise TruncatedRecordError(
@@ -196,7 +203,7 @@ class TFRecordFile:
         pid = os.getpid()
         fd = self._fds.get(pid)
         if fd is None:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self._file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             # Of threads that opened one at once, one keeps its descriptor and the others close
             # theirs: no lock, which a child forked while a thread held it would wait on forever.
             kept = self._fds.setdefault(pid, fd)
@@ -258,7 +265,7 @@ class TFRecordFile:
     def _reload(self) -> None:
         again = "open the file again (make the dataset again) where it was pickled"
         try:
-            offsets, lengths = read_index(self.index_file, storage_options=self.storage_options)
+            offsets, lengths = read_index(self._index_at, storage_options=self.storage_options)
         except OSError as exc:
             raise TFRecordError(f"the index read when {self.path} was opened cannot be read again where it was "
                                 f"unpickled ({exc})", path=os.fspath(self.index_file),
@@ -293,13 +300,13 @@ class IndexedDataset:
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
+        self.max_open_files = _positive("max_open_files", max_open_files)
         self.files = [TFRecordFile(p, check_crc=check_crc, max_record_bytes=max_record_bytes,
                                    storage_options=storage_options)
                       for p in resolve_files(files, storage_options)]
         self.features = features
         self.parse = parse
         self._parse_fn = make_parse(features, parse)
-        self.max_open_files = max(1, int(max_open_files))
         self.cumulative = np.cumsum([len(f) for f in self.files], dtype=np.int64)
         self._open = collections.OrderedDict()  # file number -> TFRecordFile with an open fd
         self._busy = collections.Counter()  # file number -> reads in flight, whose fd stays open
@@ -326,32 +333,27 @@ class IndexedDataset:
             key = range(*key.indices(len(self)))
         elif _is_index(key):
             return self._getitems([key])[0]
-        else:
-            try:
-                key = list(key)
-            except TypeError:
-                raise ArgumentTypeError(f"record indices must be an integer, a slice or a sequence of "
-                                        f"integers, not {type(key).__name__}") from None
-        records = self.records(key)
-        if self._parse_fn is None:
-            return records
-        try:
-            return self._parse_fn(records)
-        except TFRecordError as exc:
-            locate_error(exc, self._origins(key))
-            raise
+        elif not hasattr(key, "__iter__"):  # an iterable goes to _positions as it is: an array is not walked
+            raise ArgumentTypeError(f"record indices must be an integer, a slice or a sequence of "
+                                    f"integers, not {type(key).__name__}")
+        return self._items(key, unbatched=False)
 
     def _getitems(self, indices) -> list:
         """One item (record or parsed example) per index, read with coalesced reads and
         parsed as one batch: Grain's batched read."""
-        indices = list(indices)
-        records = self.records(indices)
+        return self._items(indices, unbatched=True)
+
+    def _items(self, indices, unbatched: bool):
+        """The records at indices, or their parse (one batch, or unbatched)."""
+        at = _positions(indices, len(self), self._name)  # located once, in NumPy
+        records = self.records(at)
         if self._parse_fn is None:
             return records
         try:
-            return unbatch(self._parse_fn(records), len(records), self._parse_fn, records)
+            parsed = self._parse_fn(records)
+            return unbatch(parsed, len(records), self._parse_fn, records) if unbatched else parsed
         except TFRecordError as exc:
-            locate_error(exc, self._origins(indices))
+            locate_error(exc, self._origins(at))
             raise
 
     def _origins(self, indices):
@@ -447,6 +449,15 @@ def _digest(offsets, lengths) -> tuple:
     return len(offsets), int(offsets[0]) if len(offsets) else 0, zlib.crc32(np.ascontiguousarray(lengths, np.int64))
 
 
+def _absolute(path):
+    """A local path (or ``file://`` URL) joined to the working directory, not normalized
+    (``link/..`` is left to the kernel, as an open of the relative path would); a URL as it is."""
+    if _fs.is_url(path):
+        return path
+    path = _fs.local_path(path)  # file:// too
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
 def _is_index(key) -> bool:
     """Whether key is one integer: an int, a NumPy integer or a 0-d integer array."""
     try:
@@ -460,11 +471,17 @@ def _positions(indices, n, name) -> np.ndarray:
     """Indices as int64, negative ones counted from the end, found in NumPy (a Python step
     per index made a slice of a million records take seconds); the first that is not an
     integer, or is out of range, raises as _position does."""
+    if isinstance(indices, (str, bytes, bytearray, memoryview, collections.abc.Set, collections.abc.Mapping)):
+        # Iterable, but no list of indices: characters, bytes as numbers, no order, keys.
+        raise ArgumentTypeError(f"record indices must be a sequence or array of integers, not {type(indices).__name__}")
     try:
         at = (np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
               if isinstance(indices, range) else np.asarray(indices))
     except (ValueError, TypeError, OverflowError):  # ragged, not numbers, beyond int64
         at = None
+    if at is not None and at.dtype.kind == "b":  # NumPy reads it as a mask, Python as 0s and 1s
+        raise ArgumentTypeError("record indices must be integers, not booleans",
+                                hint="to read the records a boolean mask selects, pass np.flatnonzero(mask)")
     if at is None or at.ndim != 1 or at.dtype.kind not in "iu" or (at.dtype.kind == "u" and (at >= n).any()):
         return np.array([_position(i, n, name) for i in indices], np.int64)
     at = at.astype(np.int64)
