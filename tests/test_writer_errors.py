@@ -281,3 +281,34 @@ def test_a_remote_file_that_cannot_be_copied_aside_is_not_replaced(backend, memf
         w.close()
     assert memfs.fs.cat_file(f"{memfs.prefix}/a.tfrecord") == old
     assert [os.path.basename(p) for p in memfs.fs.ls(memfs.prefix, detail=False)] == ["a.tfrecord"]
+
+
+def test_a_previous_file_that_cannot_be_put_back_says_where_it_is(backend, tmp_path, monkeypatch):
+    """A failed commit that could not put the replaced file back said nothing: the file
+    lived on under a hidden name that nobody was told. A warning now names it."""
+    from tfrecord_lite.io import AtomicFile
+
+    path, old = _old_pair(tmp_path)
+    commit, replace = AtomicFile.commit, os.replace
+
+    def failing_sidecar(self):
+        if self.path.endswith(".index"):
+            self.discard()
+            raise OSError(errno.EIO, "Input/output error", self.path)
+        commit(self)
+
+    def no_put_back(src, dst):
+        if str(src).endswith(".old"):
+            raise OSError(errno.EIO, "Input/output error", src)
+        replace(src, dst)
+
+    monkeypatch.setattr(AtomicFile, "commit", failing_sidecar)
+    monkeypatch.setattr(os, "replace", no_put_back)
+    w = TFRecordWriter(path, index=True)
+    w.write(b"new")
+    with pytest.warns(RuntimeWarning, match=r"a\.tfrecord(\.index)?: the failed write could not put the previous file "
+                      r"back .*; it is kept as (\S+\.old): rename it to") as warned:
+        with pytest.raises(OSError, match="Input/output error"):
+            w.close()
+    kept = {str(m.message).partition("kept as ")[2].partition(":")[0] for m in warned}
+    assert sorted(open(k, "rb").read() for k in kept) == sorted(old)

@@ -462,7 +462,7 @@ def _unkept(path, exc) -> TFRecordError:
 def put_back(path, copy, storage_options=None) -> None:
     """Undo a commit: the copy that keep() made goes back under path. A local copy that is
     still path's own file (never replaced) is dropped instead. If this fails the copy stays
-    under its hidden name, to be put back by hand: never lost."""
+    under its hidden name, never lost, and a RuntimeWarning says where it is."""
     try:
         if not is_url(path):
             path = local_path(path)
@@ -474,9 +474,15 @@ def put_back(path, copy, storage_options=None) -> None:
         fs, p = filesystem(path, storage_options)
         copy_p = filesystem(copy, storage_options)[1]
         fs.cp_file(copy_p, p)
-        fs.rm_file(copy_p)
-    except Exception:
-        pass
+    except Exception as exc:
+        import warnings
+
+        # The error that undid the commit is on its way up: this one must not replace it.
+        warnings.warn(f"{path}: the failed write could not put the previous file back ({type(exc).__name__}: "
+                      f"{exc}); it is kept as {copy}: rename it to {path}", RuntimeWarning, stacklevel=2)
+        return
+    with contextlib.suppress(Exception):
+        fs.rm_file(copy_p)  # else a leftover under a hidden name
 
 
 def read_bytes(path, storage_options=None) -> bytes:
