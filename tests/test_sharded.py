@@ -4,6 +4,7 @@ import collections
 import gc
 import itertools
 import os
+import re
 import threading
 import time
 
@@ -551,3 +552,32 @@ def test_counts_may_be_numpy_integers_but_not_bools(backend, tmp_path):
             with pytest.raises(InvalidArgumentError, match=f"{name.strip()} must be a positive int"):
                 make(bad)
     assert not [n for n in os.listdir(tmp_path) if n.startswith("x")]
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_a_rolling_shards_errors_name_it_as_it_will_be_found(backend, tmp_path, monkeypatch, index):
+    """A rolled shard is written under a provisional name (its count is known only at
+    close) that no file ever has: a write failing there ("File too large") named
+    log-00001.tfrecord, which the user cannot find. Errors now name log-00001-of-NNNNN."""
+    from tfrecord_lite.io import NamedWriter
+
+    write = NamedWriter.write
+
+    def too_large(self, data):
+        if "00001" in self._name():
+            raise OSError(27, "File too large", self._name())
+        return write(self, data)
+
+    monkeypatch.setattr(NamedWriter, "write", too_large)
+    prefix = str(tmp_path / "log")
+    shown = re.escape(f"{prefix}-00001-of-NNNNN.tfrecord")
+    w = ShardedWriter(prefix, max_records_per_shard=2, index=index)
+    with pytest.raises(OSError, match="File too large") as raised:
+        for _ in range(6):
+            w.write(b"x" * (1 << 17))
+            w.write_many([b"y"] * 3000)  # a sidecar's lines too
+    assert raised.value.filename.startswith(f"{prefix}-00001-of-NNNNN.tfrecord")
+    with pytest.raises(TFRecordError, match=f"^{shown}: an earlier write to the file failed") as raised:
+        w.close()
+    assert "log-00001.tfrecord" not in str(raised.value)
+    assert os.listdir(tmp_path) == []

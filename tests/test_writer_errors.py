@@ -1,6 +1,7 @@
 """TFRecordWriter: failures on the way (a file or sidecar that fails, records that are not
 bytes, a writer called back by its own thread) and TensorFlow's compression options."""
 
+import errno
 import io
 import os
 import re
@@ -201,3 +202,113 @@ def test_writing_through_a_symlink_removes_the_targets_old_sidecar(backend, tmp_
     assert list(TFRecordReader(target)) == [b"N" * 8, b"M" * 4, b"c" * 4]
     assert sorted(os.listdir(tmp_path)) == ["link.tfrecord"] + ["link.tfrecord.index"] * ("index" in options) + [
         "t.tfrecord"]
+
+
+def _old_pair(tmp_path):
+    path = tmp_path / "a.tfrecord"
+    with TFRecordWriter(path, index=True) as w:
+        w.write_many([b"old"] * 3)
+    return path, (path.read_bytes(), (tmp_path / "a.tfrecord.index").read_bytes())
+
+
+def test_a_file_that_cannot_be_kept_aside_is_not_replaced(backend, tmp_path, monkeypatch):
+    """The copy of the file a commit replaces (put back if the commit fails) could not be
+    made: the failure was ignored and the file replaced anyway, so a commit failing next
+    lost it for good. close() now raises naming the file, before anything is replaced."""
+    path, old = _old_pair(tmp_path)
+
+    def no_link(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "link", no_link)
+    w = TFRecordWriter(path, index=True)
+    w.write(b"new")
+    with pytest.raises(TFRecordError, match=r"a\.tfrecord: the existing file could not be copied aside "
+                       r"\(OSError: .*No space left.*\), so nothing was replaced.*Free space"):
+        w.close()
+    assert (path.read_bytes(), (tmp_path / "a.tfrecord.index").read_bytes()) == old
+    assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "a.tfrecord.index"]
+
+
+def test_a_failed_commit_puts_back_a_file_on_a_disk_without_hard_links(backend, tmp_path, monkeypatch):
+    """Where hard links are refused (FAT, some network filesystems) nothing was kept: the
+    sidecar failing after the data was renamed removed the new data and left no old file.
+    The file is copied aside instead, and put back."""
+    from tfrecord_lite.io import AtomicFile
+
+    path, old = _old_pair(tmp_path)
+
+    def no_link(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    commit = AtomicFile.commit
+
+    def failing_sidecar(self):
+        if self.path.endswith(".index"):
+            self.discard()
+            raise OSError(errno.EIO, "Input/output error", self.path)
+        commit(self)
+
+    monkeypatch.setattr(os, "link", no_link)
+    monkeypatch.setattr(AtomicFile, "commit", failing_sidecar)
+    w = TFRecordWriter(path, index=True)
+    w.write(b"new")
+    with pytest.raises(OSError, match="Input/output error"):
+        w.close()
+    assert (path.read_bytes(), (tmp_path / "a.tfrecord.index").read_bytes()) == old
+    assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "a.tfrecord.index"]
+
+
+def test_a_remote_file_that_cannot_be_copied_aside_is_not_replaced(backend, memfs, monkeypatch):
+    """The same for a URL: a server-side copy that failed kept nothing, and the file was
+    replaced all the same."""
+    url = memfs.url("a.tfrecord")
+    with TFRecordWriter(url) as w:
+        w.write(b"old")
+    old = memfs.fs.cat_file(f"{memfs.prefix}/a.tfrecord")
+
+    cp_file = memfs.fs.cp_file
+
+    def no_copy_of_old(path1, path2, **kwargs):
+        if path1.endswith("/a.tfrecord"):
+            raise OSError(errno.EIO, "Input/output error")
+        return cp_file(path1, path2, **kwargs)
+
+    monkeypatch.setattr(memfs.fs, "cp_file", no_copy_of_old)
+    w = TFRecordWriter(url)
+    w.write(b"new")
+    with pytest.raises(TFRecordError, match=r"a\.tfrecord: the existing file could not be copied aside"):
+        w.close()
+    assert memfs.fs.cat_file(f"{memfs.prefix}/a.tfrecord") == old
+    assert [os.path.basename(p) for p in memfs.fs.ls(memfs.prefix, detail=False)] == ["a.tfrecord"]
+
+
+def test_a_previous_file_that_cannot_be_put_back_says_where_it_is(backend, tmp_path, monkeypatch):
+    """A failed commit that could not put the replaced file back said nothing: the file
+    lived on under a hidden name that nobody was told. A warning now names it."""
+    from tfrecord_lite.io import AtomicFile
+
+    path, old = _old_pair(tmp_path)
+    commit, replace = AtomicFile.commit, os.replace
+
+    def failing_sidecar(self):
+        if self.path.endswith(".index"):
+            self.discard()
+            raise OSError(errno.EIO, "Input/output error", self.path)
+        commit(self)
+
+    def no_put_back(src, dst):
+        if str(src).endswith(".old"):
+            raise OSError(errno.EIO, "Input/output error", src)
+        replace(src, dst)
+
+    monkeypatch.setattr(AtomicFile, "commit", failing_sidecar)
+    monkeypatch.setattr(os, "replace", no_put_back)
+    w = TFRecordWriter(path, index=True)
+    w.write(b"new")
+    with pytest.warns(RuntimeWarning, match=r"a\.tfrecord(\.index)?: the failed write could not put the previous file "
+                      r"back .*; it is kept as (\S+\.old): rename it to") as warned:
+        with pytest.raises(OSError, match="Input/output error"):
+            w.close()
+    kept = {str(m.message).partition("kept as ")[2].partition(":")[0] for m in warned}
+    assert sorted(open(k, "rb").read() for k in kept) == sorted(old)

@@ -177,7 +177,7 @@ class ShardedWriter(CommitOnExit):
         self.shards: list[ShardInfo] | None = None
         self.closed = False
         try:
-            with _descriptors(num_shards or 1, index, self.prefix):
+            with _descriptors(num_shards or 1, index, self.prefix), self._naming_rolled():
                 for i in range(num_shards or 1):
                     self._add_shard(num_shards)
         except BaseException:
@@ -198,7 +198,7 @@ class ShardedWriter(CommitOnExit):
         if key is None and self.rolling:
             # The limit check and the write are one step: records of other threads landing
             # between them would take the shard past its limit.
-            with self._lock:
+            with self._lock, self._naming_rolled():
                 self._check_open()
                 self._rolled_writer(record).write(record)
             return
@@ -261,7 +261,8 @@ class ShardedWriter(CommitOnExit):
             self.closed = True
             n = len(self._writers)
             paths = [shard_path(self.prefix, i, n, self.suffix) for i in range(n)]
-            close_group(self._writers, paths)
+            with self._naming_rolled():
+                close_group(self._writers, paths)
             self.shards = [ShardInfo(w.path, w.records_written) for w in self._writers]
             return self.shards
 
@@ -277,16 +278,31 @@ class ShardedWriter(CommitOnExit):
 
     def _add_shard(self, num_shards):
         i = len(self._writers)
-        # A rolled shard's count is unknown until close; its temporary file carries this
-        # provisional name and is renamed to -of-N then.
-        name = (shard_path(self.prefix, i, num_shards, self.suffix) if num_shards
-                else f"{self.prefix}-{i:05d}{self.suffix}")
-        if not num_shards and _fs.is_url(name):
+        name = shard_path(self.prefix, i, num_shards, self.suffix) if num_shards else self._provisional(i)
+        self._writers.append(TFRecordWriter(name, atomic=True, **self._options))
+
+    def _provisional(self, i) -> str:
+        """Rolled shard i's name until close: its count is unknown until then, so its
+        temporary file carries this name and is renamed to -of-N at close."""
+        name = f"{self.prefix}-{i:05d}{self.suffix}"
+        if _fs.is_url(name):
             # An object store's upload completes under its key: keep that key hidden (globs
             # and directory listings skip it) until the rename to -of-N.
             head, _, base = name.rpartition("/")
             name = f"{head}/.{base}.partial"
-        self._writers.append(TFRecordWriter(name, atomic=True, **self._options))
+        return name
+
+    @contextlib.contextmanager
+    def _naming_rolled(self):
+        """Errors of rolled shards name them as they will be found, ``prefix-00002-of-NNNNN``,
+        not by the provisional name that no file ever has."""
+        try:
+            yield
+        except BaseException as exc:
+            if self.rolling:
+                for i in range(len(self._writers) + 1):  # + 1: a shard failing to open
+                    _rename_in_error(exc, self._provisional(i), f"{self.prefix}-{i:05d}-of-NNNNN{self.suffix}")
+            raise
 
     def _writer_for(self, key):
         if key is not None:
@@ -319,6 +335,20 @@ class ShardedWriter(CommitOnExit):
 
 
 _NONE = object()
+
+
+def _rename_in_error(exc, old: str, new: str) -> None:
+    """Where exc names the file old (its sidecar too), it names new instead, in place."""
+    if isinstance(exc, TFRecordError):
+        named = [exc.path, exc.detail, exc.hint]
+        exc.path, exc.detail, exc.hint = (x.replace(old, new) if isinstance(x, str) else x for x in named)
+        if [exc.path, exc.detail, exc.hint] != named:
+            exc.args = (exc._render(),)
+    elif isinstance(exc, OSError):
+        for attr in ("filename", "filename2"):
+            name = getattr(exc, attr)
+            if isinstance(name, str) and old in name:
+                setattr(exc, attr, name.replace(old, new))
 
 
 @contextlib.contextmanager

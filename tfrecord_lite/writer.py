@@ -463,12 +463,16 @@ def close_group(writers, paths=None) -> None:
 def keep_replaced(names, storage_options=None) -> list:
     """(name, copy) for each existing file among names (see fs.keep: a hard link, or a
     server-side copy on an object store): what a commit replaces survives until the commit
-    stands. Where nothing can be kept, the commit is not undone past it."""
+    stands. An existing file that cannot be kept raises (fs.keep), before anything is replaced."""
     kept = []
-    for name in dict.fromkeys(names):
-        copy = _fs.keep(name, storage_options)
-        if copy is not None:
-            kept.append((name, copy))
+    try:
+        for name in dict.fromkeys(names):
+            copy = _fs.keep(name, storage_options)
+            if copy is not None:
+                kept.append((name, copy))
+    except BaseException:  # one cannot be kept: nothing gets replaced, so no copy is needed
+        drop_kept(kept, storage_options)
+        raise
     return kept
 
 
