@@ -53,7 +53,8 @@ from .index import _sidecar, index_path, load_index
 from .io import _temp_stem, detect_compression, normalize_compression
 from .reader import ON_CORRUPT, TFRecordReader, _read_exact
 from .sharded import DEFAULT_SUFFIX, ShardInfo, _check_prefix, shard_path
-from .writer import TFRecordWriter, check_index_compression, drop_kept, keep_replaced, put_back
+from ._replaced import drop_kept, keep_replaced, put_back
+from .writer import TFRecordWriter, check_index_compression
 
 try:
     from ray.data.extensions import ArrowPythonObjectType

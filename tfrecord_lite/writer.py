@@ -21,6 +21,7 @@ from ._typing import BinaryIO, Buffer, Compression, PathLike, StorageOptions
 from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
 from .io import AtomicFile, CommitOnExit, _fsync_dir, check_level, compressor, normalize_compression
 from .batch import RecordBatch
+from ._replaced import drop_kept, keep_replaced, put_back
 from .index import index_path
 
 __all__ = ["TFRecordWriter"]
@@ -458,38 +459,6 @@ def close_group(writers, paths=None) -> None:
         raise
     for w in writers:
         w._release()
-
-
-def keep_replaced(names, storage_options=None) -> list:
-    """(name, copy) for each existing file among names (see fs.keep: a hard link, or a
-    server-side copy on an object store): what a commit replaces survives until the commit
-    stands. An existing file that cannot be kept raises (fs.keep), before anything is replaced."""
-    kept = []
-    try:
-        for name in dict.fromkeys(names):
-            copy = _fs.keep(name, storage_options)
-            if copy is not None:
-                kept.append((name, copy))
-    except BaseException:  # one cannot be kept: nothing gets replaced, so no copy is needed
-        drop_kept(kept, storage_options)
-        raise
-    return kept
-
-
-def put_back(kept, storage_options=None) -> None:
-    """Undo a commit's replacements: each (name, copy) of keep_replaced() goes back under
-    its name (fs.put_back)."""
-    for name, copy in kept:
-        _fs.put_back(name, copy, storage_options)
-
-
-def drop_kept(kept, storage_options=None) -> None:
-    """The commit stands: remove the copies keep_replaced() made."""
-    for _, copy in kept:
-        try:
-            _fs.remove(copy, storage_options)
-        except Exception:
-            pass  # a leftover under a hidden name
 
 
 def abort_group(writers) -> None:
