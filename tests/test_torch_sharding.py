@@ -84,5 +84,23 @@ def test_rank_given_replaces_the_process_groups(tmp_path, monkeypatch):
         assert len(ds) == len(got)
     assert sorted(by_replica[0] + by_replica[1]) == sorted(record(f, j) for f, n in enumerate(counts) for j in range(n))
     assert sorted(TFRecordIterableDataset(paths, rank=(0, 1))) == sorted(TFRecordDataset(paths))  # no rank split
-    with pytest.raises(tfl.InvalidArgumentError, match="0 <= index < count"):
+    with pytest.raises(tfl.InvalidArgumentError, match="0 <= rank < world size"):
         TFRecordIterableDataset(paths, rank=(2, 2))
+
+
+@pytest.mark.parametrize("args, error, message", [
+    (((5, 2),), tfl.InvalidArgumentError, r"shard must be \(index, count\) with 0 <= index < count, not \(5, 2\)"),
+    (((0.5, 2),), tfl.ArgumentTypeError, r"shard must be two integers \(index, count\), not \(0.5, 2\)"),
+    ((None, (3, 2)), tfl.InvalidArgumentError, r"rank must be \(rank, world size\) with 0 <= rank < world size"),
+    ((None, ("a", 2)), tfl.ArgumentTypeError, r"rank must be two integers \(rank, world size\)"),
+])
+def test_worker_shard_checks_what_it_is_given(args, error, message):
+    """A bad shard was composed as it was ((5, 2) gave shard 5 of 2 to read nothing, or
+    half-floats), and a bad rank was called a bad shard."""
+    from tfrecord_lite.torch import TFRecordIterableDataset, worker_shard
+
+    with pytest.raises(error, match=message):
+        worker_shard(*args)
+    if args[0] is None:  # the dataset's rank= says the same
+        with pytest.raises(error, match=message):
+            TFRecordIterableDataset(["x.tfrecord"], rank=args[1])

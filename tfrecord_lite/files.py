@@ -166,17 +166,19 @@ def _tree(root: str) -> list[str]:
     return found
 
 
-def check_shard(shard) -> tuple[int, int] | None:
+def check_shard(shard, name: str = "shard") -> tuple[int, int] | None:
     """shard as (index, count) ints with 0 <= index < count (None stays None); floats and
-    strings are refused, not truncated or parsed."""
+    strings are refused, not truncated or parsed. name: the argument's, for errors."""
     if shard is None:
         return None
+    what = "(index, count)" if name == "shard" else "(rank, world size)"
     try:
         index, count = (operator.index(v) for v in shard)
     except (TypeError, ValueError):  # not two integers
-        raise ArgumentTypeError(f"shard must be two integers (index, count), not {shard!r}") from None
+        raise ArgumentTypeError(f"{name} must be two integers {what}, not {shard!r}") from None
     if count < 1 or not 0 <= index < count:
-        raise InvalidArgumentError(f"shard must be (index, count) with 0 <= index < count, not {shard!r}")
+        raise InvalidArgumentError(f"{name} must be {what} with 0 <= {what[1:-1].replace(', ', ' < ')}, "
+                                   f"not {shard!r}")
     return index, count
 
 

@@ -118,8 +118,8 @@ def worker_shard(shard: tuple[int, int] | None = None, rank: tuple[int, int] | N
     rank: (rank, world size), by default torch.distributed's. A worker started by spawn or
     forkserver has no process group: there it is RANK and WORLD_SIZE of the environment
     (torchrun's), else pass the rank, noted as the dataset is made in the loader's process."""
-    rank, worker = _rank_and_worker(chosen=check_shard(rank))
-    return _compose(_compose(shard, rank), worker)
+    rank, worker = _rank_and_worker(chosen=check_shard(rank, "rank"))
+    return _compose(_compose(check_shard(shard), rank), worker)
 
 
 def _plan(files, shard, storage_options, rank=None, worker=None, chosen=None):
@@ -349,7 +349,7 @@ def _build():
             self.shard, self.options = shard, options
             # (rank, world size) to shard by instead of torch.distributed's: the data-parallel
             # rank where model-parallel ranks must read alike; (0, 1) shards by none.
-            self.rank = check_shard(rank)
+            self.rank = check_shard(rank, "rank")
             self._epochs = _EpochCount()  # the epoch the next pass starts, shared with the workers
             self._iters = 0  # iter() calls of this copy: with the loader's seed, its pass
             self._next = None  # the epoch after this copy's newest iteration, for state_dict()
