@@ -134,3 +134,21 @@ def test_max_record_bytes_takes_numpy_and_huge_integers(backend, path, call):
         assert got == [record] * 3 if isinstance(got, list) else got == record
     with pytest.raises(tfl.RecordTooLargeError, match="max_record_bytes"):
         call(path, np.int32(len(record) - 1))
+
+
+@pytest.mark.parametrize("value", [True, 2.0, "2", np.float64(2)])
+@pytest.mark.parametrize("make", [
+    lambda p, v: tfl.TFRecordDataset([p], batch_size=v),
+    lambda p, v: tfl.TFRecordDataset([p], num_threads=v),
+    lambda p, v: tfl.IndexedDataset([p], max_open_files=v),
+    lambda p, v: tfl.ShardedWriter(p + "-out", num_shards=v),
+    lambda p, v: tfl.write_parallel([b"r"], bytes, p + "-out", 2, num_workers=v),
+], ids=["dataset batch_size", "dataset num_threads", "IndexedDataset max_open_files", "ShardedWriter num_shards",
+        "write_parallel num_workers"])
+def test_counts_are_integers_everywhere(path, make, value):
+    """One check of counts: the dataset took True as 1 and 2.0 as 2, where the sharded
+    writers refused both; every count now refuses them alike, and takes numpy integers."""
+    with pytest.raises(tfl.InvalidArgumentError, match=r"must be a positive integer, not "):
+        make(path, value)
+    made = make(path, np.int64(2))  # accepted
+    getattr(made, "close", lambda: None)()

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ._typing import Compression, Features, Files, ParseFn, StorageOptions
-from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError
+from .errors import ArgumentTypeError, InvalidArgumentError, TFRecordError, positive_int
 from .features import check_spec_mapping
 from .files import check_shard, resolve_files, shard_plan
 from .io import normalize_compression
@@ -106,7 +106,7 @@ class TFRecordDataset:
         self.files = resolve_files(files, storage_options)
         self.features = features
         self.parse = parse
-        self.batch_size = _positive("batch_size", batch_size, allow_none=True)
+        self.batch_size = positive_int("batch_size", batch_size, allow_none=True)
         if output not in ("numpy", "arrow") or bytes_output not in ("object", "column"):
             raise InvalidArgumentError(f"output must be 'numpy' or 'arrow' and bytes_output 'object' or 'column', "
                                        f"not {output!r} and {bytes_output!r}")
@@ -115,16 +115,16 @@ class TFRecordDataset:
                                        hint="pass features= and batch_size=")
         self.bytes_output, self.output = bytes_output, output
         self.drop_remainder = bool(drop_remainder)
-        self.num_threads = _positive("num_threads", num_threads)
-        self.max_open_files = _positive("max_open_files", max_open_files)
+        self.num_threads = positive_int("num_threads", num_threads)
+        self.max_open_files = positive_int("max_open_files", max_open_files)
         if cycle_length is None:
             cycle_length = min(self.num_threads, self.max_open_files)
-        self.cycle_length = _positive("cycle_length", cycle_length)
+        self.cycle_length = positive_int("cycle_length", cycle_length)
         if self.cycle_length > self.max_open_files:
             raise InvalidArgumentError(
                 f"cycle_length={cycle_length} would hold more files open than max_open_files="
                 f"{max_open_files}", hint="lower cycle_length or raise max_open_files")
-        self.block_length = _positive("block_length", block_length)
+        self.block_length = positive_int("block_length", block_length)
         self.deterministic = bool(deterministic)
         self.shuffle_files = bool(shuffle_files)
         self.shuffle_buffer = _integer("shuffle_buffer", shuffle_buffer or 0)
@@ -138,9 +138,9 @@ class TFRecordDataset:
         self.check_crc = bool(check_crc)
         self.max_record_bytes = check_max_record_bytes(max_record_bytes)
         self.memory_map = bool(memory_map)
-        self.prefetch = _positive("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
+        self.prefetch = positive_int("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
         # 0 reads nothing, as tf.data's repeat(0).
-        self.num_epochs = _positive("num_epochs", num_epochs, allow_none=True, allow_zero=True,
+        self.num_epochs = positive_int("num_epochs", num_epochs, allow_none=True, allow_zero=True,
                                     hint="pass None to repeat forever")
         self._next_epoch = 0
         self._resume = None  # (epoch, elements, stop epoch, file positions) for the next iter()
@@ -343,16 +343,3 @@ def _epoch(value) -> int:
     if epoch < 0:
         raise InvalidArgumentError(f"epoch must be >= 0, not {epoch}", hint="count epochs from 0")
     return epoch
-
-
-def _positive(name, value, allow_none=False, allow_zero=False, hint=None):
-    if value is None and allow_none:
-        return None
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        v = -1
-    if v < (0 if allow_zero else 1) or v != value:
-        raise InvalidArgumentError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, "
-                                   f"not {value!r}", hint=hint)
-    return v

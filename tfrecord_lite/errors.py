@@ -11,6 +11,7 @@ without origins (a list of bytes) ``.index`` is that position and ``.path`` is N
 from __future__ import annotations
 
 import json
+import operator
 import sys
 
 __all__ = [
@@ -196,3 +197,19 @@ def not_a_record(record, exc, path, index) -> TFRecordError:
         hint += "; copy a strided array first: numpy.ascontiguousarray(record)"
     return TFRecordError(f"cannot write a {type(record).__name__} as a record ({exc})", path=path, index=index,
                          hint=hint)
+
+
+def positive_int(name, value, *, allow_none=False, allow_zero=False, hint=None):
+    """value as an int (numpy integers too), else InvalidArgumentError naming the argument: a
+    bool, float or str is refused, not taken as 1, truncated or parsed. allow_none lets None
+    through; allow_zero takes 0."""
+    if value is None and allow_none:
+        return None
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < (0 if allow_zero else 1):
+        raise InvalidArgumentError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, "
+                                   f"not {value!r}", hint=hint)
+    return number

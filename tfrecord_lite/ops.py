@@ -15,12 +15,12 @@ from typing import Iterable
 from . import _native
 from . import fs as _fs
 from ._typing import BinaryIO, Compression, PathLike, Progress, StorageOptions
-from .errors import InvalidArgumentError, TFRecordError
+from .errors import InvalidArgumentError, TFRecordError, positive_int
 from .index import scan_index
 from .io import check_tfrecord, detect_compression, normalize_compression
 from .progress import progress as _progress
 from .reader import DEFAULT_MAX_RECORD_BYTES, TFRecordReader, check_max_record_bytes
-from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, positive_int, shard_path, writer_options
+from .sharded import DEFAULT_SUFFIX, ShardInfo, check_shard_index, shard_path, writer_options
 from .writer import TFRecordWriter, abort_group, close_group
 
 __all__ = ["merge", "split", "tracked_blocks"]

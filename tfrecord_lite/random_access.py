@@ -24,8 +24,8 @@ from . import _native
 from . import fs as _fs
 from ._typing import Features, Files, ParseFn, PathLike, StorageOptions
 from .batch import locate_error
-from .dataset import _positive
-from .errors import ArgumentTypeError, CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError
+from .errors import (ArgumentTypeError, CorruptRecordError, InvalidArgumentError, TFRecordError, TruncatedRecordError,
+                     positive_int)
 from .files import resolve_files
 from .index import OVERHEAD, _index_file, _load, _rebuild, read_index
 from .parsing import make_parse, unbatch
@@ -300,7 +300,7 @@ class IndexedDataset:
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         if features is not None and parse is not None:
             raise InvalidArgumentError("pass features or parse, not both")
-        self.max_open_files = _positive("max_open_files", max_open_files)
+        self.max_open_files = positive_int("max_open_files", max_open_files)
         self.files = [TFRecordFile(p, check_crc=check_crc, max_record_bytes=max_record_bytes,
                                    storage_options=storage_options)
                       for p in resolve_files(files, storage_options)]

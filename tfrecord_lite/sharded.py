@@ -13,7 +13,6 @@ import collections
 import contextlib
 import errno
 import itertools
-import operator
 import os
 import pickle
 import queue
@@ -25,7 +24,7 @@ import numpy as np
 from . import _native
 from . import fs as _fs
 from ._typing import Buffer, Compression, PathLike, Progress, StorageOptions
-from .errors import ArgumentTypeError, EncodeError, InvalidArgumentError, TFRecordError
+from .errors import ArgumentTypeError, EncodeError, InvalidArgumentError, TFRecordError, positive_int
 from .io import CommitOnExit, check_level, normalize_compression
 from .progress import progress as _progress
 from .batch import RecordBatch
@@ -60,18 +59,6 @@ def check_shard_index(index) -> None:
     if isinstance(index, (str, bytes, os.PathLike)):
         raise InvalidArgumentError(f"index must be True or False for shards, not {index!r}: each shard's "
                                    "sidecar is its own path + '.index'", hint="pass index=True")
-
-
-def positive_int(name, value, more="") -> int:
-    """value as an int (numpy integers too), or InvalidArgumentError naming it; a bool is
-    refused (True would be taken for 1)."""
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
-    if number is None or number < 1:
-        raise InvalidArgumentError(f"{name} must be a positive int{more}, not {value!r}")
-    return number
 
 
 def writer_options(compression, compression_level, *, index=False, fsync=False, storage_options=None,
@@ -437,7 +424,7 @@ def write_parallel(items: Iterable[Any], encode: Callable[[Any], Any], prefix: P
     num_shards = positive_int("num_shards", num_shards)
     chunk_size = positive_int("chunk_size", chunk_size)
     if num_workers is not None:
-        num_workers = positive_int("num_workers", num_workers, " (or None for one per CPU)")
+        num_workers = positive_int("num_workers", num_workers, hint="or None for one per CPU")
     _check_prefix(prefix)
     check_shard_index(index)
     options = writer_options(compression, compression_level, index=index, fsync=fsync,
