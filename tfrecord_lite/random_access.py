@@ -92,9 +92,7 @@ class TFRecordFile:
         """Records at indices, runs of consecutive ones read with one read (Grain's batched
         read, and ``f[[i, j, ...]]``)."""
         at = _positions(indices, len(self.offsets), self.path)
-        cuts = (np.flatnonzero(at[1:] != at[:-1] + 1) + 1).tolist()
-        return [r for a, b in zip([0, *cuts], [*cuts, len(at)]) if b > a
-                for r in self.read_range(int(at[a]), int(at[b - 1]) + 1)]
+        return [r for a, b in _runs(at) for r in self.read_range(int(at[a]), int(at[b - 1]) + 1)]
 
     def __repr__(self):
         return f"TFRecordFile({self.path!r}, records={len(self)})"
@@ -383,9 +381,8 @@ class IndexedDataset:
             return []
         k = np.searchsorted(self.cumulative, at, side="right")  # file numbers
         j = at - np.concatenate(([0], self.cumulative[:-1]))[k]  # record numbers in them
-        cuts = (np.flatnonzero((k[1:] != k[:-1]) | (j[1:] != j[:-1] + 1)) + 1).tolist()
         out = []
-        for a, b in zip([0, *cuts], [*cuts, len(at)]):
+        for a, b in _runs(at, k[1:] != k[:-1]):  # a run ends where a file does
             out.extend(self._fetch(int(k[a]), int(j[a]), int(j[b - 1]) + 1))
         return out
 
@@ -447,6 +444,16 @@ def _digest(offsets, lengths) -> tuple:
     """What tells an index from another: contiguous frames are fixed by where the first
     starts and by their lengths."""
     return len(offsets), int(offsets[0]) if len(offsets) else 0, zlib.crc32(np.ascontiguousarray(lengths, np.int64))
+
+
+def _runs(at, ends=None) -> list:
+    """(first, stop) positions in at of each run of consecutive indices, a run also ending
+    after each position where ends (one flag per neighbouring pair) is set."""
+    cut = at[1:] != at[:-1] + 1
+    if ends is not None:
+        cut |= ends
+    cuts = (np.flatnonzero(cut) + 1).tolist()
+    return [(a, b) for a, b in zip([0, *cuts], [*cuts, len(at)]) if b > a]
 
 
 def _absolute(path):
