@@ -141,7 +141,7 @@ class TFRecordDataset:
         self.prefetch = positive_int("prefetch", prefetch if prefetch is not None else 2 * self.num_threads)
         # 0 reads nothing, as tf.data's repeat(0).
         self.num_epochs = positive_int("num_epochs", num_epochs, allow_none=True, allow_zero=True,
-                                    hint="pass None to repeat forever")
+                                       hint="pass None to repeat forever")
         self._next_epoch = 0
         self._resume = None  # (epoch, elements, stop epoch, file positions) for the next iter()
         self._position = None  # the newest iterator's _Position
