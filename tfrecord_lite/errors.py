@@ -199,16 +199,21 @@ def not_a_record(record, exc, path, index) -> TFRecordError:
                          hint=hint)
 
 
+def as_integer(value):
+    """value as an int where it is an integer (numpy's too), else None: a bool is no count or
+    level, and a float or str is neither truncated nor parsed."""
+    try:
+        return None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
+
+
 def positive_int(name, value, *, allow_none=False, allow_zero=False, hint=None):
-    """value as an int (numpy integers too), else InvalidArgumentError naming the argument: a
-    bool, float or str is refused, not taken as 1, truncated or parsed. allow_none lets None
-    through; allow_zero takes 0."""
+    """value as an int (as_integer), else InvalidArgumentError naming the argument. allow_none
+    lets None through; allow_zero takes 0."""
     if value is None and allow_none:
         return None
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
+    number = as_integer(value)
     if number is None or number < (0 if allow_zero else 1):
         raise InvalidArgumentError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, "
                                    f"not {value!r}", hint=hint)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import io
-import operator
 import os
 import posixpath
 import stat
@@ -19,7 +18,7 @@ import zlib
 from typing import TypeVar
 
 from .errors import (CorruptRecordError, DataLossError, InvalidArgumentError, NotTFRecordError,
-                     TruncatedRecordError)
+                     TruncatedRecordError, as_integer)
 
 __all__ = ["normalize_compression", "detect_compression", "check_tfrecord", "AtomicFile", "CommitOnExit",
            "make_parents", "check_output_name"]
@@ -208,10 +207,7 @@ def check_level(level, path=None):
     the whole process on one)."""
     if level is None:
         return None
-    try:
-        value = None if isinstance(level, bool) else operator.index(level)  # numpy ints too
-    except TypeError:
-        value = None
+    value = as_integer(level)
     if value is None or not -1 <= value <= 9:
         raise InvalidArgumentError(f"compression_level={level!r} is not a deflate level", path=path,
                                    hint="use an int from 0 (no compression) to 9 (smallest), or -1 or None "
